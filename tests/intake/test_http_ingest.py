@@ -1,0 +1,165 @@
+"""HTTP ingest over a real socket: what an agent adapter posting to the bridge sees."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+
+from aep_bridge.aep.envelope import Event
+from aep_bridge.intake.endpoint import IngestLimits, create_app
+from tests.shared_data import AEP_FIXTURES
+
+GOLDEN = (AEP_FIXTURES / "golden" / "golden.jsonl").read_bytes()
+HEADERS = {"AEP-Version": "0.1"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Collected:
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    async def __call__(self, events: Sequence[Event]) -> None:
+        self.events.extend(events)
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[str, Collected]]:
+    sink = Collected()
+    app = create_app(sink, IngestLimits(max_body_bytes=64_000, max_event_bytes=8_000))
+    port = free_port()
+    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not srv.started and time.monotonic() < deadline:
+        time.sleep(0.01)
+    yield f"http://127.0.0.1:{port}", sink
+    srv.should_exit = True
+    thread.join(5)
+
+
+def test_discovery_at_events_and_well_known(server):
+    base, _ = server
+    for path in ("/events", "/.well-known/aep"):
+        doc = httpx.get(base + path).json()
+        assert doc["aep"] == ["0.1"]
+        assert doc["endpoints"]["events"] == "/events"
+
+
+def test_an_ndjson_batch_is_accepted_in_order_with_bytes_kept(server):
+    base, sink = server
+    r = httpx.post(
+        base + "/events",
+        content=GOLDEN,
+        headers={**HEADERS, "content-type": "application/x-ndjson"},
+    )
+    assert r.status_code == 202
+    assert r.json() == {"accepted": 64}
+    assert [e.raw for e in sink.events] == GOLDEN.splitlines()
+
+
+def test_a_single_event(server):
+    base, sink = server
+    line = GOLDEN.splitlines()[0]
+    r = httpx.post(
+        base + "/events",
+        content=line,
+        headers={**HEADERS, "content-type": "application/json; charset=utf-8"},
+    )
+    assert r.status_code == 202
+    assert sink.events[0].raw == line
+
+
+def test_a_batch_with_a_bad_line_is_refused_whole_naming_the_line(server):
+    base, sink = server
+    lines = GOLDEN.splitlines()[:5]
+    lines[2] = lines[2].replace(b'"seq":2', b'"seq":-2')
+    r = httpx.post(
+        base + "/events",
+        content=b"\n".join(lines),
+        headers={**HEADERS, "content-type": "application/x-ndjson"},
+    )
+    assert r.status_code == 400
+    body = r.json()
+    assert body["error"] == "invalid-event"
+    assert body["line"] == 3
+    assert body["violations"][0]["rule"] == "AEP-0001 §5.1 #11"
+    assert sink.events == []
+
+
+@pytest.mark.parametrize(
+    ("headers", "body", "status"),
+    [
+        ({"AEP-Version": "9.9", "content-type": "application/json"}, b"{}", 426),
+        ({"content-type": "application/json"}, b"{}", 426),
+        ({**HEADERS, "content-type": "text/plain"}, b"{}", 415),
+        ({**HEADERS, "content-type": "application/json"}, b"x" * 70_000, 413),
+        ({**HEADERS, "content-type": "application/json"}, b"not json", 400),
+        ({**HEADERS, "content-type": "application/x-ndjson"}, b"{}\n" + b"y" * 9_000, 400),
+    ],
+    ids=["major-9", "no-version", "text-plain", "too-large", "not-json", "line-too-large"],
+)
+def test_refusals_carry_the_spec_status(server, headers, body, status):
+    base, sink = server
+    r = httpx.post(base + "/events", content=body, headers=headers)
+    assert r.status_code == status
+    if status == 426:
+        assert r.json() == {"versions": ["0.1"]}
+    else:
+        assert isinstance(r.json()["error"], str)
+    assert sink.events == []
+    assert httpx.get(base + "/events").status_code == 200  # and the server lives on
+
+
+def test_make_run_serves_and_shows_events_once(tmp_path: Path):
+    """`aep-bridge run` as `make run` starts it: events posted appear once on the console."""
+    port = free_port()
+    out = (tmp_path / "out.txt").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "aep_bridge", "run", "--port", str(port)],
+        stdout=out,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        for _ in range(200):
+            try:
+                httpx.get(base + "/events")
+                break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        for _ in range(2):  # the second post is a redelivery
+            r = httpx.post(
+                base + "/events",
+                content=GOLDEN,
+                headers={**HEADERS, "content-type": "application/x-ndjson"},
+            )
+            assert r.status_code == 202
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=10)
+        out.close()
+    shown = (tmp_path / "out.txt").read_text().splitlines()
+    assert len(shown) == 64
+    assert "AEP endpoint on http://127.0.0.1" in err
+    first = json.loads(GOLDEN.splitlines()[0])
+    assert shown[0] == f"{first['time']} claude-code s_8f2c session.started"
