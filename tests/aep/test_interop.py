@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import jsonschema
 import pytest
 from aep_sdk import Emitter
 from aep_sdk.testing import ControlStub, MemorySink, ScriptedSource
@@ -21,28 +20,13 @@ from aep_bridge.aep.payloads import Answer, ControlCancel
 from aep_bridge.aep.redaction import Redactor
 from aep_bridge.aep.stream import StreamChecker
 from aep_bridge.aep.validation import parse_event, validate_event
-from tests.shared_data import AEP_FIXTURES, AEP_SCHEMAS
+from tests import official
+from tests.shared_data import AEP_FIXTURES
 
-FORMAT = jsonschema.Draft202012Validator.FORMAT_CHECKER
-ENVELOPE = jsonschema.Draft202012Validator(
-    json.loads((AEP_SCHEMAS / "aep-event.schema.json").read_text()), format_checker=FORMAT
-)
-PAYLOADS = {
-    p.name.removesuffix(".schema.json"): jsonschema.Draft202012Validator(
-        json.loads(p.read_text()), format_checker=FORMAT
-    )
-    for p in (AEP_SCHEMAS / "types").glob("*.schema.json")
-}
 GOLDEN = [
     parse_event(line) for line in (AEP_FIXTURES / "golden/golden.jsonl").read_bytes().splitlines()
 ]
 BRIDGE = {"source": "aep://localhost/agent/aep-bridge", "agent": "aep-bridge"}
-
-
-def assert_officially_valid(wire: dict[str, Any]) -> None:
-    ENVELOPE.validate(wire)
-    if "data" in wire and wire["type"] in PAYLOADS:
-        PAYLOADS[wire["type"]].validate(wire["data"])
 
 
 def _sdk_session_events() -> list[dict[str, Any]]:
@@ -150,7 +134,7 @@ def _built() -> list[Any]:
 
 @pytest.mark.parametrize("index", range(9))
 def test_events_and_commands_we_build_pass_the_official_schemas(index: int):
-    assert_officially_valid(_built()[index].to_dict())
+    official.assert_valid(_built()[index].to_dict())
 
 
 def test_respond_commands_follow_the_control_profile():
@@ -169,8 +153,8 @@ def test_respond_commands_follow_the_control_profile():
 @pytest.mark.parametrize("ceiling", ["none", "metadata", "redacted"])
 def test_every_downlevelled_golden_event_passes_the_official_schemas(ceiling: str):
     for event in GOLDEN:
-        assert_officially_valid(downlevel(event, ceiling).to_dict())
-        assert_officially_valid(downlevel(event, ceiling, redactor=Redactor()).to_dict())
+        official.assert_valid(downlevel(event, ceiling).to_dict())
+        official.assert_valid(downlevel(event, ceiling, redactor=Redactor()).to_dict())
 
 
 def test_answering_something_that_is_not_a_request_is_refused():
