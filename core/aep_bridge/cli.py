@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import json
+import logging
 import sys
 from collections.abc import Sequence
 from typing import BinaryIO, TextIO
@@ -11,6 +14,20 @@ from typing import BinaryIO, TextIO
 from . import __version__
 from .aep.jsonl import Finding, LogCheck
 from .aep.validation import DEFAULT_MAX_EVENT_BYTES
+from .bridge import Bridge
+from .config import (
+    CONFIG_ENV,
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    BridgeConfig,
+    ConfigError,
+    config_path,
+    read_config,
+    resolve_channels,
+)
+from .console import ConsoleSink
+from .intake.endpoint import create_app
+from .plugins import PluginHost
 
 EXIT_OK = 0
 EXIT_VIOLATIONS = 1
@@ -86,25 +103,110 @@ class _noclose:
         return None
 
 
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8787
+def _load(config_file: str | None) -> tuple[BridgeConfig, PluginHost]:
+    host = PluginHost()
+    host.load()
+    return read_config(config_path(config_file)), host
 
 
-def run(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> int:
-    """Serve the embedded AEP endpoint and show every event that reaches it."""
+def run(config_file: str | None = None, host: str | None = None, port: int | None = None) -> int:
+    """Serve the bridge: the embedded AEP endpoint and the configured channels."""
+    logging.basicConfig(level=logging.INFO, format="aep-bridge: %(message)s", stream=sys.stderr)
+    try:
+        config, plugins = _load(config_file)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_USAGE
+    listen = config.listen.model_copy(
+        update={k: v for k, v in (("host", host), ("port", port)) if v is not None}
+    )
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve(Bridge(config, plugins), listen.host, listen.port))
+    return EXIT_OK
+
+
+async def _serve(bridge: Bridge, host: str, port: int) -> None:
     import uvicorn
 
-    from .console import ConsoleSink
-    from .intake.endpoint import create_app
+    await bridge.start()
+    try:
+        app = create_app(ConsoleSink(), extra_routes=bridge.routes())
+        channels = ", ".join(bridge.running) or "none"
+        print(
+            f"aep-bridge {__version__}: AEP endpoint on http://{host}:{port}/events "
+            f"(POST events with header AEP-Version: 0.1); channels: {channels}; Ctrl-C stops",
+            file=sys.stderr,
+            flush=True,
+        )
+        server = uvicorn.Server(
+            uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+        )
+        await server.serve()
+    finally:
+        await bridge.stop()
 
-    app = create_app(ConsoleSink())
+
+def check(config_file: str | None, *, out: TextIO | None = None) -> int:
+    """Validate a config as `run` would use it; exit 1 if anything must be fixed."""
+    out = out or sys.stdout
+    try:
+        config, plugins = _load(config_file)
+    except ConfigError as exc:
+        print(exc, file=out)
+        return EXIT_VIOLATIONS
+    source = config_file or str(config_path(None) or "embedded defaults")
+    plan = resolve_channels(config, plugins)
+    for problem in plan.problems:
+        print(f"{source}: error: {problem}", file=out)
+    for warning in plan.warnings:
+        print(f"{source}: warning: {warning}", file=out)
+    if plan.problems:
+        print(f"{source}: {len(plan.problems)} problem(s) to fix", file=out)
+        return EXIT_VIOLATIONS
+    names = ", ".join(f"{c.name} ({c.registration.name})" for c in plan.channels) or "none"
     print(
-        f"aep-bridge {__version__}: AEP endpoint on http://{host}:{port}/events "
-        "(POST events with header AEP-Version: 0.1); Ctrl-C stops",
-        file=sys.stderr,
-        flush=True,
+        f"{source}: ok: listening on {config.listen.host}:{config.listen.port}; channels: {names}",
+        file=out,
     )
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    return EXIT_OK
+
+
+def plugins(*, as_json: bool = False, out: TextIO | None = None) -> int:
+    """List the plugins found, where they come from, and whether they loaded."""
+    out = out or sys.stdout
+    host = PluginHost()
+    host.load()
+    if as_json:
+        json.dump(
+            [
+                {
+                    "name": r.name,
+                    "module": r.module,
+                    "distribution": r.distribution,
+                    "version": r.version,
+                    "status": r.status,
+                    "error": r.error,
+                    "channels": r.channels,
+                    "builtin": r.builtin,
+                }
+                for r in host.records
+            ],
+            out,
+            indent=2,
+        )
+        out.write("\n")
+        return EXIT_OK
+    if not host.records:
+        print("no plugins found", file=out)
+    for r in host.records:
+        origin = f"{r.distribution} {r.version}" if r.distribution else r.module
+        kind = "built-in" if r.builtin else "plugin"
+        if r.status == "loaded":
+            print(
+                f"{r.name}: loaded ({kind}, {origin}); channels: {', '.join(r.channels)}", file=out
+            )
+        else:
+            print(f"{r.name}: FAILED ({kind}, {origin}): {r.error}", file=out)
     return EXIT_OK
 
 
@@ -117,11 +219,17 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve = commands.add_parser(
-        "run",
-        help="run the bridge: the embedded AEP endpoint, with events shown on the console",
+        "run", help="run the bridge: the embedded AEP endpoint and the configured channels"
     )
-    serve.add_argument("--host", default=DEFAULT_HOST, help=f"listen address ({DEFAULT_HOST})")
-    serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port ({DEFAULT_PORT})")
+    serve.add_argument("--config", help=f"config file (default ${CONFIG_ENV}, else built-in)")
+    serve.add_argument("--host", help=f"listen address (default {DEFAULT_HOST})")
+    serve.add_argument("--port", type=int, help=f"port (default {DEFAULT_PORT})")
+
+    verify = commands.add_parser("check", help="validate a config file as `run` would use it")
+    verify.add_argument("config", nargs="?", help=f"the file (default ${CONFIG_ENV})")
+
+    listing = commands.add_parser("plugins", help="list plugins, their packages and status")
+    listing.add_argument("--json", action="store_true", help="print JSON")
 
     check = commands.add_parser(
         "validate",
@@ -147,7 +255,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "validate":
             return validate(args.files, as_json=args.json, max_bytes=args.max_bytes)
         if args.command == "run":
-            return run(args.host, args.port)
+            return run(args.config, args.host, args.port)
+        if args.command == "check":
+            return check(args.config)
+        if args.command == "plugins":
+            return plugins(as_json=args.json)
     except BrokenPipeError:  # `aep-bridge validate x.jsonl | head` is not an error
         sys.stderr.close()
         return EXIT_OK

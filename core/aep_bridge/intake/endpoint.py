@@ -15,7 +15,7 @@ from typing import Any, Final
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from ..aep.envelope import Event
 from ..aep.errors import InvalidEvent
@@ -94,8 +94,13 @@ def _parse_batch(body: bytes, content_type: str, limits: IngestLimits) -> list[E
     return events
 
 
-def create_app(sink: EventSink, limits: IngestLimits | None = None) -> Starlette:
-    """The ASGI app: `GET /events` and `/.well-known/aep` (discovery), `POST /events`."""
+def create_app(
+    sink: EventSink,
+    limits: IngestLimits | None = None,
+    extra_routes: Sequence[BaseRoute] = (),
+) -> Starlette:
+    """The ASGI app: `GET /events` and `/.well-known/aep` (discovery), `POST /events`,
+    and any routes channels and plugins add."""
     limits = limits or IngestLimits()
 
     async def discovery(request: Request) -> Response:
@@ -134,6 +139,7 @@ def create_app(sink: EventSink, limits: IngestLimits | None = None) -> Starlette
             Route("/events", discovery, methods=["GET"]),
             Route("/.well-known/aep", discovery, methods=["GET"]),
             Route("/events", ingest, methods=["POST"]),
+            *extra_routes,
         ]
     )
 

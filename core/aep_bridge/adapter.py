@@ -1,0 +1,195 @@
+"""The channel contract: `ChannelAdapter`, and `BridgeCore`, the core API an adapter calls.
+
+Adapters translate; the core decides. An adapter shows what the core sends and reports what
+people do (`resolve_permission`, `answer_text`, `handle_incoming_message`); it never decides
+who may answer, whether a request is still open, or what the agent is sent. It does not sleep
+or retry either: a failed platform call raises `ChannelError` (or `RateLimited`) and the
+core's outbox decides what happens next.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol
+
+from .types import (
+    AgentCommand,
+    ChannelCapabilities,
+    ChannelConfig,
+    ChannelUser,
+    IncomingMessage,
+    NotificationMessage,
+    OutgoingMessage,
+    PermissionOutcome,
+    PermissionRequest,
+    Resolution,
+)
+
+if TYPE_CHECKING:
+    from starlette.routing import BaseRoute
+
+#: The contract this core speaks, `major.minor`. An adapter built for the same major and an
+#: equal or older minor loads; anything else is refused with a message saying what to do.
+CONTRACT_VERSION: Final = "1.0"
+
+
+class ChannelState(Protocol):
+    """A channel's own small persistent key-value store (platform message ids and the like)."""
+
+    async def get(self, key: str) -> str | None: ...
+
+    async def set(self, key: str, value: str) -> None: ...
+
+    async def delete(self, key: str) -> None: ...
+
+
+class BridgeCore(Protocol):
+    """What an adapter may call on the core."""
+
+    async def handle_incoming_message(self, message: IncomingMessage) -> None:
+        """Text a person wrote in a session's thread (a reply to a card is a text answer)."""
+        ...
+
+    async def resolve_permission(
+        self, session_id: str, request_id: str, option_id: str, user: ChannelUser
+    ) -> Resolution:
+        """A button was pressed. The answer tells the adapter what to show the presser."""
+        ...
+
+    async def answer_text(
+        self, session_id: str, request_id: str, text: str, user: ChannelUser
+    ) -> Resolution:
+        """A free-text answer (AEP-0008): sent to the agent as text, never mapped to an option."""
+        ...
+
+    async def answer_form(
+        self, session_id: str, request_id: str, values: dict[str, Any], user: ChannelUser
+    ) -> Resolution:
+        """A completed form (AEP-0006): field id to value."""
+        ...
+
+    def thread_id(self, channel: str, session_id: str) -> str | None:
+        """The platform thread this channel created for a session, if any."""
+        ...
+
+    def state(self, channel: str) -> ChannelState:
+        """The persistent key-value store of one channel."""
+        ...
+
+
+class ChannelAdapter(ABC):
+    """A chat platform, as the core drives it. Subclass, set the class attributes, implement.
+
+    Class attributes:
+        name: the channel's name in config files and `aep-bridge plugins` (`"telegram"`).
+        capabilities: what the platform can do, validated when the plugin loads.
+        config_model: the pydantic model of this channel's config block.
+        contract_version: the `CONTRACT_VERSION` the adapter was written against.
+    """
+
+    name: ClassVar[str]
+    capabilities: ClassVar[ChannelCapabilities]
+    config_model: ClassVar[type[ChannelConfig]] = ChannelConfig
+    contract_version: ClassVar[str] = CONTRACT_VERSION
+
+    def __init__(self, core: BridgeCore, config: ChannelConfig) -> None:
+        self.core = core
+        self.config = config
+
+    @property
+    def instance_name(self) -> str:
+        """This instance's name: its config key (two Telegram groups are two instances)."""
+        return self.config.name or self.name
+
+    # -- required ------------------------------------------------------------------------
+
+    @abstractmethod
+    async def start(self) -> None:
+        """Connect to the platform. Raise `ChannelError` with a fix if it cannot."""
+
+    @abstractmethod
+    async def stop(self) -> None:
+        """Disconnect. Called once at shutdown, maybe twice: a second call does nothing."""
+
+    @abstractmethod
+    async def send_message(self, session_id: str, content: OutgoingMessage) -> None:
+        """Show one message in the session's thread; same `key` means update that card."""
+
+    @abstractmethod
+    async def send_permission_request(self, session_id: str, request: PermissionRequest) -> None:
+        """Show a request as a card with one button per option (none if informational)."""
+
+    @abstractmethod
+    async def send_notification(self, notification: NotificationMessage) -> None:
+        """A heads-up outside the thread, linking to it where possible."""
+
+    @abstractmethod
+    async def create_session_thread(self, session_id: str, name: str) -> str:
+        """Create the session's thread and return its platform id (the core calls this once)."""
+
+    @abstractmethod
+    async def rename_session_thread(self, session_id: str, new_name: str) -> None:
+        """The agent named the session: rename its thread."""
+
+    # -- optional ------------------------------------------------------------------------
+
+    async def update_permission_request(
+        self, session_id: str, request: PermissionRequest, outcome: PermissionOutcome
+    ) -> None:
+        """Show what became of a card; when `outcome.closed`, remove its buttons."""
+        return None
+
+    async def delete_session_thread(self, session_id: str) -> None:
+        """Remove the session's thread (when the config asks for deletion at the end)."""
+        return None
+
+    async def archive_session_topic(self, session_id: str) -> None:
+        """Close or archive the session's thread at `session.ended`."""
+        return None
+
+    async def send_skill_commands(self, session_id: str, commands: list[AgentCommand]) -> None:
+        """Offer the agent's commands in the platform's command menu."""
+        return None
+
+    async def cleanup_skill_commands(self, session_id: str) -> None:
+        """Withdraw what `send_skill_commands` offered."""
+        return None
+
+    def routes(self) -> Sequence[BaseRoute]:
+        """HTTP routes this instance serves, mounted at `/channels/{instance_name}` on the bridge.
+
+        For platforms that call back over HTTP (webhooks, notification action buttons).
+        """
+        return ()
+
+
+#: Anything that builds an adapter from the core and a validated config block.
+AdapterFactory = Callable[[BridgeCore, ChannelConfig], ChannelAdapter]
+
+
+class ContractMismatch(ValueError):
+    """An adapter written for a channel contract this core does not speak."""
+
+
+def check_contract(channel: str, declared: str, *, core: str = CONTRACT_VERSION) -> None:
+    """Refuse an adapter whose contract is another major, or a newer minor, than the core's."""
+    try:
+        major, minor = (int(p) for p in declared.split("."))
+    except ValueError:
+        raise ContractMismatch(
+            f"channel {channel!r} declares contract_version {declared!r}; expected 'major.minor'"
+        ) from None
+    core_major, core_minor = (int(p) for p in core.split("."))
+    if major != core_major:
+        newer = "a newer" if major > core_major else "an older"
+        raise ContractMismatch(
+            f"channel {channel!r} was written for channel contract {declared}, and this "
+            f"aep-bridge speaks {core}: install {newer} aep-bridge, or a version of the plugin "
+            f"made for contract {core_major}.x"
+        )
+    if minor > core_minor:
+        raise ContractMismatch(
+            f"channel {channel!r} needs channel contract {declared}, newer than this "
+            f"aep-bridge's {core}: upgrade aep-bridge"
+        )

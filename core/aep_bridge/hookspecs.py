@@ -1,0 +1,96 @@
+"""The hooks a plugin can implement: the whole plugin API in one place.
+
+A plugin is a module registered under the `aep_bridge` entry-point group. It implements any
+of these hooks with the `hookimpl` marker:
+
+    from aep_bridge import hookimpl
+
+    @hookimpl
+    def register_channels():
+        return [NtfyChannel]
+
+The built-in channels are plugins of exactly this kind. Hooks are synchronous functions;
+`startup` and `shutdown` may return an awaitable, which the bridge awaits. An implementation
+may take any subset of a hook's arguments, so arguments added later break no plugin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Sequence
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+    from starlette.routing import BaseRoute
+
+    from .adapter import ChannelAdapter
+    from .aep.envelope import Event
+    from .bridge import Bridge
+    from .plugins import ChannelRegistration
+    from .types import ChannelConfig, ChannelUser, OutgoingMessage, PermissionRequest
+
+PROJECT = "aep_bridge"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def register_channels() -> Sequence[type[ChannelAdapter] | ChannelRegistration]:
+    """The channels this plugin provides: adapter classes, or registrations with a factory.
+
+    A class is registered under its `name` with its `config_model`; a `ChannelRegistration`
+    names a factory instead, for adapters built some other way.
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def startup(bridge: Bridge) -> Awaitable[None] | None:
+    """The bridge has started its channels and is about to serve."""
+
+
+@hookspec
+def shutdown(bridge: Bridge) -> Awaitable[None] | None:
+    """The bridge is stopping; its channels are still there."""
+
+
+@hookspec
+def register_routes(bridge: Bridge) -> Sequence[BaseRoute] | None:
+    """Extra HTTP routes on the bridge's server (Starlette routes), outside any channel."""
+
+
+@hookspec(firstresult=True)
+def render_vendor_event(event: Event, verbosity: str) -> Sequence[OutgoingMessage] | None:
+    """How to show a vendor `x.*` event; the first plugin to return a list wins.
+
+    Return None to leave the event to other plugins and, failing all, the core's compact
+    default. An empty list hides the event.
+    """
+
+
+@hookspec(firstresult=True)
+def approver_decision(
+    channel: str,
+    user: ChannelUser,
+    request: PermissionRequest,
+    config: ChannelConfig,
+) -> bool | None:
+    """Whether `user` may answer `request` on `channel`: True, False, or None for no opinion.
+
+    The first plugin with an opinion decides. With none, the channel's `approvers` and
+    `approver_roles` decide, and anyone not listed is refused (fail closed).
+    """
+
+
+__all__ = [
+    "PROJECT",
+    "approver_decision",
+    "hookimpl",
+    "hookspec",
+    "register_channels",
+    "register_routes",
+    "render_vendor_event",
+    "shutdown",
+    "startup",
+]

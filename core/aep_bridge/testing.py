@@ -1,0 +1,640 @@
+"""The conformance kit for channel plugins, and the test doubles for core tests.
+
+- `FakeCore`: a `BridgeCore` that records what adapters report and answers as told.
+- `MemoryChannel`: an in-memory channel, for testing the core without any platform.
+- `ChannelConformance`: the suite every channel runs against its own adapter and its own fake
+  platform. Subclass it in your tests and provide a `harness` fixture:
+
+      class TestMyChannel(ChannelConformance):
+          @pytest.fixture
+          async def harness(self):
+              async with my_fake_platform() as fake:
+                  core = FakeCore()
+                  adapter = MyChannel(core, MyConfig(name="mine", approvers=["u1"], ...))
+                  await adapter.start()
+                  yield Harness(adapter, core, MyProbe(fake), approver=ChannelUser(id="u1"))
+                  await adapter.stop()
+
+  The probe is the test's eyes and hands on the fake platform: what a person would see
+  (threads, messages as displayed, buttons) and what they can do (press, reply). See
+  docs/writing-a-channel.md.
+
+It needs pytest and pytest-asyncio, which a plugin's tests have anyway; nothing here runs in
+the bridge itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import re
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
+
+import pytest
+
+from .adapter import ChannelAdapter, ChannelState
+from .text import measure, split_text
+from .types import (
+    OUTGOING_KINDS,
+    ChannelCapabilities,
+    ChannelConfig,
+    ChannelUser,
+    IncomingMessage,
+    NotificationMessage,
+    OutcomeStatus,
+    OutgoingMessage,
+    PermissionOption,
+    PermissionOutcome,
+    PermissionRequest,
+    Resolution,
+    ResolutionStatus,
+)
+
+# -- the fake core ---------------------------------------------------------------------
+
+
+class MemoryState:
+    """An in-memory `ChannelState`."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, str] = {}
+
+    async def get(self, key: str) -> str | None:
+        return self.values.get(key)
+
+    async def set(self, key: str, value: str) -> None:
+        self.values[key] = value
+
+    async def delete(self, key: str) -> None:
+        self.values.pop(key, None)
+
+
+@dataclass(frozen=True, slots=True)
+class Press:
+    """One call an adapter made to report a person's answer."""
+
+    session_id: str
+    request_id: str
+    answer: str | dict[str, Any]
+    user: ChannelUser
+    via: str  # "button", "text" or "form"
+
+
+class FakeCore:
+    """A `BridgeCore` that records every report and answers with `next_resolution`."""
+
+    def __init__(self) -> None:
+        self.presses: list[Press] = []
+        self.incoming: list[IncomingMessage] = []
+        self.threads: dict[tuple[str, str], str] = {}
+        self.states: dict[str, MemoryState] = {}
+        self.next_resolution = Resolution(status=ResolutionStatus.ACCEPTED)
+        self.pressed = asyncio.Event()
+
+    def _record(self, press: Press) -> Resolution:
+        self.presses.append(press)
+        self.pressed.set()
+        return self.next_resolution
+
+    async def handle_incoming_message(self, message: IncomingMessage) -> None:
+        self.incoming.append(message)
+        self.pressed.set()
+
+    async def resolve_permission(
+        self, session_id: str, request_id: str, option_id: str, user: ChannelUser
+    ) -> Resolution:
+        return self._record(Press(session_id, request_id, option_id, user, "button"))
+
+    async def answer_text(
+        self, session_id: str, request_id: str, text: str, user: ChannelUser
+    ) -> Resolution:
+        return self._record(Press(session_id, request_id, text, user, "text"))
+
+    async def answer_form(
+        self, session_id: str, request_id: str, values: dict[str, Any], user: ChannelUser
+    ) -> Resolution:
+        return self._record(Press(session_id, request_id, values, user, "form"))
+
+    def thread_id(self, channel: str, session_id: str) -> str | None:
+        return self.threads.get((channel, session_id))
+
+    def state(self, channel: str) -> ChannelState:
+        return self.states.setdefault(channel, MemoryState())
+
+    async def create_thread(self, adapter: ChannelAdapter, session_id: str, name: str) -> str:
+        """What the real core does: create once and remember the thread id."""
+        thread = await adapter.create_session_thread(session_id, name)
+        self.threads[(adapter.instance_name, session_id)] = thread
+        return thread
+
+
+# -- what a probe shows ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ButtonView:
+    """A button as shown: its label, and the bytes the platform carries back when pressed."""
+
+    label: str
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class MessageView:
+    """A message as a person sees it now (edits applied, markup rendered to plain text)."""
+
+    id: str
+    thread_id: str | None
+    text: str
+    buttons: tuple[ButtonView, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadView:
+    id: str
+    name: str
+    closed: bool = False
+
+
+class PlatformProbe(Protocol):
+    """The test's eyes and hands on a fake platform."""
+
+    async def threads(self) -> list[ThreadView]:
+        """Every thread the adapter created, with its current name."""
+        ...
+
+    async def messages(self, thread_id: str | None = None) -> list[MessageView]:
+        """Messages in a thread (or all of them, notifications included), oldest first."""
+        ...
+
+    async def press(self, message: MessageView, button: ButtonView, user: ChannelUser) -> None:
+        """Press a button as `user`; return once the platform delivered the press."""
+        ...
+
+    async def reply(
+        self,
+        thread_id: str | None,
+        text: str,
+        user: ChannelUser,
+        reply_to: MessageView | None = None,
+    ) -> None:
+        """Write `text` in a thread as `user`, optionally as a reply to a message."""
+        ...
+
+
+@dataclass(slots=True)
+class Harness:
+    """One adapter, started against its fake platform, with a fake core and a probe."""
+
+    adapter: ChannelAdapter
+    core: FakeCore
+    probe: PlatformProbe
+    approver: ChannelUser
+    #: how long to wait for a press to travel through the platform to the core
+    timeout: float = 5.0
+
+
+# -- the memory channel ----------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Stored:
+    id: str
+    thread_id: str | None
+    text: str
+    buttons: list[tuple[str, str]] = field(default_factory=list)  # (label, data)
+
+
+class MemoryChannel(ChannelAdapter):
+    """A channel that keeps everything in memory: the core's tests drive it and look inside."""
+
+    name = "memory"
+    capabilities: ClassVar[ChannelCapabilities] = ChannelCapabilities(
+        threads=True,
+        buttons=True,
+        edits=True,
+        text_answers=True,
+        forms=False,
+        max_message_length=500,
+        max_button_data=64,
+        max_buttons=8,
+    )
+
+    def __init__(self, core: Any, config: ChannelConfig | None = None) -> None:
+        super().__init__(core, config or ChannelConfig(name="memory"))
+        self.started = False
+        self.stopped = 0
+        self.threads: dict[str, ThreadView] = {}
+        self.messages: list[_Stored] = []
+        self.cards: dict[
+            str, tuple[str, PermissionRequest, str]
+        ] = {}  # card -> (session, req, msg)
+        self._by_key: dict[tuple[str, str], str] = {}
+        self._ids = itertools.count(1)
+
+    async def start(self) -> None:
+        self.started = True
+
+    async def stop(self) -> None:
+        self.stopped += 1
+        self.started = False
+
+    def _thread(self, session_id: str) -> str | None:
+        return self.core.thread_id(self.instance_name, session_id)
+
+    def _post(
+        self, thread: str | None, text: str, buttons: list[tuple[str, str]] | None = None
+    ) -> str:
+        """Store `text`, split at the limit; buttons go on the last piece. Returns its id."""
+        pieces = split_text(text, self.capabilities.max_message_length)
+        message_id = ""
+        for index, piece in enumerate(pieces):
+            message_id = f"m{next(self._ids)}"
+            last = index == len(pieces) - 1
+            self.messages.append(
+                _Stored(message_id, thread, piece, list(buttons or []) if last else [])
+            )
+        return message_id
+
+    async def send_message(self, session_id: str, content: OutgoingMessage) -> None:
+        text = content.text or f"[{content.type}]"
+        thread = self._thread(session_id)
+        if content.key is not None:
+            existing = self._by_key.get((session_id, content.key))
+            for stored in self.messages:
+                if stored.id == existing:
+                    stored.text = text[: self.capabilities.max_message_length]
+                    return
+        message_id = self._post(thread, text)
+        if content.key is not None:
+            self._by_key[(session_id, content.key)] = message_id
+
+    async def send_permission_request(self, session_id: str, request: PermissionRequest) -> None:
+        buttons = (
+            []
+            if request.informational
+            else [(o.label, f"{request.id}:{i}") for i, o in enumerate(request.options)]
+        )
+        text = f"{request.title}\n{request.description}".strip()
+        message_id = self._post(self._thread(session_id), text, buttons)
+        self.cards[request.id] = (session_id, request, message_id)
+
+    async def update_permission_request(
+        self, session_id: str, request: PermissionRequest, outcome: PermissionOutcome
+    ) -> None:
+        _, _, message_id = self.cards[request.id]
+        for stored in self.messages:
+            if stored.id == message_id:
+                stored.text = f"{request.title}\n{outcome.summary()}"
+                if outcome.closed:
+                    stored.buttons = []
+
+    async def send_notification(self, notification: NotificationMessage) -> None:
+        self._post(None, notification.summary)
+
+    async def create_session_thread(self, session_id: str, name: str) -> str:
+        thread = f"t{next(self._ids)}"
+        self.threads[thread] = ThreadView(thread, name)
+        return thread
+
+    async def rename_session_thread(self, session_id: str, new_name: str) -> None:
+        thread = self._thread(session_id)
+        if thread in self.threads:
+            self.threads[thread] = ThreadView(thread, new_name)
+
+    async def archive_session_topic(self, session_id: str) -> None:
+        thread = self._thread(session_id)
+        if thread in self.threads:
+            self.threads[thread] = ThreadView(thread, self.threads[thread].name, closed=True)
+
+    async def press(self, data: str, user: ChannelUser) -> Resolution:
+        """What the platform does when a button is pressed: hand the press to the core."""
+        card, _, index = data.rpartition(":")
+        session_id, request, _ = self.cards[card]
+        option = request.options[int(index)]
+        return await self.core.resolve_permission(session_id, request.id, option.id, user)
+
+    async def reply(
+        self, thread: str | None, text: str, user: ChannelUser, reply_to: str | None
+    ) -> None:
+        """What the platform does when someone writes: a reply to a card is a text answer."""
+        card = next((c for c, (_, _, m) in self.cards.items() if m == reply_to), None)
+        if card is not None:
+            session_id, request, _ = self.cards[card]
+            await self.core.answer_text(session_id, request.id, text, user)
+            return
+        threads = getattr(self.core, "threads", {})
+        session = next((s for (_, s), t in threads.items() if t == thread), None)
+        await self.core.handle_incoming_message(
+            IncomingMessage(
+                channel=self.instance_name,
+                session_id=session,
+                thread_id=thread,
+                user=user,
+                text=text,
+            )
+        )
+
+
+class MemoryProbe:
+    """The `PlatformProbe` of a `MemoryChannel`."""
+
+    def __init__(self, channel: MemoryChannel) -> None:
+        self.channel = channel
+
+    async def threads(self) -> list[ThreadView]:
+        return list(self.channel.threads.values())
+
+    async def messages(self, thread_id: str | None = None) -> list[MessageView]:
+        return [
+            MessageView(
+                m.id,
+                m.thread_id,
+                m.text,
+                tuple(ButtonView(label, data.encode()) for label, data in m.buttons),
+            )
+            for m in self.channel.messages
+            if thread_id is None or m.thread_id == thread_id
+        ]
+
+    async def press(self, message: MessageView, button: ButtonView, user: ChannelUser) -> None:
+        await self.channel.press(button.data.decode(), user)
+
+    async def reply(
+        self,
+        thread_id: str | None,
+        text: str,
+        user: ChannelUser,
+        reply_to: MessageView | None = None,
+    ) -> None:
+        await self.channel.reply(thread_id, text, user, reply_to.id if reply_to else None)
+
+
+# -- the conformance suite -------------------------------------------------------------
+
+SESSION = "sess-1"
+_WORDS = [
+    "the",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "the",
+    "lazy",
+    "dog",
+    "and",
+    "keeps",
+    "running",
+]
+
+
+def sample_message(kind: str) -> OutgoingMessage:
+    """A plausible message of each kind, with the structure the core puts in `metadata`."""
+    samples: dict[str, dict[str, Any]] = {
+        "text": {"text": "All tests pass."},
+        "thought": {"text": "Looking at the failing test first."},
+        "tool_call": {
+            "text": "Bash: make test",
+            "key": "tool-1",
+            "metadata": {"tool": "Bash", "call_id": "tool-1", "status": "running"},
+        },
+        "tool_update": {
+            "text": "Bash: make test (done in 1.2 s)",
+            "key": "tool-1",
+            "metadata": {"tool": "Bash", "call_id": "tool-1", "status": "completed"},
+        },
+        "plan": {
+            "text": "1. reproduce\n2. fix\n3. test",
+            "metadata": {"entries": [{"content": "reproduce", "status": "completed"}]},
+        },
+        "usage": {"text": "1,204 tokens in, 320 out", "metadata": {"input_tokens": 1204}},
+        "session_end": {"text": "Session ended normally.", "notify": True},
+        "error": {"text": "run failed: budget_exceeded", "notify": True},
+        "attachment": {"text": "report.txt"},
+        "system_message": {"text": "The agent compacted its context."},
+    }
+    return OutgoingMessage.model_validate({"type": kind, **samples[kind]})
+
+
+def _request(card: str, options: list[tuple[str, str]], **extra: Any) -> PermissionRequest:
+    return PermissionRequest(
+        id=card,
+        title="claude-code wants to run Bash",
+        description="rm -rf build/",
+        options=tuple(
+            PermissionOption(id=oid, label=label, is_allow=label == "Allow")
+            for oid, label in options
+        ),
+        **extra,
+    )
+
+
+def _visible(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+class ChannelConformance:
+    """What every channel must do. Subclass and provide a `harness` fixture (async)."""
+
+    @pytest.fixture
+    async def harness(self) -> Harness:  # pragma: no cover - plugins override it
+        raise NotImplementedError("provide a `harness` fixture that yields a started Harness")
+
+    @staticmethod
+    async def _thread(h: Harness, name: str = "Fix the flaky test") -> str:
+        return await h.core.create_thread(h.adapter, SESSION, name)
+
+    @staticmethod
+    async def _card(h: Harness, request: PermissionRequest) -> MessageView:
+        await h.adapter.send_permission_request(SESSION, request)
+        for message in reversed(await h.probe.messages()):
+            if request.title in message.text or message.buttons:
+                return message
+        raise AssertionError("the permission card did not appear on the platform")
+
+    async def _wait_for_press(self, h: Harness, count: int) -> None:
+        async with asyncio.timeout(h.timeout):
+            while len(h.core.presses) < count:
+                h.core.pressed.clear()
+                await h.core.pressed.wait()
+
+    async def test_capabilities_and_name_are_declared(self, harness: Harness) -> None:
+        adapter = type(harness.adapter)
+        assert isinstance(adapter.name, str)
+        assert adapter.name
+        ChannelCapabilities.model_validate(adapter.capabilities)
+
+    async def test_a_thread_is_created_once_and_renamed(self, harness: Harness) -> None:
+        h = harness
+        before = len(await h.probe.threads())
+        thread = await self._thread(h)
+        assert thread, "create_session_thread must return the platform thread id"
+        if not h.adapter.capabilities.threads:
+            return
+        threads = await h.probe.threads()
+        assert len(threads) == before + 1
+        created = next(t for t in threads if t.id == thread)
+        assert "Fix the flaky test" in created.name
+        await h.adapter.rename_session_thread(SESSION, "Fix the flaky login test")
+        renamed = next(t for t in await h.probe.threads() if t.id == thread)
+        assert "Fix the flaky login test" in renamed.name
+        assert len(await h.probe.threads()) == before + 1
+
+    async def test_every_message_type_is_shown(self, harness: Harness) -> None:
+        h = harness
+        await self._thread(h)
+        for kind in OUTGOING_KINDS:
+            await h.adapter.send_message(SESSION, sample_message(kind))
+        shown = " ".join(m.text for m in await h.probe.messages())
+        for kind in ("text", "error", "session_end"):
+            assert _visible(sample_message(kind).text) in _visible(shown), kind
+
+    async def test_an_unknown_message_type_is_tolerated(self, harness: Harness) -> None:
+        await self._thread(harness)
+        future = OutgoingMessage.model_construct(type="hologram", text="from a newer core")  # type: ignore[arg-type]
+        await harness.adapter.send_message(SESSION, future)
+
+    async def test_a_tool_update_replaces_its_card(self, harness: Harness) -> None:
+        h = harness
+        await self._thread(h)
+        await h.adapter.send_message(SESSION, sample_message("tool_call"))
+        count = len(await h.probe.messages())
+        await h.adapter.send_message(SESSION, sample_message("tool_update"))
+        messages = await h.probe.messages()
+        assert "done in 1.2 s" in messages[-1].text or any(
+            "done in 1.2 s" in m.text for m in messages
+        )
+        if h.adapter.capabilities.edits:
+            assert len(messages) == count, "with edits, an update edits the card in place"
+
+    async def test_agent_text_is_shown_verbatim_not_as_markup(self, harness: Harness) -> None:
+        h = harness
+        await self._thread(h)
+        tricky = "if a < b && c > d: print('<b>bold</b>') *x* _y_ `z` [l](http://x)"
+        await h.adapter.send_message(SESSION, OutgoingMessage(type="text", text=tricky))
+        shown = (await h.probe.messages())[-1].text
+        assert tricky in shown
+
+    async def test_a_card_press_reaches_the_core_with_the_right_ids(self, harness: Harness) -> None:
+        h = harness
+        if not h.adapter.capabilities.buttons:
+            pytest.skip("this channel has no buttons")
+        await self._thread(h)
+        card = await self._card(h, _request("c7Qa", [("o1", "Allow"), ("o2", "Deny")]))
+        assert [b.label for b in card.buttons] == ["Allow", "Deny"]
+        await h.probe.press(card, card.buttons[1], h.approver)
+        await self._wait_for_press(h, 1)
+        press = h.core.presses[-1]
+        assert (press.session_id, press.request_id, press.answer, press.user.id, press.via) == (
+            SESSION,
+            "c7Qa",
+            "o2",
+            h.approver.id,
+            "button",
+        )
+
+    async def test_presses_by_anyone_go_to_the_core_which_decides(self, harness: Harness) -> None:
+        """Adapters never decide who may answer: a stranger's press reaches the core too."""
+        h = harness
+        if not h.adapter.capabilities.buttons:
+            pytest.skip("this channel has no buttons")
+        await self._thread(h)
+        h.core.next_resolution = Resolution(status=ResolutionStatus.NOT_ALLOWED)
+        card = await self._card(h, _request("c8Qb", [("o1", "Allow")]))
+        stranger = ChannelUser(id="stranger-99", name="Mallory")
+        await h.probe.press(card, card.buttons[0], stranger)
+        await self._wait_for_press(h, 1)
+        assert h.core.presses[-1].user.id == "stranger-99"
+
+    async def test_the_outcome_is_shown_and_the_buttons_go(self, harness: Harness) -> None:
+        h = harness
+        await self._thread(h)
+        request = _request("c9Qc", [("o1", "Allow"), ("o2", "Deny")])
+        await self._card(h, request)
+        outcome = PermissionOutcome(
+            status=OutcomeStatus.ANSWERED, option_id="o1", option_label="Allow", by="alice"
+        )
+        await h.adapter.update_permission_request(SESSION, request, outcome)
+        messages = await h.probe.messages()
+        assert any(outcome.summary() in m.text for m in messages), "the outcome must be shown"
+        if h.adapter.capabilities.edits:
+            card = next(m for m in messages if outcome.summary() in m.text)
+            assert card.buttons == (), "a closed card keeps no buttons"
+
+    async def test_an_informational_request_has_no_buttons(self, harness: Harness) -> None:
+        h = harness
+        await self._thread(h)
+        request = _request("cAQd", [("o1", "Allow"), ("o2", "Deny")], informational=True)
+        await h.adapter.send_permission_request(SESSION, request)
+        shown = [m for m in await h.probe.messages() if "rm -rf build/" in m.text]
+        assert shown, "an informational request is still shown"
+        assert all(m.buttons == () for m in shown)
+
+    async def test_long_text_is_split_under_the_declared_limit(self, harness: Harness) -> None:
+        h = harness
+        caps = h.adapter.capabilities
+        await self._thread(h)
+        words = [f"{_WORDS[i % len(_WORDS)]}{i}" for i in range(caps.max_message_length // 2)]
+        text = " ".join(words)
+        assert measure(text, caps.length_unit) > 2 * caps.max_message_length
+        before = len(await h.probe.messages())
+        await h.adapter.send_message(SESSION, OutgoingMessage(type="text", text=text))
+        pieces = (await h.probe.messages())[before:]
+        assert len(pieces) >= 3
+        for piece in pieces:
+            assert measure(piece.text, caps.length_unit) <= caps.max_message_length
+        shown = _visible(" ".join(p.text for p in pieces))
+        positions = [shown.find(w) for w in (words[0], words[len(words) // 2], words[-1])]
+        assert -1 not in positions, "all the text is shown"
+        assert positions == sorted(positions), "in order"
+
+    async def test_button_data_stays_under_the_declared_limit(self, harness: Harness) -> None:
+        h = harness
+        caps = h.adapter.capabilities
+        if not caps.buttons:
+            pytest.skip("this channel has no buttons")
+        await self._thread(h)
+        count = min(caps.max_buttons, 3)
+        options = [(f"option-{i}-" + "x" * 60, f"Choice {i}") for i in range(count)]
+        card = await self._card(h, _request("cBQe" + "z" * 20, options))
+        assert len(card.buttons) == count
+        for button in card.buttons:
+            assert len(button.data) <= caps.max_button_data
+        await h.probe.press(card, card.buttons[-1], h.approver)
+        await self._wait_for_press(h, 1)
+        assert h.core.presses[-1].answer == options[-1][0]
+
+    async def test_a_notification_is_delivered(self, harness: Harness) -> None:
+        h = harness
+        await self._thread(h)
+        await h.adapter.send_notification(
+            NotificationMessage(
+                session_id=SESSION,
+                session_name="Fix the flaky test",
+                type="permission",
+                summary="claude-code is waiting for you",
+            )
+        )
+        assert any("claude-code is waiting for you" in m.text for m in await h.probe.messages())
+
+    async def test_stop_is_idempotent(self, harness: Harness) -> None:
+        await harness.adapter.stop()
+        await harness.adapter.stop()
+
+
+__all__ = [
+    "ButtonView",
+    "ChannelConformance",
+    "FakeCore",
+    "Harness",
+    "MemoryChannel",
+    "MemoryProbe",
+    "MemoryState",
+    "MessageView",
+    "PlatformProbe",
+    "Press",
+    "ThreadView",
+    "sample_message",
+]

@@ -1,0 +1,333 @@
+"""The types of the channel contract: what the core hands an adapter, and what comes back.
+
+These are the Python form of the OpenACP adapter reference, fitted to AEP: a session is an AEP
+session (the core gives it a short opaque `session_id`), a permission request is an
+`attention.requested` the core has already gated to the channel's capture ceiling and passed
+through the redaction pipeline, and the ids on a card are the core's own short ids, never the
+producer-controlled AEP ids.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
+
+from .aep.registry import Capture
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ChannelUser(_Model):
+    """Who did something on a platform: the id approver lists name, and a name to show."""
+
+    id: str
+    name: str | None = None
+    roles: tuple[str, ...] = ()
+
+    @property
+    def display(self) -> str:
+        return self.name or self.id
+
+
+class Attachment(_Model):
+    """A file a message carries, by local path or URL."""
+
+    type: Literal["image", "audio", "file"]
+    file_name: str
+    mime_type: str = "application/octet-stream"
+    size: int | None = None
+    file_path: str | None = None
+    url: str | None = None
+
+
+class IncomingMessage(_Model):
+    """Text a person wrote in a session's thread: a free-text answer or a command."""
+
+    channel: str
+    session_id: str | None
+    thread_id: str | None
+    user: ChannelUser
+    text: str
+    attachments: tuple[Attachment, ...] = ()
+    #: the card id when the message is a reply to a permission card
+    reply_to: str | None = None
+
+
+OutgoingKind = Literal[
+    "text",
+    "thought",
+    "tool_call",
+    "tool_update",
+    "plan",
+    "usage",
+    "session_end",
+    "error",
+    "attachment",
+    "system_message",
+]
+OUTGOING_KINDS: tuple[OutgoingKind, ...] = (
+    "text",
+    "thought",
+    "tool_call",
+    "tool_update",
+    "plan",
+    "usage",
+    "session_end",
+    "error",
+    "attachment",
+    "system_message",
+)
+
+
+class OutgoingMessage(_Model):
+    """One thing to show in a session's thread.
+
+    `text` is plain text, already gated and redacted; adapters escape it for their markup.
+    Messages that share a `key` are one card: a later one replaces the earlier (a tool call
+    and its update, a streaming answer). `metadata` carries the structure behind the text
+    (tool name and status, plan entries, token counts) for adapters that render richly.
+    """
+
+    type: OutgoingKind
+    text: str = ""
+    key: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    attachment: Attachment | None = None
+    #: whether the platform should alert people (a finished answer, an error), not just update
+    notify: bool = False
+
+
+class PermissionOption(_Model):
+    """One button: the core's option id and its label."""
+
+    id: str
+    label: str
+    #: this option lets the agent go ahead (adapters may style it as the primary action)
+    is_allow: bool = False
+
+
+class FormChoice(_Model):
+    id: str
+    label: str
+
+
+class FormField(_Model):
+    """One field of a form request (AEP-0006 `field_spec`)."""
+
+    id: str
+    type: Literal["string", "number", "boolean", "select"]
+    label: str
+    required: bool = False
+    multi: bool = False
+    other: bool = False
+    choices: tuple[FormChoice, ...] = ()
+    min: float | None = None
+    max: float | None = None
+
+
+class PermissionRequest(_Model):
+    """A question for a person, shown as a card.
+
+    `id` is the core's short opaque card id: safe as button data on any platform. A request
+    with `informational` set is shown without buttons: the agent takes its answer elsewhere.
+    """
+
+    id: str
+    kind: Literal["permission", "input", "auth", "review", "form", "other"] = "permission"
+    title: str
+    description: str = ""
+    options: tuple[PermissionOption, ...] = ()
+    fields: tuple[FormField, ...] = ()
+    accepts_text: bool = False
+    informational: bool = False
+    expires_at: datetime | None = None
+
+
+class OutcomeStatus(StrEnum):
+    """What became of a request, as a card shows it."""
+
+    ANSWERED = "answered"
+    ANSWERED_ELSEWHERE = "answered_elsewhere"  # in the agent's own terminal or UI
+    EXPIRED = "expired"
+    DISMISSED = "dismissed"  # the agent closed it without an answer
+    REFUSED = "refused"  # the agent refused the answer given; the request is open again
+    UNDELIVERED = "undelivered"  # the answer did not reach the agent; open again
+
+
+OPEN_AGAIN: frozenset[OutcomeStatus] = frozenset({OutcomeStatus.REFUSED, OutcomeStatus.UNDELIVERED})
+
+
+class PermissionOutcome(_Model):
+    """The outcome a card shows. When `closed`, its buttons must go."""
+
+    status: OutcomeStatus
+    option_id: str | None = None
+    option_label: str | None = None
+    text: str | None = None
+    by: str | None = None
+    detail: str | None = None
+
+    @property
+    def closed(self) -> bool:
+        return self.status not in OPEN_AGAIN
+
+    def summary(self) -> str:
+        """One line for the card, the same words on every platform."""
+        answer = self.option_label or self.option_id or (f"“{self.text}”" if self.text else "")
+        by = f" by {self.by}" if self.by else ""
+        match self.status:
+            case OutcomeStatus.ANSWERED:
+                line = f"Answered{by}: {answer}" if answer else f"Answered{by}"
+            case OutcomeStatus.ANSWERED_ELSEWHERE:
+                line = (
+                    f"Answered in the terminal: {answer}" if answer else "Answered in the terminal"
+                )
+            case OutcomeStatus.EXPIRED:
+                line = "Expired without an answer"
+            case OutcomeStatus.DISMISSED:
+                line = "Dismissed by the agent"
+            case OutcomeStatus.REFUSED:
+                line = f"The agent refused the answer{by}: {answer}".rstrip(": ")
+            case OutcomeStatus.UNDELIVERED:
+                line = "The answer did not reach the agent: answer again"
+        return f"{line} ({self.detail})" if self.detail else line
+
+
+class NotificationMessage(_Model):
+    """A heads-up outside the session's thread: done, failed, waiting for you."""
+
+    session_id: str
+    session_name: str | None = None
+    type: Literal["completed", "error", "permission", "input_required", "budget_warning"]
+    summary: str
+    #: a link to the session's thread, when the platform has one
+    deep_link: str | None = None
+
+
+class AgentCommand(_Model):
+    """A command the agent offers (`/compact`, `/review`), for platforms with command menus."""
+
+    name: str
+    description: str = ""
+    input_hint: str | None = None
+
+
+class ResolutionStatus(StrEnum):
+    """What happened when someone pressed a button or typed an answer."""
+
+    ACCEPTED = "accepted"  # recorded and sent to the agent
+    REJECTED = "rejected"  # not a valid answer to this request (reason says why)
+    ALREADY_ANSWERED = "already_answered"
+    EXPIRED = "expired"
+    NOT_ALLOWED = "not_allowed"  # this person is not an approver here
+    INFORMATIONAL = "informational"  # the request cannot be answered from chat
+    UNKNOWN = "unknown"  # no such request (a card from a forgotten session)
+
+
+class Resolution(_Model):
+    """The core's answer to a press: the adapter shows `message` to the person who pressed."""
+
+    status: ResolutionStatus
+    reason: str | None = None
+    answered_by: str | None = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.status is ResolutionStatus.ACCEPTED
+
+    @property
+    def message(self) -> str:
+        """Short enough for a Telegram toast (200 chars) or a Slack ephemeral line."""
+        match self.status:
+            case ResolutionStatus.ACCEPTED:
+                text = "Sent to the agent"
+            case ResolutionStatus.REJECTED:
+                text = f"Not accepted: {self.reason}" if self.reason else "Not accepted"
+            case ResolutionStatus.ALREADY_ANSWERED:
+                who = f" by {self.answered_by}" if self.answered_by else ""
+                text = f"Already answered{who}"
+            case ResolutionStatus.EXPIRED:
+                text = "This request has expired"
+            case ResolutionStatus.NOT_ALLOWED:
+                text = "Refused: you are not an approver for this channel"
+            case ResolutionStatus.INFORMATIONAL:
+                text = "This request is answered in the agent's own terminal"
+            case ResolutionStatus.UNKNOWN:
+                text = "This request is no longer known to the bridge"
+        return text[:200]
+
+
+class RateLimit(_Model):
+    """At most `count` calls in any `per_seconds` window."""
+
+    count: PositiveInt
+    per_seconds: PositiveFloat
+
+
+class RateLimits(_Model):
+    """A platform's declared limits, which the core's outbox keeps to."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    per_chat: RateLimit | None = None
+    per_group: RateLimit | None = None
+    global_: RateLimit | None = Field(default=None, alias="global")
+
+
+class ChannelCapabilities(_Model):
+    """What a channel can do, declared once and validated at load time.
+
+    The core reads this to decide how to render for the channel: whether to send buttons or
+    ask for typed answers, whether a tool card can be edited in place, where to split text.
+    """
+
+    threads: bool
+    buttons: bool
+    edits: bool
+    text_answers: bool
+    forms: bool
+    max_message_length: PositiveInt
+    #: how the platform counts `max_message_length` (Telegram counts UTF-16 code units)
+    length_unit: Literal["chars", "bytes", "utf16"] = "chars"
+    #: the largest button payload the platform accepts, in bytes
+    max_button_data: PositiveInt = 64
+    max_buttons: PositiveInt = 8
+    rate_limits: RateLimits = RateLimits()
+
+
+class ChannelConfig(BaseModel):
+    """The config block every channel has; a plugin's own model extends it.
+
+    A block lives under `channels.<name>` in the config file; `name` is that key, and `type`
+    names the plugin channel it runs (by default, the same as the key).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = ""
+    type: str | None = None
+    enabled: bool = True
+    #: the capture ceiling for this channel: content above it never reaches the platform
+    capture: Capture = "redacted"
+    #: platform user ids allowed to answer requests here; empty means nobody can
+    approvers: list[str] = Field(default_factory=list)
+    #: platform roles whose members may answer (where the platform has roles)
+    approver_roles: list[str] = Field(default_factory=list)
+    verbosity: Literal["quiet", "normal", "verbose"] = "normal"
+
+
+class ChannelError(Exception):
+    """A platform call failed. The core's outbox decides whether and when to try again."""
+
+
+class RateLimited(ChannelError):
+    """The platform said slow down (a 429); try again after `retry_after` seconds."""
+
+    def __init__(self, retry_after: float, detail: str = "") -> None:
+        super().__init__(detail or f"rate limited: retry after {retry_after:g}s")
+        self.retry_after = retry_after

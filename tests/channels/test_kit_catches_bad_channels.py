@@ -1,0 +1,107 @@
+"""The conformance kit fails channels that break the contract: it is a test that can fail.
+
+Each channel here is the memory channel with one realistic mistake; the kit test that guards
+against that mistake must fail on it.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from aep_bridge.testing import (
+    ChannelConformance,
+    FakeCore,
+    Harness,
+    MemoryChannel,
+    MemoryProbe,
+    _Stored,
+)
+from aep_bridge.types import (
+    ChannelConfig,
+    ChannelUser,
+    OutgoingMessage,
+    PermissionOutcome,
+    PermissionRequest,
+    Resolution,
+    ResolutionStatus,
+)
+
+
+class NoSplit(MemoryChannel):
+    """Sends long text whole, over the limit it declares."""
+
+    def _post(self, thread, text, buttons=None):
+        self.messages.append(_Stored(f"m{len(self.messages)}", thread, text, list(buttons or [])))
+        return self.messages[-1].id
+
+
+class OptionIdsInButtons(MemoryChannel):
+    async def send_permission_request(self, session_id: str, request: PermissionRequest) -> None:
+        await super().send_permission_request(session_id, request)
+        card = self.messages[-1]
+        card.buttons = [
+            (label, f"{request.id}:{o.id}")
+            for (label, _), o in zip(card.buttons, request.options, strict=True)
+        ]
+
+
+class Gatekeeper(MemoryChannel):
+    """Decides for itself who may answer: strangers' presses never reach the core."""
+
+    async def press(self, data: str, user: ChannelUser) -> Resolution:
+        if user.id not in self.config.approvers:
+            return Resolution(status=ResolutionStatus.NOT_ALLOWED)
+        return await super().press(data, user)
+
+
+class StickyButtons(MemoryChannel):
+    async def update_permission_request(
+        self, session_id: str, request: PermissionRequest, outcome: PermissionOutcome
+    ) -> None:
+        _, _, message_id = self.cards[request.id]
+        for stored in self.messages:
+            if stored.id == message_id:
+                stored.text += "\n" + outcome.summary()  # shown, but the buttons stay
+
+
+class EatsMarkup(MemoryChannel):
+    async def send_message(self, session_id: str, content: OutgoingMessage) -> None:
+        cleaned = re.sub(r"<[^>]+>", "", content.text)
+        await super().send_message(session_id, content.model_copy(update={"text": cleaned}))
+
+
+class TwoThreads(MemoryChannel):
+    async def create_session_thread(self, session_id: str, name: str) -> str:
+        await super().create_session_thread(session_id, name)
+        return await super().create_session_thread(session_id, name)
+
+
+CASES = [
+    (NoSplit, "test_long_text_is_split_under_the_declared_limit"),
+    (OptionIdsInButtons, "test_button_data_stays_under_the_declared_limit"),
+    (Gatekeeper, "test_presses_by_anyone_go_to_the_core_which_decides"),
+    (StickyButtons, "test_the_outcome_is_shown_and_the_buttons_go"),
+    (EatsMarkup, "test_agent_text_is_shown_verbatim_not_as_markup"),
+    (TwoThreads, "test_a_thread_is_created_once_and_renamed"),
+]
+
+
+@pytest.mark.parametrize(("channel", "test"), CASES, ids=[c[1] for c in CASES])
+async def test_the_kit_fails_a_channel_with_this_mistake(channel: type[MemoryChannel], test: str):
+    core = FakeCore()
+    adapter = channel(core, ChannelConfig(name="memory", approvers=["alice"]))
+    await adapter.start()
+    harness = Harness(adapter, core, MemoryProbe(adapter), ChannelUser(id="alice"), timeout=0.5)
+    with pytest.raises((AssertionError, TimeoutError)):
+        await getattr(ChannelConformance(), test)(harness)
+
+
+@pytest.mark.parametrize(("channel", "test"), CASES, ids=[c[1] for c in CASES])
+async def test_and_passes_the_correct_channel(channel: type[MemoryChannel], test: str):
+    core = FakeCore()
+    adapter = MemoryChannel(core, ChannelConfig(name="memory", approvers=["alice"]))
+    await adapter.start()
+    harness = Harness(adapter, core, MemoryProbe(adapter), ChannelUser(id="alice"), timeout=0.5)
+    await getattr(ChannelConformance(), test)(harness)

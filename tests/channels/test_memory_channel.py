@@ -1,0 +1,20 @@
+"""The conformance kit against the in-memory channel (the reference the kit is written to)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from aep_bridge.testing import ChannelConformance, FakeCore, Harness, MemoryChannel, MemoryProbe
+from aep_bridge.types import ChannelConfig, ChannelUser
+
+
+class TestMemoryChannel(ChannelConformance):
+    @pytest.fixture
+    async def harness(self) -> AsyncIterator[Harness]:
+        core = FakeCore()
+        channel = MemoryChannel(core, ChannelConfig(name="memory", approvers=["alice"]))
+        await channel.start()
+        yield Harness(channel, core, MemoryProbe(channel), approver=ChannelUser(id="alice"))
+        await channel.stop()
