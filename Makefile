@@ -11,9 +11,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# Reinstall when the project's metadata changes.
-$(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+# Reinstall when the project's metadata changes. The example third-party plugin is installed
+# beside it, the way a user installs one, so its tests run with the rest.
+PLUGINS := plugins/aep-bridge-ntfy
+$(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS)) | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]' $(addprefix -e ,$(PLUGINS))
 	touch $@
 
 venv: $(STAMP)
@@ -28,9 +30,10 @@ bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
 lint: $(STAMP)
-	$(BIN)/ruff check core channels tests bench
-	$(BIN)/ruff format --check core channels tests bench
+	$(BIN)/ruff check core channels plugins tests bench
+	$(BIN)/ruff format --check core channels plugins tests bench
 	$(BIN)/mypy
+	cd plugins/aep-bridge-ntfy && MYPYPATH=../../core ../../$(BIN)/mypy --strict src
 
 clean:
 	rm -rf $(VENV) build *.egg-info core/*.egg-info

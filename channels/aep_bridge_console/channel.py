@@ -12,11 +12,12 @@ import asyncio
 import contextlib
 import getpass
 import sys
-from typing import Any, ClassVar, TextIO
+from typing import TextIO
 
 from pydantic import Field
 
 from aep_bridge import (
+    BridgeCore,
     ChannelAdapter,
     ChannelCapabilities,
     ChannelConfig,
@@ -51,12 +52,12 @@ class ConsoleConfig(ChannelConfig):
     )
 
 
-class ConsoleChannel(ChannelAdapter):
+class ConsoleChannel(ChannelAdapter[ConsoleConfig]):
     """Sessions and questions printed in the terminal; answers typed back."""
 
     name = "console"
     config_model = ConsoleConfig
-    capabilities: ClassVar[ChannelCapabilities] = ChannelCapabilities(
+    capabilities = ChannelCapabilities(
         threads=False,
         buttons=True,
         edits=False,
@@ -65,12 +66,13 @@ class ConsoleChannel(ChannelAdapter):
         max_message_length=2000,
         max_button_data=32,
         max_buttons=20,
+        identifies_users=False,
     )
 
     def __init__(
         self,
-        core: Any,
-        config: ChannelConfig,
+        core: BridgeCore,
+        config: ConsoleConfig,
         *,
         output: TextIO | None = None,
         answers: asyncio.StreamReader | None = None,
@@ -86,9 +88,7 @@ class ConsoleChannel(ChannelAdapter):
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
-        reads = self._answers is not None or (
-            isinstance(self.config, ConsoleConfig) and self.config.read_input and sys.stdin.isatty()
-        )
+        reads = self._answers is not None or (self.config.read_input and sys.stdin.isatty())
         if reads:
             self._reader = asyncio.create_task(self._read_answers(), name="console-answers")
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, Protocol
+
+from typing_extensions import TypeVar
 
 from .types import (
     AgentCommand,
@@ -78,24 +80,31 @@ class BridgeCore(Protocol):
         ...
 
 
-class ChannelAdapter(ABC):
+ConfigT = TypeVar("ConfigT", bound=ChannelConfig, default=ChannelConfig)
+
+
+class ChannelAdapter(ABC, Generic[ConfigT]):
     """A chat platform, as the core drives it. Subclass, set the class attributes, implement.
+
+    Parametrize with your config model (`class MyChannel(ChannelAdapter[MyConfig])`) and
+    `self.config` has its type.
 
     Class attributes:
         name: the channel's name in config files and `aep-bridge plugins` (`"telegram"`).
-        capabilities: what the platform can do, validated when the plugin loads.
+        capabilities: what the platform can do, validated when the plugin loads; an instance
+            may refine it from its config.
         config_model: the pydantic model of this channel's config block.
         contract_version: the `CONTRACT_VERSION` the adapter was written against.
     """
 
     name: ClassVar[str]
-    capabilities: ClassVar[ChannelCapabilities]
+    capabilities: ChannelCapabilities
     config_model: ClassVar[type[ChannelConfig]] = ChannelConfig
     contract_version: ClassVar[str] = CONTRACT_VERSION
 
-    def __init__(self, core: BridgeCore, config: ChannelConfig) -> None:
+    def __init__(self, core: BridgeCore, config: ConfigT) -> None:
         self.core = core
-        self.config = config
+        self.config: ConfigT = config
 
     @property
     def instance_name(self) -> str:
@@ -165,7 +174,7 @@ class ChannelAdapter(ABC):
 
 
 #: Anything that builds an adapter from the core and a validated config block.
-AdapterFactory = Callable[[BridgeCore, ChannelConfig], ChannelAdapter]
+AdapterFactory = Callable[[BridgeCore, Any], ChannelAdapter[Any]]
 
 
 class ContractMismatch(ValueError):

@@ -112,6 +112,8 @@ def _load(config_file: str | None) -> tuple[BridgeConfig, PluginHost]:
 def run(config_file: str | None = None, host: str | None = None, port: int | None = None) -> int:
     """Serve the bridge: the embedded AEP endpoint and the configured channels."""
     logging.basicConfig(level=logging.INFO, format="aep-bridge: %(message)s", stream=sys.stderr)
+    for noisy in ("httpx", "httpcore"):  # their INFO lines print URLs, and URLs can hold tokens
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         config, plugins = _load(config_file)
     except ConfigError as exc:

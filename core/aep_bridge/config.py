@@ -191,7 +191,7 @@ def problems_of(error: ValidationError, prefix: str, model: type[BaseModel]) -> 
             close = difflib.get_close_matches(loc[-1], known, n=1)
             fix = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(known)}"
         else:
-            message = detail["msg"]
+            message = detail["msg"].removeprefix("Value error, ")
         problems.append(ConfigProblem(key, message, fix))
     return problems
 

@@ -17,7 +17,7 @@ may take any subset of a hook's arguments, so arguments added later break no plu
 from __future__ import annotations
 
 from collections.abc import Awaitable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
@@ -36,7 +36,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 
 @hookspec
-def register_channels() -> Sequence[type[ChannelAdapter] | ChannelRegistration]:
+def register_channels() -> Sequence[type[ChannelAdapter[Any]] | ChannelRegistration]:
     """The channels this plugin provides: adapter classes, or registrations with a factory.
 
     A class is registered under its `name` with its `config_model`; a `ChannelRegistration`

@@ -29,7 +29,7 @@ import asyncio
 import itertools
 import re
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, Protocol
 
 import pytest
 
@@ -210,7 +210,7 @@ class MemoryChannel(ChannelAdapter):
     """A channel that keeps everything in memory: the core's tests drive it and look inside."""
 
     name = "memory"
-    capabilities: ClassVar[ChannelCapabilities] = ChannelCapabilities(
+    capabilities = ChannelCapabilities(
         threads=True,
         buttons=True,
         edits=True,
@@ -540,6 +540,8 @@ class ChannelConformance:
         h = harness
         if not h.adapter.capabilities.buttons:
             pytest.skip("this channel has no buttons")
+        if not h.adapter.capabilities.identifies_users:
+            pytest.skip("this platform does not say who pressed")
         await self._thread(h)
         h.core.next_resolution = Resolution(status=ResolutionStatus.NOT_ALLOWED)
         card = await self._card(h, _request("c8Qb", [("o1", "Allow")]))
@@ -625,6 +627,7 @@ class ChannelConformance:
 
 
 __all__ = [
+    "SESSION",
     "ButtonView",
     "ChannelConformance",
     "FakeCore",

@@ -263,14 +263,22 @@ class Resolution(_Model):
 
 
 class RateLimit(_Model):
-    """At most `count` calls in any `per_seconds` window."""
+    """`count` calls per `per_seconds` sustained, and at most `burst` at once (a token bucket).
+
+    Without `burst`, the bucket holds `count`: a plain "N per window" limit.
+    """
 
     count: PositiveInt
     per_seconds: PositiveFloat
+    burst: PositiveInt | None = None
 
 
 class RateLimits(_Model):
-    """A platform's declared limits, which the core's outbox keeps to."""
+    """A platform's declared limits, which the core's outbox keeps to.
+
+    `per_chat` applies to each chat or thread, `per_group` to a group of chats the platform
+    counts together (all topics of a Telegram supergroup), `global_` to the channel instance.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
@@ -280,10 +288,12 @@ class RateLimits(_Model):
 
 
 class ChannelCapabilities(_Model):
-    """What a channel can do, declared once and validated at load time.
+    """What a channel can do, declared on the class and validated at load time.
 
     The core reads this to decide how to render for the channel: whether to send buttons or
     ask for typed answers, whether a tool card can be edited in place, where to split text.
+    An instance may refine it from its config (a self-hosted server's own limits) by setting
+    `self.capabilities` in `__init__`.
     """
 
     threads: bool
@@ -297,6 +307,8 @@ class ChannelCapabilities(_Model):
     #: the largest button payload the platform accepts, in bytes
     max_button_data: PositiveInt = 64
     max_buttons: PositiveInt = 8
+    #: whether the platform says who pressed or wrote (ntfy and a local console cannot)
+    identifies_users: bool = True
     rate_limits: RateLimits = RateLimits()
 
 

@@ -82,10 +82,6 @@ class TestConsoleConformance(ChannelConformance):
         yield Harness(channel, core, ConsoleProbe(channel, screen), approver=channel.user)
         await channel.stop()
 
-    @pytest.mark.skip(reason="the console has one user, so there is no stranger to press")
-    async def test_presses_by_anyone_go_to_the_core_which_decides(self, harness: Harness) -> None:
-        pass
-
 
 def _request() -> PermissionRequest:
     return PermissionRequest(

@@ -1,0 +1,322 @@
+"""`NtfyChannel`: aep-bridge sessions as ntfy push notifications, requests as action buttons.
+
+ntfy has no threads and cannot edit a notification, so every message, card and outcome is a
+new notification whose title names the session. A card's buttons are ntfy `http` actions:
+the phone POSTs a signed press to this instance's `/press` route, which hands it to the core.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import json
+import logging
+from collections.abc import Sequence
+from typing import Any, ClassVar, Final
+from urllib.parse import urlsplit
+
+from starlette.routing import BaseRoute
+
+from aep_bridge import (
+    BridgeCore,
+    ChannelAdapter,
+    ChannelCapabilities,
+    ChannelConfig,
+    ChannelError,
+    ChannelUser,
+    NotificationMessage,
+    OutgoingMessage,
+    PermissionOutcome,
+    PermissionRequest,
+    RateLimit,
+    RateLimits,
+    Resolution,
+    ResolutionStatus,
+    split_text,
+)
+
+from . import render
+from .client import MAX_ACTIONS, MAX_MESSAGE_BYTES, NtfyClient
+from .config import NtfyConfig
+from .press import press_route
+from .signing import Signer
+from .store import Card, ChannelStore
+
+log = logging.getLogger(__name__)
+
+#: how many half-sent long messages to remember, so a retry does not repeat their parts
+_RESUME_SLOTS: Final = 32
+_URGENT_NOTIFICATIONS: Final = frozenset({"permission", "input_required", "error"})
+
+
+class NtfyChannel(ChannelAdapter[NtfyConfig]):
+    """ntfy push notifications, with permission prompts as up to three action buttons."""
+
+    name = "ntfy"
+    capabilities = ChannelCapabilities(
+        threads=False,
+        buttons=True,
+        edits=False,
+        text_answers=False,
+        forms=False,
+        max_message_length=MAX_MESSAGE_BYTES,
+        length_unit="bytes",
+        max_buttons=MAX_ACTIONS,
+        # what a button carries: the press URL plus its signed JSON body (about 150 bytes)
+        max_button_data=512,
+        # ntfy does not say who tapped: every press is the topic's configured identity
+        identifies_users=False,
+        # ntfy.sh: a bucket of 60 requests per visitor, refilled one per 5 s
+        rate_limits=RateLimits(global_=RateLimit(count=1, per_seconds=5, burst=60)),
+    )
+    config_model: ClassVar[type[ChannelConfig]] = NtfyConfig
+
+    def __init__(self, core: BridgeCore, config: NtfyConfig) -> None:
+        super().__init__(core, config)
+        self._client = NtfyClient(config.server, config.token)
+        self._signer: Signer | None = None
+        self._state_store: ChannelStore | None = None
+        self._names: dict[str, str] = {}
+        self._sent_parts: dict[str, int] = {}
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self._client.connect()
+        try:
+            await self._client.check_health()
+            await self._get_signer()
+        except BaseException:
+            await self._client.close()
+            raise
+        if _is_loopback(self.config.public_url):
+            log.warning(
+                "ntfy channel %r: public_url is %s, which a phone cannot reach; its buttons "
+                "will fail until public_url is the bridge's public address",
+                self.instance_name,
+                self.config.public_url,
+            )
+
+    async def stop(self) -> None:
+        await self._client.close()
+
+    def routes(self) -> Sequence[BaseRoute]:
+        return (press_route(self.handle_press),)
+
+    # -- sessions ------------------------------------------------------------------------
+
+    async def create_session_thread(self, session_id: str, name: str) -> str:
+        """No threads on ntfy: remember the name for titles and return a stable pseudo-id."""
+        await self._set_name(session_id, name)
+        return f"ntfy-session-{session_id}"
+
+    async def rename_session_thread(self, session_id: str, new_name: str) -> None:
+        await self._set_name(session_id, new_name)
+
+    async def delete_session_thread(self, session_id: str) -> None:
+        self._names.pop(session_id, None)
+        await self._store.forget_session(session_id)
+
+    # -- messages ------------------------------------------------------------------------
+
+    async def send_message(self, session_id: str, content: OutgoingMessage) -> None:
+        if content.type == "error":
+            priority = self.config.urgent_priority
+        elif content.notify:
+            priority = self.config.priority
+        else:
+            priority = self.config.quiet_priority
+        extra: dict[str, Any] = {}
+        attachment = content.attachment
+        if attachment is not None and attachment.url and _is_web_url(attachment.url):
+            extra = {"attach": attachment.url, "filename": attachment.file_name}
+        await self._publish(
+            await self._title(session_id),
+            render.message_text(content),
+            tags=render.message_tags(content),
+            priority=priority,
+            extra=extra,
+        )
+
+    async def send_notification(self, notification: NotificationMessage) -> None:
+        urgent = notification.type in _URGENT_NOTIFICATIONS
+        extra: dict[str, Any] = {}
+        if notification.deep_link and _is_web_url(notification.deep_link):
+            extra["click"] = notification.deep_link
+        await self._publish(
+            notification.session_name or await self._title(notification.session_id),
+            notification.summary,
+            tags=render.notification_tags(notification.type),
+            priority=self.config.urgent_priority if urgent else self.config.priority,
+            extra=extra,
+        )
+
+    # -- cards ---------------------------------------------------------------------------
+
+    async def send_permission_request(self, session_id: str, request: PermissionRequest) -> None:
+        await self._publish(
+            await self._title(session_id),
+            render.card_text(request),
+            tags=render.request_tags(request),
+            priority=self.config.urgent_priority,
+            actions=await self._offer(session_id, request),
+        )
+
+    async def update_permission_request(
+        self, session_id: str, request: PermissionRequest, outcome: PermissionOutcome
+    ) -> None:
+        """ntfy cannot edit: the outcome is a new notification, with the buttons again if open."""
+        actions: list[dict[str, Any]] = []
+        if not outcome.closed:
+            actions = await self._offer(session_id, request)
+        await self._publish(
+            await self._title(session_id),
+            render.outcome_text(request, outcome.summary()),
+            tags=render.outcome_tags(outcome.status),
+            priority=self.config.priority if outcome.closed else self.config.urgent_priority,
+            actions=actions,
+        )
+
+    async def _offer(self, session_id: str, request: PermissionRequest) -> list[dict[str, Any]]:
+        """One ntfy `http` action per buttoned option: a signed POST to this instance's route.
+
+        The card's option ids are stored first, so a press can be mapped back to them.
+        """
+        options = render.buttoned(request)
+        if not options:
+            return []
+        card = Card(session_id, request.id, tuple(option.id for option in options))
+        await self._store.save_card(request.id, card)
+        signer = await self._get_signer()
+        url = f"{self.config.public_url}/channels/{self.instance_name}/press"
+        return [
+            {
+                "action": "http",
+                "label": option.label,
+                "url": url,
+                "method": "POST",
+                "headers": {"Content-Type": "application/json"},
+                "body": signer.body(request.id, index),
+                "clear": True,
+            }
+            for index, option in enumerate(options)
+        ]
+
+    # -- presses -------------------------------------------------------------------------
+
+    async def handle_press(self, raw: bytes) -> tuple[int, dict[str, Any]]:
+        """A tapped button: verify it, map it to the option, and let the core decide."""
+        press = (await self._get_signer()).verify(raw)
+        if press is None:
+            return 403, {"error": "forbidden: not a press this bridge signed"}
+        card = await self._store.card(press.card)
+        if card is None or press.option >= len(card.options):
+            resolution = Resolution(status=ResolutionStatus.UNKNOWN)
+        else:
+            resolution = await self.core.resolve_permission(
+                card.session_id,
+                card.request_id,
+                card.options[press.option],
+                ChannelUser(id=self.config.identity, name="ntfy"),
+            )
+        if not resolution.accepted:
+            await self._tell(card.session_id if card else None, resolution.message)
+        return 200, {"status": resolution.status.value, "message": resolution.message}
+
+    async def _tell(self, session_id: str | None, text: str) -> None:
+        """Tell the phone what became of a press; a failure here is logged, not raised."""
+        title = await self._title(session_id) if session_id else "aep-bridge"
+        try:
+            await self._publish(title, text, tags=["warning"], priority=self.config.priority)
+        except ChannelError as exc:
+            log.warning("ntfy channel %r: could not report a press: %s", self.instance_name, exc)
+
+    # -- helpers -------------------------------------------------------------------------
+
+    @property
+    def _store(self) -> ChannelStore:
+        if self._state_store is None:
+            self._state_store = ChannelStore(self.core.state(self.instance_name))
+        return self._state_store
+
+    async def _get_signer(self) -> Signer:
+        if self._signer is None:
+            self._signer = Signer(await self._store.signing_key())
+        return self._signer
+
+    async def _set_name(self, session_id: str, name: str) -> None:
+        self._names[session_id] = name
+        await self._store.set_session_name(session_id, name)
+
+    async def _title(self, session_id: str) -> str:
+        name = self._names.get(session_id)
+        if name is None:
+            name = await self._store.session_name(session_id)
+            if name is not None:
+                self._names[session_id] = name
+        return name or f"Session {session_id}"
+
+    async def _publish(
+        self,
+        title: str,
+        text: str,
+        *,
+        tags: list[str],
+        priority: int,
+        actions: list[dict[str, Any]] | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        """Publish `text` in parts of at most 4096 bytes; buttons and `extra` go on the last.
+
+        If a part fails (a 429 halfway), the parts already delivered are remembered, so the
+        outbox's retry of the same message sends only the rest.
+        """
+        pieces = split_text(text, MAX_MESSAGE_BYTES, "bytes")
+        resume = _fingerprint(title, text, tags, actions) if len(pieces) > 1 else ""
+        first = self._sent_parts.get(resume, 0) if resume else 0
+        for index in range(first, len(pieces)):
+            last = index == len(pieces) - 1
+            message: dict[str, Any] = {
+                "topic": self.config.topic,
+                "title": render.titled(title, index + 1, len(pieces)),
+                "message": pieces[index],
+                "priority": priority,
+            }
+            if tags:
+                message["tags"] = tags
+            if last:  # buttons, a link or an attachment once, under the end of the text
+                message.update(extra or {})
+                if actions:
+                    message["actions"] = actions
+            await self._client.publish(message)
+            if resume and not last:
+                self._remember_parts(resume, index + 1)
+        if resume:
+            self._sent_parts.pop(resume, None)
+
+    def _remember_parts(self, fingerprint: str, sent: int) -> None:
+        self._sent_parts.pop(fingerprint, None)
+        self._sent_parts[fingerprint] = sent
+        while len(self._sent_parts) > _RESUME_SLOTS:
+            del self._sent_parts[next(iter(self._sent_parts))]
+
+
+def _fingerprint(
+    title: str, text: str, tags: list[str], actions: list[dict[str, Any]] | None
+) -> str:
+    data = json.dumps([title, text, tags, actions], sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(data.encode()).hexdigest()
+
+
+def _is_web_url(url: str) -> bool:
+    return urlsplit(url).scheme in ("http", "https")
+
+
+def _is_loopback(url: str) -> bool:
+    host = urlsplit(url).hostname or ""
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
