@@ -9,6 +9,7 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import BinaryIO, TextIO
 
 from . import __version__
@@ -26,7 +27,6 @@ from .config import (
     resolve_channels,
 )
 from .console import ConsoleSink
-from .intake.endpoint import create_app
 from .plugins import PluginHost
 
 EXIT_OK = 0
@@ -127,25 +127,183 @@ def run(config_file: str | None = None, host: str | None = None, port: int | Non
     return EXIT_OK
 
 
+def _state_dir(config: BridgeConfig) -> Path:
+    if config.state_dir:
+        return Path(config.state_dir).expanduser()
+    from .store import default_state_dir
+
+    return default_state_dir()
+
+
 async def _serve(bridge: Bridge, host: str, port: int) -> None:
     import uvicorn
 
+    from .intake.auth import AuthPolicy, is_loopback, load_or_create_token
+    from .intake.endpoint import Endpoint, IngestLimits
+    from .intake.hub import Hub, HubLimits
+
+    intake = bridge.config.intake
+    token = load_or_create_token(_state_dir(bridge.config))
+    open_without_token = intake.open_on_loopback and is_loopback(host)
+    if intake.open_on_loopback and not open_without_token:
+        logging.getLogger("aep_bridge").warning(
+            "intake.open_on_loopback is ignored: %s is not a loopback address", host
+        )
+    from .store import Store
+
+    store = Store.open(_state_dir(bridge.config))
+    hub = Hub(HubLimits(replay_buffer=intake.replay_buffer), store)
     await bridge.start()
     try:
-        app = create_app(ConsoleSink(), extra_routes=bridge.routes())
+        endpoint = Endpoint(
+            hub,
+            AuthPolicy(token, open_without_token=open_without_token),
+            limits=IngestLimits(intake.max_body_bytes, intake.max_event_bytes),
+            sink=ConsoleSink(),
+            extra_routes=bridge.routes(),
+        )
         channels = ", ".join(bridge.running) or "none"
         print(
             f"aep-bridge {__version__}: AEP endpoint on http://{host}:{port}/events "
-            f"(POST events with header AEP-Version: 0.1); channels: {channels}; Ctrl-C stops",
+            f"(header AEP-Version: 0.1; token: `aep-bridge token`); channels: {channels}; "
+            "Ctrl-C stops",
             file=sys.stderr,
             flush=True,
         )
         server = uvicorn.Server(
-            uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+            uvicorn.Config(
+                endpoint.app,
+                host=host,
+                port=port,
+                log_level="warning",
+                access_log=False,
+                ws_max_size=intake.max_event_bytes + 4096,
+            )
         )
         await server.serve()
     finally:
+        hub.flush()
         await bridge.stop()
+        store.close()
+
+
+def token(config_file: str | None, *, rotate: bool = False) -> int:
+    """Print the bridge's bearer token (made on first use); `rotate` replaces it."""
+    from .intake.auth import load_or_create_token, rotate_token
+
+    try:
+        config = read_config(config_path(config_file))
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_USAGE
+    state_dir = _state_dir(config)
+    print(rotate_token(state_dir) if rotate else load_or_create_token(state_dir))
+    return EXIT_OK
+
+
+def _endpoint(config_file: str | None, url: str | None, token: str | None) -> tuple[str, str]:
+    """The base URL and token a client command uses: flags, else the local bridge's own."""
+    from .intake.auth import load_or_create_token
+
+    config = read_config(config_path(config_file))
+    base = url or f"http://{config.listen.host}:{config.listen.port}"
+    return base.rstrip("/"), token or load_or_create_token(_state_dir(config))
+
+
+def emit(
+    files: Sequence[str],
+    *,
+    config_file: str | None,
+    url: str | None,
+    token: str | None,
+    batch: int = 500,
+) -> int:
+    """Send events from JSONL files (or stdin) to an endpoint's POST /events."""
+    import httpx
+
+    try:
+        base, secret = _endpoint(config_file, url, token)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_USAGE
+    sent = 0
+    headers = {
+        "AEP-Version": "0.1",
+        "Content-Type": "application/x-ndjson",
+        "Authorization": f"Bearer {secret}",
+    }
+    with httpx.Client(base_url=base, headers=headers, timeout=30) as client:
+        for name in files:
+            try:
+                stream = _open(name)
+            except OSError as exc:
+                print(f"aep-bridge emit: cannot read {name}: {exc.strerror}", file=sys.stderr)
+                return EXIT_USAGE
+            lines = [line for line in stream.read().splitlines() if line.strip()]
+            if name != "-":
+                stream.close()
+            for start in range(0, len(lines), batch):
+                body = b"\n".join(lines[start : start + batch]) + b"\n"
+                try:
+                    reply = client.post("/events", content=body)
+                except httpx.HTTPError as exc:
+                    print(f"aep-bridge emit: cannot reach {base}: {exc}", file=sys.stderr)
+                    return EXIT_VIOLATIONS
+                if reply.status_code != 202:
+                    detail = reply.json().get("detail", reply.text) if reply.content else ""
+                    line_no = start + int(reply.json().get("line", 1)) if reply.content else start
+                    print(
+                        f"{name}:{line_no}: refused ({reply.status_code}): {detail}",
+                        file=sys.stderr,
+                    )
+                    return EXIT_VIOLATIONS
+                sent += int(reply.json().get("accepted", 0))
+    print(f"sent {sent} event(s) to {base}/events", file=sys.stderr)
+    return EXIT_OK
+
+
+def ask(
+    question: str,
+    options: Sequence[str],
+    *,
+    kind: str,
+    config_file: str | None,
+    url: str | None,
+    token: str | None,
+    timeout: float | None,
+) -> int:
+    """Put one question through the whole loop and print the answer."""
+    from .tinyagent import AgentError, Cancelled, TinyAgent
+
+    try:
+        base, secret = _endpoint(config_file, url, token)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_USAGE
+    socket_url = base.replace("http://", "ws://", 1).replace("https://", "wss://", 1) + "/socket"
+
+    async def go() -> int:
+        async with TinyAgent(socket_url, secret) as agent:
+            print(
+                f"asking in session {agent.session}; waiting for an answer...",
+                file=sys.stderr,
+                flush=True,
+            )
+            answer = await agent.ask(question, options, kind=kind, timeout=timeout)
+            print(answer)
+            return EXIT_OK
+
+    try:
+        return asyncio.run(go())
+    except AgentError as exc:
+        print(f"aep-bridge ask: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except Cancelled:
+        print("aep-bridge ask: cancelled by control.cancel", file=sys.stderr)
+        return EXIT_VIOLATIONS
+    except TimeoutError:
+        print("aep-bridge ask: no answer in time", file=sys.stderr)
+        return 3
 
 
 def check(config_file: str | None, *, out: TextIO | None = None) -> int:
@@ -230,6 +388,26 @@ def build_parser() -> argparse.ArgumentParser:
     verify = commands.add_parser("check", help="validate a config file as `run` would use it")
     verify.add_argument("config", nargs="?", help=f"the file (default ${CONFIG_ENV})")
 
+    sender = commands.add_parser("emit", help="send events from JSONL files to an endpoint")
+    sender.add_argument("files", nargs="+", metavar="FILE", help="a .jsonl file, or - for stdin")
+    question = commands.add_parser(
+        "ask", help="ask a question as a tiny agent and print the answer it gets"
+    )
+    question.add_argument("question")
+    question.add_argument("--option", action="append", default=[], help="an answer to offer")
+    question.add_argument(
+        "--kind", default="permission", choices=["permission", "input", "review", "other"]
+    )
+    question.add_argument("--timeout", type=float, help="seconds to wait (default: forever)")
+    for client in (sender, question):
+        client.add_argument("--url", help="the endpoint (default: this bridge's listen address)")
+        client.add_argument("--token", help="the endpoint's token (default: this bridge's)")
+        client.add_argument("--config", help="config file (for listen and state_dir)")
+
+    secret = commands.add_parser("token", help="print the bridge's bearer token")
+    secret.add_argument("--config", help="config file (for its state_dir)")
+    secret.add_argument("--rotate", action="store_true", help="replace the token with a new one")
+
     listing = commands.add_parser("plugins", help="list plugins, their packages and status")
     listing.add_argument("--json", action="store_true", help="print JSON")
 
@@ -262,6 +440,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             return check(args.config)
         if args.command == "plugins":
             return plugins(as_json=args.json)
+        if args.command == "token":
+            return token(args.config, rotate=args.rotate)
+        if args.command == "emit":
+            return emit(args.files, config_file=args.config, url=args.url, token=args.token)
+        if args.command == "ask":
+            return ask(
+                args.question,
+                args.option,
+                kind=args.kind,
+                config_file=args.config,
+                url=args.url,
+                token=args.token,
+                timeout=args.timeout,
+            )
     except BrokenPipeError:  # `aep-bridge validate x.jsonl | head` is not an error
         sys.stderr.close()
         return EXIT_OK

@@ -47,12 +47,32 @@ class ListenConfig(BaseModel):
     port: int = Field(default=DEFAULT_PORT, ge=1, le=65535)
 
 
+class IntakeConfig(BaseModel):
+    """The embedded AEP endpoint: its replay buffer, size limits and who needs the token."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    replay_buffer: int = Field(
+        default=1000, ge=1, description="events kept per session for replay and resume"
+    )
+    max_event_bytes: int = Field(default=1024 * 1024, ge=1024, description="largest event accepted")
+    max_body_bytes: int = Field(
+        default=16 * 1024 * 1024, ge=1024, description="largest POST /events body accepted"
+    )
+    open_on_loopback: bool = Field(
+        default=False,
+        description="accept events and consumers without the token while listening on a "
+        "loopback address only; control always needs the token",
+    )
+
+
 class BridgeConfig(BaseModel):
     """The whole file. Channel blocks stay raw here; `resolve_channels` checks them."""
 
     model_config = ConfigDict(extra="forbid")
 
     listen: ListenConfig = Field(default_factory=ListenConfig)
+    intake: IntakeConfig = Field(default_factory=IntakeConfig)
     #: where SQLite and the token live; default `$XDG_STATE_HOME/aep-bridge`
     state_dir: str | None = None
     channels: dict[str, dict[str, Any]] = Field(default_factory=dict)

@@ -129,15 +129,14 @@ def test_refusals_carry_the_spec_status(server, headers, body, status):
 
 
 def test_make_run_serves_and_shows_events_once(tmp_path: Path):
-    """`aep-bridge run` as `make run` starts it: events posted appear once on the console."""
+    """`aep-bridge run` as `make run` starts it: the token gates ingest, and events posted
+    with it appear once on the console."""
     port = free_port()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "XDG_STATE_HOME": str(tmp_path / "state")}
     out = (tmp_path / "out.txt").open("w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "aep_bridge", "run", "--port", str(port)],
-        stdout=out,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        stdout=out, stderr=subprocess.PIPE, text=True, env=env,
     )
     try:
         base = f"http://127.0.0.1:{port}"
@@ -147,12 +146,16 @@ def test_make_run_serves_and_shows_events_once(tmp_path: Path):
                 break
             except httpx.TransportError:
                 time.sleep(0.05)
+        token = subprocess.run([sys.executable, "-m", "aep_bridge", "token"], env=env,
+                               capture_output=True, text=True, check=True).stdout.strip()
+        token_file = tmp_path / "state" / "aep-bridge" / "token"
+        assert token_file.read_text().strip() == token
+        assert token_file.stat().st_mode & 0o777 == 0o600
+        ndjson = {**HEADERS, "content-type": "application/x-ndjson"}
+        assert httpx.post(base + "/events", content=GOLDEN, headers=ndjson).status_code == 401
         for _ in range(2):  # the second post is a redelivery
-            r = httpx.post(
-                base + "/events",
-                content=GOLDEN,
-                headers={**HEADERS, "content-type": "application/x-ndjson"},
-            )
+            r = httpx.post(base + "/events", content=GOLDEN,
+                           headers={**ndjson, "Authorization": f"Bearer {token}"})
             assert r.status_code == 202
     finally:
         proc.send_signal(signal.SIGINT)
@@ -161,5 +164,6 @@ def test_make_run_serves_and_shows_events_once(tmp_path: Path):
     shown = (tmp_path / "out.txt").read_text().splitlines()
     assert len(shown) == 64
     assert "AEP endpoint on http://127.0.0.1" in err
+    assert token not in err
     first = json.loads(GOLDEN.splitlines()[0])
     assert shown[0] == f"{first['time']} claude-code s_8f2c session.started"

@@ -1,54 +1,60 @@
-"""The embedded AEP endpoint: discovery and HTTP ingest (AEP-0003 §3.2, §3.4).
+"""The embedded AEP endpoint's bindings: HTTP ingest and discovery, SSE, WebSocket.
 
-Agents (or their adapters) POST events here, one JSON event or an NDJSON batch. Every event
-passes full validation before anything downstream sees it; a batch with one bad line is
-refused whole, naming the line, so an emitter retrying with the same ids loses nothing.
+Each binding is a thin translation onto the `Hub` (AEP-0003): `POST /events` admits events,
+`GET /stream` is a subscription streamed as Server-Sent Events, `WS /socket` carries `hello`,
+events, commands and subscription frames. Events go out as the bytes they came in.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import io
-from collections.abc import Awaitable, Callable, Sequence
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Route
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import BaseRoute, Route, WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from ..aep.envelope import Event
 from ..aep.errors import InvalidEvent
 from ..aep.jsonl import oversized, read_lines
-from ..aep.registry import AEP_VERSION, CAPTURE_ORDER, SUPPORTED_MAJOR
+from ..aep.registry import AEP_VERSION, SUPPORTED_MAJOR
 from ..aep.validation import DEFAULT_MAX_EVENT_BYTES, parse_event
+from .auth import AuthPolicy
+from .hub import Frame, Hub, Outbound, Participant, SubscribeError, Subscription
 
-EventSink = Callable[[Sequence[Event]], Awaitable[None]]
+log = logging.getLogger("aep_bridge.intake")
 
 JSON_TYPE: Final = "application/json"
 NDJSON_TYPE: Final = "application/x-ndjson"
 
+#: Called with every batch the endpoint admitted (the console view; tests).
+EventSink = Callable[[Sequence[Event]], Awaitable[None]]
+
 
 @dataclass(frozen=True, slots=True)
 class IngestLimits:
-    """Size limits for HTTP ingest: a request body, and any one event in it."""
+    """Size limits for ingest: a request body, and any one event."""
 
     max_body_bytes: int = 16 * 1024 * 1024
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
 
 
-def discovery_document() -> dict[str, Any]:
-    """What this endpoint offers (AEP-0003 §3.4): only what it really implements."""
-    return {
-        "aep": [AEP_VERSION],
-        "role": "collector",
-        "endpoints": {"events": "/events"},
-        "capabilities": {
-            "capture": list(CAPTURE_ORDER),
-            "control": {"accepts": []},
-            "experimental": {},
-        },
-    }
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """Liveness: SSE comments and WebSocket pings (AEP-0003 §3.3.4, §3.5.5)."""
+
+    sse_heartbeat: float = 15.0
+    ws_ping_interval: float = 30.0
+    ws_pong_timeout: float = 90.0
 
 
 def _version_supported(header: str | None) -> bool:
@@ -77,8 +83,8 @@ async def _read_body(request: Request, limit: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def _parse_batch(body: bytes, content_type: str, limits: IngestLimits) -> list[Event]:
-    """Every event of the body, in order; the first bad one raises with its line number."""
+def parse_batch(body: bytes, content_type: str, limits: IngestLimits) -> list[Event]:
+    """Every event of a POST body, in order; the first bad one raises with its line number."""
     if content_type == JSON_TYPE:
         return [parse_event(body, max_bytes=limits.max_event_bytes)]
     events = []
@@ -94,19 +100,112 @@ def _parse_batch(body: bytes, content_type: str, limits: IngestLimits) -> list[E
     return events
 
 
-def create_app(
-    sink: EventSink,
-    limits: IngestLimits | None = None,
-    extra_routes: Sequence[BaseRoute] = (),
-) -> Starlette:
-    """The ASGI app: `GET /events` and `/.well-known/aep` (discovery), `POST /events`,
-    and any routes channels and plugins add."""
-    limits = limits or IngestLimits()
+def sse_message(item: Outbound) -> bytes:
+    """One SSE message: `event:` type, `id:` position, `data:` the event on one line."""
+    if isinstance(item, Frame):
+        body = item.body
+        if body.get("type") == "replay-exhausted":
+            earliest = body["earliest"]
+            return (
+                f": replay-exhausted {body['session']} {earliest['epoch']}:{earliest['seq']}\n\n"
+            ).encode()
+        return b""
+    event = item.event
+    raw = item.raw
+    if b"\n" in raw or b"\r" in raw:  # a pretty-printed POST: SSE data is one line
+        raw = event.to_json()
+    head = f"event: {event.type}\n"
+    if event.position is not None:
+        head += f"id: {event.session}:{event.position[0]}:{event.position[1]}\n"
+    return head.encode() + b"data: " + raw + b"\n\n"
 
-    async def discovery(request: Request) -> Response:
-        return JSONResponse(discovery_document())
 
-    async def ingest(request: Request) -> Response:
+def _last_event_id(value: str | None) -> list[dict[str, Any]] | None:
+    if not value:
+        return None
+    session, _, position = value.rpartition(":")
+    session, _, epoch = session.rpartition(":")
+    if not session or not epoch.isdigit() or not position.isdigit():
+        return None
+    return [{"session": session, "epoch": int(epoch), "seq": int(position)}]
+
+
+class Endpoint:
+    """The ASGI app over a hub, with its auth policy and limits."""
+
+    def __init__(
+        self,
+        hub: Hub,
+        auth: AuthPolicy | None,
+        *,
+        limits: IngestLimits | None = None,
+        timing: Timing | None = None,
+        sink: EventSink | None = None,
+        extra_routes: Sequence[BaseRoute] = (),
+    ) -> None:
+        self.hub = hub
+        self.auth = auth
+        self.limits = limits or IngestLimits()
+        self.timing = timing or Timing()
+        self.sink = sink
+        self._flush_handle: asyncio.TimerHandle | None = None
+        self.app = Starlette(
+            routes=[
+                Route("/events", self.discovery, methods=["GET"]),
+                Route("/.well-known/aep", self.discovery, methods=["GET"]),
+                Route("/events", self.ingest, methods=["POST"]),
+                Route("/stream", self.stream, methods=["GET"]),
+                WebSocketRoute("/socket", self.socket),
+                *extra_routes,
+            ]
+        )
+
+    def schedule_flush(self, delay: float = 0.005) -> None:
+        """Persist WebSocket-ingested events shortly, in one transaction for a burst."""
+        if self._flush_handle is None and self.hub.store is not None:
+
+            def flush() -> None:
+                self._flush_handle = None
+                self.hub.flush()
+
+            self._flush_handle = asyncio.get_running_loop().call_later(delay, flush)
+
+    # -- authentication ---------------------------------------------------------------
+
+    def _authenticated(self, headers: Any, query: Any) -> bool:
+        if self.auth is None:
+            return True
+        return self.auth.check(headers.get("authorization"), query.get("access_token"))
+
+    def _admitted_without_token(self) -> bool:
+        return self.auth is None or self.auth.open_without_token
+
+    def _refuse(self, request: Request) -> Response | None:
+        if self._authenticated(request.headers, request.query_params):
+            return None
+        if self._admitted_without_token():
+            return None
+        presented = "authorization" in request.headers or "access_token" in request.query_params
+        if presented:
+            return _problem(403, "forbidden", "the token is not valid for this bridge")
+        return JSONResponse(
+            {
+                "error": "unauthorized",
+                "detail": "send Authorization: Bearer <token> (`aep-bridge token` prints it)",
+            },
+            status_code=401,
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+
+    # -- HTTP ---------------------------------------------------------------------------
+
+    async def discovery(self, request: Request) -> Response:
+        return JSONResponse(self.hub.discovery())
+
+    async def ingest(self, request: Request) -> Response:
+        refused = self._refuse(request)
+        if refused is not None:
+            return refused
         if not _version_supported(request.headers.get("aep-version")):
             return JSONResponse({"versions": [AEP_VERSION]}, status_code=426)
         content_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
@@ -116,11 +215,13 @@ def create_app(
                 "unsupported-media-type",
                 f"send {JSON_TYPE} (one event) or {NDJSON_TYPE} (a batch), not {content_type!r}",
             )
-        body = await _read_body(request, limits.max_body_bytes)
+        body = await _read_body(request, self.limits.max_body_bytes)
         if body is None:
-            return _problem(413, "too-large", f"the body is over {limits.max_body_bytes} bytes")
+            return _problem(
+                413, "too-large", f"the body is over {self.limits.max_body_bytes} bytes"
+            )
         try:
-            events = _parse_batch(body, content_type, limits)
+            events = parse_batch(body, content_type, self.limits)
         except InvalidEvent as exc:
             line = exc.line or 1
             return _problem(
@@ -130,18 +231,415 @@ def create_app(
                 line=line,
                 violations=[v.to_dict() for v in exc.violations],
             )
-        if events:
-            await sink(events)
+        self.hub.admit(events)  # commands posted here are history, never delivered (AEP-0004 §4.1)
+        self.hub.flush()  # 202 means kept: the batch survives a restart of the bridge
+        if self.sink is not None and events:
+            await self.sink(events)
         return JSONResponse({"accepted": len(events)}, status_code=202)
 
-    return Starlette(
-        routes=[
-            Route("/events", discovery, methods=["GET"]),
-            Route("/.well-known/aep", discovery, methods=["GET"]),
-            Route("/events", ingest, methods=["POST"]),
-            *extra_routes,
+    # -- SSE ----------------------------------------------------------------------------
+
+    async def stream(self, request: Request) -> Response:
+        refused = self._refuse(request)
+        if refused is not None:
+            return refused
+        query = request.query_params
+        try:
+            filter_spec = json.loads(query["filter"]) if "filter" in query else None
+            raw_from = query.get("from")
+            from_: object = None
+            if raw_from is not None:
+                from_ = "all" if raw_from == "all" else json.loads(raw_from)
+            elif "last-event-id" in request.headers:
+                from_ = _last_event_id(request.headers["last-event-id"])
+        except json.JSONDecodeError as exc:
+            return _problem(400, "invalid-filter", f"filter and from are JSON: {exc.msg}")
+        participant = self.hub.join(Participant("sse", self._authenticated(request.headers, query)))
+        try:
+            subscription = self.hub.subscribe(
+                participant,
+                f"sse-{participant.id}",
+                filter_spec,
+                from_=from_,
+                capture=query.get("capture"),
+            )
+        except SubscribeError as exc:
+            self.hub.leave(participant)
+            return _problem(400, exc.code, exc.detail)
+        live = query.get("live", "1") != "0"
+        return StreamingResponse(
+            self._sse_body(participant, subscription, live),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    async def _sse_body(
+        self, participant: Participant, subscription: Subscription, live: bool
+    ) -> AsyncIterator[bytes]:
+        try:
+            yield b": aep-bridge\n\n"
+            if not live:
+                for item in subscription.drain():
+                    yield sse_message(item)
+                return
+            while True:
+                try:
+                    async with asyncio.timeout(self.timing.sse_heartbeat):
+                        next_item = await subscription.next()
+                except TimeoutError:
+                    yield b": ping\n\n"
+                    continue
+                if next_item is None:
+                    return  # overflowed with notice+ waiting: end; the consumer resumes
+                yield sse_message(next_item)
+        finally:
+            self.hub.leave(participant)
+
+    # -- WebSocket ------------------------------------------------------------------------
+
+    async def socket(self, websocket: WebSocket) -> None:
+        authenticated = self._authenticated(websocket.headers, websocket.query_params)
+        if not authenticated and not self._admitted_without_token():
+            await websocket.close(code=1008, reason="unauthorized")
+            return
+        await websocket.accept()
+        connection = _Connection(self, websocket, authenticated)
+        await connection.run()
+
+
+class _Connection:
+    """One WebSocket: the hello, then events, commands and frames until it closes."""
+
+    def __init__(self, endpoint: Endpoint, websocket: WebSocket, authenticated: bool) -> None:
+        self.endpoint = endpoint
+        self.hub = endpoint.hub
+        self.websocket = websocket
+        self.participant = Participant("ws", authenticated)
+        self.outbox: asyncio.Queue[Outbound | None] = asyncio.Queue()
+        self.participant.push = self.outbox.put_nowait
+        self.subscriptions: dict[str, Subscription] = {}
+        self.pumps: dict[str, asyncio.Task[None]] = {}
+        self.last_pong = time.monotonic()
+        self.closing = False
+        self._send_lock = asyncio.Lock()
+
+    async def run(self) -> None:
+        writer = asyncio.create_task(self._write(), name="ws-writer")
+        pinger = asyncio.create_task(self._ping(), name="ws-ping")
+        try:
+            if await self._hello():
+                self.hub.join(self.participant)
+                await self._read()
+        except WebSocketDisconnect:
+            pass
+        finally:
+            self.hub.leave(self.participant)
+            for pump in self.pumps.values():
+                pump.cancel()
+            self.outbox.put_nowait(None)
+            pinger.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await writer
+            if self.websocket.application_state == WebSocketState.CONNECTED:
+                with contextlib.suppress(Exception):
+                    await self.websocket.close()
+
+    def send(self, body: dict[str, Any]) -> None:
+        self.outbox.put_nowait(Frame(body))
+
+    async def _write(self) -> None:
+        while (item := await self.outbox.get()) is not None:
+            if not await self._send(item):
+                return
+
+    async def _send(self, item: Outbound) -> bool:
+        """Send one item; a slow socket makes this wait, which is the backpressure."""
+        async with self._send_lock:
+            if self.websocket.application_state != WebSocketState.CONNECTED:
+                return False
+            if isinstance(item, Frame):
+                await self.websocket.send_text(json.dumps(item.body, separators=(",", ":")))
+                if item.body.get("type") == "closing":
+                    await self.websocket.close(code=1000, reason=str(item.body.get("reason", "")))
+                    return False
+            else:
+                await self.websocket.send_text(item.raw.decode())
+            return True
+
+    async def _ping(self) -> None:
+        timing = self.endpoint.timing
+        while True:
+            await asyncio.sleep(timing.ws_ping_interval)
+            if time.monotonic() - self.last_pong > timing.ws_pong_timeout:
+                self._close("no pong within the liveness timeout")
+                return
+            self.send({"type": "ping", "t": int(time.time() * 1000)})
+
+    def _close(self, reason: str) -> None:
+        if self.closing:
+            return
+        self.closing = True
+        delivered = [
+            {"sub": sub_id, "session": session, "epoch": pos[0], "seq": pos[1]}
+            for sub_id, subscription in self.subscriptions.items()
+            for session, pos in subscription.delivered.items()
         ]
-    )
+        self.send({"type": "closing", "reason": reason, "delivered": delivered})
+
+    async def _receive(self) -> str | None:
+        """The next text frame; binary frames are refused in-band (AEP-0003 §3.5.2)."""
+        while True:
+            message = await self.websocket.receive()
+            if message["type"] == "websocket.disconnect":
+                raise WebSocketDisconnect(message.get("code", 1000))
+            if message.get("text") is not None:
+                return str(message["text"])
+            self.send(
+                {
+                    "type": "error",
+                    "code": "invalid-frame",
+                    "detail": "binary frames are reserved in AEP 0.1; send text",
+                }
+            )
+
+    async def _hello(self) -> bool:
+        text = await self._receive()
+        try:
+            frame = json.loads(text or "")
+        except json.JSONDecodeError:
+            frame = None
+        if not isinstance(frame, dict) or frame.get("type") != "hello":
+            self.send(
+                {
+                    "type": "error",
+                    "code": "hello-required",
+                    "detail": "the first frame on a connection is hello (AEP-0003 §3.5.1)",
+                }
+            )
+            self.outbox.put_nowait(None)
+            return False
+        versions = frame.get("versions")
+        if not isinstance(versions, list) or AEP_VERSION not in versions:
+            self.send(
+                {
+                    "type": "error",
+                    "code": "version-unsupported",
+                    "versions": [AEP_VERSION],
+                    "detail": f"this endpoint speaks AEP {AEP_VERSION}",
+                }
+            )
+            self.outbox.put_nowait(None)
+            return False
+        role = frame.get("role")
+        identity = frame.get("identity")
+        capabilities = frame.get("capabilities")
+        if role not in ("emitter", "consumer", "both"):
+            role = "consumer"
+        if not isinstance(identity, dict):
+            identity = {}
+        if not isinstance(capabilities, dict):
+            capabilities = {}  # unknown keys inside are kept and ignored (AEP-0003 §4 rule 4)
+        participant = self.participant
+        participant.role = str(role)
+        participant.agent = (
+            identity.get("agent") if isinstance(identity.get("agent"), str) else None
+        )
+        participant.instance = (
+            identity.get("instance") if isinstance(identity.get("instance"), str) else None
+        )
+        participant.capabilities = dict(capabilities)
+        self.send(
+            {
+                "type": "hello",
+                "versions": [AEP_VERSION],
+                "role": "both",
+                "identity": {"agent": "aep-bridge", "instance": f"aep-bridge/{id(self.hub):x}"},
+                "capabilities": self.hub.capabilities(),
+            }
+        )
+        return True
+
+    async def _read(self) -> None:
+        limit = self.endpoint.limits.max_event_bytes
+        while not self.closing:
+            text = await self._receive()
+            if text is None:
+                continue
+            data = text.encode()
+            if len(data) > limit:
+                self.send(
+                    {
+                        "type": "error",
+                        "code": "invalid-event",
+                        "detail": f"frame is {len(data)} bytes, over the {limit}-byte limit",
+                    }
+                )
+                continue
+            try:
+                frame = json.loads(data)
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                self.send(
+                    {"type": "error", "code": "invalid-event", "detail": f"not valid JSON: {exc}"}
+                )
+                continue
+            if not isinstance(frame, dict):
+                self.send(
+                    {"type": "error", "code": "invalid-event", "detail": "a frame is a JSON object"}
+                )
+                continue
+            kind = frame.get("type")
+            if isinstance(kind, str) and "." in kind:
+                await self._event(data, frame)
+            else:
+                self._frame(frame)
+
+    async def _event(self, data: bytes, frame: dict[str, Any]) -> None:
+        try:
+            event = parse_event(data, max_bytes=self.endpoint.limits.max_event_bytes)
+        except InvalidEvent as exc:
+            self.send(
+                {
+                    "type": "error",
+                    "code": "invalid-event",
+                    "id": frame.get("id"),
+                    "detail": str(exc),
+                    "violations": [v.to_dict() for v in exc.violations],
+                }
+            )
+            return
+        if event.is_command:
+            refusal = self.hub.route_command(event, self.participant)
+            if refusal is not None:
+                self.outbox.put_nowait(refusal.frame(event.id))
+            return
+        if not self.participant.emits:
+            self.send(
+                {
+                    "type": "error",
+                    "code": "unauthorized",
+                    "id": event.id,
+                    "detail": "a consumer connection sends commands, not events; "
+                    "say role emitter or both in hello",
+                }
+            )
+            return
+        self.hub.admit([event], self.participant)
+        self.endpoint.schedule_flush()
+        if self.endpoint.sink is not None:
+            await self.endpoint.sink([event])
+
+    def _frame(self, frame: dict[str, Any]) -> None:
+        kind = frame.get("type")
+        if kind == "subscribe":
+            self._subscribe(frame)
+        elif kind == "unsubscribe":
+            sub_id = frame.get("id")
+            subscription = self.subscriptions.pop(str(sub_id), None)
+            if subscription is not None:
+                self.hub.unsubscribe(subscription)
+                pump = self.pumps.pop(str(sub_id), None)
+                if pump is not None:
+                    pump.cancel()
+            self.send({"type": "unsubscribed", "id": sub_id})
+        elif kind == "roster":
+            request_id = frame.get("id")
+            if self.participant.role == "emitter":
+                self.send(
+                    {
+                        "type": "error",
+                        "id": request_id,
+                        "code": "unauthorized",
+                        "detail": "roster is for consumer connections (AEP-0003 §4.1)",
+                    }
+                )
+            else:
+                self.send({"type": "roster", "id": request_id, "entries": self.hub.roster()})
+        elif kind == "ping":
+            self.send({"type": "pong", "t": frame.get("t")})
+        elif kind == "pong":
+            self.last_pong = time.monotonic()
+        elif kind == "closing":
+            self._close("the peer is closing")
+        # unknown frame types are ignored (AEP-0003 §2), and so is a second hello
+
+    def _subscribe(self, frame: dict[str, Any]) -> None:
+        sub_id = frame.get("id")
+        if not isinstance(sub_id, str) or not sub_id:
+            self.send(
+                {
+                    "type": "error",
+                    "id": sub_id,
+                    "code": "invalid-filter",
+                    "detail": "a subscribe needs a string id",
+                }
+            )
+            return
+        if self.participant.role == "emitter":
+            self.send(
+                {
+                    "type": "error",
+                    "id": sub_id,
+                    "code": "unauthorized",
+                    "detail": "subscribing is for consumer connections",
+                }
+            )
+            return
+        if sub_id in self.subscriptions:
+            self.send(
+                {
+                    "type": "error",
+                    "id": sub_id,
+                    "code": "invalid-filter",
+                    "detail": f"subscription {sub_id!r} already exists",
+                }
+            )
+            return
+        try:
+            subscription = self.hub.subscribe(
+                self.participant,
+                sub_id,
+                frame.get("filter"),
+                from_=frame.get("from"),
+                capture=frame.get("capture"),
+            )
+        except SubscribeError as exc:
+            self.send({"type": "error", "id": sub_id, "code": exc.code, "detail": exc.detail})
+            return
+        self.subscriptions[sub_id] = subscription
+        self.send({"type": "subscribed", "id": sub_id})
+        self.pumps[sub_id] = asyncio.create_task(self._pump(subscription), name=f"sub-{sub_id}")
+
+    async def _pump(self, subscription: Subscription) -> None:
+        while (item := await subscription.next()) is not None:
+            if not await self._send(item):
+                return
+        if subscription.overflowed:
+            self._close(
+                f"subscription {subscription.id} fell behind with notice-or-higher "
+                "events waiting; resume from the delivered positions"
+            )
 
 
-__all__ = ["IngestLimits", "create_app", "discovery_document"]
+def create_app(
+    sink: EventSink | None = None,
+    limits: IngestLimits | None = None,
+    extra_routes: Sequence[BaseRoute] = (),
+    *,
+    hub: Hub | None = None,
+    auth: AuthPolicy | None = None,
+    timing: Timing | None = None,
+) -> Starlette:
+    """An endpoint app: a fresh hub and no token unless given (tests, embedding)."""
+    return Endpoint(
+        hub or Hub(), auth, limits=limits, timing=timing, sink=sink, extra_routes=extra_routes
+    ).app
+
+
+__all__ = [
+    "Endpoint",
+    "IngestLimits",
+    "Timing",
+    "create_app",
+    "parse_batch",
+    "sse_message",
+]

@@ -1,0 +1,497 @@
+"""The bridge's embedded store: one SQLite file, `state.db`, in the state directory.
+
+Nothing important may live only in memory (a restart must lose no button), so resume
+positions, the dedupe window, log offsets and channel state are kept here. The store is
+private to one bridge: the directory is created 0700 and the database files 0600, because
+they hold session names, platform message ids and, later, pending requests.
+
+SQLite runs in WAL mode with `synchronous=NORMAL`: a commit costs no fsync, and a power cut
+can lose at most the last few commits, never corrupt the file. Losing a commit is safe here:
+the consumer side dedupes on `(source, id)` and the emitters replay from the last position.
+
+The schema grows by numbered migrations (`MIGRATIONS`), recorded in `PRAGMA user_version`.
+To add tables, append a script; never edit one that has shipped.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from .adapter import ChannelState
+    from .aep.envelope import Event
+
+log = logging.getLogger(__name__)
+
+#: The database file's name inside the state directory.
+DB_NAME: Final = "state.db"
+#: How long a statement waits for another connection's write lock before failing, in ms.
+BUSY_TIMEOUT_MS: Final = 5000
+#: SQLite integers are signed 64-bit: a position beyond this cannot be stored.
+_MAX_INT: Final = (1 << 63) - 1
+
+#: The schema, one script per version: `MIGRATIONS[n - 1]` takes version n-1 to n.
+#: Append only. Each script runs in its own transaction, one statement per `;`.
+MIGRATIONS: Final[tuple[str, ...]] = (
+    # 1: resume positions, the dedupe window, log offsets, channel key-value state
+    """
+    CREATE TABLE positions (
+        stream  TEXT    NOT NULL,
+        session TEXT    NOT NULL,
+        epoch   INTEGER NOT NULL CHECK (epoch >= 0),
+        seq     INTEGER NOT NULL CHECK (seq >= 0),
+        PRIMARY KEY (stream, session)
+    ) WITHOUT ROWID;
+
+    -- n orders the window: pruning drops the lowest (oldest) first
+    CREATE TABLE seen (
+        n      INTEGER PRIMARY KEY,
+        source TEXT NOT NULL,
+        id     TEXT NOT NULL,
+        UNIQUE (source, id)
+    );
+
+    CREATE TABLE file_offsets (
+        path   TEXT    PRIMARY KEY,
+        inode  INTEGER NOT NULL,
+        byte_offset INTEGER NOT NULL CHECK (byte_offset >= 0)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE kv (
+        namespace TEXT NOT NULL,
+        key       TEXT NOT NULL,
+        value     TEXT NOT NULL,
+        PRIMARY KEY (namespace, key)
+    ) WITHOUT ROWID;
+    """,
+    # 2: the embedded relay's replay buffer, so a restart of the bridge loses no event
+    """
+    CREATE TABLE relay_buffer (
+        source  TEXT    NOT NULL,
+        session TEXT    NOT NULL,
+        epoch   INTEGER NOT NULL,
+        seq     INTEGER NOT NULL,
+        raw     BLOB    NOT NULL,
+        PRIMARY KEY (source, session, epoch, seq)
+    ) WITHOUT ROWID;
+
+    -- the newest position eviction has dropped, per buffer: replay-exhausted survives a restart
+    CREATE TABLE relay_evicted (
+        source  TEXT    NOT NULL,
+        session TEXT    NOT NULL,
+        epoch   INTEGER NOT NULL,
+        seq     INTEGER NOT NULL,
+        PRIMARY KEY (source, session)
+    ) WITHOUT ROWID;
+    """,
+)
+
+
+class StoreError(RuntimeError):
+    """The store cannot be opened as it is (for example, a newer bridge wrote it)."""
+
+
+def default_state_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """`$XDG_STATE_HOME/aep-bridge`, else `~/.local/state/aep-bridge` (XDG Base Directory).
+
+    A relative `XDG_STATE_HOME` is ignored, as the XDG specification says it must be.
+    """
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_STATE_HOME", "")
+    if base and Path(base).is_absolute():
+        return Path(base) / "aep-bridge"
+    home = env.get("HOME")
+    return (Path(home) if home else Path.home()) / ".local" / "state" / "aep-bridge"
+
+
+def _statements(script: str) -> Iterator[str]:
+    """The statements of a migration script: `sqlite3.complete_statement` finds the ends.
+
+    Executing them one by one (not `executescript`, which commits on its own) keeps each
+    migration inside the transaction that also bumps `user_version`.
+    """
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            yield buffer.strip()
+            buffer = ""
+    rest = [ln for ln in buffer.splitlines() if ln.strip() and not ln.strip().startswith("--")]
+    if rest:
+        raise ValueError(f"a migration ends inside a statement: {buffer.strip()!r}")
+
+
+def _user_version(conn: sqlite3.Connection) -> int:
+    row = conn.execute("PRAGMA user_version").fetchone()
+    return int(row[0])
+
+
+def _too_new(path: Path, version: int) -> StoreError:
+    return StoreError(
+        f"{path} has schema version {version}, but this aep-bridge knows only versions up to "
+        f"{len(MIGRATIONS)}: it was written by a newer aep-bridge. Upgrade aep-bridge, or point "
+        "state_dir at another directory (the newer file is left untouched)."
+    )
+
+
+def _migrate(conn: sqlite3.Connection, path: Path) -> None:
+    """Bring the schema up to `len(MIGRATIONS)`, one transaction per version.
+
+    The version is read again under the write lock, so two processes opening a fresh
+    directory at once apply each migration once.
+    """
+    known = len(MIGRATIONS)
+    current = _user_version(conn)
+    if current > known:
+        raise _too_new(path, current)
+    while current < known:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            current = _user_version(conn)
+            if current > known:
+                raise _too_new(path, current)
+            if current < known:
+                for statement in _statements(MIGRATIONS[current]):
+                    conn.execute(statement)
+                current += 1
+                conn.execute(f"PRAGMA user_version = {current}")
+                log.info("store %s: schema migrated to version %d", path, current)
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+
+def _create_private(path: Path) -> None:
+    """Create `path` empty with mode 0600 if missing; SQLite gives its WAL and SHM files the
+    database file's mode, so they are private too."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    try:
+        os.fchmod(fd, 0o600)  # in case the umask took the owner's own bits
+    finally:
+        os.close(fd)
+
+
+class Store:
+    """The bridge's state on disk. Open it with `Store.open(state_dir)`.
+
+    One event loop thread uses a store: calls are synchronous and short (a local SQLite
+    file, no fsync per commit), so they run inline rather than in an executor, and the
+    connection refuses use from any other thread (`check_same_thread`). Do not `await`
+    inside `transaction()`: another task's writes would join the open transaction.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        """Wrap an open, migrated connection; use `Store.open`."""
+        self._conn = conn
+        self._path = path
+        self._depth = 0
+
+    @classmethod
+    def open(cls, state_dir: Path) -> Store:
+        """Open (creating if needed) `state_dir/state.db` and migrate it to this version."""
+        state_dir = Path(state_dir)
+        if not state_dir.is_dir():
+            state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.chmod(state_dir, 0o700)  # mkdir's mode passes through the umask
+        path = state_dir / DB_NAME
+        _create_private(path)
+        conn = sqlite3.connect(
+            path,
+            timeout=BUSY_TIMEOUT_MS / 1000,
+            isolation_level=None,  # transactions are explicit: see `transaction()`
+            check_same_thread=True,
+        )
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise StoreError(f"{path}: SQLite refused WAL mode (journal_mode is {mode})")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            _migrate(conn, path)
+        except BaseException:
+            conn.close()
+            raise
+        return cls(conn, path)
+
+    def close(self) -> None:
+        """Close the connection; a second call does nothing."""
+        self._conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def path(self) -> Path:
+        """The database file."""
+        return self._path
+
+    @property
+    def schema_version(self) -> int:
+        """The schema version of the file (`PRAGMA user_version`)."""
+        return _user_version(self._conn)
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One atomic unit: `BEGIN IMMEDIATE` ... `COMMIT`, or `ROLLBACK` if the body raises.
+
+        Nestable: an inner call joins the outer transaction (nothing is durable until the
+        outermost one commits); if an inner body raises, its own writes are undone (a
+        savepoint) and the exception goes on to the caller.
+        """
+        conn = self._conn
+        depth = self._depth
+        savepoint = f"sp{depth}"
+        conn.execute("BEGIN IMMEDIATE" if depth == 0 else f"SAVEPOINT {savepoint}")
+        self._depth = depth + 1
+        try:
+            yield
+        except BaseException:
+            self._depth = depth
+            if depth == 0:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+            else:
+                conn.execute(f"ROLLBACK TO {savepoint}")
+                conn.execute(f"RELEASE {savepoint}")
+            raise
+        self._depth = depth
+        if depth > 0:
+            conn.execute(f"RELEASE {savepoint}")
+            return
+        try:
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    # -- resume positions ------------------------------------------------------------------
+
+    def position(self, stream: str, session: str) -> tuple[int, int] | None:
+        """The last `(epoch, seq)` processed for `session` on `stream`, or None."""
+        row = self._conn.execute(
+            "SELECT epoch, seq FROM positions WHERE stream = ? AND session = ?",
+            (stream, session),
+        ).fetchone()
+        return None if row is None else (int(row[0]), int(row[1]))
+
+    def positions(self, stream: str) -> dict[str, tuple[int, int]]:
+        """Every session's position on `stream`: what a resuming subscription sends."""
+        rows = self._conn.execute(
+            "SELECT session, epoch, seq FROM positions WHERE stream = ?", (stream,)
+        )
+        return {str(s): (int(e), int(q)) for s, e, q in rows}
+
+    def set_position(self, stream: str, session: str, epoch: int, seq: int) -> None:
+        """Record a position; it only moves forward, `(epoch, seq)` compared lexicographically.
+
+        A redelivered or backfilled event (AEP-0003 §7) must not pull the resume point back.
+        """
+        if not (0 <= epoch <= _MAX_INT and 0 <= seq <= _MAX_INT):
+            raise ValueError(f"position ({epoch}, {seq}) is outside 0..2**63-1")
+        self._conn.execute(
+            "INSERT INTO positions (stream, session, epoch, seq) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (stream, session) DO UPDATE SET epoch = excluded.epoch, "
+            "seq = excluded.seq "
+            "WHERE (excluded.epoch, excluded.seq) > (positions.epoch, positions.seq)",
+            (stream, session, epoch, seq),
+        )
+
+    # -- the dedupe window -----------------------------------------------------------------
+
+    def remember(self, source: str, event_id: str) -> bool:
+        """Add `(source, id)` to the window: True if it was new, False if already seen."""
+        cursor = self._conn.execute(
+            "INSERT OR IGNORE INTO seen (source, id) VALUES (?, ?)", (source, event_id)
+        )
+        return cursor.rowcount == 1
+
+    def seen(self, source: str, event_id: str) -> bool:
+        """Whether `(source, id)` is in the window."""
+        row = self._conn.execute(
+            "SELECT 1 FROM seen WHERE source = ? AND id = ?", (source, event_id)
+        ).fetchone()
+        return row is not None
+
+    def prune_seen(self, keep: int) -> int:
+        """Keep the `keep` most recently remembered keys; return how many were dropped."""
+        if keep < 0:
+            raise ValueError(f"keep must be >= 0, not {keep}")
+        cursor = self._conn.execute(
+            "DELETE FROM seen WHERE n <= (SELECT n FROM seen ORDER BY n DESC LIMIT 1 OFFSET ?)",
+            (keep,),
+        )
+        return max(cursor.rowcount, 0)
+
+    def record_delivery(self, stream: str, event: Event) -> bool:
+        """Dedupe `event` and advance its session's position on `stream`, atomically.
+
+        True when the event is new. For exactly-once effects, make your own writes in the
+        same transaction::
+
+            with store.transaction():
+                if store.record_delivery(stream, event):
+                    ...  # write effects
+
+        Foreign events (commands, `attention.routed`) carry no position and move none.
+        """
+        with self.transaction():
+            source, event_id = event.dedupe_key
+            if not self.remember(source, event_id):
+                return False
+            position = event.position
+            if position is not None and event.session is not None:
+                epoch, seq = position
+                if epoch <= _MAX_INT and seq <= _MAX_INT:
+                    self.set_position(stream, event.session, epoch, seq)
+                else:
+                    log.warning(
+                        "event %s from %s: position (%d, %d) is too large to store; "
+                        "the resume point for %s stays where it was",
+                        event_id,
+                        source,
+                        epoch,
+                        seq,
+                        event.session,
+                    )
+            return True
+
+    # -- the relay's replay buffer ------------------------------------------------------
+
+    def buffer_events(self, events: Iterable[Event], keep: int) -> None:
+        """Add positioned events to the persisted replay buffer, keeping `keep` per session."""
+        touched: set[tuple[str, str]] = set()
+        with self.transaction():
+            for event in events:
+                key, position = event.session_key, event.position
+                if key is None or position is None or max(position) > _MAX_INT:
+                    continue
+                self._conn.execute(
+                    "INSERT OR IGNORE INTO relay_buffer VALUES (?, ?, ?, ?, ?)",
+                    (key[0], key[1], position[0], position[1], event.raw),
+                )
+                touched.add(key)
+            for source, session in touched:
+                cut = self._conn.execute(
+                    "SELECT epoch, seq FROM relay_buffer WHERE source = ? AND session = ? "
+                    "ORDER BY epoch DESC, seq DESC LIMIT 1 OFFSET ?",
+                    (source, session, keep),
+                ).fetchone()
+                if cut is None:
+                    continue
+                self._conn.execute(
+                    "DELETE FROM relay_buffer WHERE source = ? AND session = ? "
+                    "AND (epoch, seq) <= (?, ?)",
+                    (source, session, cut[0], cut[1]),
+                )
+                self._conn.execute(
+                    "INSERT INTO relay_evicted VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT (source, session) DO UPDATE SET epoch = excluded.epoch, "
+                    "seq = excluded.seq "
+                    "WHERE (excluded.epoch, excluded.seq) "
+                    "> (relay_evicted.epoch, relay_evicted.seq)",
+                    (source, session, cut[0], cut[1]),
+                )
+
+    def buffered_events(self) -> Iterator[bytes]:
+        """Every persisted buffered event's bytes, per session in position order."""
+        for (raw,) in self._conn.execute(
+            "SELECT raw FROM relay_buffer ORDER BY source, session, epoch, seq"
+        ):
+            yield bytes(raw)
+
+    def evicted_positions(self) -> dict[tuple[str, str], tuple[int, int]]:
+        """The newest evicted position of each buffer that has lost events."""
+        rows = self._conn.execute("SELECT source, session, epoch, seq FROM relay_evicted")
+        return {(str(a), str(b)): (int(c), int(d)) for a, b, c, d in rows}
+
+    # -- log offsets -----------------------------------------------------------------------
+
+    def file_offset(self, path: str) -> tuple[int, int] | None:
+        """`(inode, offset)` last committed for the log at `path`, or None."""
+        row = self._conn.execute(
+            "SELECT inode, byte_offset FROM file_offsets WHERE path = ?", (path,)
+        ).fetchone()
+        return None if row is None else (int(row[0]), int(row[1]))
+
+    def set_file_offset(self, path: str, inode: int, offset: int) -> None:
+        """Record how far the log at `path` (the file with `inode`) has been consumed."""
+        self._conn.execute(
+            "INSERT INTO file_offsets (path, inode, byte_offset) VALUES (?, ?, ?) "
+            "ON CONFLICT (path) DO UPDATE SET inode = excluded.inode, "
+            "byte_offset = excluded.byte_offset",
+            (path, inode, offset),
+        )
+
+    # -- key-value state -------------------------------------------------------------------
+
+    def kv_get(self, namespace: str, key: str) -> str | None:
+        """The value under `key` in `namespace`, or None."""
+        row = self._conn.execute(
+            "SELECT value FROM kv WHERE namespace = ? AND key = ?", (namespace, key)
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def kv_set(self, namespace: str, key: str, value: str) -> None:
+        """Set `key` in `namespace` to `value`, replacing any earlier value."""
+        self._conn.execute(
+            "INSERT INTO kv (namespace, key, value) VALUES (?, ?, ?) "
+            "ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value",
+            (namespace, key, value),
+        )
+
+    def kv_delete(self, namespace: str, key: str) -> None:
+        """Remove `key` from `namespace`; a missing key is not an error."""
+        self._conn.execute("DELETE FROM kv WHERE namespace = ? AND key = ?", (namespace, key))
+
+
+class StoreState:
+    """A channel's `ChannelState` kept in the store, under one namespace (the channel's name).
+
+    The methods are async to fit the contract, but run inline: the store is local and fast.
+    """
+
+    def __init__(self, store: Store, namespace: str) -> None:
+        self.store = store
+        self.namespace = namespace
+
+    async def get(self, key: str) -> str | None:
+        return self.store.kv_get(self.namespace, key)
+
+    async def set(self, key: str, value: str) -> None:
+        self.store.kv_set(self.namespace, key, value)
+
+    async def delete(self, key: str) -> None:
+        self.store.kv_delete(self.namespace, key)
+
+
+if TYPE_CHECKING:
+
+    def _is_channel_state(state: StoreState) -> ChannelState:
+        """mypy checks here that `StoreState` satisfies the `ChannelState` protocol."""
+        return state
+
+
+__all__ = [
+    "DB_NAME",
+    "MIGRATIONS",
+    "Store",
+    "StoreError",
+    "StoreState",
+    "default_state_dir",
+]

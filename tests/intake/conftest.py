@@ -1,0 +1,92 @@
+"""A real endpoint on a loopback port, for the intake tests."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+
+import pytest
+import uvicorn
+
+from aep_bridge.intake.auth import AuthPolicy
+from aep_bridge.intake.endpoint import Endpoint, IngestLimits, Timing
+from aep_bridge.intake.hub import Hub, HubLimits
+
+TOKEN = "test-token-0123456789"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Served:
+    hub: Hub
+    port: int
+
+    @property
+    def http(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ws(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/socket"
+
+
+class InLoopServer(uvicorn.Server):
+    """uvicorn in the test's own event loop, leaving the test runner's signals alone.
+
+    The hub is not thread-safe: an in-process consumer must share the server's loop.
+    """
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+@contextlib.asynccontextmanager
+async def serve(
+    hub: Hub, auth: AuthPolicy | None, timing: Timing | None = None
+) -> AsyncIterator[Served]:
+    endpoint = Endpoint(
+        hub,
+        auth,
+        limits=IngestLimits(max_body_bytes=256_000, max_event_bytes=16_000),
+        timing=timing,
+    )
+    port = free_port()
+    server = InLoopServer(
+        uvicorn.Config(
+            endpoint.app, host="127.0.0.1", port=port, log_level="error", ws_max_size=32_000
+        )
+    )
+    task = asyncio.create_task(server.serve())
+    async with asyncio.timeout(10):
+        while not server.started:
+            await asyncio.sleep(0.01)
+    try:
+        yield Served(hub, port)
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, 10)
+
+
+@pytest.fixture
+async def relay() -> AsyncIterator[Served]:
+    """An endpoint that requires the token for everything."""
+    async with serve(Hub(HubLimits(replay_buffer=50)), AuthPolicy(TOKEN)) as served:
+        yield served
+
+
+@pytest.fixture
+async def open_relay() -> AsyncIterator[Served]:
+    """An endpoint on loopback configured to take events and consumers without the token."""
+    async with serve(
+        Hub(), AuthPolicy(TOKEN, open_without_token=True), Timing(sse_heartbeat=0.2)
+    ) as served:
+        yield served

@@ -1,0 +1,329 @@
+"""The embedded store: what survives a restart, what a duplicate does, what a crash undoes."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+
+from aep_bridge import store as store_module
+from aep_bridge.aep import Event, parse_event
+from aep_bridge.store import MIGRATIONS, Store, StoreError, StoreState, default_state_dir
+from tests.shared_data import AEP_FIXTURES
+
+GOLDEN = [
+    parse_event(line)
+    for line in (AEP_FIXTURES / "golden" / "golden.jsonl").read_bytes().splitlines()
+]
+#: the first session's own events, in seq order (session.started, run.started, ...)
+OWNED = [e for e in GOLDEN if e.session == "s_8f2c" and e.position is not None]
+#: a command from another emitter to that session: no seq, so no position
+FOREIGN = next(e for e in GOLDEN if e.session == "s_8f2c" and e.position is None)
+STREAM = "relay:wss://relay.example/socket"
+
+
+@pytest.fixture
+def state_dir(tmp_path: Path) -> Path:
+    return tmp_path / "state" / "aep-bridge"
+
+
+@pytest.fixture
+def store(state_dir: Path):
+    opened = Store.open(state_dir)
+    yield opened
+    opened.close()
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def with_id(event: Event, event_id: str) -> Event:
+    return parse_event(event.raw.replace(event.id.encode(), event_id.encode()))
+
+
+# -- opening, files, migrations ------------------------------------------------------------
+
+
+def test_state_dir_follows_xdg_state_home(tmp_path):
+    assert default_state_dir({"XDG_STATE_HOME": str(tmp_path)}) == tmp_path / "aep-bridge"
+    home = tmp_path / "home"
+    assert default_state_dir({"HOME": str(home)}) == home / ".local/state/aep-bridge"
+    # the XDG spec: a relative value is invalid and ignored
+    relative = {"XDG_STATE_HOME": "relative/dir", "HOME": str(home)}
+    assert default_state_dir(relative) == home / ".local/state/aep-bridge"
+
+
+def test_files_are_private_even_with_an_open_umask(state_dir):
+    old = os.umask(0)  # anything created without an explicit mode would be world-writable
+    try:
+        opened = Store.open(state_dir)
+        opened.kv_set("t", "k", "v")  # a write, so the WAL and shared-memory files exist
+        try:
+            assert mode(state_dir) == 0o700
+            db = state_dir / "state.db"
+            assert opened.path == db
+            siblings = [db, db.with_name("state.db-wal"), db.with_name("state.db-shm")]
+            assert all(p.exists() for p in siblings)
+            assert {p.name: mode(p) for p in siblings} == {p.name: 0o600 for p in siblings}
+        finally:
+            opened.close()
+    finally:
+        os.umask(old)
+
+
+def test_wal_mode_and_pragmas(store):
+    conn = store._conn
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
+    assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    assert conn.execute("PRAGMA busy_timeout").fetchone()[0] > 0
+
+
+def test_fresh_store_is_at_the_latest_version_and_reopening_keeps_data(state_dir):
+    with Store.open(state_dir) as first:
+        assert first.schema_version == len(MIGRATIONS) >= 1
+        first.kv_set("telegram", "thread:s_1", "42")
+    with Store.open(state_dir) as second:
+        assert second.schema_version == len(MIGRATIONS)
+        assert second.kv_get("telegram", "thread:s_1") == "42"
+
+
+def test_each_migration_runs_once(state_dir, monkeypatch):
+    with Store.open(state_dir):
+        pass
+    extra = "CREATE TABLE notes (body TEXT NOT NULL);\nINSERT INTO notes VALUES ('ran');\n"
+    monkeypatch.setattr(store_module, "MIGRATIONS", (*MIGRATIONS, extra))
+    for _ in range(3):
+        with Store.open(state_dir) as opened:
+            assert opened.schema_version == len(MIGRATIONS) + 1
+            rows = opened._conn.execute("SELECT body FROM notes").fetchall()
+            assert rows == [("ran",)]
+
+
+def test_a_failing_migration_leaves_the_previous_version_whole(state_dir, monkeypatch):
+    with Store.open(state_dir) as opened:
+        opened.kv_set("ns", "k", "kept")
+    broken = "CREATE TABLE half (x INTEGER);\nINSERT INTO no_such_table VALUES (1);\n"
+    monkeypatch.setattr(store_module, "MIGRATIONS", (*MIGRATIONS, broken))
+    with pytest.raises(sqlite3.OperationalError, match="no_such_table"):
+        Store.open(state_dir)
+    monkeypatch.undo()
+    with Store.open(state_dir) as opened:
+        assert opened.schema_version == len(MIGRATIONS)
+        tables = {r[0] for r in opened._conn.execute("SELECT name FROM sqlite_master")}
+        assert "half" not in tables
+        assert opened.kv_get("ns", "k") == "kept"
+
+
+def test_a_database_from_a_newer_bridge_is_refused(state_dir):
+    with Store.open(state_dir):
+        pass
+    conn = sqlite3.connect(state_dir / "state.db")
+    conn.execute("PRAGMA user_version = 99")
+    conn.close()
+    with pytest.raises(StoreError, match=r"schema version 99.*newer aep-bridge"):
+        Store.open(state_dir)
+    conn = sqlite3.connect(state_dir / "state.db")
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 99  # left untouched
+    conn.close()
+
+
+def test_the_store_refuses_other_threads(store):
+    errors: list[BaseException] = []
+
+    def use() -> None:
+        try:
+            store.kv_get("ns", "k")
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=use)
+    thread.start()
+    thread.join()
+    assert len(errors) == 1
+    assert isinstance(errors[0], sqlite3.ProgrammingError)
+
+
+# -- positions -------------------------------------------------------------------------------
+
+
+def test_positions_only_move_forward(store):
+    assert store.position(STREAM, "s_1") is None
+    store.set_position(STREAM, "s_1", 0, 5)
+    store.set_position(STREAM, "s_1", 0, 3)  # redelivery
+    assert store.position(STREAM, "s_1") == (0, 5)
+    store.set_position(STREAM, "s_1", 1, 0)  # a new epoch outranks any seq of the old one
+    store.set_position(STREAM, "s_1", 0, 999)
+    assert store.position(STREAM, "s_1") == (1, 0)
+    store.set_position(STREAM, "s_2", 0, 7)
+    store.set_position("other", "s_1", 0, 1)
+    assert store.positions(STREAM) == {"s_1": (1, 0), "s_2": (0, 7)}
+    assert store.positions("other") == {"s_1": (0, 1)}
+
+
+def test_positions_survive_a_restart(state_dir):
+    with Store.open(state_dir) as first:
+        first.set_position(STREAM, "s_1", 2, 40)
+    with Store.open(state_dir) as second:
+        assert second.positions(STREAM) == {"s_1": (2, 40)}
+
+
+def test_a_position_sqlite_cannot_hold_is_refused(store):
+    with pytest.raises(ValueError, match="outside"):
+        store.set_position(STREAM, "s_1", 0, 1 << 63)
+
+
+# -- the dedupe window and record_delivery ---------------------------------------------------
+
+
+def test_record_delivery_dedupes_and_advances_the_session(store):
+    for event in OWNED[:4]:
+        assert store.record_delivery(STREAM, event) is True
+    assert store.position(STREAM, "s_8f2c") == OWNED[3].position
+    # the same event again, as a relay redelivers after a reconnect
+    assert store.record_delivery(STREAM, OWNED[1]) is False
+    assert store.position(STREAM, "s_8f2c") == OWNED[3].position
+    assert store.seen(*OWNED[1].dedupe_key)
+
+
+def test_a_backfilled_event_is_new_but_does_not_pull_the_position_back(store):
+    store.record_delivery(STREAM, OWNED[5])
+    late = OWNED[2]  # never seen, below the high-water mark
+    assert store.record_delivery(STREAM, late) is True
+    assert store.position(STREAM, "s_8f2c") == OWNED[5].position
+
+
+def test_a_foreign_event_is_remembered_without_a_position(store):
+    assert FOREIGN.position is None
+    assert store.record_delivery(STREAM, FOREIGN) is True
+    assert store.record_delivery(STREAM, FOREIGN) is False
+    assert store.positions(STREAM) == {}
+
+
+def test_same_id_from_another_source_is_another_event(store):
+    assert store.remember("aep://host-a/agent/x", "01J0")
+    assert store.remember("aep://host-b/agent/x", "01J0")
+    assert not store.remember("aep://host-a/agent/x", "01J0")
+
+
+def deliver_then_fail(store: Store, event: Event) -> None:
+    """A consumer that records an event, writes its effect, then crashes."""
+    with store.transaction():
+        assert store.record_delivery(STREAM, event)
+        store.kv_set("telegram", "card:r1", "msg-17")  # the consumer's own effect
+        raise RuntimeError("channel down")
+
+
+def test_a_failed_transaction_leaves_nothing_behind(store):
+    event = OWNED[0]
+    with pytest.raises(RuntimeError, match="channel down"):
+        deliver_then_fail(store, event)
+    assert not store.seen(*event.dedupe_key)
+    assert store.kv_get("telegram", "card:r1") is None
+    assert store.position(STREAM, "s_8f2c") is None
+    # so the redelivery is processed, not dropped as a duplicate
+    with store.transaction():
+        assert store.record_delivery(STREAM, event)
+        store.kv_set("telegram", "card:r1", "msg-18")
+    assert store.kv_get("telegram", "card:r1") == "msg-18"
+    assert store.position(STREAM, "s_8f2c") == event.position
+
+
+def test_committed_transactions_survive_a_restart(state_dir):
+    with Store.open(state_dir) as first, first.transaction():
+        first.record_delivery(STREAM, OWNED[0])
+        first.kv_set("web", "k", "v")
+    with Store.open(state_dir) as second:
+        assert second.record_delivery(STREAM, OWNED[0]) is False
+        assert second.kv_get("web", "k") == "v"
+
+
+def write_then_fail(store: Store, key: str) -> None:
+    with store.transaction():
+        store.kv_set("ns", key, "1")
+        raise KeyError(key)
+
+
+def test_an_inner_failure_undoes_only_its_own_writes(store):
+    with store.transaction():
+        store.kv_set("ns", "outer", "1")
+        with pytest.raises(KeyError):
+            write_then_fail(store, "inner")
+        with store.transaction():
+            store.kv_set("ns", "joined", "1")
+    assert store.kv_get("ns", "outer") == "1"
+    assert store.kv_get("ns", "inner") is None
+    assert store.kv_get("ns", "joined") == "1"
+
+
+def deliver_in_inner_then_fail(store: Store) -> None:
+    with store.transaction():
+        with store.transaction():
+            store.record_delivery(STREAM, OWNED[0])
+        raise ValueError("late")
+
+
+def test_an_outer_failure_undoes_the_inner_transactions(store):
+    with pytest.raises(ValueError, match="late"):
+        deliver_in_inner_then_fail(store)
+    assert not store.seen(*OWNED[0].dedupe_key)
+    assert store.position(STREAM, "s_8f2c") is None
+
+
+def test_prune_keeps_the_newest(store):
+    events = [with_id(OWNED[0], f"01JPRUNE{i:04d}") for i in range(10)]
+    for event in events:
+        store.remember(*event.dedupe_key)
+    assert store.prune_seen(3) == 7
+    assert [store.seen(*e.dedupe_key) for e in events] == [False] * 7 + [True] * 3
+    assert store.prune_seen(3) == 0
+    # a pruned key is new again; it is now the newest
+    assert store.remember(*events[0].dedupe_key)
+    assert store.prune_seen(1) == 3
+    assert store.seen(*events[0].dedupe_key)
+    assert store.prune_seen(0) == 1
+    assert not store.seen(*events[0].dedupe_key)
+    with pytest.raises(ValueError, match="keep"):
+        store.prune_seen(-1)
+
+
+# -- file offsets and key-value state ------------------------------------------------------
+
+
+def test_file_offsets_round_trip(store):
+    assert store.file_offset("/logs/a/s.jsonl") is None
+    store.set_file_offset("/logs/a/s.jsonl", 1234, 500)
+    store.set_file_offset("/logs/a/s.jsonl", 5678, 0)  # rotated: the new file from the start
+    assert store.file_offset("/logs/a/s.jsonl") == (5678, 0)
+
+
+def test_kv_round_trip_and_namespaces(store):
+    assert store.kv_get("telegram", "k") is None
+    store.kv_set("telegram", "k", "one")
+    store.kv_set("discord", "k", "two")
+    store.kv_set("telegram", "k", "three")
+    assert store.kv_get("telegram", "k") == "three"
+    assert store.kv_get("discord", "k") == "two"
+    store.kv_delete("telegram", "k")
+    store.kv_delete("telegram", "k")  # deleting again is fine
+    assert store.kv_get("telegram", "k") is None
+    assert store.kv_get("discord", "k") == "two"
+
+
+async def test_store_state_is_a_persistent_channel_state(state_dir):
+    with Store.open(state_dir) as opened:
+        state = StoreState(opened, "telegram")
+        assert await state.get("thread:s_1") is None
+        await state.set("thread:s_1", "-100123:77")
+        await state.set("card:r_1", "msg-9")
+        await state.delete("card:r_1")
+        assert await StoreState(opened, "discord").get("thread:s_1") is None
+    with Store.open(state_dir) as reopened:
+        state = StoreState(reopened, "telegram")
+        assert await state.get("thread:s_1") == "-100123:77"
+        assert await state.get("card:r_1") is None
