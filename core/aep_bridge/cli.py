@@ -26,7 +26,6 @@ from .config import (
     read_config,
     resolve_channels,
 )
-from .console import ConsoleSink
 from .plugins import PluginHost
 
 EXIT_OK = 0
@@ -138,9 +137,14 @@ def _state_dir(config: BridgeConfig) -> Path:
 async def _serve(bridge: Bridge, host: str, port: int) -> None:
     import uvicorn
 
+    from .console import show
     from .intake.auth import AuthPolicy, is_loopback, load_or_create_token
     from .intake.endpoint import Endpoint, IngestLimits
     from .intake.hub import Hub, HubLimits
+    from .intake.relay import RelayClient
+    from .intake.source import EventSource, LocalSource
+    from .intake.tail import LogSource
+    from .store import Store
 
     intake = bridge.config.intake
     token = load_or_create_token(_state_dir(bridge.config))
@@ -149,23 +153,30 @@ async def _serve(bridge: Bridge, host: str, port: int) -> None:
         logging.getLogger("aep_bridge").warning(
             "intake.open_on_loopback is ignored: %s is not a loopback address", host
         )
-    from .store import Store
-
     store = Store.open(_state_dir(bridge.config))
     hub = Hub(HubLimits(replay_buffer=intake.replay_buffer), store)
+    sources: list[EventSource] = [LocalSource(hub)]
+    for relay in intake.relays:
+        secret = relay.token.get_secret_value() if relay.token else None
+        sources.append(RelayClient(relay.url, secret, store))
+    for logs in intake.logs:
+        sources.append(LogSource(Path(logs.root).expanduser(), store, glob=logs.glob))
     await bridge.start()
+    viewers = [
+        asyncio.create_task(show(source, store), name=f"show {source.name}") for source in sources
+    ]
     try:
         endpoint = Endpoint(
             hub,
             AuthPolicy(token, open_without_token=open_without_token),
             limits=IngestLimits(intake.max_body_bytes, intake.max_event_bytes),
-            sink=ConsoleSink(),
             extra_routes=bridge.routes(),
         )
         channels = ", ".join(bridge.running) or "none"
         print(
             f"aep-bridge {__version__}: AEP endpoint on http://{host}:{port}/events "
-            f"(header AEP-Version: 0.1; token: `aep-bridge token`); channels: {channels}; "
+            f"(header AEP-Version: 0.1; token: `aep-bridge token`); "
+            f"sources: {', '.join(s.name for s in sources)}; channels: {channels}; "
             "Ctrl-C stops",
             file=sys.stderr,
             flush=True,
@@ -182,6 +193,10 @@ async def _serve(bridge: Bridge, host: str, port: int) -> None:
         )
         await server.serve()
     finally:
+        for viewer in viewers:
+            viewer.cancel()
+        for source in sources:
+            await source.close()
         hub.flush()
         await bridge.stop()
         store.close()

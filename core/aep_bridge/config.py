@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
+from .aep.registry import Capture
 from .plugins import ChannelRegistration, PluginHost
 from .types import ChannelConfig
 
@@ -47,8 +48,35 @@ class ListenConfig(BaseModel):
     port: int = Field(default=DEFAULT_PORT, ge=1, le=65535)
 
 
+class RelaySourceConfig(BaseModel):
+    """An external AEP relay the bridge consumes from, as a WebSocket consumer."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(
+        pattern=r"^wss?://",
+        description="the relay's WebSocket URL, such as wss://relay.example/socket",
+    )
+    token: SecretStr | None = Field(default=None, description="the relay's bearer token")
+    filter: dict[str, Any] | None = Field(
+        default=None, description="an attr-match filter: which events to take (default: all)"
+    )
+    capture: Capture | None = Field(
+        default=None, description="a capture ceiling the relay applies before sending"
+    )
+
+
+class LogSourceConfig(BaseModel):
+    """A folder of session logs (`{root}/{agent}/{session}.jsonl`) to follow."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    root: str = Field(description="the folder agents write their session logs to")
+    glob: str = Field(default="*/*.jsonl", description="which files under root are logs")
+
+
 class IntakeConfig(BaseModel):
-    """The embedded AEP endpoint: its replay buffer, size limits and who needs the token."""
+    """The embedded AEP endpoint, and the other places events come from."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -63,6 +91,12 @@ class IntakeConfig(BaseModel):
         default=False,
         description="accept events and consumers without the token while listening on a "
         "loopback address only; control always needs the token",
+    )
+    relays: list[RelaySourceConfig] = Field(
+        default_factory=list, description="external AEP relays to consume from"
+    )
+    logs: list[LogSourceConfig] = Field(
+        default_factory=list, description="session-log folders to follow (read-only sessions)"
     )
 
 

@@ -1,17 +1,18 @@
-"""The console view of `aep-bridge run`: one line per event, duplicates collapsed.
+"""The console view of `aep-bridge run`: one line per event, from every source, each once.
 
-Until the channels arrive this is how a person sees what reaches the bridge. Delivery is
-at-least-once, so events are deduped on `(source, id)` over a bounded window.
+Until the core loop renders sessions into channels, this is how a person sees what reaches
+the bridge. It consumes exactly as the core will: through an `EventSource`, recording each
+delivery in the store, so a restart shows nothing twice.
 """
 
 from __future__ import annotations
 
 import sys
-from collections import OrderedDict
-from collections.abc import Sequence
 from typing import TextIO
 
 from .aep.envelope import Event
+from .intake.source import EventSource
+from .store import Store
 
 
 def render_line(event: Event) -> str:
@@ -21,20 +22,10 @@ def render_line(event: Event) -> str:
     return f"{event.time} {event.agent}{where} {event.type}{about}"
 
 
-class ConsoleSink:
-    """Prints each new event; remembers the last `window` keys to drop redeliveries."""
-
-    def __init__(self, out: TextIO | None = None, window: int = 100_000) -> None:
-        self._out = out or sys.stdout
-        self._seen: OrderedDict[tuple[str, str], None] = OrderedDict()
-        self._window = window
-
-    async def __call__(self, events: Sequence[Event]) -> None:
-        for event in events:
-            key = event.dedupe_key
-            if key in self._seen:
-                continue
-            self._seen[key] = None
-            if len(self._seen) > self._window:
-                self._seen.popitem(last=False)
-            print(render_line(event), file=self._out, flush=True)
+async def show(source: EventSource, store: Store, out: TextIO | None = None) -> None:
+    """Print every new event of `source` until it ends."""
+    out = out or sys.stdout
+    stream = f"console:{source.name}"
+    async for event in source.events(from_="all"):
+        if store.record_delivery(stream, event):
+            print(render_line(event), file=out, flush=True)

@@ -31,13 +31,17 @@ from collections import deque
 from collections.abc import AsyncIterator, Generator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Final
+from typing import Any, BinaryIO, Final
 
+from ..aep.capture import downlevel
 from ..aep.envelope import Event
 from ..aep.errors import InvalidEvent, Violation
+from ..aep.filters import Filter
 from ..aep.jsonl import Finding, Line, oversized
+from ..aep.registry import Capture
 from ..aep.validation import DEFAULT_MAX_EVENT_BYTES, parse_event
 from ..store import Store
+from .source import CommandResult
 
 log = logging.getLogger(__name__)
 
@@ -427,3 +431,42 @@ class LogTailer:
 
 
 __all__ = ["IDLE_CLOSE_SECONDS", "MAX_PROBLEMS", "LogTailer"]
+
+
+class LogSource:
+    """Session logs as an `EventSource`: read-only, so every command is refused `no-route`.
+
+    Nobody is connected on the other side of a file: a request raised in a log can be shown
+    but never answered through the bridge.
+    """
+
+    def __init__(self, root: Path, store: Store, *, glob: str = "*/*.jsonl") -> None:
+        self.root = root
+        self.name = f"logs:{root}"
+        self._tailer = LogTailer(root, store, glob=glob)
+
+    async def events(
+        self,
+        filter_spec: dict[str, Any] | None = None,
+        *,
+        capture: Capture | None = None,
+        from_: object = None,
+    ) -> AsyncIterator[Event]:
+        """Logged events (resuming by file offset), filtered and down-levelled as asked."""
+        filter_ = Filter.parse(filter_spec or {})
+        async for event in self._tailer.follow():
+            if filter_.matches_event(event):
+                yield event if capture is None else downlevel(event, capture)
+
+    async def send_command(self, command: Event, *, timeout: float = 10.0) -> CommandResult:
+        return CommandResult(
+            "refused",
+            code="no-route",
+            detail="sessions read from log files cannot be answered through the bridge",
+        )
+
+    async def roster(self) -> list[dict[str, Any]]:
+        return []
+
+    async def close(self) -> None:
+        self._tailer.stop()
