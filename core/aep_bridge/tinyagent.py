@@ -48,7 +48,9 @@ class Answer:
     by: str | None = None
 
     def __str__(self) -> str:
-        return self.option if self.option is not None else f"text: {self.text}"
+        if self.option is None:
+            return f"text: {self.text}"
+        return self.option if self.text is None else f"{self.option} (text: {self.text})"
 
 
 class TinyAgent:

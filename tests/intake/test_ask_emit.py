@@ -1,0 +1,148 @@
+"""`aep-bridge emit` and `aep-bridge ask`: the whole loop from a shell, against a real bridge."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from websockets.asyncio.client import connect
+
+from aep_bridge.aep.build import make_respond_command
+from aep_bridge.aep.payloads import Answer
+from aep_bridge.aep.validation import parse_event
+from tests.shared_data import AEP_FIXTURES
+
+from .conftest import free_port
+
+BRIDGE = [sys.executable, "-m", "aep_bridge"]
+HELLO = {
+    "type": "hello",
+    "versions": ["0.1"],
+    "role": "consumer",
+    "identity": {"agent": "phone", "instance": "t"},
+    "capabilities": {},
+}
+
+
+@pytest.fixture
+def bridge(tmp_path: Path):
+    config = tmp_path / "config.json"
+    port = free_port()
+    config.write_text(
+        json.dumps({"state_dir": str(tmp_path / "state"), "listen": {"port": port}, "channels": {}})
+    )
+    proc = subprocess.Popen(
+        [*BRIDGE, "run", "--config", str(config)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    import socket
+
+    for _ in range(200):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    token = subprocess.run(
+        [*BRIDGE, "token", "--config", str(config)], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    yield config, port, token
+    proc.terminate()
+    proc.wait(10)
+
+
+def test_emit_posts_a_recorded_session_and_names_a_bad_line(bridge, tmp_path: Path):
+    config, _, _ = bridge
+    golden = AEP_FIXTURES / "golden" / "golden.jsonl"
+    ok = subprocess.run(
+        [*BRIDGE, "emit", "--config", str(config), str(golden)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert "sent 64 event(s)" in ok.stderr
+    bad = tmp_path / "bad.jsonl"
+    lines = golden.read_text().splitlines()[:3]
+    lines[1] = lines[1].replace('"seq":1', '"seq":-1')
+    bad.write_text("\n".join(lines) + "\n")
+    refused = subprocess.run(
+        [*BRIDGE, "emit", "--config", str(config), str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode == 1
+    assert f"{bad}:2: refused (400)" in refused.stderr
+
+
+@pytest.mark.parametrize(
+    ("answer", "printed"),
+    [
+        (Answer(option="deny"), "deny"),
+        (Answer(text="use the staging registry"), "deny (text: use the staging registry)"),
+    ],
+)
+async def test_ask_waits_for_the_answer_acks_it_and_prints_it(bridge, answer, printed):
+    config, port, token = bridge
+    asker = await asyncio.create_subprocess_exec(
+        *BRIDGE,
+        "ask",
+        "Deploy to staging?",
+        "--option",
+        "allow",
+        "--option",
+        "deny",
+        "--config",
+        str(config),
+        "--timeout",
+        "20",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    async with connect(
+        f"ws://127.0.0.1:{port}/socket", additional_headers={"Authorization": f"Bearer {token}"}
+    ) as ws:
+        await ws.send(json.dumps(HELLO))
+        await ws.recv()
+        await ws.send(
+            json.dumps(
+                {
+                    "type": "subscribe",
+                    "id": "s",
+                    "from": "all",
+                    "filter": {"agent": "aep-bridge-ask"},
+                }
+            )
+        )
+        seen: list = []
+        async with asyncio.timeout(20):
+            while True:
+                frame = await ws.recv()
+                if '"attention.requested"' in frame:
+                    request = parse_event(frame)
+                    break
+            command = make_respond_command(
+                request, answer, source="aep://phone/agent/phone", agent="phone"
+            )
+            await ws.send(command.raw.decode())
+            while not any(e.type == "attention.resolved" for e in seen):
+                frame = await ws.recv()
+                if frame.startswith('{"aep"'):
+                    seen.append(parse_event(frame))
+    out, err = await asyncio.wait_for(asker.communicate(), 20)
+    assert asker.returncode == 0, err.decode()
+    assert out.decode().strip() == printed
+    types = [e.type for e in seen]
+    assert types[:3] == ["control.accepted", "attention.answered", "attention.resolved"]
+    assert seen[0].cause == command.id
+    recorded = seen[1].data["answer"]
+    assert recorded.get("option") == "deny"
