@@ -188,7 +188,7 @@ def test_record_delivery_dedupes_and_advances_the_session(store):
     # the same event again, as a relay redelivers after a reconnect
     assert store.record_delivery(STREAM, OWNED[1]) is False
     assert store.position(STREAM, "s_8f2c") == OWNED[3].position
-    assert store.seen(*OWNED[1].dedupe_key)
+    assert store.seen(STREAM, *OWNED[1].dedupe_key)
 
 
 def test_a_backfilled_event_is_new_but_does_not_pull_the_position_back(store):
@@ -206,9 +206,16 @@ def test_a_foreign_event_is_remembered_without_a_position(store):
 
 
 def test_same_id_from_another_source_is_another_event(store):
-    assert store.remember("aep://host-a/agent/x", "01J0")
-    assert store.remember("aep://host-b/agent/x", "01J0")
-    assert not store.remember("aep://host-a/agent/x", "01J0")
+    assert store.remember(STREAM, "aep://host-a/agent/x", "01J0")
+    assert store.remember(STREAM, "aep://host-b/agent/x", "01J0")
+    assert not store.remember(STREAM, "aep://host-a/agent/x", "01J0")
+
+
+def test_each_stream_has_its_own_window(store):
+    """Two consumers of one store (the console view, the core) each see every event."""
+    assert store.record_delivery("console", OWNED[0])
+    assert store.record_delivery("core", OWNED[0])
+    assert not store.record_delivery("core", OWNED[0])
 
 
 def deliver_then_fail(store: Store, event: Event) -> None:
@@ -223,7 +230,7 @@ def test_a_failed_transaction_leaves_nothing_behind(store):
     event = OWNED[0]
     with pytest.raises(RuntimeError, match="channel down"):
         deliver_then_fail(store, event)
-    assert not store.seen(*event.dedupe_key)
+    assert not store.seen(STREAM, *event.dedupe_key)
     assert store.kv_get("telegram", "card:r1") is None
     assert store.position(STREAM, "s_8f2c") is None
     # so the redelivery is processed, not dropped as a duplicate
@@ -271,23 +278,23 @@ def deliver_in_inner_then_fail(store: Store) -> None:
 def test_an_outer_failure_undoes_the_inner_transactions(store):
     with pytest.raises(ValueError, match="late"):
         deliver_in_inner_then_fail(store)
-    assert not store.seen(*OWNED[0].dedupe_key)
+    assert not store.seen(STREAM, *OWNED[0].dedupe_key)
     assert store.position(STREAM, "s_8f2c") is None
 
 
 def test_prune_keeps_the_newest(store):
     events = [with_id(OWNED[0], f"01JPRUNE{i:04d}") for i in range(10)]
     for event in events:
-        store.remember(*event.dedupe_key)
+        store.remember(STREAM, *event.dedupe_key)
     assert store.prune_seen(3) == 7
-    assert [store.seen(*e.dedupe_key) for e in events] == [False] * 7 + [True] * 3
+    assert [store.seen(STREAM, *e.dedupe_key) for e in events] == [False] * 7 + [True] * 3
     assert store.prune_seen(3) == 0
     # a pruned key is new again; it is now the newest
-    assert store.remember(*events[0].dedupe_key)
+    assert store.remember(STREAM, *events[0].dedupe_key)
     assert store.prune_seen(1) == 3
-    assert store.seen(*events[0].dedupe_key)
+    assert store.seen(STREAM, *events[0].dedupe_key)
     assert store.prune_seen(0) == 1
-    assert not store.seen(*events[0].dedupe_key)
+    assert not store.seen(STREAM, *events[0].dedupe_key)
     with pytest.raises(ValueError, match="keep"):
         store.prune_seen(-1)
 

@@ -23,9 +23,12 @@ def render_line(event: Event) -> str:
 
 
 async def show(source: EventSource, store: Store, out: TextIO | None = None) -> None:
-    """Print every new event of `source` until it ends."""
+    """Print every new event of `source` until it ends.
+
+    Deliveries are recorded under the source's own name, which is what a relay client
+    resumes from: one consumer per source (the core loop takes this place later).
+    """
     out = out or sys.stdout
-    stream = f"console:{source.name}"
     async for event in source.events(from_="all"):
-        if store.record_delivery(stream, event):
+        if store.record_delivery(source.name, event):
             print(render_line(event), file=out, flush=True)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -89,6 +89,20 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         seq     INTEGER NOT NULL,
         PRIMARY KEY (source, session)
     ) WITHOUT ROWID;
+    """,
+    # 3: the dedupe window per stream, like positions: two consumers of one store (the
+    # console view and the core) must each see every event. The old window is a cache of
+    # recent keys; dropping it costs at most one redelivery, which consumers dedupe.
+    """
+    DROP TABLE seen;
+
+    CREATE TABLE seen (
+        n      INTEGER PRIMARY KEY,
+        stream TEXT NOT NULL,
+        source TEXT NOT NULL,
+        id     TEXT NOT NULL,
+        UNIQUE (stream, source, id)
+    );
     """,
 )
 
@@ -314,17 +328,19 @@ class Store:
 
     # -- the dedupe window -----------------------------------------------------------------
 
-    def remember(self, source: str, event_id: str) -> bool:
-        """Add `(source, id)` to the window: True if it was new, False if already seen."""
+    def remember(self, stream: str, source: str, event_id: str) -> bool:
+        """Add `(source, id)` to `stream`'s window: True if it was new, False if seen."""
         cursor = self._conn.execute(
-            "INSERT OR IGNORE INTO seen (source, id) VALUES (?, ?)", (source, event_id)
+            "INSERT OR IGNORE INTO seen (stream, source, id) VALUES (?, ?, ?)",
+            (stream, source, event_id),
         )
         return cursor.rowcount == 1
 
-    def seen(self, source: str, event_id: str) -> bool:
-        """Whether `(source, id)` is in the window."""
+    def seen(self, stream: str, source: str, event_id: str) -> bool:
+        """Whether `(source, id)` is in `stream`'s window."""
         row = self._conn.execute(
-            "SELECT 1 FROM seen WHERE source = ? AND id = ?", (source, event_id)
+            "SELECT 1 FROM seen WHERE stream = ? AND source = ? AND id = ?",
+            (stream, source, event_id),
         ).fetchone()
         return row is not None
 
@@ -352,7 +368,7 @@ class Store:
         """
         with self.transaction():
             source, event_id = event.dedupe_key
-            if not self.remember(source, event_id):
+            if not self.remember(stream, source, event_id):
                 return False
             position = event.position
             if position is not None and event.session is not None:
@@ -370,6 +386,14 @@ class Store:
                         event.session,
                     )
             return True
+
+    def execute(self, sql: str, parameters: Sequence[object] = ()) -> list[tuple[object, ...]]:
+        """Run one statement on the store's connection, inside the current `transaction()`.
+
+        For code that keeps a table of its own beside the store's (a test consumer recording
+        its effects), so its writes commit or roll back with `record_delivery`.
+        """
+        return list(self._conn.execute(sql, tuple(parameters)))
 
     # -- the relay's replay buffer ------------------------------------------------------
 

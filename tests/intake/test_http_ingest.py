@@ -136,7 +136,10 @@ def test_make_run_serves_and_shows_events_once(tmp_path: Path):
     out = (tmp_path / "out.txt").open("w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "aep_bridge", "run", "--port", str(port)],
-        stdout=out, stderr=subprocess.PIPE, text=True, env=env,
+        stdout=out,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     try:
         base = f"http://127.0.0.1:{port}"
@@ -146,16 +149,24 @@ def test_make_run_serves_and_shows_events_once(tmp_path: Path):
                 break
             except httpx.TransportError:
                 time.sleep(0.05)
-        token = subprocess.run([sys.executable, "-m", "aep_bridge", "token"], env=env,
-                               capture_output=True, text=True, check=True).stdout.strip()
+        token = subprocess.run(
+            [sys.executable, "-m", "aep_bridge", "token"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         token_file = tmp_path / "state" / "aep-bridge" / "token"
         assert token_file.read_text().strip() == token
         assert token_file.stat().st_mode & 0o777 == 0o600
         ndjson = {**HEADERS, "content-type": "application/x-ndjson"}
         assert httpx.post(base + "/events", content=GOLDEN, headers=ndjson).status_code == 401
         for _ in range(2):  # the second post is a redelivery
-            r = httpx.post(base + "/events", content=GOLDEN,
-                           headers={**ndjson, "Authorization": f"Bearer {token}"})
+            r = httpx.post(
+                base + "/events",
+                content=GOLDEN,
+                headers={**ndjson, "Authorization": f"Bearer {token}"},
+            )
             assert r.status_code == 202
     finally:
         proc.send_signal(signal.SIGINT)

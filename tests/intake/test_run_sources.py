@@ -20,7 +20,9 @@ GOLDEN = (AEP_FIXTURES / "golden" / "golden.jsonl").read_text().splitlines()
 def run_bridge(config: Path, out: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "aep_bridge", "run", "--config", str(config)],
-        stdout=out.open("a"), stderr=subprocess.DEVNULL, text=True,
+        stdout=out.open("a"),
+        stderr=subprocess.DEVNULL,
+        text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
 
@@ -44,10 +46,16 @@ def test_logged_sessions_are_shown_once_across_restarts(tmp_path: Path):
     logs = tmp_path / "logs" / "claude-code"
     logs.mkdir(parents=True)
     config = tmp_path / "config.json"
-    config.write_text(json.dumps({
-        "state_dir": str(tmp_path / "state"), "listen": {"port": free_port()},
-        "intake": {"logs": [{"root": str(tmp_path / "logs")}]}, "channels": {},
-    }))
+    config.write_text(
+        json.dumps(
+            {
+                "state_dir": str(tmp_path / "state"),
+                "listen": {"port": free_port()},
+                "intake": {"logs": [{"root": str(tmp_path / "logs")}]},
+                "channels": {},
+            }
+        )
+    )
     log = logs / "s_8f2c.jsonl"
     log.write_text("\n".join(GOLDEN[:10]) + "\n")
     out = tmp_path / "out.txt"

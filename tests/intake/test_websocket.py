@@ -51,6 +51,9 @@ async def consumer(url: str, **kwargs):
 async def test_the_socket_needs_the_token_in_a_header_or_the_query(relay):
     with pytest.raises(websockets.InvalidStatus) as refused:
         await connect(relay.ws)
+    assert refused.value.response.status_code == 401
+    with pytest.raises(websockets.InvalidStatus) as refused:
+        await connect(relay.ws, additional_headers={"Authorization": "Bearer nope"})
     assert refused.value.response.status_code == 403
     for kwargs in ({"additional_headers": AUTH}, {}):
         url = relay.ws if kwargs else f"{relay.ws}?access_token={TOKEN}"

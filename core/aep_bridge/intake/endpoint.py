@@ -300,7 +300,15 @@ class Endpoint:
     async def socket(self, websocket: WebSocket) -> None:
         authenticated = self._authenticated(websocket.headers, websocket.query_params)
         if not authenticated and not self._admitted_without_token():
-            await websocket.close(code=1008, reason="unauthorized")
+            presented = "authorization" in websocket.headers or (
+                "access_token" in websocket.query_params
+            )
+            status, error = (403, "forbidden") if presented else (401, "unauthorized")
+            denial = JSONResponse({"error": error, "detail": "send the bridge's token"}, status)
+            try:
+                await websocket.send_denial_response(denial)  # same status as HTTP would get
+            except RuntimeError:  # a server without the denial extension: a plain refusal
+                await websocket.close(code=1008, reason=error)
             return
         await websocket.accept()
         connection = _Connection(self, websocket, authenticated)

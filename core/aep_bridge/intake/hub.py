@@ -135,6 +135,9 @@ class Subscription:
         self.ready = asyncio.Event()
         #: last position delivered per session, for a `closing` frame
         self.delivered: dict[str, Position] = {}
+        #: replayed items still queued: the live limit does not count them, or a consumer
+        #: resuming a large backlog would lose live events with nothing to tell it
+        self.replay_left = 0
         self.dropped = 0
         self.overflowed = False
         self.closed = False
@@ -142,7 +145,7 @@ class Subscription:
     def offer(self, item: Outbound) -> None:
         if self.closed:
             return
-        if len(self.queue) >= self.limit and isinstance(item, Delivery):
+        if len(self.queue) - self.replay_left >= self.limit and isinstance(item, Delivery):
             if SEVERITY_RANK[item.event.severity] < _DROPPABLE_BELOW:
                 self.dropped += 1
                 return
@@ -160,6 +163,7 @@ class Subscription:
             self.ready.clear()
             await self.ready.wait()
         item = self.queue.popleft()
+        self.replay_left = max(0, self.replay_left - 1)
         if isinstance(item, Delivery) and item.event.position is not None:
             assert item.event.session is not None
             self.delivered[item.event.session] = item.event.position
@@ -169,6 +173,7 @@ class Subscription:
         """Everything queued now, without waiting."""
         items = list(self.queue)
         self.queue.clear()
+        self.replay_left = 0
         for item in items:
             if isinstance(item, Delivery) and item.event.position is not None:
                 assert item.event.session is not None
@@ -406,6 +411,7 @@ class Hub:
         if positions is not None:
             for item in self._replay(subscription, positions):
                 subscription.queue.append(item)
+            subscription.replay_left = len(subscription.queue)
         self._subscriptions.append(subscription)
         if subscription.queue:
             subscription.ready.set()

@@ -14,7 +14,8 @@ event for a consumer that keeps the contract below, and none of them loses a com
   the relay advertises `replay.all` (every held session, including sessions that started
   while we were away, which a position list cannot name), otherwise the positions the
   consumer has recorded in the store under `name`. An event the store has already `seen`
-  is skipped, so resuming never hands the consumer an event twice.
+  is skipped, so resuming never hands the consumer an event twice. (The store's dedupe
+  window is shared by all its streams: one store, one consumer of a given event.)
 * **Exactly-once effects: the consumer's contract.** The client never writes to the store.
   The consumer, once it has *processed* an event, calls `store.record_delivery(client.name,
   event)` inside the same `store.transaction()` as its own effects, and only then asks for
@@ -86,6 +87,9 @@ ROSTER_TIMEOUT: Final = 10.0
 #: `(source, id)` keys one `events()` iteration remembers having handed out.
 YIELDED_WINDOW: Final = 100_000
 
+#: What a command still waiting gets when the client is closed: silence, as far as we know.
+_CLOSED: Final = CommandResult("timeout", detail="the client was closed before an ack came")
+
 _ACKS_SUB: Final = "acks"
 _SESSIONS_SUB: Final = "sessions"
 
@@ -121,7 +125,6 @@ class _Pending:
     sent_on: int = 0
     sent_at: float | None = None
     waiters: int = 0
-    transmissions: int = 0
 
 
 @dataclass(eq=False)
@@ -259,7 +262,6 @@ class RelayClient:
         self._generation = 0
         self._pending: dict[str, _Pending] = {}
         self._roster: list[dict[str, Any]] = []
-        self._roster_known = False
         self._sockets: set[ClientConnection] = set()
         self._ids = itertools.count(1)
 
@@ -312,7 +314,7 @@ class RelayClient:
         except InvalidStatus as exc:
             status = exc.response.status_code
             if status in (401, 403):
-                verb = "wants a token" if status == 401 and not self._token else "refused the token"
+                verb = "refused the token" if self._token else "wants a token (none was given)"
                 raise RelayError(
                     f"http-{status}",
                     f"the relay at {self.url} {verb} (HTTP {status} at the WebSocket handshake). "
@@ -379,11 +381,19 @@ class RelayClient:
                 ws, capabilities = await self._open()
             except _Transient as exc:
                 delay = self._delay(attempt)
+                log.log(
+                    logging.WARNING if attempt == 0 else logging.INFO,
+                    "relay %s: cannot connect (%s); retrying in %.2fs",
+                    self.url,
+                    exc,
+                    delay,
+                )
                 attempt += 1
-                log.warning("relay %s: cannot connect (%s); retrying in %.2fs", self.url, exc,
-                            delay)
                 await self._sleep(delay)
                 continue
+            if self._closed.is_set():  # closed while we were connecting
+                await ws.close()
+                return
             self._sockets.add(ws)
             try:
                 resume = self._resume(capabilities, from_ if first else None, floor, avoid_all)
@@ -420,8 +430,11 @@ class RelayClient:
                     elif kind == "replay-exhausted":
                         self._log_gap(frame)
                     elif kind == "closing":
-                        log.info("relay %s is closing the stream (%s); resuming", self.url,
-                                 frame.get("reason", "no reason given"))
+                        log.info(
+                            "relay %s is closing the stream (%s); resuming",
+                            self.url,
+                            frame.get("reason", "no reason given"),
+                        )
                         break
                     elif kind == "ping":
                         await ws.send(_dumps({"type": "pong", "t": frame.get("t")}))
@@ -478,24 +491,26 @@ class RelayClient:
             log.warning("relay %s sent an invalid event, skipped: %s", self.url, exc)
             return None
 
-    def _fresh(
-        self, event: Event, yielded: _KeyWindow, floor: dict[str, tuple[int, int]]
-    ) -> bool:
+    def _fresh(self, event: Event, yielded: _KeyWindow, floor: dict[str, tuple[int, int]]) -> bool:
         """Whether to hand `event` out: not handed out on this iteration, not recorded by the
         consumer, and not at or below an explicit starting position."""
         key = event.dedupe_key
-        if key in yielded or self.store.seen(*key):
+        if key in yielded or self.store.seen(self.name, *key):
             return False
         position, session = event.position, event.session
         return not (position is not None and session in floor and position <= floor[session])
 
     def _log_gap(self, frame: dict[str, Any]) -> None:
-        earliest = frame.get("earliest") if isinstance(frame.get("earliest"), dict) else {}
-        assert isinstance(earliest, dict)
+        earliest = frame.get("earliest")
+        if not isinstance(earliest, dict):
+            earliest = {}
         log.warning(
             "relay %s: session %s resumes at %s:%s, past our resume point; the events "
             "between are gone from the relay's buffer (a history store may have them)",
-            self.url, frame.get("session"), earliest.get("epoch"), earliest.get("seq"),
+            self.url,
+            frame.get("session"),
+            earliest.get("epoch"),
+            earliest.get("seq"),
         )
 
     # -- the control connection --------------------------------------------------------------
@@ -525,39 +540,59 @@ class RelayClient:
                 return
             except _Transient as exc:
                 delay = self._delay(attempt)
+                log.log(
+                    logging.WARNING if attempt == 0 else logging.INFO,
+                    "relay %s: control connection failed (%s); retrying in %.2fs",
+                    self.url,
+                    exc,
+                    delay,
+                )
                 attempt += 1
-                log.warning("relay %s: control connection failed (%s); retrying in %.2fs",
-                            self.url, exc, delay)
                 await self._sleep(delay)
                 continue
+            if self._closed.is_set():
+                await ws.close()
+                return
             self._generation += 1
             control = self._control = _Control(ws, self._generation, capabilities)
             try:
-                acks: dict[str, Any] = {"type": "subscribe", "id": _ACKS_SUB,
-                                        "filter": {"type": list(ACK_TYPES)}}
+                acks: dict[str, Any] = {
+                    "type": "subscribe",
+                    "id": _ACKS_SUB,
+                    "filter": {"type": list(ACK_TYPES)},
+                }
                 replay = capabilities.get("replay")
                 if isinstance(replay, dict) and replay.get("all") is True:
                     acks["from"] = "all"  # an ack emitted while we were away settles too
                 await ws.send(_dumps(acks))
                 if "roster" in capabilities:
-                    await ws.send(_dumps({
-                        "type": "subscribe", "id": _SESSIONS_SUB, "capture": "none",
-                        "filter": {"type": list(ROSTER_TRIGGERS)},
-                    }))
+                    await ws.send(
+                        _dumps(
+                            {
+                                "type": "subscribe",
+                                "id": _SESSIONS_SUB,
+                                "capture": "none",
+                                "filter": {"type": list(ROSTER_TRIGGERS)},
+                            }
+                        )
+                    )
                     await self._ask_roster(control)
                 async for message in ws:
                     if await self._on_control(control, message):
                         attempt = 0
             except (ConnectionClosed, OSError) as exc:
                 if not self._closed.is_set():
-                    log.warning("relay %s: control connection lost (%s); reconnecting",
-                                self.url, exc)
+                    log.warning(
+                        "relay %s: control connection lost (%s); reconnecting", self.url, exc
+                    )
+            except Exception:  # a bug must not leave commands waiting on a dead task
+                log.exception("relay %s: control connection failed; reconnecting", self.url)
             finally:
                 self._control = None
                 self._ready.clear()
                 for waiter in control.roster_waiters.values():
-                    if not waiter.done():
-                        waiter.cancel()
+                    if not waiter.done():  # roster() asks again on the next connection
+                        waiter.set_exception(_Transient("the connection dropped"))
                 self._signal()
                 await ws.close()
             delay = self._delay(attempt)
@@ -593,8 +628,11 @@ class RelayClient:
         elif kind == "replay-exhausted":
             pass  # the acks replay: an evicted ack is a command the sender will time out on
         elif kind == "closing":
-            log.info("relay %s is closing the control connection (%s); reconnecting",
-                     self.url, frame.get("reason", "no reason given"))
+            log.info(
+                "relay %s is closing the control connection (%s); reconnecting",
+                self.url,
+                frame.get("reason", "no reason given"),
+            )
             await control.socket.close()
         elif kind == "ping":
             await control.socket.send(_dumps({"type": "pong", "t": frame.get("t")}))
@@ -618,8 +656,9 @@ class RelayClient:
                 waiter.set_exception(RelayError(code, f"the relay refused the roster: {detail}"))
             return
         if request in (_ACKS_SUB, _SESSIONS_SUB):
-            log.error("relay %s refused the %s subscription (%s): %s", self.url, request, code,
-                      detail)
+            log.error(
+                "relay %s refused the %s subscription (%s): %s", self.url, request, code, detail
+            )
             return
         log.debug("relay %s: error frame %s", self.url, frame)
 
@@ -650,7 +689,6 @@ class RelayClient:
         entries = frame.get("entries")
         if isinstance(entries, list):
             self._roster = [e for e in entries if isinstance(e, dict)]
-            self._roster_known = True
         request = frame.get("id")
         if request == control.roster_in_flight:
             control.roster_in_flight = None
@@ -680,20 +718,19 @@ class RelayClient:
                 request = f"roster-{next(self._ids)}"
                 waiter: asyncio.Future[list[dict[str, Any]]] = loop.create_future()
                 control.roster_waiters[request] = waiter
-                with contextlib.suppress(ConnectionClosed):
-                    await self._ask_roster(control, request)
-                remaining = deadline - loop.time()
                 try:
-                    async with asyncio.timeout(max(remaining, 0)):
+                    with contextlib.suppress(ConnectionClosed):
+                        await self._ask_roster(control, request)
+                    async with asyncio.timeout(max(deadline - loop.time(), 0)):
                         return await waiter
-                except asyncio.CancelledError:
-                    if waiter.cancelled() and not self._closed.is_set():
-                        continue  # the connection dropped under us: ask the next one
-                    raise
+                except _Transient:
+                    continue  # the connection dropped under us: ask the next one
                 except TimeoutError:
                     raise RelayUnavailable(
                         "timeout", f"the relay at {self.url} did not answer the roster request"
                     ) from None
+                finally:
+                    control.roster_waiters.pop(request, None)
             if not await self._wait_changed(deadline):
                 raise RelayUnavailable(
                     "timeout", f"the relay at {self.url} could not be reached for the roster"
@@ -713,6 +750,16 @@ class RelayClient:
         if not isinstance(control, dict) or not isinstance(control.get("accepts"), list):
             return None
         return [a for a in control["accepts"] if isinstance(a, str)]
+
+    async def _wait(self, future: asyncio.Future[CommandResult], until: float) -> None:
+        """Wait until `future` is done, the control connection changes, or `until`."""
+        changed = asyncio.ensure_future(self._changed.wait())
+        either: set[asyncio.Future[Any]] = {future, changed}
+        try:
+            remaining = until - asyncio.get_running_loop().time()
+            await asyncio.wait(either, timeout=max(remaining, 0), return_when="FIRST_COMPLETED")
+        finally:
+            changed.cancel()
 
     async def _wait_changed(self, deadline: float) -> bool:
         """Wait for the control connection to change state; False once `deadline` passed."""
@@ -748,23 +795,32 @@ class RelayClient:
             pending = self._pending[command.id] = _Pending(command, loop.create_future())
         pending.waiters += 1
         try:
-            if self._ready.is_set() and pending.sent_on != self._generation:
-                await self._transmit(pending)
             while not pending.future.done():
                 now = loop.time()
                 if now >= deadline or self._closed.is_set():
                     break
-                window_end = (pending.sent_at or now) + self.ack_window
-                try:
-                    async with asyncio.timeout(min(deadline, window_end) - now):
-                        await asyncio.shield(pending.future)
-                except TimeoutError:
-                    if loop.time() >= window_end and self._ready.is_set():
-                        log.info("command %s unanswered for %.1fs; sending it again",
-                                 command.id, self.ack_window)
+                wake = deadline
+                if self._ready.is_set():
+                    if pending.sent_on != self._generation:
+                        await self._transmit(pending)  # first send on this connection
+                        continue
+                    assert pending.sent_at is not None
+                    window_end = pending.sent_at + self.ack_window
+                    if now >= window_end:
+                        log.info(
+                            "command %s unanswered for %.1fs; sending it again",
+                            command.id,
+                            self.ack_window,
+                        )
                         await self._transmit(pending)
+                        continue
+                    wake = min(wake, window_end)
+                # the ack, a refusal, a reconnect (which re-sends) or the window's end
+                await self._wait(pending.future, wake)
             if pending.future.done():
                 return pending.future.result()
+            if self._closed.is_set():
+                return _CLOSED
             return CommandResult.of(None)
         finally:
             pending.waiters -= 1
@@ -778,7 +834,6 @@ class RelayClient:
             return  # the next connection sends it
         pending.sent_on = control.generation
         pending.sent_at = asyncio.get_running_loop().time()
-        pending.transmissions += 1
         with contextlib.suppress(ConnectionClosed):
             await control.socket.send(pending.command.raw.decode())
 
@@ -788,8 +843,13 @@ class RelayClient:
         if pending is None or pending.future.done():
             return  # a re-sent ack for a command already settled collapses here
         if ack.session is not None and ack.session != pending.command.session:
-            log.warning("ack %s names command %s but comes from session %s, not %s; ignored",
-                        ack.id, ack.cause, ack.session, pending.command.session)
+            log.warning(
+                "ack %s names command %s but comes from session %s, not %s; ignored",
+                ack.id,
+                ack.cause,
+                ack.session,
+                pending.command.session,
+            )
             return
         pending.future.set_result(CommandResult.of(ack))
 
@@ -811,9 +871,7 @@ class RelayClient:
                 await task
         for pending in self._pending.values():
             if not pending.future.done():
-                pending.future.set_result(
-                    CommandResult("timeout", detail="the client was closed before an ack")
-                )
+                pending.future.set_result(_CLOSED)
 
 
 if TYPE_CHECKING:
