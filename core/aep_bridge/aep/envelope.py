@@ -16,7 +16,7 @@ import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, PrivateAttr, StringConstraints, model_validator
+from pydantic import BaseModel, ConfigDict, StringConstraints, model_validator
 
 from ._types import NonNegInt, Opt
 from .formats import is_rfc3339, is_uri
@@ -95,9 +95,6 @@ class Event(BaseModel):
     severity: Severity = "info"
     capture: Capture = "metadata"
     data: Opt[dict[str, Any]] = None
-
-    _raw: bytes | None = PrivateAttr(default=None)
-    _payload: Any = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _rules(self) -> Event:
@@ -187,10 +184,19 @@ class Event(BaseModel):
 
     @property
     def _private(self) -> dict[str, Any]:
-        # Pydantic routes `self._raw` through a slow __getattr__; read its dict directly.
+        # The original bytes and the parsed payload ride in pydantic's private slot, made on
+        # first use: declared private attributes would cost an initialisation per event.
         private = self.__pydantic_private__
-        assert private is not None
+        if private is None:
+            private = {}
+            object.__setattr__(self, "__pydantic_private__", private)
         return private
+
+    def _keep(self, raw: bytes | None, payload: Any) -> None:
+        """Remember the bytes this event came as and its parsed payload (validation's job)."""
+        private = self._private
+        private["_raw"] = raw
+        private["_payload"] = payload
 
 
 def _check_scope(event: Event) -> None:

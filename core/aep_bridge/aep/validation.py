@@ -152,10 +152,7 @@ def _finish(event: Event, raw: bytes | None) -> Event:
     payload, problems = check_payload(event)
     if problems:
         raise InvalidEvent(problems, raw=raw)
-    private = event.__pydantic_private__
-    assert private is not None
-    private["_payload"] = payload  # plain dict writes: this runs once per event received
-    private["_raw"] = raw
+    event._keep(raw, payload)
     return event
 
 

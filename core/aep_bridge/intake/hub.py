@@ -186,23 +186,38 @@ class Subscription:
 
 
 class _Buffer:
-    """One session's replay buffer: the newest events, and what eviction has cost."""
+    """One session's replay buffer: the newest events' positions and bytes, and what eviction
+    has cost.
 
-    __slots__ = ("events", "evicted")
+    Only `(position, bytes)` is kept, not the parsed event: bytes and tuples of ints are
+    invisible to Python's cycle collector, so a hub holding a hundred thousand events costs
+    no collection pauses. A replay parses what it sends, which is rare next to ingest.
+    """
+
+    __slots__ = ("entries", "evicted")
 
     def __init__(self, size: int) -> None:
-        self.events: deque[Event] = deque(maxlen=size)
+        self.entries: deque[tuple[Position, bytes]] = deque(maxlen=size)
         self.evicted: Position | None = None
 
-    def add(self, event: Event) -> None:
-        if len(self.events) == self.events.maxlen:
-            oldest = self.events[0].position
-            if oldest is not None and (self.evicted is None or oldest > self.evicted):
+    def add(self, position: Position, raw: bytes) -> None:
+        if len(self.entries) == self.entries.maxlen:
+            oldest = self.entries[0][0]
+            if self.evicted is None or oldest > self.evicted:
                 self.evicted = oldest
-        self.events.append(event)
+        self.entries.append((position, raw))
 
-    def held(self) -> list[Event]:
-        return sorted(self.events, key=lambda e: e.position or (0, 0))
+    def positions(self) -> list[tuple[Position, bytes]]:
+        """The held entries in position order."""
+        return sorted(self.entries, key=lambda entry: entry[0])
+
+    def held(self, after: Position | None = None) -> list[Event]:
+        """The held events after `after` (all when None), parsed, in position order."""
+        return [
+            parse_event(raw)
+            for position, raw in self.positions()
+            if after is None or position > after
+        ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,7 +298,8 @@ class Hub:
             except InvalidEvent:
                 continue  # written by this code, so only a damaged file gets here
             self._admitted[event.dedupe_key] = None
-            self._buffer(event).events.append(event)
+            assert event.position is not None
+            self._buffer(event).entries.append((event.position, event.raw))
         for key, position in evicted.items():
             if key in self._buffers:
                 self._buffers[key].evicted = position
@@ -353,7 +369,7 @@ class Hub:
             ):
                 origin.claims.add(event.session)
             if fresh and event.position is not None:
-                self._buffer(event).add(event)
+                self._buffer(event).add(event.position, event.raw)
                 if self.store is not None:
                     self._unpersisted.append(event)
             self._settle(event)
@@ -438,10 +454,9 @@ class Hub:
         for session, after in positions:
             for key in self._by_session.get(session, []):
                 buffer = self._buffers[key]
-                held = buffer.held()
-                if buffer.evicted is not None and buffer.evicted > after and held:
-                    earliest = held[0].position
-                    assert earliest is not None
+                entries = buffer.positions()
+                if buffer.evicted is not None and buffer.evicted > after and entries:
+                    earliest = entries[0][0]
                     yield Frame(
                         {
                             "type": "replay-exhausted",
@@ -450,7 +465,7 @@ class Hub:
                             "earliest": {"epoch": earliest[0], "seq": earliest[1]},
                         }
                     )
-                yield from deliver(e for e in held if e.position is not None and e.position > after)
+                yield from deliver(buffer.held(after))
 
     # -- roster -----------------------------------------------------------------------
 
