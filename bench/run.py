@@ -16,6 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # for tests.official
 
+import intake
 import validation
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
@@ -55,6 +56,9 @@ def main() -> None:
         f"({_met(ours >= 30_000)}: {ours:,.0f}).",
         "",
     ]
+    ingest = intake.main()
+    profiles = {name: intake.profile(name) for name in intake.missed(ingest)}
+    lines += intake.section(ingest, profiles)
     RESULTS.write_text("\n".join(lines))
     print("\n".join(lines))
 

@@ -432,6 +432,15 @@ class Store:
                     (source, session, cut[0], cut[1]),
                 )
 
+    def drop_buffer(self, source: str, session: str) -> None:
+        """Forget one session's persisted replay buffer."""
+        with self.transaction():
+            for table in ("relay_buffer", "relay_evicted"):
+                self._conn.execute(
+                    f"DELETE FROM {table} WHERE source = ? AND session = ?",
+                    (source, session),
+                )
+
     def buffered_events(self) -> Iterator[bytes]:
         """Every persisted buffered event's bytes, per session in position order."""
         for (raw,) in self._conn.execute(

@@ -28,24 +28,29 @@ class Line:
 
 
 def read_lines(stream: BinaryIO, *, max_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> Iterator[Line]:
-    """Yield the lines of `stream` without their line ending; never hold more than the cap."""
+    """Yield the lines of `stream` without their line ending; never hold more than the cap.
+
+    The cap counts the line's content: `\n` and `\r\n` endings are allowed on top of it.
+    """
     number = 0
     while True:
-        chunk = stream.readline(max_bytes + 1)
+        chunk = stream.readline(max_bytes + 2)
         if not chunk:
             return
         number += 1
-        if len(chunk) > max_bytes and not chunk.endswith(b"\n"):
-            size = len(chunk)
-            while True:  # drain the rest of the oversized line
-                rest = stream.readline(_CHUNK)
-                size += len(rest)
-                if not rest or rest.endswith(b"\n"):
-                    break
-            yield Line(number, None, size - (1 if rest.endswith(b"\n") else 0))
+        ended = chunk.endswith(b"\n")
+        data = chunk[:-1].removesuffix(b"\r") if ended else chunk
+        if len(data) <= max_bytes:
+            yield Line(number, data, len(data))
             continue
-        data = chunk.rstrip(b"\n").removesuffix(b"\r")
-        yield Line(number, data, len(data))
+        size = len(data)
+        while not ended:  # drain the rest of the oversized line
+            rest = stream.readline(_CHUNK)
+            if not rest:
+                break
+            ended = rest.endswith(b"\n")
+            size += len(rest) - (1 if ended else 0)
+        yield Line(number, None, size)
 
 
 def oversized(line: Line, limit: int) -> Violation:

@@ -7,6 +7,7 @@ with a format checker); the difference is speed, and that every violation names 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any, Final
@@ -36,6 +37,7 @@ _COMMON_OBJECT_FIELDS: Final = frozenset(
         "guardrail",
     }
 )
+_ASCII_DIGITS: Final = re.compile(r"[0-9]+")
 _UNION_TAG: Final = re.compile(r"[\[\]\-,(]|^(?:int|float|str|bool|dict|list)$")
 
 
@@ -107,18 +109,23 @@ def violations_of(error: ValidationError, *, payload_of: str | None = None) -> l
     return list(found.values())
 
 
+def _major(value: str) -> int | None:
+    major = value.split(".", 1)[0]
+    return int(major) if _ASCII_DIGITS.fullmatch(major) else None
+
+
 def _foreign_major(detail: Any) -> bool:
     value = detail.get("input")
     if not isinstance(value, str):
         return False
-    major = value.split(".", 1)[0]
-    return major.isdigit() and int(major) != 0
+    major = _major(value)
+    return major is not None and major != 0
 
 
 def _version_message(value: object) -> str:
     if isinstance(value, str):
-        major = value.split(".", 1)[0]
-        if major.isdigit() and int(major) != 0:
+        major = _major(value)
+        if major is not None and major != 0:
             return f"unsupported AEP major version {value!r}: this bridge reads 0.1 (line skipped)"
         return f"unsupported AEP version {value!r}: this bridge reads 0.1"
     return f"aep must be the version string '0.1', not {value!r}"
@@ -167,6 +174,11 @@ def parse_event(raw: bytes | str, *, max_bytes: int = DEFAULT_MAX_EVENT_BYTES) -
             [Violation("AEP-0003 §3.2", f"event is {len(data)} bytes, over the {max_bytes} limit")],
             raw=data,
         )
+    if (b"NaN" in data or b"Infinity" in data) and _has_non_json_number(data):
+        raise InvalidEvent(
+            [Violation("RFC 8259", "not valid JSON: NaN and Infinity are not JSON numbers")],
+            raw=data,
+        )
     try:
         event = Event.model_validate_json(data)
     except ValidationError as exc:
@@ -196,6 +208,21 @@ def validate_event(obj: Mapping[str, Any]) -> Event:
     except ValidationError as exc:
         raise InvalidEvent(violations_of(exc), raw=obj) from None
     return _finish(event, None)
+
+
+def _has_non_json_number(data: bytes) -> bool:
+    """Whether the text uses NaN or Infinity as a number (the substring may sit in a string)."""
+
+    def refuse(token: str) -> Any:
+        raise ValueError(token)
+
+    try:
+        json.loads(data, parse_constant=refuse)
+    except ValueError as exc:
+        return str(exc) in ("NaN", "Infinity", "-Infinity")
+    except RecursionError:
+        return False
+    return False
 
 
 def _json_kind(data: bytes) -> str:

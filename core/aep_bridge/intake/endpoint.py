@@ -12,6 +12,7 @@ import contextlib
 import io
 import json
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -57,11 +58,14 @@ class Timing:
     ws_pong_timeout: float = 90.0
 
 
+_DIGITS = re.compile(r"[0-9]+")
+
+
 def _version_supported(header: str | None) -> bool:
     if header is None:
         return False
     major = header.strip().split(".", 1)[0]
-    return major.isdigit() and int(major) == SUPPORTED_MAJOR
+    return _DIGITS.fullmatch(major) is not None and int(major) == SUPPORTED_MAJOR
 
 
 def _problem(status: int, error: str, detail: str, **extra: Any) -> JSONResponse:
@@ -125,7 +129,7 @@ def _last_event_id(value: str | None) -> list[dict[str, Any]] | None:
         return None
     session, _, position = value.rpartition(":")
     session, _, epoch = session.rpartition(":")
-    if not session or not epoch.isdigit() or not position.isdigit():
+    if not session or not _DIGITS.fullmatch(epoch) or not _DIGITS.fullmatch(position):
         return None
     return [{"session": session, "epoch": int(epoch), "seq": int(position)}]
 
@@ -252,8 +256,8 @@ class Endpoint:
                 from_ = "all" if raw_from == "all" else json.loads(raw_from)
             elif "last-event-id" in request.headers:
                 from_ = _last_event_id(request.headers["last-event-id"])
-        except json.JSONDecodeError as exc:
-            return _problem(400, "invalid-filter", f"filter and from are JSON: {exc.msg}")
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, huge ints, deep nesting
+            return _problem(400, "invalid-filter", f"filter and from are JSON: {exc}")
         participant = self.hub.join(Participant("sse", self._authenticated(request.headers, query)))
         try:
             subscription = self.hub.subscribe(
@@ -411,10 +415,12 @@ class _Connection:
             )
 
     async def _hello(self) -> bool:
-        text = await self._receive()
-        try:
-            frame = json.loads(text or "")
-        except json.JSONDecodeError:
+        message = await self.websocket.receive()
+        if message["type"] == "websocket.disconnect":
+            raise WebSocketDisconnect(message.get("code", 1000))
+        try:  # a binary first frame is not a hello either (AEP-0003 §3.5.1)
+            frame = json.loads(message["text"]) if message.get("text") is not None else None
+        except (ValueError, RecursionError):
             frame = None
         if not isinstance(frame, dict) or frame.get("type") != "hello":
             self.send(
@@ -485,7 +491,7 @@ class _Connection:
                 continue
             try:
                 frame = json.loads(data)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            except (ValueError, RecursionError) as exc:  # not JSON, huge ints, deep nesting
                 self.send(
                     {"type": "error", "code": "invalid-event", "detail": f"not valid JSON: {exc}"}
                 )

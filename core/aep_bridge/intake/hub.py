@@ -54,6 +54,8 @@ class HubLimits:
     max_from_positions: int = 256
     #: subscriptions one connection may hold
     max_subscriptions: int = 64
+    #: sessions with a replay buffer; the least recently active beyond this are forgotten
+    max_buffered_sessions: int = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,7 +279,7 @@ class Hub:
         self.limits = limits or HubLimits()
         self.store = store
         self._unpersisted: list[Event] = []
-        self._buffers: dict[tuple[str, str], _Buffer] = {}
+        self._buffers: OrderedDict[tuple[str, str], _Buffer] = OrderedDict()
         self._by_session: dict[str, list[tuple[str, str]]] = {}
         self._admitted: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._subscriptions: list[Subscription] = []
@@ -361,12 +363,10 @@ class Hub:
                 self.stats["admitted"] += 1
             else:
                 self.stats["duplicates"] += 1
-            if (
-                origin is not None
-                and origin.emits
-                and event.session is not None
-                and not event.is_command
-            ):
+            if origin is not None and origin.emits and event.position is not None:
+                # only the owner's sequenced stream claims: commands and attention.routed
+                # carry no seq, and a router must never become a session's claimant
+                assert event.session is not None
                 origin.claims.add(event.session)
             if fresh and event.position is not None:
                 self._buffer(event).add(event.position, event.raw)
@@ -382,7 +382,22 @@ class Hub:
         if buffer is None:
             buffer = self._buffers[key] = _Buffer(self.limits.replay_buffer)
             self._by_session.setdefault(key[1], []).append(key)
+            if len(self._buffers) > self.limits.max_buffered_sessions:
+                self._forget(next(iter(self._buffers)))
+        else:
+            self._buffers.move_to_end(key)
         return buffer
+
+    def _forget(self, key: tuple[str, str]) -> None:
+        """Drop the least recently active session's buffer: memory stays bounded."""
+        self._buffers.pop(key, None)
+        keys = self._by_session.get(key[1], [])
+        if key in keys:
+            keys.remove(key)
+        if not keys:
+            self._by_session.pop(key[1], None)
+        if self.store is not None:
+            self.store.drop_buffer(*key)
 
     def _fan_out(self, event: Event) -> None:
         shaped: dict[Capture | None, Event] = {}
