@@ -165,6 +165,16 @@ class ChannelAdapter(ABC, Generic[ConfigT]):
         """Withdraw what `send_skill_commands` offered."""
         return None
 
+    def limit_keys(self, session_id: str | None) -> tuple[str, str]:
+        """The (chat, group) a call for `session_id` counts against in the rate limits.
+
+        The default treats each session's thread as its own chat within one group (the
+        channel). A platform that counts differently says so: Telegram counts every topic of
+        a forum supergroup as one chat and one group.
+        """
+        thread = self.core.thread_id(self.instance_name, session_id) if session_id else None
+        return (thread or session_id or "", self.instance_name)
+
     def routes(self) -> Sequence[BaseRoute]:
         """HTTP routes this instance serves, mounted at `/channels/{instance_name}` on the bridge.
 

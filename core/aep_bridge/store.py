@@ -104,6 +104,67 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         UNIQUE (stream, source, id)
     );
     """,
+    # 4: the core loop: sessions and their threads, requests and their cards, the outbox.
+    # Everything that must be exactly-once is decided here before it is acted on.
+    """
+    CREATE TABLE sessions (
+        id      TEXT PRIMARY KEY,
+        source  TEXT NOT NULL,
+        session TEXT NOT NULL,
+        stream  TEXT NOT NULL,
+        agent   TEXT NOT NULL,
+        name    TEXT NOT NULL,
+        state   TEXT NOT NULL DEFAULT 'open',
+        created REAL NOT NULL,
+        updated REAL NOT NULL,
+        UNIQUE (source, session)
+    );
+
+    CREATE TABLE threads (
+        session_id TEXT NOT NULL REFERENCES sessions (id),
+        channel    TEXT NOT NULL,
+        thread_id  TEXT,
+        name       TEXT,
+        state      TEXT NOT NULL DEFAULT 'creating',
+        PRIMARY KEY (session_id, channel)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE requests (
+        id         TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions (id),
+        event_id   TEXT NOT NULL,
+        raw        BLOB NOT NULL,
+        options    TEXT NOT NULL,
+        status     TEXT NOT NULL,
+        answer     TEXT,
+        answered_by TEXT,
+        command_id TEXT,
+        command_raw BLOB,
+        expires_at REAL,
+        updated    REAL NOT NULL,
+        UNIQUE (session_id, event_id)
+    );
+
+    CREATE TABLE cards (
+        request_id TEXT NOT NULL REFERENCES requests (id),
+        channel    TEXT NOT NULL,
+        PRIMARY KEY (request_id, channel)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE outbox (
+        id        INTEGER PRIMARY KEY,
+        channel   TEXT    NOT NULL,
+        op        TEXT    NOT NULL,
+        session_id TEXT,
+        payload   TEXT    NOT NULL,
+        priority  INTEGER NOT NULL,
+        coalesce  TEXT,
+        droppable INTEGER NOT NULL DEFAULT 0,
+        created   REAL    NOT NULL
+    );
+
+    CREATE INDEX outbox_by_channel ON outbox (channel, id);
+    """,
 )
 
 
