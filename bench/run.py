@@ -59,6 +59,9 @@ def main() -> None:
     ingest = intake.main()
     profiles = {name: intake.profile(name) for name in intake.missed(ingest)}
     lines += intake.section(ingest, profiles)
+    import outbox  # the outbox scheduler, on a simulated clock
+
+    lines += outbox.section(outbox.main())
     RESULTS.write_text("\n".join(lines))
     print("\n".join(lines))
 

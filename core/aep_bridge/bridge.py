@@ -1,90 +1,222 @@
-"""The orchestrator: it builds the channels a config names, starts and stops them, and is the
-`BridgeCore` they call.
+"""The orchestrator: events in, sessions mirrored into every routed channel, answers out.
 
-Today it owns the channel lifecycle; the core loop (sessions, rendering, the attention loop,
-the outbox) arrives on top of it. Until then no request exists, so every answer a channel
-reports is `unknown`, which is the truth.
+`Bridge` owns the parts and the order things happen in; each part owns one job:
+`Sessions` (which session is which, and its threads), `Renderer` (what an event looks like
+at a channel's capture ceiling), `Attention` (pending requests, who answered, the command),
+one `Outbox` per channel (when a platform call may go), `Routes` (which channels see a
+session). Every event is handled in one store transaction with its delivery record, so a
+restart neither repeats nor loses what an event caused.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import inspect
 import logging
-from collections.abc import Sequence
+import socket
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from pydantic import SecretStr
 from starlette.routing import BaseRoute, Mount
 
 from .adapter import ChannelAdapter, ChannelState
+from .aep.build import make_command, make_routed
+from .aep.envelope import Event
+from .aep.ids import source_uri
+from .aep.redaction import RedactionPolicy, Redactor
+from .attention import Attention, Outcome, Request
+from .chat import ChatCommands
 from .config import BridgeConfig, ChannelPlan, resolve_channels
+from .intake.source import CommandResult, EventSource
+from .outbox import Job, Outbox, Priority
 from .plugins import PluginHost
+from .render import Renderer
+from .routing import Routes
+from .sessions import SessionRecord, Sessions
+from .store import Store, StoreState
 from .types import (
+    ChannelConfig,
     ChannelUser,
     IncomingMessage,
+    OutgoingMessage,
+    PermissionOutcome,
+    PermissionRequest,
     Resolution,
-    ResolutionStatus,
 )
 
 log = logging.getLogger("aep_bridge")
 
+#: The bridge's `agent` in the commands and `attention.routed` events it emits.
+BRIDGE_AGENT = "aep-bridge"
+#: How long a command waits for the agent's `control.accepted` / `control.rejected`.
+ACK_TIMEOUT = 10.0
+#: Chatter that may be dropped under backpressure (the outbox counts what it drops).
+_DROPPABLE_SEVERITIES = frozenset({"debug", "info"})
 
-class _MemoryState:
-    """Channel state kept in memory until the SQLite store holds it."""
 
-    def __init__(self) -> None:
-        self._values: dict[str, str] = {}
+@dataclass(slots=True)
+class Channel:
+    """A running channel instance: its adapter, its config and its outbox."""
 
-    async def get(self, key: str) -> str | None:
-        return self._values.get(key)
+    name: str
+    adapter: ChannelAdapter[Any]
+    config: ChannelConfig
+    outbox: Outbox
 
-    async def set(self, key: str, value: str) -> None:
-        self._values[key] = value
 
-    async def delete(self, key: str) -> None:
-        self._values.pop(key, None)
+class ChannelCore:
+    """The `BridgeCore` one channel instance is given: every call knows which channel it is."""
+
+    def __init__(self, bridge: Bridge, channel: str) -> None:
+        self._bridge = bridge
+        self._channel = channel
+
+    async def handle_incoming_message(self, message: IncomingMessage) -> None:
+        await self._bridge.chat.handle(self._channel, message)
+
+    async def resolve_permission(
+        self, session_id: str, request_id: str, option_id: str, user: ChannelUser
+    ) -> Resolution:
+        return await self._bridge.attention.answer(
+            self._channel, session_id, request_id, user, option=option_id
+        )
+
+    async def answer_text(
+        self, session_id: str, request_id: str, text: str, user: ChannelUser
+    ) -> Resolution:
+        return await self._bridge.attention.answer(
+            self._channel, session_id, request_id, user, text=text
+        )
+
+    async def answer_form(
+        self, session_id: str, request_id: str, values: dict[str, Any], user: ChannelUser
+    ) -> Resolution:
+        return await self._bridge.attention.answer(
+            self._channel, session_id, request_id, user, values=values
+        )
+
+    def thread_id(self, channel: str, session_id: str) -> str | None:
+        return self._bridge.sessions.thread_id(channel, session_id)
+
+    def state(self, channel: str) -> ChannelState:
+        return self._bridge.state(channel)
+
+
+def redaction_policy(config: BridgeConfig, plan: ChannelPlan) -> RedactionPolicy:
+    """The configured secrets, plus every secret in a channel's config (its tokens)."""
+    tokens = [
+        value.get_secret_value()
+        for resolved in plan.channels
+        for value in vars(resolved.config).values()
+        if isinstance(value, SecretStr)
+    ]
+    return RedactionPolicy.from_environment(
+        config.redaction.secret_env, extra_values=tokens, pii=config.redaction.pii
+    )
 
 
 class Bridge:
-    """Channels from config, their lifecycle, and the core API they call."""
+    """Channels from config, sources of events, and the core loop between them."""
 
-    def __init__(self, config: BridgeConfig, host: PluginHost) -> None:
+    def __init__(
+        self,
+        config: BridgeConfig,
+        host: PluginHost,
+        *,
+        store: Store | None = None,
+        outbox_options: dict[str, Any] | None = None,
+        ack_timeout: float = ACK_TIMEOUT,
+    ) -> None:
         self.config = config
         self.host = host
         self.plan: ChannelPlan = resolve_channels(config, host)
-        self.channels: dict[str, ChannelAdapter] = {}
+        self.store = store if store is not None else Store.memory()
+        self.identity = source_uri(socket.gethostname(), BRIDGE_AGENT)
+        self.ack_timeout = ack_timeout
+        self.sessions = Sessions(self.store)
+        self.routing = Routes(config.routes)
+        self.renderer = Renderer(Redactor(redaction_policy(config, self.plan)), vendor=self._vendor)
+        self.attention = Attention(
+            self.store,
+            self.sessions,
+            approve=self.may_answer,
+            send=self.send_command,
+            report=self._show_outcome,
+            source=self.identity,
+            agent=BRIDGE_AGENT,
+        )
+        self.chat = ChatCommands(self)
+        self.channels: dict[str, Channel] = {}
         #: channels that could not be built or started, with the reason
         self.failed: dict[str, str] = {}
-        self._threads: dict[tuple[str, str], str] = {}
-        self._states: dict[str, _MemoryState] = {}
+        self.sources: dict[str, EventSource] = {}
+        self._outbox_options = outbox_options or {}
+        self._consumers: dict[str, asyncio.Task[None]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._creating: list[tuple[str, str]] = []  # (channel, session id) to create now
+        self._started = False
+
+    # -- lifecycle -----------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Build and start every valid channel; one that fails is reported and left out."""
+        """Start every valid channel and its outbox, recover, then consume the sources."""
         for problem in self.plan.problems:
             log.error("config: %s", problem)
         for warning in self.plan.warnings:
             log.warning("config: %s", warning)
         for resolved in self.plan.channels:
             try:
-                adapter = resolved.registration.factory(self, resolved.config)
+                adapter = resolved.registration.factory(
+                    ChannelCore(self, resolved.name), resolved.config
+                )
                 await adapter.start()
             except Exception as exc:
                 reason = f"{type(exc).__name__}: {exc}"
                 self.failed[resolved.name] = reason
                 log.error("channel %s did not start: %s", resolved.name, reason)
                 continue
-            self.channels[resolved.name] = adapter
+            outbox = Outbox(adapter, self.store, on_sent=self._sent, **self._outbox_options)
+            channel = Channel(resolved.name, adapter, resolved.config, outbox)
+            self.channels[resolved.name] = channel
+            self._hold_uncreated(channel)
+            await outbox.start()
             log.info("channel %s started (%s)", resolved.name, resolved.registration.name)
+        self._started = True
+        self._create_threads([(t.channel, t.session_id) for t in self.sessions.threads("creating")])
+        resent = self.attention.recover()
+        if resent:
+            log.info("re-sending %d answer(s) that were on their way at the last stop", resent)
+        for source in self.sources.values():
+            self._consume(source)
         await self._call_hook("startup")
 
-    async def stop(self) -> None:
-        """Stop every channel (each at most once here), after the shutdown hooks."""
+    async def stop(self, flush_timeout: float = 5.0) -> None:
+        """Stop taking events, deliver what the outboxes can within `flush_timeout`, stop."""
+        for task in self._consumers.values():
+            task.cancel()
+        await asyncio.gather(*self._consumers.values(), return_exceptions=True)
+        self._consumers.clear()
         await self._call_hook("shutdown")
-        for name, adapter in list(self.channels.items()):
+        self.attention.stop()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.attention.idle(), timeout=flush_timeout)
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(
+            *(c.outbox.stop(flush_timeout) for c in self.channels.values()),
+            return_exceptions=True,
+        )
+        for name, channel in list(self.channels.items()):
             try:
-                await adapter.stop()
+                await channel.adapter.stop()
             except Exception as exc:
                 log.error("channel %s did not stop cleanly: %s", name, exc)
         self.channels.clear()
+        self._started = False
 
     async def _call_hook(self, name: str) -> None:
         for result in getattr(self.host.hook, name)(bridge=self):
@@ -97,44 +229,347 @@ class Bridge:
     def routes(self) -> list[BaseRoute]:
         """Each channel's routes under `/channels/{name}`, then the plugins' own routes."""
         mounted: list[BaseRoute] = [
-            Mount(f"/channels/{name}", routes=list(adapter.routes()))
-            for name, adapter in self.channels.items()
-            if adapter.routes()
+            Mount(f"/channels/{name}", routes=list(channel.adapter.routes()))
+            for name, channel in self.channels.items()
+            if channel.adapter.routes()
         ]
         for extra in self.host.hook.register_routes(bridge=self):
             mounted += list(extra or ())
         return mounted
 
-    # -- BridgeCore ----------------------------------------------------------------------
-
-    async def handle_incoming_message(self, message: IncomingMessage) -> None:
-        log.info(
-            "message from %s in %s ignored: no session is open",
-            message.user.display,
-            message.channel,
-        )
-
-    async def resolve_permission(
-        self, session_id: str, request_id: str, option_id: str, user: ChannelUser
-    ) -> Resolution:
-        return Resolution(status=ResolutionStatus.UNKNOWN)
-
-    async def answer_text(
-        self, session_id: str, request_id: str, text: str, user: ChannelUser
-    ) -> Resolution:
-        return Resolution(status=ResolutionStatus.UNKNOWN)
-
-    async def answer_form(
-        self, session_id: str, request_id: str, values: dict[str, Any], user: ChannelUser
-    ) -> Resolution:
-        return Resolution(status=ResolutionStatus.UNKNOWN)
-
-    def thread_id(self, channel: str, session_id: str) -> str | None:
-        return self._threads.get((channel, session_id))
-
-    def state(self, channel: str) -> ChannelState:
-        return self._states.setdefault(channel, _MemoryState())
-
     @property
     def running(self) -> Sequence[str]:
         return list(self.channels)
+
+    def state(self, channel: str) -> ChannelState:
+        return StoreState(self.store, f"channel:{channel}")
+
+    async def idle(self) -> None:
+        """Wait until nothing is in flight: threads created, answers sent, outboxes empty."""
+        while True:
+            await self.attention.idle()
+            if self._tasks:
+                await asyncio.gather(*list(self._tasks), return_exceptions=True)
+                continue
+            await asyncio.gather(*(c.outbox.idle() for c in self.channels.values()))
+            if not self.busy:
+                return
+
+    @property
+    def busy(self) -> bool:
+        """Whether anything is in flight: a thread being created, an answer, an outbox job."""
+        return (
+            bool(self._tasks)
+            or self.attention.busy
+            or any(c.outbox.backlog or not c.outbox.is_idle for c in self.channels.values())
+        )
+
+    def _spawn(self, coroutine: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- sources ----------------------------------------------------------------------------
+
+    def add_source(self, source: EventSource) -> None:
+        """Consume `source` (from its start once the bridge runs); commands go back to it."""
+        if source.name in self.sources:
+            raise ValueError(f"two event sources are named {source.name!r}")
+        self.sources[source.name] = source
+        if self._started:
+            self._consume(source)
+
+    def _consume(self, source: EventSource) -> None:
+        if source.name not in self._consumers:
+            self._consumers[source.name] = asyncio.create_task(
+                self._read(source), name=f"source:{source.name}"
+            )
+
+    async def _read(self, source: EventSource) -> None:
+        """Consume `source` until it closes. A subscription the source ended (we fell behind
+        its queue) is taken up again from everything it still holds: the delivery records
+        skip what was already handled, so nothing is shown twice or missed."""
+        log.info("consuming events from %s", source.name)
+        while True:
+            try:
+                async for event in source.events(from_="all"):
+                    try:
+                        self.handle_event(source.name, event)
+                    except Exception:  # one event must not stop the stream
+                        log.exception(
+                            "event %s from %s could not be handled", event.id, event.source
+                        )
+            except Exception as exc:  # the source gave up (a relay refusing our token)
+                log.error("stopped consuming %s: %s", source.name, exc)
+                return
+            if source.closed:
+                return
+            log.warning("the subscription to %s ended; subscribing again", source.name)
+            await asyncio.sleep(0.1)
+
+    async def send_command(self, session: SessionRecord, command: Event) -> CommandResult:
+        """Send `command` on the route its session came in on."""
+        source = self.sources.get(session.stream)
+        if source is None:
+            return CommandResult(
+                "refused",
+                code="no-route",
+                detail=f"the source {session.stream} the session came from is not connected",
+            )
+        return await source.send_command(command, timeout=self.ack_timeout)
+
+    # -- events -----------------------------------------------------------------------------
+
+    def handle_event(self, stream: str, event: Event) -> None:
+        """Everything one event causes, in one transaction with its delivery record."""
+        with self.store.transaction():
+            if not self.store.record_delivery(stream, event):
+                return  # seen before (a replay, a resume, a redelivery)
+            if event.source == self.identity:
+                return  # our own commands and attention.routed, echoed back
+            if event.session is None:
+                self._agent_event(event)
+            else:
+                session = self._session_of(stream, event)
+                if session is not None:
+                    self._mirror(session, event)
+        self._create_threads(self._creating)
+        self._creating = []
+
+    def _session_of(self, stream: str, event: Event) -> SessionRecord | None:
+        """The event's session; the owner's sequenced events create it, others only find it."""
+        if event.seq is None:  # commands, acks, attention.routed: foreign to the session
+            key = event.session_key
+            assert key is not None
+            return self.sessions.find(*key) or self.sessions.find_by_session(key[1])
+        session, created = self.sessions.get_or_create(event, stream, event.session or "")
+        if created:
+            for name in self.routing.channels_for(event, self.running):
+                channel = self.channels[name]
+                thread_name = self.renderer.thread_name(event, ceiling=channel.config.capture)
+                self.sessions.begin_thread(session.id, name, thread_name)
+                channel.outbox.hold(session.id)
+                self._creating.append((name, session.id))
+        return session
+
+    def _targets(self, session: SessionRecord) -> list[Channel]:
+        return [self.channels[c] for c in self.sessions.channels(session.id) if c in self.channels]
+
+    def _mirror(self, session: SessionRecord, event: Event) -> None:
+        targets = self._targets(session)
+        self.attention.on_event(event, session)
+        if event.type == "attention.requested" and event.seq is not None:
+            self._open_request(session, event, targets)
+        for channel in targets:
+            config = channel.config
+            rendered = self.renderer.render(
+                event, ceiling=config.capture, verbosity=config.verbosity
+            )
+            droppable = event.severity in _DROPPABLE_SEVERITIES
+            for message in rendered.messages:
+                channel.outbox.submit(
+                    Job.message(
+                        session.id,
+                        message,
+                        droppable=droppable and not message.notify and message.type != "error",
+                    )
+                )
+            if rendered.notification is not None:
+                thread = self.sessions.thread(session.id, channel.name)
+                notification = rendered.notification.model_copy(
+                    update={
+                        "session_id": session.id,
+                        "session_name": thread.name if thread else None,
+                    }
+                )
+                channel.outbox.submit(Job.notification(notification))
+            if rendered.rename and self.sessions.name_thread(
+                session.id, channel.name, rendered.rename
+            ):
+                channel.outbox.submit(Job.rename(session.id, rendered.rename))
+        if event.type == "session.ended":
+            self._end(session, targets)
+
+    def _end(self, session: SessionRecord, targets: list[Channel]) -> None:
+        self.sessions.end(session.id)
+        for channel in targets:
+            match channel.config.on_session_end:
+                case "archive":
+                    channel.outbox.submit(Job.archive(session.id))
+                case "delete":
+                    channel.outbox.submit(Job.delete(session.id))
+                case "keep":
+                    pass
+            self.sessions.close_thread(session.id, channel.name)
+
+    def _agent_event(self, event: Event) -> None:
+        """`agent.*`: no session, so no thread; health changes become notifications."""
+        for name in self.routing.channels_for(event, self.running):
+            channel = self.channels[name]
+            rendered = self.renderer.render(
+                event, ceiling=channel.config.capture, verbosity=channel.config.verbosity
+            )
+            if rendered.notification is not None:
+                channel.outbox.submit(Job.notification(rendered.notification))
+
+    # -- threads ----------------------------------------------------------------------------
+
+    def _hold_uncreated(self, channel: Channel) -> None:
+        for thread in self.sessions.threads("creating"):
+            if thread.channel == channel.name:
+                channel.outbox.hold(thread.session_id)
+
+    def _create_threads(self, pending: list[tuple[str, str]]) -> None:
+        for channel_name, session_id in pending:
+            if channel_name in self.channels:
+                self._spawn(self._create_thread(self.channels[channel_name], session_id))
+
+    async def _create_thread(self, channel: Channel, session_id: str) -> None:
+        """Create the thread (once: its row said `creating` before this began), then let the
+        session's held messages go. A failure is retried; the messages wait, persisted."""
+        delay = 1.0
+        while True:
+            thread = self.sessions.thread(session_id, channel.name)
+            if thread is None or thread.state != "creating":
+                break
+            try:
+                thread_id = await channel.outbox.call(
+                    "create_session_thread", session_id, thread.name, session_id=session_id
+                )
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.error(
+                    "channel %s: could not create the thread of session %s (%s); trying again "
+                    "in %.0fs",
+                    channel.name,
+                    session_id,
+                    exc,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 300.0)
+                continue
+            self.sessions.bind_thread(session_id, channel.name, str(thread_id))
+            break
+        channel.outbox.release(session_id)
+
+    # -- requests -----------------------------------------------------------------------------
+
+    def _open_request(self, session: SessionRecord, event: Event, targets: list[Channel]) -> None:
+        """Store the request, then queue a card in every routed channel (same transaction)."""
+        _, option_ids = self.renderer.permission_request(event, "", ceiling="full")
+        source = self.sources.get(session.stream)
+        answerable = source is not None and getattr(source, "answers", True)
+        request = self.attention.open(event, session, option_ids, answerable=answerable)
+        for channel in targets:
+            card, _ = self.renderer.permission_request(
+                event, request.id, ceiling=channel.config.capture
+            )
+            if request.status == "informational":
+                card = card.model_copy(update={"informational": True, "accepts_text": False})
+            self.attention.add_card(request, channel.name)
+            channel.outbox.submit(Job.permission(session.id, card))
+
+    def _show_outcome(self, request: Request, outcome: Outcome) -> None:
+        """What became of a request, on every card of it."""
+        for name in self.attention.cards(request):
+            channel = self.channels.get(name)
+            if channel is None:
+                continue
+            card, _ = self.renderer.permission_request(
+                request.event, request.id, ceiling=channel.config.capture
+            )
+            index = outcome.option_index
+            option = (
+                card.options[index] if index is not None and index < len(card.options) else None
+            )
+            shown = PermissionOutcome(
+                status=outcome.status,
+                option_id=option.id if option else None,
+                option_label=option.label if option else None,
+                text=self.renderer.redactor.text(outcome.text) if outcome.text else None,
+                by=outcome.by,
+                detail=outcome.detail,
+            )
+            channel.outbox.submit(Job.permission_update(request.session_id, card, shown))
+
+    def may_answer(self, channel: str, user: ChannelUser, request: Request | None) -> bool:
+        """The approver policy, asked on every press: a plugin's decision, else the channel's
+        `approvers` and `approver_roles`. Anyone else is refused (fail closed)."""
+        running = self.channels.get(channel)
+        if running is None:
+            return False
+        config = running.config
+        if self.host.hook.approver_decision.get_hookimpls():
+            if request is not None:
+                card, _ = self.renderer.permission_request(
+                    request.event, request.id, ceiling=config.capture
+                )
+            else:
+                card = PermissionRequest(id="control", kind="other", title="session control")
+            try:
+                decision = self.host.hook.approver_decision(
+                    channel=channel, user=user, request=card, config=config
+                )
+            except Exception:
+                log.exception("an approver_decision hook failed; refusing %s", user.id)
+                return False
+            if decision is not None:
+                return bool(decision)
+        return user.id in config.approvers or any(r in config.approver_roles for r in user.roles)
+
+    def _sent(self, channel: str, job: Job) -> None:
+        """A card was posted: tell the agent's side, best effort (`attention.routed`)."""
+        if job.op != "send_permission_request":
+            return
+        request = self.attention.get(str(job.payload["request"]["id"]))
+        session = self.sessions.get(request.session_id) if request else None
+        if request is None or session is None:
+            return
+        publish = getattr(self.sources.get(session.stream), "publish", None)
+        if publish is None:
+            return
+        try:
+            publish(
+                make_routed(
+                    request.event,
+                    to=channel,
+                    via=BRIDGE_AGENT,
+                    source=self.identity,
+                    agent=BRIDGE_AGENT,
+                )
+            )
+        except Exception as exc:  # best effort: the card is what matters
+            log.warning("attention.routed for %s was not published: %s", request.id, exc)
+
+    def _vendor(self, event: Event, verbosity: str) -> Sequence[OutgoingMessage] | None:
+        result: Sequence[OutgoingMessage] | None = self.host.hook.render_vendor_event(
+            event=event, verbosity=verbosity
+        )
+        return result
+
+    # -- what people say in a thread -------------------------------------------------------------
+
+    def reply(self, channel: str, session_id: str, text: str) -> None:
+        """A line from the bridge in one channel's thread of a session."""
+        running = self.channels.get(channel)
+        if running is not None:
+            running.outbox.submit(
+                Job.message(
+                    session_id,
+                    OutgoingMessage(type="system_message", text=text),
+                    priority=Priority.QUESTION,
+                )
+            )
+
+    def control(self, session: SessionRecord, verb: str) -> Event:
+        """`control.cancel` / `control.pause` / `control.resume` for a session."""
+        data: dict[str, Any] = {"scope": "session"} if verb == "cancel" else {}
+        return make_command(
+            f"control.{verb}",
+            session=session.session,
+            source=self.identity,
+            agent=BRIDGE_AGENT,
+            data=data,
+        )

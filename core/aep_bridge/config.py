@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
+from .aep.errors import InvalidFilter
+from .aep.filters import Filter
 from .aep.registry import Capture
 from .plugins import ChannelRegistration, PluginHost
 from .types import ChannelConfig
@@ -100,6 +102,43 @@ class IntakeConfig(BaseModel):
     )
 
 
+class RouteConfig(BaseModel):
+    """Sessions whose first event matches `match` go to `channels`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    match: dict[str, Any] = Field(
+        default_factory=dict,
+        description="an attr-match filter on the session's first event, such as "
+        '{"agent": "claude-code"}; {} matches every session',
+    )
+    channels: list[str] = Field(
+        min_length=1, description="the channel names (keys under channels) the session goes to"
+    )
+
+    @field_validator("match")
+    @classmethod
+    def _valid_filter(cls, value: dict[str, Any]) -> dict[str, Any]:
+        try:
+            Filter.parse(value)
+        except InvalidFilter as exc:
+            raise ValueError(f"not an attr-match filter: {exc}") from None
+        return value
+
+
+class RedactionConfig(BaseModel):
+    """What is scrubbed from every text before it leaves the machine (docs/security.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    secret_env: list[str] = Field(
+        default_factory=list,
+        description="names of environment variables whose values are replaced by [REDACTED] "
+        "wherever they appear (channel tokens in this file are always included)",
+    )
+    pii: bool = Field(default=True, description="also replace e-mail addresses and the like")
+
+
 class BridgeConfig(BaseModel):
     """The whole file. Channel blocks stay raw here; `resolve_channels` checks them."""
 
@@ -107,6 +146,13 @@ class BridgeConfig(BaseModel):
 
     listen: ListenConfig = Field(default_factory=ListenConfig)
     intake: IntakeConfig = Field(default_factory=IntakeConfig)
+    redaction: RedactionConfig = Field(default_factory=RedactionConfig)
+    routes: list[RouteConfig] | None = Field(
+        default=None,
+        description="which sessions go to which channels: a session goes to the channels of "
+        "every route it matches (none if it matches none); without routes, every session goes "
+        "to every enabled channel",
+    )
     #: where SQLite and the token live; default `$XDG_STATE_HOME/aep-bridge`
     state_dir: str | None = None
     channels: dict[str, dict[str, Any]] = Field(default_factory=dict)
@@ -317,4 +363,15 @@ def resolve_channels(
                 )
             )
         plan.channels.append(ResolvedChannel(name, registration, channel_config))
+    for index, route in enumerate(config.routes or ()):
+        for position, target in enumerate(route.channels):
+            if target not in config.channels:
+                known = ", ".join(config.channels) or "none"
+                plan.problems.append(
+                    ConfigProblem(
+                        f"routes[{index}].channels[{position}]",
+                        f"names no channel: {target!r}",
+                        f"use a key under channels ({known})",
+                    )
+                )
     return plan

@@ -300,6 +300,14 @@ class Store:
             raise
         return cls(conn, path)
 
+    @classmethod
+    def memory(cls) -> Store:
+        """A store that lives and dies with the process (tests, benchmarks, a bare `Bridge`)."""
+        conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=True)
+        conn.execute("PRAGMA foreign_keys = ON")
+        _migrate(conn, Path(":memory:"))
+        return cls(conn, Path(":memory:"))
+
     def close(self) -> None:
         """Close the connection; a second call does nothing."""
         self._conn.close()

@@ -34,6 +34,10 @@ from typing import Any, Protocol
 import pytest
 
 from .adapter import ChannelAdapter, ChannelState
+from .aep.build import make_event
+from .aep.envelope import Event
+from .aep.ids import source_uri
+from .intake.hub import Delivery, Hub, Participant
 from .text import measure, split_text
 from .types import (
     OUTGOING_KINDS,
@@ -324,12 +328,10 @@ class MemoryChannel(ChannelAdapter):
             session_id, request, _ = self.cards[card]
             await self.core.answer_text(session_id, request.id, text, user)
             return
-        threads = getattr(self.core, "threads", {})
-        session = next((s for (_, s), t in threads.items() if t == thread), None)
         await self.core.handle_incoming_message(
             IncomingMessage(
                 channel=self.instance_name,
-                session_id=session,
+                session_id=None,  # the core knows which session a thread belongs to
                 thread_id=thread,
                 user=user,
                 text=text,
@@ -369,6 +371,130 @@ class MemoryProbe:
         reply_to: MessageView | None = None,
     ) -> None:
         await self.channel.reply(thread_id, text, user, reply_to.id if reply_to else None)
+
+
+# -- an agent on the hub, in-process ----------------------------------------------------
+
+
+class LocalAgent:
+    """An agent joined to a `Hub` in-process: emits a session's events and acknowledges the
+    commands it is sent, like `TinyAgent` over a WebSocket but without the socket.
+
+    `decide(command)` returns None to accept, or a `control.rejected` reason. Answers to its
+    requests are followed up with `attention.answered` and `attention.resolved`, as a real
+    agent does.
+    """
+
+    def __init__(
+        self,
+        hub: Hub,
+        *,
+        agent: str = "test-agent",
+        session: str = "sess-1",
+        accepts: tuple[str, ...] = (
+            "control.attention.respond",
+            "control.cancel",
+            "control.pause",
+            "control.resume",
+        ),
+        decide: Any = None,
+        host: str = "test-host",
+    ) -> None:
+        self.hub = hub
+        self.agent = agent
+        self.session = session
+        self.source = source_uri(host, agent, session)
+        self.decide = decide
+        self.commands: list[Event] = []
+        self.acks: dict[str, Event] = {}
+        self._seq = 0
+        self.participant = hub.join(
+            Participant(
+                "local",
+                authenticated=True,
+                role="emitter",
+                agent=agent,
+                capabilities={"control": {"accepts": list(accepts)}},
+                push=self._push,
+            )
+        )
+
+    def emit(self, type_: str, data: dict[str, Any] | None = None, **envelope: Any) -> Event:
+        """Emit the session's next event (its `seq` follows on)."""
+        self._seq += 1
+        event = make_event(
+            type_,
+            source=self.source,
+            agent=self.agent,
+            session=self.session,
+            seq=self._seq,
+            data=data if data is not None else {},
+            **envelope,
+        )
+        self.hub.admit([event], origin=self.participant)
+        return event
+
+    def start(self, label: str = "fix the tests", cwd: str = "/work/app") -> Event:
+        return self.emit("session.started", {"label": label, "cwd": cwd}, capture="redacted")
+
+    def ask(
+        self,
+        prompt: str = "Run `make test`?",
+        options: tuple[str, ...] = ("allow", "deny"),
+        **data: Any,
+    ) -> Event:
+        """An `attention.requested` with one option per id (labels are the ids, capitalised)."""
+        return self.emit(
+            "attention.requested",
+            {
+                "kind": "permission",
+                "prompt": prompt,
+                "options": [{"id": o, "label": o.capitalize()} for o in options],
+                **data,
+            },
+            capture="full",
+        )
+
+    def _push(self, item: object) -> None:
+        # A real agent answers over a socket, so its ack comes after the hub is waiting for it.
+        if isinstance(item, Delivery):
+            asyncio.get_running_loop().call_soon(self._react, item.event)
+
+    def _react(self, command: Event) -> None:
+        self.commands.append(command)
+        known = self.acks.get(command.id)
+        if known is not None:  # a retried command gets the same decision, not a second one
+            self.hub.admit([known], origin=self.participant)
+            return
+        reason = self.decide(command) if self.decide is not None else None
+        if reason is None:
+            ack = self.emit("control.accepted", {}, cause=command.id)
+        else:
+            ack = self.emit("control.rejected", {"reason": reason}, cause=command.id)
+        self.acks[command.id] = ack
+        if reason is None and command.type == "control.attention.respond":
+            answer = dict((command.data or {}).get("answer") or {})
+            self.emit(
+                "attention.answered",
+                {"answer": answer},
+                subject=command.subject,
+                cause=command.id,
+                capture="full",
+            )
+            self.emit(
+                "attention.resolved",
+                {"resolution": "answered"},
+                subject=command.subject,
+                cause=ack.id,
+            )
+
+    @property
+    def answers(self) -> list[dict[str, Any]]:
+        return [
+            dict((c.data or {}).get("answer") or {})
+            for c in self.commands
+            if c.type == "control.attention.respond"
+        ]
 
 
 # -- the conformance suite -------------------------------------------------------------

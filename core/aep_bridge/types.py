@@ -331,10 +331,20 @@ class ChannelConfig(BaseModel):
     #: platform roles whose members may answer (where the platform has roles)
     approver_roles: list[str] = Field(default_factory=list)
     verbosity: Literal["quiet", "normal", "verbose"] = "normal"
+    #: what happens to a session's thread at `session.ended`
+    on_session_end: Literal["archive", "delete", "keep"] = "archive"
 
 
 class ChannelError(Exception):
-    """A platform call failed. The core's outbox decides whether and when to try again."""
+    """A platform call failed. The core's outbox decides whether and when to try again.
+
+    `permanent=True` says trying again cannot help (the thread was deleted, the bot was
+    removed from the chat): the outbox gives the call up instead of retrying it forever.
+    """
+
+    def __init__(self, *args: object, permanent: bool = False) -> None:
+        super().__init__(*args)
+        self.permanent = permanent
 
 
 class RateLimited(ChannelError):

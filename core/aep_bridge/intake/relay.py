@@ -855,6 +855,10 @@ class RelayClient:
 
     # -- closing ------------------------------------------------------------------------------
 
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
+
     async def close(self) -> None:
         """Stop: end every `events()` iteration, drop the connections, settle what waits."""
         self._closed.set()

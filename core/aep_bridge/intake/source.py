@@ -57,6 +57,11 @@ class EventSource(Protocol):
     #: a stable name for this source, under which resume positions are stored
     name: str
 
+    @property
+    def closed(self) -> bool:
+        """Whether `close()` was called: `events()` ending before that means subscribe again."""
+        ...
+
     def events(
         self,
         filter_spec: dict[str, Any] | None = None,
@@ -119,6 +124,14 @@ class LocalSource:
 
     async def roster(self) -> list[dict[str, Any]]:
         return self.hub.roster()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
+
+    def publish(self, event: Event) -> None:
+        """Put an event of the bridge's own (`attention.routed`) in front of every consumer."""
+        self.hub.admit([event], origin=self._participant)
 
     async def close(self) -> None:
         self._closed.set()

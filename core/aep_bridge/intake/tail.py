@@ -444,6 +444,14 @@ class LogSource:
         self.root = root
         self.name = f"logs:{root}"
         self._tailer = LogTailer(root, store, glob=glob)
+        self._closed = False
+
+    #: nobody is on the other end of a log file to take an answer: requests are shown only
+    answers = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     async def events(
         self,
@@ -469,4 +477,5 @@ class LogSource:
         return []
 
     async def close(self) -> None:
+        self._closed = True
         self._tailer.stop()

@@ -1,0 +1,501 @@
+"""The attention loop: pending requests, who may answer, the one command, and what became of it.
+
+An `attention.requested` becomes a pending request in the store before any card is shown.
+Its card id is short and opaque (never the producer's AEP id). A press is checked against
+the approver policy every time; the first allowed answer claims the request atomically, and
+its `control.attention.respond` is recorded with the claim, so a restart re-sends the very
+same command (same id) instead of a second one. The agent's acks, `attention.answered`,
+`attention.resolved` and `attention.timeout` (including answers given in its own terminal)
+move the request on, and every change is reported as an `Outcome` the bridge shows on every
+card.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, Literal, cast
+
+from .aep.build import make_respond_command
+from .aep.envelope import Event
+from .aep.payloads import Answer
+from .aep.validation import parse_event
+from .intake.source import CommandResult
+from .render import aep_form_values
+from .sessions import SessionRecord, Sessions
+from .store import Store
+from .types import ChannelUser, OutcomeStatus, Resolution, ResolutionStatus
+
+log = logging.getLogger("aep_bridge.attention")
+
+Status = Literal["open", "sending", "answered", "resolved", "expired", "dismissed", "informational"]
+CLOSED: frozenset[str] = frozenset({"answered", "resolved", "expired", "dismissed"})
+
+
+def new_card_id() -> str:
+    """A short opaque card id: fits any platform's button data with room to spare."""
+    return "c" + secrets.token_hex(4)
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A pending (or finished) request, as stored."""
+
+    id: str
+    session_id: str
+    event_id: str
+    raw: bytes
+    options: tuple[str, ...]
+    status: Status
+    answer: str | None = None
+    answered_by: str | None = None
+    command_id: str | None = None
+    command_raw: bytes | None = None
+    expires_at: float | None = None
+
+    @property
+    def event(self) -> Event:
+        return parse_event(self.raw)
+
+    @property
+    def fields(self) -> list[dict[str, Any]]:
+        fields = (self.event.data or {}).get("fields")
+        return fields if isinstance(fields, list) else []
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What a card shows now; the bridge turns it into each channel's `PermissionOutcome`."""
+
+    status: OutcomeStatus
+    option_index: int | None = None
+    text: str | None = None
+    by: str | None = None
+    detail: str | None = None
+
+
+Approver = Callable[[str, ChannelUser, Request | None], bool]
+Sender = Callable[[SessionRecord, Event], Awaitable[CommandResult]]
+Reporter = Callable[[Request, Outcome], None]
+
+_COLUMNS = (
+    "id, session_id, event_id, raw, options, status, answer, answered_by, command_id, "
+    "command_raw, expires_at"
+)
+
+
+def _row(row: tuple[object, ...]) -> Request:
+    (rid, session_id, event_id, raw, options, status, answer, by, cid, craw, expires) = row
+    return Request(
+        str(rid),
+        str(session_id),
+        str(event_id),
+        bytes(cast(bytes, raw)),
+        tuple(json.loads(str(options))),
+        str(status),  # type: ignore[arg-type]
+        None if answer is None else str(answer),
+        None if by is None else str(by),
+        None if cid is None else str(cid),
+        None if craw is None else bytes(cast(bytes, craw)),
+        None if expires is None else float(expires),  # type: ignore[arg-type]
+    )
+
+
+def _expiry(event: Event) -> float | None:
+    value = (event.data or {}).get("expires_at")
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+class Attention:
+    """Pending requests: open, answer (once), follow the agent's lifecycle events."""
+
+    def __init__(
+        self,
+        store: Store,
+        sessions: Sessions,
+        *,
+        approve: Approver,
+        send: Sender,
+        report: Reporter,
+        source: str,
+        agent: str = "aep-bridge",
+    ) -> None:
+        self.store = store
+        self.sessions = sessions
+        self._approve = approve
+        self._send = send
+        self._report = report
+        self.source = source
+        self.agent = agent
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+
+    # -- the store ---------------------------------------------------------------------
+
+    def get(self, card_id: str) -> Request | None:
+        rows = self.store.execute(f"SELECT {_COLUMNS} FROM requests WHERE id = ?", (card_id,))
+        return _row(rows[0]) if rows else None
+
+    def find(self, session_id: str, event_id: str) -> Request | None:
+        rows = self.store.execute(
+            f"SELECT {_COLUMNS} FROM requests WHERE session_id = ? AND event_id = ?",
+            (session_id, event_id),
+        )
+        return _row(rows[0]) if rows else None
+
+    def open_requests(self, session_id: str) -> list[Request]:
+        rows = self.store.execute(
+            f"SELECT {_COLUMNS} FROM requests WHERE session_id = ? "
+            "AND status IN ('open', 'sending') ORDER BY updated",
+            (session_id,),
+        )
+        return [_row(r) for r in rows]
+
+    def _set(self, request: Request, **changes: Any) -> Request:
+        updated = replace(request, **changes)
+        self.store.execute(
+            "UPDATE requests SET status = ?, answer = ?, answered_by = ?, command_id = ?, "
+            "command_raw = ?, updated = ? WHERE id = ?",
+            (
+                updated.status,
+                updated.answer,
+                updated.answered_by,
+                updated.command_id,
+                updated.command_raw,
+                time.time(),
+                updated.id,
+            ),
+        )
+        return updated
+
+    # -- requests in -------------------------------------------------------------------
+
+    def open(
+        self,
+        event: Event,
+        session: SessionRecord,
+        option_ids: list[str],
+        *,
+        answerable: bool = True,
+    ) -> Request:
+        """Store the request before any card is shown; idempotent on the AEP id.
+
+        It is informational (shown, never answered from chat) when its `respond_via` leaves
+        out `control`, or when its source cannot take an answer (a log file).
+        """
+        known = self.find(session.id, event.id)
+        if known is not None:
+            return known
+        respond_via = (event.data or {}).get("respond_via")
+        informational = not answerable or (
+            isinstance(respond_via, list) and "control" not in respond_via
+        )
+        request = Request(
+            new_card_id(),
+            session.id,
+            event.id,
+            event.raw,
+            tuple(option_ids),
+            "informational" if informational else "open",
+            expires_at=_expiry(event),
+        )
+        self.store.execute(
+            "INSERT INTO requests (id, session_id, event_id, raw, options, status, expires_at, "
+            "updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                request.id,
+                session.id,
+                event.id,
+                event.raw,
+                json.dumps(option_ids),
+                request.status,
+                request.expires_at,
+                time.time(),
+            ),
+        )
+        self._schedule_expiry(request)
+        return request
+
+    def add_card(self, request: Request, channel: str) -> None:
+        self.store.execute(
+            "INSERT OR IGNORE INTO cards (request_id, channel) VALUES (?, ?)", (request.id, channel)
+        )
+
+    def cards(self, request: Request) -> list[str]:
+        rows = self.store.execute("SELECT channel FROM cards WHERE request_id = ?", (request.id,))
+        return [str(r[0]) for r in rows]
+
+    # -- answers -----------------------------------------------------------------------
+
+    def _closed_resolution(self, request: Request) -> Resolution | None:
+        if request.status == "informational":
+            return Resolution(status=ResolutionStatus.INFORMATIONAL)
+        if request.status == "expired" or (
+            request.expires_at is not None
+            and request.expires_at <= time.time()
+            and request.status == "open"
+        ):
+            return Resolution(status=ResolutionStatus.EXPIRED)
+        if request.status in ("sending", "answered", "resolved", "dismissed"):
+            by = request.answered_by or ("the agent" if request.status == "dismissed" else None)
+            return Resolution(status=ResolutionStatus.ALREADY_ANSWERED, answered_by=by)
+        return None
+
+    async def answer(
+        self,
+        channel: str,
+        session_id: str,
+        card_id: str,
+        user: ChannelUser,
+        *,
+        option: str | None = None,
+        text: str | None = None,
+        values: dict[str, Any] | None = None,
+    ) -> Resolution:
+        """A person answered on `channel`. The first allowed answer wins; the rest are told."""
+        request = self.get(card_id)
+        if request is None or request.session_id != session_id:
+            return Resolution(status=ResolutionStatus.UNKNOWN)
+        if channel not in self.cards(request):
+            return Resolution(status=ResolutionStatus.UNKNOWN)
+        closed = self._closed_resolution(request)
+        if closed is not None:
+            return closed
+        if not self._approve(channel, user, request):
+            log.warning(
+                "refused an answer to %s on %s from %s (%s): not an approver",
+                card_id,
+                channel,
+                user.id,
+                user.display,
+            )
+            return Resolution(status=ResolutionStatus.NOT_ALLOWED)
+        built = self._answer_of(request, option, text, values)
+        if isinstance(built, Resolution):
+            return built
+        answer, index = built
+        session = self.sessions.get(session_id)
+        if session is None:
+            return Resolution(status=ResolutionStatus.UNKNOWN)
+        command = make_respond_command(request.event, answer, source=self.source, agent=self.agent)
+        recorded = json.dumps({"option_index": index, "text": text, "values": values})
+        with self.store.transaction():
+            claimed = self.store.execute(
+                "UPDATE requests SET status = 'sending', answer = ?, answered_by = ?, "
+                "command_id = ?, command_raw = ?, updated = ? WHERE id = ? AND status = 'open' "
+                "RETURNING id",
+                (recorded, user.display, command.id, command.raw, time.time(), card_id),
+            )
+        if not claimed:  # someone else's answer got there first
+            latest = self.get(card_id)
+            return (self._closed_resolution(latest) if latest else None) or Resolution(
+                status=ResolutionStatus.ALREADY_ANSWERED
+            )
+        sending = replace(
+            request,
+            status="sending",
+            answer=recorded,
+            answered_by=user.display,
+            command_id=command.id,
+            command_raw=command.raw,
+        )
+        self._spawn(self._deliver(session, sending, command))
+        return Resolution(status=ResolutionStatus.ACCEPTED)
+
+    def _answer_of(
+        self,
+        request: Request,
+        option: str | None,
+        text: str | None,
+        values: dict[str, Any] | None,
+    ) -> tuple[Answer, int | None] | Resolution:
+        if option is not None:
+            index = _option_index(option, len(request.options))
+            if index is None:
+                return Resolution(status=ResolutionStatus.REJECTED, reason="no such option")
+            return Answer(option=request.options[index]), index
+        if values is not None:
+            mapped = aep_form_values(request.event, values)  # card ids (f1, c2) to AEP ids
+            problem = _form_problem(request.fields, mapped)
+            if problem:
+                return Resolution(status=ResolutionStatus.REJECTED, reason=problem)
+            return Answer(values=mapped), None
+        if text is not None and text.strip():
+            return Answer(text=text), None  # AEP-0008: sent as text, never mapped by us
+        return Resolution(status=ResolutionStatus.REJECTED, reason="an empty answer")
+
+    async def _deliver(self, session: SessionRecord, request: Request, command: Event) -> None:
+        result = await self._send(session, command)
+        current = self.get(request.id)
+        if current is None or current.command_id != command.id or current.status != "sending":
+            return  # the agent moved on meanwhile (answered elsewhere, resolved, expired)
+        recorded = json.loads(current.answer or "{}")
+        outcome = Outcome(
+            OutcomeStatus.ANSWERED,
+            recorded.get("option_index"),
+            recorded.get("text"),
+            current.answered_by,
+        )
+        if result.status == "accepted":
+            self._set(current, status="answered")
+            self._report(current, outcome)
+            return
+        if result.status == "rejected":
+            detail = f"{result.code}" + (f": {result.detail}" if result.detail else "")
+            status = OutcomeStatus.REFUSED
+        elif result.status == "refused":
+            detail = f"{result.code}: {result.detail}" if result.detail else str(result.code)
+            status = OutcomeStatus.UNDELIVERED
+        else:
+            detail = "the agent did not acknowledge in time"
+            status = OutcomeStatus.UNDELIVERED
+        log.warning("answer to %s was not taken: %s", request.id, detail)
+        reopened = self._set(
+            current, status="open", answer=None, answered_by=None, command_id=None, command_raw=None
+        )
+        self._report(reopened, replace(outcome, status=status, detail=detail))
+
+    # -- the agent's lifecycle events ----------------------------------------------------
+
+    def on_event(self, event: Event, session: SessionRecord) -> None:
+        """Follow `attention.*` and `session.ended` from the agent."""
+        if event.type == "session.ended":
+            for request in self.open_requests(session.id):
+                self._close(request, "dismissed", Outcome(OutcomeStatus.DISMISSED))
+            return
+        if not event.type.startswith("attention.") or event.subject is None:
+            return
+        found = self.find(session.id, event.subject)
+        if found is None:
+            return
+        request = found
+        if event.type == "attention.answered":
+            self._answered(request, event)
+        elif event.type == "attention.resolved":
+            resolution = (event.data or {}).get("resolution")
+            if request.status in ("open", "sending"):
+                status = (
+                    OutcomeStatus.DISMISSED
+                    if resolution == "dismissed"
+                    else (OutcomeStatus.ANSWERED_ELSEWHERE)
+                )
+                self._close(request, "resolved", Outcome(status))
+            elif request.status == "answered":
+                self._set(request, status="resolved")
+        elif event.type == "attention.timeout" and request.status in ("open", "sending"):
+            self._close(request, "expired", Outcome(OutcomeStatus.EXPIRED))
+
+    def _answered(self, request: Request, event: Event) -> None:
+        data = event.data or {}
+        answer = data.get("answer") if isinstance(data.get("answer"), dict) else {}
+        option = answer.get("option") if isinstance(answer, dict) else None
+        index = request.options.index(option) if option in request.options else None
+        ours = request.command_id is not None and event.cause == request.command_id
+        if request.status == "answered" and ours:
+            return  # already shown when the agent acknowledged our command
+        if request.status in ("open", "sending") or (request.status == "answered" and not ours):
+            by = request.answered_by if ours else None
+            status = OutcomeStatus.ANSWERED if ours else OutcomeStatus.ANSWERED_ELSEWHERE
+            text = answer.get("text") if isinstance(answer, dict) else None
+            self._close(
+                request,
+                "answered",
+                Outcome(status, index, text if isinstance(text, str) else None, by),
+            )
+
+    def _close(self, request: Request, status: Status, outcome: Outcome) -> None:
+        closed = self._set(request, status=status)
+        timer = self._timers.pop(request.id, None)
+        if timer is not None:
+            timer.cancel()
+        self._report(closed, outcome)
+
+    # -- expiry and restarts --------------------------------------------------------------
+
+    def _schedule_expiry(self, request: Request) -> None:
+        if request.expires_at is None or request.status not in ("open", "sending"):
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        delay = max(0.0, request.expires_at - time.time())
+        self._timers[request.id] = loop.call_later(delay, self._expire, request.id)
+
+    def _expire(self, card_id: str) -> None:
+        self._timers.pop(card_id, None)
+        request = self.get(card_id)
+        if request is not None and request.status == "open":
+            self._close(request, "expired", Outcome(OutcomeStatus.EXPIRED))
+
+    def recover(self) -> int:
+        """After a restart: re-send claimed commands (same id) and re-arm expiry timers."""
+        resent = 0
+        rows = self.store.execute(
+            f"SELECT {_COLUMNS} FROM requests WHERE status IN ('open', 'sending')"
+        )
+        for request in (_row(r) for r in rows):
+            self._schedule_expiry(request)
+            if request.status == "sending" and request.command_raw is not None:
+                session = self.sessions.get(request.session_id)
+                if session is not None:
+                    self._spawn(self._deliver(session, request, parse_event(request.command_raw)))
+                    resent += 1
+        return resent
+
+    def _spawn(self, coroutine: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    @property
+    def busy(self) -> bool:
+        """Whether answers are on their way to the agent."""
+        return bool(self._tasks)
+
+    async def idle(self) -> None:
+        """Wait for commands in flight (tests, shutdown)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def stop(self) -> None:
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+
+
+def _option_index(option: str, count: int) -> int | None:
+    """The index behind a card's short option id (`o1`, `o2`, ...)."""
+    if option.startswith("o") and option[1:].isascii() and option[1:].isdigit():
+        index = int(option[1:]) - 1
+        if 0 <= index < count:
+            return index
+    return None
+
+
+def _form_problem(fields: list[dict[str, Any]], values: dict[str, Any]) -> str | None:
+    """Why form values would be refused by the agent (AEP-0006), or None."""
+    for spec in fields:
+        if not isinstance(spec, dict):
+            continue
+        field_id = spec.get("id")
+        if spec.get("required") and field_id not in values:
+            return f"{spec.get('label', field_id)} is required"
+        if field_id in values and spec.get("type") == "select":
+            ids = {c.get("id") for c in spec.get("choices") or [] if isinstance(c, dict)}
+            value = values[field_id]
+            for chosen in value if isinstance(value, list) else [value]:
+                if chosen not in ids and not (isinstance(chosen, str) and spec.get("other")):
+                    return f"{chosen!r} is not a choice of {spec.get('label', field_id)}"
+    return None

@@ -1,0 +1,111 @@
+"""What people write in a session's thread: `/status`, `/cancel`, `/pause`, `/resume`.
+
+Control goes to the agent as `control.cancel` / `control.pause` / `control.resume` on the
+session's own route, only from an approver, and the thread is told what the agent said (or
+why nothing was sent). Anything else gets a one-line hint: answers to questions are given on
+their cards, never guessed from loose text.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Final
+
+from .intake.source import CommandResult
+from .types import IncomingMessage
+
+if TYPE_CHECKING:
+    from .bridge import Bridge
+    from .sessions import SessionRecord
+
+log = logging.getLogger("aep_bridge.chat")
+
+CONTROL_VERBS: Final = ("cancel", "pause", "resume")
+HELP: Final = (
+    "Commands here: /status, /cancel, /pause, /resume. To answer a question, press a button "
+    "on its card or reply to the card."
+)
+_REFUSALS: Final = {
+    "no-route": "the agent is not connected, so nothing was sent",
+    "unsupported": "this agent does not accept /{verb}",
+    "ambiguous": "more than one agent claims this session, so nothing was sent",
+    "unauthorized": "the endpoint refused the bridge's credentials",
+}
+
+
+def describe(verb: str, result: CommandResult) -> str:
+    """One line for the thread: what became of `/verb`."""
+    match result.status:
+        case "accepted":
+            return f"/{verb}: the agent accepted it"
+        case "rejected":
+            why = ": ".join(x for x in (result.code, result.detail) if x)
+            return f"/{verb}: the agent refused it" + (f" ({why})" if why else "")
+        case "refused":
+            reason = _REFUSALS.get(result.code or "", result.detail or "it could not be delivered")
+            return f"/{verb}: " + reason.format(verb=verb)
+        case "timeout":
+            return f"/{verb}: the agent did not acknowledge it in time; it may not have arrived"
+    return f"/{verb}: {result.status}"
+
+
+class ChatCommands:
+    """Handles `IncomingMessage`s for the bridge."""
+
+    def __init__(self, bridge: Bridge) -> None:
+        self.bridge = bridge
+
+    async def handle(self, channel: str, message: IncomingMessage) -> None:
+        sessions = self.bridge.sessions
+        session_id = message.session_id
+        if session_id is None and message.thread_id is not None:
+            session_id = sessions.session_of_thread(channel, message.thread_id)
+        session = sessions.get(session_id) if session_id else None
+        if session is None or channel not in sessions.channels(session.id):
+            log.info(
+                "message from %s in %s ignored: not in a session's thread", message.user.id, channel
+            )
+            return
+        words = message.text.strip().split()
+        verb = words[0][1:].split("@", 1)[0].lower() if words and words[0][:1] == "/" else ""
+        if verb == "status":
+            self.bridge.reply(channel, session.id, self.status(session))
+        elif verb in CONTROL_VERBS:
+            await self.control(channel, session, verb, message)
+        else:
+            self.bridge.reply(channel, session.id, HELP)
+
+    def status(self, session: SessionRecord) -> str:
+        thread = self.bridge.sessions.thread(
+            session.id, self.bridge.sessions.channels(session.id)[0]
+        )
+        name = thread.name if thread else session.session
+        waiting = self.bridge.attention.open_requests(session.id)
+        state = "ended" if session.state == "ended" else "running"
+        questions = f"{len(waiting)} question(s) waiting" if waiting else "no question waiting"
+        return f"{name}: {session.agent}, {state}; {questions}"
+
+    async def control(
+        self, channel: str, session: SessionRecord, verb: str, message: IncomingMessage
+    ) -> None:
+        bridge = self.bridge
+        if not bridge.may_answer(channel, message.user, None):
+            log.warning(
+                "refused /%s on %s from %s (%s): not an approver",
+                verb,
+                channel,
+                message.user.id,
+                message.user.display,
+            )
+            bridge.reply(
+                channel, session.id, f"/{verb}: refused: you are not an approver for this channel"
+            )
+            return
+        current = bridge.sessions.get(session.id)
+        if current is not None and current.state == "ended":
+            bridge.reply(channel, session.id, f"/{verb}: the session has ended")
+            return
+        command = bridge.control(session, verb)
+        log.info("/%s for session %s from %s on %s", verb, session.id, message.user.id, channel)
+        result = await bridge.send_command(session, command)
+        bridge.reply(channel, session.id, describe(verb, result))

@@ -1,0 +1,1206 @@
+"""The outbox: one scheduler per channel instance, between the core and a platform.
+
+Every call the core makes to a platform goes through its channel's outbox, because only one
+place can know everything that decides when a call may go out: the platform's real limits
+(per chat, per group of chats, per bot), which calls are waiting, which of them matter most,
+and which have failed. Adapters therefore never sleep or retry (docs/architecture.md); they
+raise `ChannelError` or `RateLimited` and the outbox decides.
+
+What it guarantees, and why:
+
+- **Never over a declared limit.** Each `RateLimit` is kept as a sliding window of the last
+  calls (at most `count`, or `burst` when that is larger, in any `per_seconds`), plus a token
+  bucket refilled at `count / per_seconds` when the platform declared a `burst`. A token
+  bucket alone lets nearly twice `count` through in one window (a full bucket, then the
+  refill), which is exactly what gets a Telegram bot a 429 or a ban; the window does not.
+  A backlog still goes out at the full declared rate.
+- **Questions before chatter.** The next call is the highest-priority one that may run now.
+  A waiting higher-priority call also reserves its share of the buckets it needs, so chatter
+  in a free chat cannot take the last group slot a question is about to use.
+- **Order per thread.** Calls of one session at one priority go out in submit order; a call
+  that waits for a retry holds back the calls behind it, never lets them overtake.
+- **Latest text wins.** A job with a `coalesce` key replaces an unsent job with the same key
+  (in the same session) in its place, so a burst of edits to one card costs one call.
+- **Fits the platform.** Long text is split at the platform's limit in its own unit, without
+  breaking a fenced code block; an edit of one card is cut to fit instead.
+- **Failures wait, then retry.** `RateLimited(retry_after)` pauses that job's chat (the whole
+  channel when a job has no chat) and retries the job first when the pause ends.
+  `ChannelError` is retried after about 1, 2, 4, ... up to 60 s, with jitter so that calls
+  that failed together do not return together, while other threads carry on; a job is
+  retried until it goes (the contract cannot say "never"), a `call` up to `max_attempts`.
+  Any other exception is a bug in the adapter: logged with the job, retried up to
+  `max_attempts`, then dropped and counted as `failed`.
+- **Survives a restart.** A submitted job is in the `outbox` table before `submit` returns and
+  is deleted only after the adapter call returned. A job in flight when the process dies is
+  therefore sent again after the restart: the one repeat allowed.
+- **Bounded.** Over `max_backlog` queued jobs, droppable chatter goes, oldest first; nothing
+  else is ever dropped for space.
+
+Logging names jobs by operation, session, row and priority, never by their text: the text may
+carry what the platform was meant to see, and logs are not the platform.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import json
+import logging
+import math
+import random
+import re
+import sqlite3
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from enum import IntEnum
+from typing import Any, Final, Literal, get_args
+
+from .adapter import ChannelAdapter
+from .store import Store
+from .text import LengthUnit, measure, split_text
+from .types import (
+    ChannelError,
+    NotificationMessage,
+    OutgoingMessage,
+    PermissionOutcome,
+    PermissionRequest,
+    RateLimit,
+    RateLimited,
+)
+
+log = logging.getLogger(__name__)
+
+#: Exponential backoff after a failed call: about 1, 2, 4, ... seconds, never more than this.
+BACKOFF_CAP: Final = 60.0
+#: Each backoff is scaled by a random factor in this range, so that calls that failed
+#: together (a platform outage) do not all come back in the same instant.
+JITTER: Final = (0.75, 1.25)
+#: What a cut-down edit ends with.
+ELLIPSIS: Final = "…"
+#: Idle per-chat buckets are forgotten every this many dispatches (they refill anyway).
+_PRUNE_EVERY: Final = 1024
+
+
+class Priority(IntEnum):
+    """Which waiting call goes first: the lowest value that may run now."""
+
+    QUESTION = 0  # permission cards and their updates
+    NOTIFICATION = 1  # send_notification
+    FINAL = 2  # messages that notify (OutgoingMessage.notify), session end, errors, renames
+    LIVE = 3  # live chatter: thoughts, tool updates, progress, streaming edits
+
+
+Op = Literal[
+    "send_message",
+    "send_permission_request",
+    "update_permission_request",
+    "send_notification",
+    "rename_session_thread",
+    "archive_session_topic",
+    "delete_session_thread",
+]
+OPS: Final[frozenset[str]] = frozenset(get_args(Op))
+_FINAL_KINDS: Final = frozenset({"session_end", "error"})
+
+
+@dataclass
+class Job:
+    """One persisted platform call: what to call, for which session, and how urgent it is.
+
+    `payload` is JSON: `{"content": OutgoingMessage dump}` for `send_message`,
+    `{"request": ...}` for `send_permission_request`, `{"request": ..., "outcome": ...}` for
+    `update_permission_request`, `{"notification": ...}` for `send_notification`,
+    `{"name": ...}` for `rename_session_thread`, `{}` for the others. The constructors
+    (`Job.message`, `Job.permission`, ...) build it and pick the usual priority.
+    """
+
+    op: Op
+    session_id: str | None
+    payload: dict[str, Any]
+    priority: Priority
+    #: a later job with the same key (in the same session) replaces an unsent earlier one
+    coalesce: str | None = None
+    #: debug and info chatter: may be dropped under backpressure (counted)
+    droppable: bool = False
+
+    def __post_init__(self) -> None:
+        self.priority = Priority(self.priority)
+
+    @classmethod
+    def message(
+        cls,
+        session_id: str,
+        content: OutgoingMessage,
+        *,
+        priority: Priority | None = None,
+        droppable: bool = False,
+    ) -> Job:
+        """A message in the session's thread.
+
+        By default a message that notifies (or ends the session, or reports an error) is
+        FINAL and anything else LIVE; a keyed message (one card, edited) coalesces on its key.
+        """
+        if priority is None:
+            final = content.notify or content.type in _FINAL_KINDS
+            priority = Priority.FINAL if final else Priority.LIVE
+        coalesce = None if content.key is None else f"message:{content.key}"
+        return cls(
+            "send_message",
+            session_id,
+            {"content": content.model_dump(mode="json")},
+            priority,
+            coalesce,
+            droppable,
+        )
+
+    @classmethod
+    def permission(cls, session_id: str, request: PermissionRequest) -> Job:
+        """A question card."""
+        return cls(
+            "send_permission_request",
+            session_id,
+            {"request": request.model_dump(mode="json")},
+            Priority.QUESTION,
+        )
+
+    @classmethod
+    def permission_update(
+        cls, session_id: str, request: PermissionRequest, outcome: PermissionOutcome
+    ) -> Job:
+        """What became of a card; a later outcome for the same card replaces an unsent one."""
+        return cls(
+            "update_permission_request",
+            session_id,
+            {
+                "request": request.model_dump(mode="json"),
+                "outcome": outcome.model_dump(mode="json"),
+            },
+            Priority.QUESTION,
+            f"outcome:{request.id}",
+        )
+
+    @classmethod
+    def notification(cls, notification: NotificationMessage) -> Job:
+        """A heads-up outside the thread (counted against `limit_keys(None)`)."""
+        return cls(
+            "send_notification",
+            notification.session_id,
+            {"notification": notification.model_dump(mode="json")},
+            Priority.NOTIFICATION,
+        )
+
+    @classmethod
+    def rename(cls, session_id: str, name: str) -> Job:
+        """Rename the session's thread; only the latest unsent name is sent."""
+        return cls("rename_session_thread", session_id, {"name": name}, Priority.FINAL, "rename")
+
+    @classmethod
+    def archive(cls, session_id: str) -> Job:
+        """Close or archive the session's thread."""
+        return cls("archive_session_topic", session_id, {}, Priority.FINAL)
+
+    @classmethod
+    def delete(cls, session_id: str) -> Job:
+        """Remove the session's thread."""
+        return cls("delete_session_thread", session_id, {}, Priority.FINAL)
+
+
+def _arguments(job: Job) -> tuple[Any, ...]:
+    """The adapter call's arguments, parsed from the payload: a bad job fails at `submit`."""
+    if job.op not in OPS:
+        raise ValueError(f"unknown outbox operation {job.op!r}")
+    if job.op == "send_notification":
+        return (NotificationMessage.model_validate(job.payload["notification"]),)
+    session = job.session_id
+    if session is None:
+        raise ValueError(f"{job.op} needs a session_id")
+    payload = job.payload
+    if job.op == "send_message":
+        return (session, OutgoingMessage.model_validate(payload["content"]))
+    if job.op == "send_permission_request":
+        return (session, PermissionRequest.model_validate(payload["request"]))
+    if job.op == "update_permission_request":
+        return (
+            session,
+            PermissionRequest.model_validate(payload["request"]),
+            PermissionOutcome.model_validate(payload["outcome"]),
+        )
+    if job.op == "rename_session_thread":
+        name = payload["name"]
+        if not isinstance(name, str):
+            raise ValueError("rename_session_thread needs a string name")
+        return (session, name)
+    return (session,)
+
+
+# -- splitting -------------------------------------------------------------------------
+
+#: A CommonMark fence line: up to three spaces, then three or more backticks or tildes.
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})([^\n]*)")
+
+
+@dataclass(frozen=True, slots=True)
+class _OpenFence:
+    marker: str  # the fence characters that opened it: "```", "````", "~~~"
+    info: str  # the info string (the language tag)
+    start: int  # where its opening line starts
+
+
+def _open_fence(text: str) -> _OpenFence | None:
+    """The fenced code block still open at the end of `text`, if any."""
+    opened: _OpenFence | None = None
+    position = 0
+    for line in text.split("\n"):
+        match = _FENCE.fullmatch(line)
+        if match is not None:
+            marker, info = match.group(1), match.group(2)
+            if opened is None:
+                if not (marker[0] == "`" and "`" in info):  # a backtick fence's info has none
+                    opened = _OpenFence(marker, info.strip(), position)
+            elif (
+                marker[0] == opened.marker[0]
+                and len(marker) >= len(opened.marker)
+                and not info.strip()  # a closing fence has no info string
+            ):
+                opened = None
+        position += len(line) + 1
+    return opened
+
+
+def _fit(text: str, limit: int, unit: LengthUnit) -> int:
+    """How many characters of `text` fit in `limit` units (0 if not even one)."""
+    if measure(text, unit) <= limit:
+        return len(text)
+    low, high = 0, min(len(text), limit)  # every character is at least one unit
+    while low < high:
+        mid = (low + high + 1) // 2
+        if measure(text[:mid], unit) <= limit:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+def _cut(text: str, budget: int, unit: LengthUnit, keep: int) -> int:
+    """Where the piece of `text` within `budget` units ends, past the first `keep` characters.
+
+    `split_text` chooses the place (a paragraph, line or word boundary); a place inside a
+    fence line moves to the start of that line, so a marker is never cut in half.
+    """
+    prefix = text[: budget + 1]  # every character is at least one unit: this is over budget
+    cut = len(split_text(prefix, budget, unit)[0])
+    if cut <= keep:  # the natural place leaves nothing but a reopened fence: cut hard
+        cut = max(_fit(text, budget, unit), keep + 1)
+    line_start = text.rfind("\n", 0, cut) + 1
+    if line_start < cut:
+        line_end = text.find("\n", cut)
+        line = text[line_start : len(text) if line_end < 0 else line_end]
+        if _FENCE.fullmatch(line) is not None and line_start > keep:
+            cut = line_start
+    return cut
+
+
+def split_markdown(text: str, limit: int, unit: LengthUnit = "chars") -> list[str]:
+    """Pieces of `text`, each at most `limit` units, in order, fenced code kept fenced.
+
+    Built on `split_text` (which prefers paragraph, line, then word boundaries). When a cut
+    falls inside a fenced code block, the piece gets a closing fence and the next piece
+    reopens the block with the same marker and language tag, so every piece renders as code
+    where the original did. The added fence characters are counted in the limit. A limit
+    too small to hold a reopened fence line and some content falls back to plain splitting.
+    """
+    if limit < 1:
+        raise ValueError("limit must be at least 1")
+    pieces: list[str] = []
+    rest = text
+    keep = 0  # length of the reopened fence line at the start of `rest`
+    while measure(rest, unit) > limit:
+        budget = limit
+        cut = 0
+        fence: _OpenFence | None = None
+        for _ in range(4):  # a shorter piece may end in another block, with a longer marker
+            if budget <= keep:
+                return [*pieces, *split_text(rest, limit, unit)]
+            cut = _cut(rest, budget, unit, keep)
+            fence = _open_fence(rest[:cut])
+            closing = 0 if fence is None else 1 + len(fence.marker)  # ASCII: 1 unit each
+            if measure(rest[:cut], unit) + closing <= limit:
+                break
+            budget = limit - closing
+        else:
+            return [*pieces, *split_text(rest, limit, unit)]
+        if fence is not None and fence.start > keep:
+            opener_end = rest.find("\n", fence.start)
+            if opener_end < 0 or not rest[opener_end + 1 : cut].strip():
+                # the piece would end with the block's opening line alone: open the block
+                # in the next piece instead
+                cut, fence = fence.start, None
+        piece = rest[:cut]
+        if fence is None:
+            pieces.append(piece)
+            rest, keep = rest[cut:], 0
+            continue
+        close = fence.marker if piece.endswith("\n") else "\n" + fence.marker
+        reopen = f"{fence.marker}{fence.info}\n"
+        pieces.append(piece + close)
+        rest, keep = reopen + rest[cut:], len(reopen)
+    if rest or not pieces:
+        pieces.append(rest)
+    return pieces
+
+
+def truncate_markdown(text: str, limit: int, unit: LengthUnit = "chars") -> str:
+    """`text` cut to at most `limit` units, ending with "…" (and a closing fence if needed).
+
+    For an edit of one card, which must stay one message.
+    """
+    if measure(text, unit) <= limit:
+        return text
+    room = limit - measure(ELLIPSIS, unit)
+    if room < 1:
+        return text[: _fit(text, limit, unit)]
+    head = text[: _fit(text, room, unit)]
+    fence = _open_fence(head)
+    if fence is None:
+        return head + ELLIPSIS
+    for _ in range(2):  # the shorter head may end in another block, with a longer marker
+        closing = "\n" + fence.marker
+        if room - len(closing) < 1:
+            break
+        head = text[: _fit(text, room - len(closing), unit)]
+        fence = _open_fence(head)
+        if fence is None:
+            return head + ELLIPSIS
+        cut = head + ELLIPSIS + "\n" + fence.marker
+        if measure(cut, unit) <= limit:
+            return cut
+    return text[: _fit(text, room, unit)] + ELLIPSIS
+
+
+# -- rate limits -----------------------------------------------------------------------
+
+
+class _Limiter:
+    """One declared `RateLimit`, kept exactly.
+
+    At most `max(count, burst)` calls in any `per_seconds` (a sliding window over the last
+    calls' times), and, when `burst` is declared, a token bucket of `burst` refilled at
+    `count / per_seconds` for the sustained rate.
+    """
+
+    __slots__ = ("bucket", "log", "rate", "tokens", "updated", "window")
+
+    def __init__(self, limit: RateLimit) -> None:
+        self.window = float(limit.per_seconds)
+        cap = max(limit.count, limit.burst or limit.count)
+        self.log: deque[float] = deque(maxlen=cap)
+        self.rate = limit.count / limit.per_seconds
+        self.bucket = limit.burst
+        self.tokens = float(limit.burst or 0)
+        self.updated = -math.inf
+
+    def _tokens(self, now: float) -> float:
+        assert self.bucket is not None
+        tokens = min(float(self.bucket), self.tokens + (now - self.updated) * self.rate)
+        return float(self.bucket) if tokens > self.bucket - 1e-9 else tokens
+
+    def free_at(self, now: float) -> float:
+        """The earliest time, from `now`, at which one more call may go."""
+        ready = now
+        if len(self.log) == self.log.maxlen:
+            ready = self.log[0] + self.window
+        if self.bucket is not None:
+            tokens = self._tokens(now)
+            if tokens < 1:
+                ready = max(ready, now + (1 - tokens) / self.rate)
+        return ready
+
+    def free_after_take(self, now: float) -> float:
+        """When one more call could go if one went `now`: whether a call now costs a waiting
+        call its slot."""
+        ready = now
+        cap = self.log.maxlen or 0
+        calls = len(self.log) + 1  # the log with the call now
+        if calls >= cap:  # ... is full: the next call waits for its oldest to age out
+            index = calls - cap
+            oldest = self.log[index] if index < len(self.log) else now
+            ready = oldest + self.window
+        if self.bucket is not None:
+            tokens = self._tokens(now) - 1
+            if tokens < 1:
+                ready = max(ready, now + (1 - tokens) / self.rate)
+        return ready
+
+    def take(self, now: float) -> None:
+        """Count one call made at `now`."""
+        self.log.append(now)
+        if self.bucket is not None:
+            self.tokens = max(0.0, self._tokens(now) - 1)
+            self.updated = now
+
+    def idle(self, now: float) -> bool:
+        """Whether forgetting this limiter changes nothing (it would be rebuilt full)."""
+        if self.log and self.log[-1] + self.window > now:
+            return False
+        return self.bucket is None or self._tokens(now) >= self.bucket
+
+
+# -- the queue -------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class _Entry:
+    """A job (or an immediate `call`) in the queue, with its delivery state."""
+
+    op: str
+    session_id: str | None
+    priority: Priority
+    args: tuple[Any, ...]
+    seq: int  # submit order, across persisted jobs and immediate calls
+    row: int | None = None  # the outbox table's id; None for `call()`
+    job: Job | None = None
+    future: asyncio.Future[Any] | None = None
+    attempts: int = 0
+    not_before: float = -math.inf
+    dead: bool = False
+    in_flight: bool = False
+    limiters: tuple[_Limiter, ...] = ()
+    chat: str = ""
+
+    @property
+    def lane(self) -> tuple[str | None, Priority, bool]:
+        # A `call` has a lane of its own: the call that creates a thread must not wait
+        # behind the jobs that wait (held) for that very thread.
+        return (self.session_id, self.priority, self.future is not None)
+
+    @property
+    def droppable(self) -> bool:
+        return self.job is not None and self.job.droppable
+
+    @property
+    def coalesce_key(self) -> tuple[str | None, str] | None:
+        if self.job is None or self.job.coalesce is None:
+            return None
+        return (self.session_id, self.job.coalesce)
+
+    def describe(self) -> str:
+        """For logs: never the text."""
+        row = f"row {self.row}" if self.row is not None else "call"
+        return f"{self.op} ({row}, session {self.session_id}, {self.priority.name})"
+
+
+@dataclass(eq=False)
+class _Lane:
+    """The jobs of one session at one priority, in order; `busy` while its head is out."""
+
+    queue: deque[_Entry] = field(default_factory=deque)
+    busy: bool = False
+
+    def head(self) -> _Entry | None:
+        while self.queue and self.queue[0].dead:
+            self.queue.popleft()
+        return self.queue[0] if self.queue else None
+
+
+_STATS: Final = ("sent", "split", "coalesced", "dropped", "rate_limited", "retried", "failed")
+
+
+class Outbox:
+    """The scheduler of one channel instance: every platform call the core makes goes here.
+
+    `submit` persists a job and returns at once; a worker task (started by `start`) sends it
+    when the platform's limits and the jobs before it allow. `call` is for the one call whose
+    result the core needs (`create_session_thread`): scheduled the same way, not persisted.
+
+    `clock` and `sleep` are injectable so that tests and benchmarks run on simulated time.
+    `concurrency` bounds the calls in flight at once (each thread still has at most one);
+    `rng` drives the backoff jitter; `on_sent(channel, job)` is told of every job delivered.
+    """
+
+    def __init__(
+        self,
+        adapter: ChannelAdapter[Any],
+        store: Store,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        max_backlog: int = 10_000,
+        max_attempts: int = 8,
+        concurrency: int = 8,
+        rng: random.Random | None = None,
+        on_sent: Callable[[str, Job], None] | None = None,
+    ) -> None:
+        if max_backlog < 0 or max_attempts < 1 or concurrency < 1:
+            raise ValueError("max_backlog >= 0, max_attempts >= 1 and concurrency >= 1")
+        self._adapter = adapter
+        self._store = store
+        self._clock = clock
+        self._sleep = sleep
+        self._max_backlog = max_backlog
+        self._max_attempts = max_attempts
+        self._concurrency = concurrency
+        self._rng = rng or random.Random()
+        self._on_sent = on_sent
+        self._channel = adapter.instance_name
+        capabilities = adapter.capabilities
+        self._limits = capabilities.rate_limits
+        self._max_length = capabilities.max_message_length
+        self._unit: LengthUnit = capabilities.length_unit
+        self._chat_limiters: dict[str, _Limiter] = {}
+        self._group_limiters: dict[str, _Limiter] = {}
+        self._global = _Limiter(self._limits.global_) if self._limits.global_ else None
+        self._paused: dict[str, float] = {}  # chat -> until (after a RateLimited)
+        self._paused_all = -math.inf
+        self._lanes: dict[tuple[str | None, Priority, bool], _Lane] = {}
+        self._coalescing: dict[tuple[str | None, str], _Entry] = {}
+        #: droppable entries, a heap by submit order; stale items are skipped when popped
+        self._droppable: list[tuple[int, int, _Entry]] = []
+        self._pushes = itertools.count()
+        self._seq = itertools.count()
+        self._queued = 0
+        self._in_flight = 0
+        self._dispatched = 0
+        self._over_backlog = False
+        self._stats = dict.fromkeys(_STATS, 0)
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._worker: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        #: sessions whose jobs wait (persisted) until their thread exists
+        self._held: set[str] = set()
+
+    # -- the API ---------------------------------------------------------------------------
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Counters since this outbox was made.
+
+        `sent`: adapter calls that returned; `split`: messages split into several;
+        `coalesced`: jobs replaced by a later one with the same key; `dropped`: droppable jobs
+        shed over `max_backlog`; `rate_limited`: `RateLimited` answers; `retried`: retries
+        scheduled after any failure; `failed`: jobs given up on (an adapter bug that persisted
+        past `max_attempts`, an unreadable row, or a `call` that raised).
+        """
+        return dict(self._stats)
+
+    @property
+    def backlog(self) -> int:
+        """Jobs and calls queued, not counting those in flight."""
+        return self._queued
+
+    def submit(self, job: Job) -> None:
+        """Queue `job`: it is in the outbox table when this returns. Never blocks.
+
+        Inside a caller's `store.transaction()` the row commits with the caller's writes.
+        Raises `ValueError` for a job whose payload does not parse (a bug in the caller).
+        """
+        jobs = self._prepare(job)
+        parsed = [(piece, _arguments(piece)) for piece in jobs]
+        with self._store.transaction():
+            actions = [self._persist(piece, args) for piece, args in parsed]
+        for action in actions:
+            action()
+        self._shed()
+        self._changed()
+
+    async def call(
+        self,
+        op: str,
+        *args: Any,
+        priority: Priority = Priority.QUESTION,
+        session_id: str | None = None,
+    ) -> Any:
+        """Call `adapter.<op>(*args)` when the limits allow, and return what it returned.
+
+        For calls whose result the core needs at once (`create_session_thread`): scheduled
+        like any job (`limit_keys(session_id)`, `priority`, order within the thread), but not
+        persisted. Raises the last error after `max_attempts` failed attempts.
+        """
+        method = getattr(self._adapter, op, None)
+        if op.startswith("_") or not callable(method):
+            raise ValueError(f"{type(self._adapter).__name__} has no operation {op!r}")
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        entry = _Entry(op, session_id, Priority(priority), args, next(self._seq), future=future)
+        self._add(entry)
+        self._changed()
+        try:
+            return await future
+        except asyncio.CancelledError:
+            if not entry.in_flight and not entry.dead:
+                self._kill(entry)
+                self._changed()
+            raise
+
+    def hold(self, session_id: str) -> None:
+        """Keep `session_id`'s jobs queued (and persisted) until `release`: its thread is
+        being created, and nothing may be posted to a thread that does not exist yet.
+        `call`s for the session still go: the one that creates the thread is one of them."""
+        self._held.add(session_id)
+
+    def release(self, session_id: str) -> None:
+        """The session's thread exists: its jobs may go."""
+        if session_id in self._held:
+            self._held.discard(session_id)
+            self._changed()
+
+    async def start(self) -> None:
+        """Load this channel's persisted jobs (what a previous run left) and start sending."""
+        if self._worker is not None:
+            return
+        self._load()
+        self._worker = asyncio.create_task(self._work(), name=f"outbox:{self._channel}")
+
+    async def stop(self, flush_timeout: float = 5.0) -> None:
+        """Deliver what can be delivered within `flush_timeout`, then stop sending.
+
+        Whatever is left, including calls cut off in flight, stays in the table for the next
+        start. Pending `call`s raise `ChannelError`.
+        """
+        worker, self._worker = self._worker, None
+        if worker is None:
+            return
+        if flush_timeout > 0 and not self._idle.is_set():
+            await self._race(self._idle.wait(), flush_timeout)
+        worker.cancel()
+        tasks = [worker, *self._tasks]
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for lane in self._lanes.values():  # calls cut off in flight (or before they began)
+            lane.busy = False
+            for entry in lane.queue:
+                if entry.in_flight:
+                    entry.in_flight = False
+                    self._queued += 1
+        self._in_flight = 0
+        for lane in self._lanes.values():
+            for entry in lane.queue:
+                if entry.future is not None and not entry.dead:
+                    if not entry.future.done():
+                        entry.future.set_exception(ChannelError("the outbox stopped"))
+                    self._kill(entry)
+        self._changed()
+
+    async def idle(self) -> None:
+        """Return when nothing is queued or in flight."""
+        await self._idle.wait()
+
+    @property
+    def is_idle(self) -> bool:
+        """Whether nothing is queued or in flight now."""
+        return self._idle.is_set()
+
+    # -- queueing ----------------------------------------------------------------------
+
+    def _prepare(self, job: Job) -> list[Job]:
+        """`job` as it will be sent: a long message split, or cut if it is one card's edit."""
+        if job.op != "send_message":
+            return [job]
+        content = job.payload.get("content")
+        if not isinstance(content, dict) or not isinstance(content.get("text"), str):
+            return [job]
+        text: str = content["text"]
+        if measure(text, self._unit) <= self._max_length:
+            return [job]
+        if content.get("key") is not None or job.coalesce is not None:
+            cut = truncate_markdown(text, self._max_length, self._unit)
+            return [replace(job, payload={**job.payload, "content": {**content, "text": cut}})]
+        pieces = split_markdown(text, self._max_length, self._unit)
+        self._stats["split"] += 1
+        jobs = []
+        for index, piece in enumerate(pieces):
+            last = index == len(pieces) - 1
+            dump = {**content, "text": piece}
+            if not last:  # the attachment and the alert go with the end of the message
+                dump["attachment"] = None
+                dump["notify"] = False
+            jobs.append(replace(job, payload={**job.payload, "content": dump}))
+        return jobs
+
+    def _persist(self, job: Job, args: tuple[Any, ...]) -> Callable[[], None]:
+        """Write `job` to the table; return what to do in memory once that committed."""
+        payload = json.dumps(job.payload, ensure_ascii=False, separators=(",", ":"))
+        lane = (job.session_id, job.priority, False)
+        key = None if job.coalesce is None else (job.session_id, job.coalesce)
+        target = self._coalescing.get(key) if key is not None else None
+        if target is not None and target.lane == lane and target.row is not None:
+            self._store.execute(
+                "UPDATE outbox SET payload = ?, droppable = ?, created = ? WHERE id = ?",
+                (payload, int(job.droppable), time.time(), target.row),
+            )
+
+            def merge() -> None:
+                assert target is not None
+                target.job, target.args = job, args
+                if job.droppable:
+                    self._push_droppable(target)
+                self._stats["coalesced"] += 1
+
+            return merge
+        if target is not None:  # same key, another priority: the new one replaces it
+            self._delete_rows([target.row])
+        rows = self._store.execute(
+            "INSERT INTO outbox (channel, op, session_id, payload, priority, coalesce, "
+            "droppable, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            (
+                self._channel,
+                job.op,
+                job.session_id,
+                payload,
+                int(job.priority),
+                job.coalesce,
+                int(job.droppable),
+                time.time(),
+            ),
+        )
+        row = int(str(rows[0][0]))
+
+        def add() -> None:
+            if target is not None:
+                self._kill(target)
+                self._stats["coalesced"] += 1
+            self._add(_Entry(job.op, job.session_id, job.priority, args, next(self._seq), row, job))
+
+        return add
+
+    def _add(self, entry: _Entry) -> None:
+        lane = self._lanes.get(entry.lane)
+        if lane is None:
+            lane = self._lanes[entry.lane] = _Lane()
+        lane.queue.append(entry)
+        self._queued += 1
+        if (key := entry.coalesce_key) is not None:
+            self._coalescing[key] = entry
+        if entry.droppable:
+            self._push_droppable(entry)
+
+    def _push_droppable(self, entry: _Entry) -> None:
+        heapq.heappush(self._droppable, (entry.seq, next(self._pushes), entry))
+
+    def _kill(self, entry: _Entry) -> None:
+        """Take a queued entry out (dropped, coalesced away, given up, or stopped)."""
+        if entry.dead:
+            return
+        entry.dead = True
+        if not entry.in_flight:
+            self._queued -= 1
+        key = entry.coalesce_key
+        if key is not None and self._coalescing.get(key) is entry:
+            del self._coalescing[key]
+
+    def _shed(self) -> None:
+        """Over `max_backlog`, drop droppable jobs, oldest first; never any other job."""
+        over = self._queued - self._max_backlog
+        if over <= 0:
+            self._over_backlog = False
+            return
+        victims: list[_Entry] = []
+        while over > 0 and self._droppable:
+            _, _, entry = heapq.heappop(self._droppable)
+            if entry.dead or entry.in_flight or not entry.droppable or entry in victims:
+                continue
+            victims.append(entry)
+            over -= 1
+        if victims:
+            with self._store.transaction():
+                self._delete_rows([v.row for v in victims])
+            for victim in victims:
+                self._kill(victim)
+            self._stats["dropped"] += len(victims)
+            log.warning(
+                "outbox %s: %d droppable jobs dropped, the backlog is over %d",
+                self._channel,
+                len(victims),
+                self._max_backlog,
+            )
+        if over > 0 and not self._over_backlog:
+            log.warning(
+                "outbox %s: %d jobs queued, over the backlog limit of %d, and none of them "
+                "may be dropped",
+                self._channel,
+                self._queued,
+                self._max_backlog,
+            )
+        self._over_backlog = over > 0
+        if len(self._droppable) > 2 * self._queued + 1024:  # forget stale heap items
+            self._droppable = [
+                item
+                for item in self._droppable
+                if item[2].droppable and not item[2].dead and not item[2].in_flight
+            ]
+            heapq.heapify(self._droppable)
+
+    def _delete_rows(self, rows: list[int | None]) -> None:
+        for row in rows:
+            if row is not None:
+                self._store.execute("DELETE FROM outbox WHERE id = ?", (row,))
+
+    def _load(self) -> None:
+        """Rebuild the queue from the table, in row order (which is submit order)."""
+        calls = [
+            e
+            for lane in self._lanes.values()
+            for e in lane.queue
+            if e.row is None and not e.dead and not e.in_flight
+        ]
+        self._lanes.clear()
+        self._coalescing.clear()
+        self._droppable.clear()
+        self._queued = 0
+        rows = self._store.execute(
+            "SELECT id, op, session_id, payload, priority, coalesce, droppable FROM outbox "
+            "WHERE channel = ? ORDER BY id",
+            (self._channel,),
+        )
+        with self._store.transaction():
+            for row_id, op, session_id, payload, priority, coalesce, droppable in rows:
+                row = int(str(row_id))
+                try:
+                    job = Job(
+                        op,  # type: ignore[arg-type]  # checked by _arguments
+                        None if session_id is None else str(session_id),
+                        json.loads(str(payload)),
+                        Priority(int(str(priority))),
+                        None if coalesce is None else str(coalesce),
+                        bool(droppable),
+                    )
+                    args = _arguments(job)
+                except (ValueError, KeyError, TypeError) as exc:
+                    log.error(
+                        "outbox %s: row %d (%s) cannot be read and is dropped: %s",
+                        self._channel,
+                        row,
+                        op,
+                        type(exc).__name__,
+                    )
+                    self._stats["failed"] += 1
+                    self._delete_rows([row])
+                    continue
+                self._restore(job, args, row)()  # at once: later rows coalesce into it
+        for entry in calls:
+            entry.seq = next(self._seq)
+            self._add(entry)
+        self._shed()
+        self._changed()
+        if rows:
+            log.info("outbox %s: %d jobs left from before are queued", self._channel, len(rows))
+
+    def _restore(self, job: Job, args: tuple[Any, ...], row: int) -> Callable[[], None]:
+        """Queue a persisted row; a row with the key of an earlier one merges into it."""
+        key = None if job.coalesce is None else (job.session_id, job.coalesce)
+        target = self._coalescing.get(key) if key is not None else None
+        if target is not None and target.lane == (job.session_id, job.priority, False):
+            self._store.execute(
+                "UPDATE outbox SET payload = (SELECT payload FROM outbox WHERE id = ?), "
+                "droppable = ? WHERE id = ?",
+                (row, int(job.droppable), target.row),
+            )
+            self._delete_rows([row])
+
+            def merge() -> None:
+                assert target is not None
+                target.job, target.args = job, args
+                self._stats["coalesced"] += 1
+
+            return merge
+        if target is not None:
+            self._delete_rows([target.row])
+
+        def add() -> None:
+            if target is not None:
+                self._kill(target)
+                self._stats["coalesced"] += 1
+            self._add(_Entry(job.op, job.session_id, job.priority, args, next(self._seq), row, job))
+
+        return add
+
+    def _changed(self) -> None:
+        """Wake the worker and keep `idle()` true to the state."""
+        self._wake.set()
+        if self._queued == 0 and self._in_flight == 0:
+            self._idle.set()
+        else:
+            self._idle.clear()
+
+    # -- scheduling --------------------------------------------------------------------
+
+    def _gates(self, entry: _Entry) -> tuple[tuple[_Limiter, ...], str, float]:
+        """The limiters `entry` counts against, its chat, and when a pause on it ends."""
+        session = None if entry.op == "send_notification" else entry.session_id
+        try:
+            chat, group = self._adapter.limit_keys(session)
+        except Exception:
+            log.exception("outbox %s: limit_keys(%r) failed", self._channel, session)
+            chat, group = session or "", self._channel
+        limiters: list[_Limiter] = []
+        if self._limits.per_chat is not None:
+            limiter = self._chat_limiters.get(chat)
+            if limiter is None:
+                limiter = self._chat_limiters[chat] = _Limiter(self._limits.per_chat)
+            limiters.append(limiter)
+        if self._limits.per_group is not None:
+            limiter = self._group_limiters.get(group)
+            if limiter is None:
+                limiter = self._group_limiters[group] = _Limiter(self._limits.per_group)
+            limiters.append(limiter)
+        if self._global is not None:
+            limiters.append(self._global)
+        return tuple(limiters), chat, max(self._paused_all, self._paused.get(chat, -math.inf))
+
+    def _pick(self, now: float) -> tuple[_Entry | None, float | None]:
+        """The entry to send now, or None and when to look again (None: when woken).
+
+        Candidates are the heads of the lanes not busy, in (priority, submit) order. The first
+        that may run now goes, unless it would take a slot that a candidate before it, still
+        waiting (for its chat, a pause or a retry), needs when it becomes ready.
+        """
+        heads: list[_Entry] = []
+        for key in list(self._lanes):
+            lane = self._lanes[key]
+            if lane.busy:
+                continue
+            head = lane.head()
+            if head is None:
+                del self._lanes[key]
+                continue
+            if head.future is None and head.session_id in self._held:
+                continue  # its thread is still being created
+            heads.append(head)
+        heads.sort(key=lambda e: (e.priority, e.seq))
+        reserved: dict[_Limiter, float] = {}  # the earliest waiting candidate on each
+        wake: float | None = None
+        for entry in heads:
+            limiters, chat, paused = self._gates(entry)
+            ready = max(entry.not_before, paused, *(lim.free_at(now) for lim in limiters))
+            if ready <= now:
+                if all(self._spare(lim, now, reserved.get(lim)) for lim in limiters):
+                    entry.limiters, entry.chat = limiters, chat
+                    return entry, None
+                continue  # it runs once the candidate holding its slot has gone
+            wake = ready if wake is None else min(wake, ready)
+            for limiter in limiters:
+                reserved[limiter] = min(reserved.get(limiter, math.inf), ready)
+        return None, wake
+
+    @staticmethod
+    def _spare(limiter: _Limiter, now: float, waiting: float | None) -> bool:
+        """Whether a call now leaves `limiter` a slot for the candidate waiting until
+        `waiting` (a question waiting a moment for its own chat keeps the group's last slot)."""
+        return waiting is None or limiter.free_after_take(now) <= waiting
+
+    async def _work(self) -> None:
+        """The worker: send what may go, else wait for a slot or for news."""
+        while True:
+            self._wake.clear()
+            delay: float | None = None
+            try:
+                if self._in_flight < self._concurrency:
+                    now = self._clock()
+                    entry, wake = self._pick(now)
+                    if entry is not None:
+                        self._dispatch(entry, now)
+                        continue
+                    if wake is not None:
+                        delay = wake - now
+            except Exception:  # a bug here must not silently stop every delivery
+                log.exception("outbox %s: the scheduler failed; trying again", self._channel)
+                delay = 1.0
+            await self._wait(delay)
+
+    async def _wait(self, delay: float | None) -> None:
+        if delay is None:
+            await self._wake.wait()
+        else:
+            await self._race(self._wake.wait(), delay)
+
+    async def _race(self, awaitable: Awaitable[Any], timeout: float) -> None:
+        """Wait for `awaitable` or for `timeout` seconds of the injected clock."""
+        tasks = {asyncio.ensure_future(awaitable), asyncio.ensure_future(self._sleep(timeout))}
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in tasks:
+                task.cancel()
+
+    def _dispatch(self, entry: _Entry, now: float) -> None:
+        for limiter in entry.limiters:
+            limiter.take(now)
+        entry.in_flight = True
+        self._lanes[entry.lane].busy = True
+        self._queued -= 1
+        self._in_flight += 1
+        key = entry.coalesce_key
+        if key is not None and self._coalescing.get(key) is entry:
+            del self._coalescing[key]  # in flight: a later edit is a new call
+        task = asyncio.create_task(self._deliver(entry))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        self._dispatched += 1
+        if self._dispatched % _PRUNE_EVERY == 0:
+            self._prune(now)
+
+    def _prune(self, now: float) -> None:
+        """Forget idle per-chat and per-group limiters and ended pauses."""
+        for limiters in (self._chat_limiters, self._group_limiters):
+            for key in [k for k, v in limiters.items() if v.idle(now)]:
+                del limiters[key]
+        for chat in [c for c, until in self._paused.items() if until <= now]:
+            del self._paused[chat]
+
+    async def _deliver(self, entry: _Entry) -> None:
+        """Make one adapter call and settle the entry by its outcome."""
+        lane = self._lanes[entry.lane]
+        cancelled = False
+        try:
+            result = await getattr(self._adapter, entry.op)(*entry.args)
+        except asyncio.CancelledError:
+            cancelled = True  # stopped: `stop` puts it back, its row stays for the next start
+            raise
+        except RateLimited as exc:
+            self._stats["rate_limited"] += 1
+            self._rate_limited(entry, exc)
+        except ChannelError as exc:
+            self._failed(entry, exc, bug=False)
+        except Exception as exc:
+            self._failed(entry, exc, bug=True)
+        else:
+            self._sent(entry, lane, result)
+        finally:
+            if not cancelled:
+                lane.busy = False
+                self._in_flight -= 1
+                self._changed()
+
+    def _sent(self, entry: _Entry, lane: _Lane, result: Any) -> None:
+        entry.in_flight = False
+        entry.dead = True
+        if lane.queue and lane.queue[0] is entry:
+            lane.queue.popleft()
+        self._stats["sent"] += 1
+        self._forget_row(entry)
+        if entry.future is not None and not entry.future.done():
+            entry.future.set_result(result)
+        log.debug("outbox %s: sent %s", self._channel, entry.describe())
+        if self._on_sent is not None and entry.job is not None:
+            try:
+                self._on_sent(self._channel, entry.job)
+            except Exception:
+                log.exception("outbox %s: the on_sent callback failed", self._channel)
+
+    def _forget_row(self, entry: _Entry) -> None:
+        """Delete a settled job's row; if that fails, it is only sent again after a restart."""
+        if entry.row is None:
+            return
+        try:
+            with self._store.transaction():
+                self._delete_rows([entry.row])
+        except sqlite3.Error:
+            log.exception(
+                "outbox %s: the row of %s could not be deleted; it will be sent again after "
+                "a restart",
+                self._channel,
+                entry.describe(),
+            )
+
+    def _requeue(self, entry: _Entry, not_before: float) -> None:
+        """Back at the head of its lane, to go again no earlier than `not_before`."""
+        entry.in_flight = False
+        entry.not_before = not_before
+        self._queued += 1
+        key = entry.coalesce_key
+        if key is not None and key not in self._coalescing:
+            self._coalescing[key] = entry
+        if entry.droppable:
+            self._push_droppable(entry)
+
+    def _rate_limited(self, entry: _Entry, exc: RateLimited) -> None:
+        """The platform said wait: pause the job's chat (everything if it has none)."""
+        now = self._clock()
+        until = now + max(0.0, float(exc.retry_after))
+        if entry.chat:
+            self._paused[entry.chat] = max(self._paused.get(entry.chat, -math.inf), until)
+        else:
+            self._paused_all = max(self._paused_all, until)
+        log.warning(
+            "outbox %s: %s rate limited, chat %r paused for %gs",
+            self._channel,
+            entry.describe(),
+            entry.chat,
+            exc.retry_after,
+        )
+        if entry.future is not None:  # a waiting caller: bounded, like any failure
+            entry.attempts += 1
+            if entry.attempts >= self._max_attempts:
+                self._give_up(entry, exc)
+                return
+        self._stats["retried"] += 1
+        self._requeue(entry, until)
+
+    def _failed(self, entry: _Entry, exc: Exception, *, bug: bool) -> None:
+        """A `ChannelError` is retried with backoff (a job: until it goes; a `call`: up to
+        `max_attempts`); any other exception is a bug in the adapter, retried up to
+        `max_attempts` and then given up on."""
+        entry.attempts += 1
+        if not bug and getattr(exc, "permanent", False):
+            log.error("outbox %s: %s cannot be delivered: %s", self._channel, entry.describe(), exc)
+            self._give_up(entry, exc)
+            return
+        if bug:
+            log.error(
+                "outbox %s: the adapter raised %s on %s (attempt %d of %d)",
+                self._channel,
+                type(exc).__name__,
+                entry.describe(),
+                entry.attempts,
+                self._max_attempts,
+                exc_info=exc,
+            )
+        if (bug or entry.future is not None) and entry.attempts >= self._max_attempts:
+            self._give_up(entry, exc)
+            return
+        base = min(BACKOFF_CAP, 2.0 ** (entry.attempts - 1))
+        delay = min(BACKOFF_CAP, base * self._rng.uniform(*JITTER))
+        if not bug:
+            log.warning(
+                "outbox %s: %s failed (attempt %d), retrying in %.1fs: %s",
+                self._channel,
+                entry.describe(),
+                entry.attempts,
+                delay,
+                exc,
+            )
+        self._stats["retried"] += 1
+        self._requeue(entry, self._clock() + delay)
+
+    def _give_up(self, entry: _Entry, exc: Exception) -> None:
+        self._stats["failed"] += 1
+        entry.in_flight = False
+        self._queued += 1  # _kill takes a queued entry out
+        self._kill(entry)
+        self._forget_row(entry)
+        lane = self._lanes[entry.lane]
+        if lane.queue and lane.queue[0] is entry:
+            lane.queue.popleft()
+        log.error(
+            "outbox %s: gave up on %s after %d attempts",
+            self._channel,
+            entry.describe(),
+            entry.attempts,
+        )
+        if entry.future is not None and not entry.future.done():
+            entry.future.set_exception(exc)
+
+
+__all__ = [
+    "OPS",
+    "Job",
+    "Op",
+    "Outbox",
+    "Priority",
+    "split_markdown",
+    "truncate_markdown",
+]

@@ -1,0 +1,140 @@
+"""A whole bridge in one process: hub, store, the core loop and memory channels.
+
+Nothing of ours is replaced: events enter the real `Hub` as an agent's would, the real
+`Bridge` consumes them through `LocalSource`, and channels are `MemoryChannel`s driven through
+the same outbox a platform channel gets. Tests look at what a person would see in each channel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from aep_bridge import hookimpl
+from aep_bridge.bridge import Bridge
+from aep_bridge.config import BridgeConfig
+from aep_bridge.intake.hub import Hub, HubLimits
+from aep_bridge.intake.source import LocalSource
+from aep_bridge.plugins import PluginHost
+from aep_bridge.store import Store
+from aep_bridge.testing import LocalAgent, MemoryChannel
+from aep_bridge.types import ChannelUser
+
+ALICE = ChannelUser(id="alice", name="Alice")
+BOB = ChannelUser(id="bob", name="Bob")
+MALLORY = ChannelUser(id="mallory", name="Mallory")
+
+
+class _MemoryPlugin:
+    @hookimpl
+    def register_channels(self) -> list[type[MemoryChannel]]:
+        return [MemoryChannel]
+
+
+def memory_host(*plugins: object) -> PluginHost:
+    host = PluginHost()
+    host.register(_MemoryPlugin(), "memory-plugin")
+    for plugin in plugins:
+        host.register(plugin)
+    return host
+
+
+def two_channels(**extra: Any) -> dict[str, Any]:
+    """Channels `alpha` and `beta`, both memory channels; alice approves on both."""
+    block = {"type": "memory", "approvers": ["alice", "bob"], **extra}
+    return {"alpha": dict(block), "beta": dict(block)}
+
+
+class Rig:
+    """`async with Rig(tmp_path) as rig:` a running bridge; `rig.agent()` joins an agent."""
+
+    def __init__(
+        self,
+        state_dir: Path | None = None,
+        *,
+        channels: dict[str, Any] | None = None,
+        routes: list[dict[str, Any]] | None = None,
+        host: PluginHost | None = None,
+        ack_timeout: float = 2.0,
+        outbox_options: dict[str, Any] | None = None,
+        **config: Any,
+    ) -> None:
+        self.state_dir = state_dir
+        self.config = BridgeConfig.model_validate(
+            {"channels": channels or two_channels(), "routes": routes, **config}
+        )
+        self.host = host or memory_host()
+        self.ack_timeout = ack_timeout
+        self.outbox_options = outbox_options
+
+    async def __aenter__(self) -> Rig:
+        self.store = Store.open(self.state_dir) if self.state_dir else Store.memory()
+        self.hub = Hub(HubLimits(), self.store)
+        self.source = LocalSource(self.hub)
+        self.bridge = Bridge(
+            self.config,
+            self.host,
+            store=self.store,
+            ack_timeout=self.ack_timeout,
+            outbox_options=self.outbox_options,
+        )
+        self.bridge.add_source(self.source)
+        await self.bridge.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def stop(self, flush_timeout: float = 5.0) -> None:
+        if getattr(self, "bridge", None) is None:
+            return
+        await self.bridge.stop(flush_timeout)
+        await self.source.close()
+        self.hub.flush()
+        self.store.close()
+        self.bridge = None  # type: ignore[assignment]
+
+    def agent(self, session: str = "sess-1", **kwargs: Any) -> LocalAgent:
+        return LocalAgent(self.hub, session=session, **kwargs)
+
+    def channel(self, name: str) -> MemoryChannel:
+        adapter = self.bridge.channels[name].adapter
+        assert isinstance(adapter, MemoryChannel)
+        return adapter
+
+    async def settle(self) -> None:
+        """Wait until every event admitted so far has been handled and every call made."""
+        for _ in range(10_000):
+            await asyncio.sleep(0)
+            if any(s.queue for s in self.hub.subscriptions):
+                continue
+            await self.bridge.idle()
+            await asyncio.sleep(0)
+            if not any(s.queue for s in self.hub.subscriptions) and not self.bridge.busy:
+                return
+        raise AssertionError("the bridge did not settle")
+
+    # -- what a person sees --------------------------------------------------------------
+
+    def thread_texts(self, channel: str, session: str = "sess-1") -> list[str]:
+        """The texts shown in the session's thread in `channel`, in order."""
+        memory = self.channel(channel)
+        thread = self.thread_of(channel, session)
+        return [m.text for m in memory.messages if m.thread_id == thread]
+
+    def thread_of(self, channel: str, session: str = "sess-1") -> str | None:
+        record = self.bridge.sessions.find_by_session(session)
+        return None if record is None else self.bridge.sessions.thread_id(channel, record.id)
+
+    def card(self, channel: str, index: int = -1) -> tuple[str, Any, str]:
+        """A card shown in `channel`: (session id, request, message id)."""
+        return list(self.channel(channel).cards.values())[index]
+
+    def card_text(self, channel: str, index: int = -1) -> str:
+        _, _, message_id = self.card(channel, index)
+        return next(m.text for m in self.channel(channel).messages if m.id == message_id)
+
+    def buttons(self, channel: str, index: int = -1) -> list[tuple[str, str]]:
+        _, _, message_id = self.card(channel, index)
+        return next(m.buttons for m in self.channel(channel).messages if m.id == message_id)

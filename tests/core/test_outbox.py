@@ -1,0 +1,797 @@
+"""The outbox: limits kept exactly, questions first, order per thread, edits coalesced, long
+text split, failures retried, and nothing lost across a restart.
+
+Everything runs on simulated time (`VirtualTime`): the outbox takes a clock and a sleep, and
+simulated time moves on only when every task is waiting, so a ten-minute flood takes well
+under a second and every call's time is exact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import json
+import logging
+import random
+import re
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from aep_bridge.outbox import Job, Outbox, Priority, split_markdown
+from aep_bridge.store import Store
+from aep_bridge.testing import FakeCore, MemoryChannel
+from aep_bridge.text import LengthUnit, measure
+from aep_bridge.types import (
+    ChannelConfig,
+    ChannelError,
+    NotificationMessage,
+    OutgoingMessage,
+    PermissionOption,
+    PermissionRequest,
+    RateLimit,
+    RateLimited,
+    RateLimits,
+)
+
+TELEGRAM = RateLimits(
+    per_chat=RateLimit(count=1, per_seconds=1),
+    per_group=RateLimit(count=20, per_seconds=60),
+    global_=RateLimit(count=30, per_seconds=1),
+)
+#: real time a test may take before it counts as hung (simulated time is not bounded)
+HANG = 30.0
+
+
+# -- simulated time --------------------------------------------------------------------
+
+
+class VirtualTime:
+    """A clock and a sleep on which time passes only when every task is waiting.
+
+    `sleep` registers a timer; a driver task lets the loop run until it is quiet, then jumps
+    the clock to the earliest timer and fires it. Cancelled sleeps are skipped.
+    """
+
+    SETTLE = 100  # loop iterations that count as "quiet"
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self._timers: list[tuple[float, int, asyncio.Future[None]]] = []
+        self._order = itertools.count()
+        self._driver: asyncio.Task[None] | None = None
+
+    def clock(self) -> float:
+        return self.now
+
+    async def sleep(self, delay: float) -> None:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        heapq.heappush(self._timers, (self.now + max(0.0, delay), next(self._order), future))
+        if self._driver is None or self._driver.done():
+            self._driver = loop.create_task(self._drive())
+        await future
+
+    async def _drive(self) -> None:
+        while True:
+            for _ in range(self.SETTLE):
+                await asyncio.sleep(0)
+            while self._timers and self._timers[0][2].done():
+                heapq.heappop(self._timers)
+            if not self._timers:
+                return
+            when, _, future = heapq.heappop(self._timers)
+            self.now = max(self.now, when)
+            future.set_result(None)
+
+    def at(self, when: float, action: Callable[[], object]) -> asyncio.Task[None]:
+        """Run `action` at simulated time `when`."""
+
+        async def later() -> None:
+            await self.sleep(when - self.now)
+            action()
+
+        return asyncio.get_running_loop().create_task(later())
+
+
+# -- a channel that records -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Call:
+    """One adapter call as the platform saw it."""
+
+    op: str
+    session: str | None
+    text: str
+    at: float
+    chat: str
+    group: str
+    notify: bool = False
+
+
+class Recorder(MemoryChannel):
+    """A `MemoryChannel` that records every call's simulated time, and fails when told.
+
+    Sessions named `group/chat` count against that chat and group; with `forum`, every
+    session counts against one chat and one group (a Telegram forum supergroup).
+    """
+
+    name = "rec"
+
+    def __init__(
+        self,
+        vt: VirtualTime,
+        limits: RateLimits = TELEGRAM,
+        *,
+        forum: bool = False,
+        max_length: int = 500,
+        unit: LengthUnit = "chars",
+    ) -> None:
+        super().__init__(FakeCore(), ChannelConfig(name="rec"))
+        self.capabilities = MemoryChannel.capabilities.model_copy(
+            update={"rate_limits": limits, "max_message_length": max_length, "length_unit": unit}
+        )
+        self.vt = vt
+        self.forum = forum
+        self.attempts: list[Call] = []  # every call, failed or not
+        self.calls: list[Call] = []  # the calls that returned
+        #: decides whether an attempt fails: return the exception to raise, or None
+        self.fail: Callable[[Call], BaseException | None] = lambda call: None
+        #: awaited inside a call (to hold it in flight)
+        self.block: Callable[[Call], Awaitable[None] | None] = lambda call: None
+
+    def limit_keys(self, session_id: str | None) -> tuple[str, str]:
+        if self.forum:
+            return ("forum", "forum")
+        if session_id is None:
+            return ("notifications", "notifications")
+        group, _, _ = session_id.partition("/")
+        return (session_id, group)
+
+    async def _record(self, op: str, session: str | None, text: str, notify: bool = False) -> None:
+        chat, group = self.limit_keys(session)
+        call = Call(op, session, text, self.vt.now, chat, group, notify)
+        self.attempts.append(call)
+        blocker = self.block(call)
+        if blocker is not None:
+            await blocker
+        error = self.fail(call)
+        if error is not None:
+            raise error
+        self.calls.append(call)
+
+    async def send_message(self, session_id: str, content: OutgoingMessage) -> None:
+        await self._record("send_message", session_id, content.text, content.notify)
+        await super().send_message(session_id, content)
+
+    async def send_permission_request(self, session_id: str, request: PermissionRequest) -> None:
+        await self._record("send_permission_request", session_id, request.title)
+        await super().send_permission_request(session_id, request)
+
+    async def send_notification(self, notification: NotificationMessage) -> None:
+        await self._record("send_notification", None, notification.summary)
+        await super().send_notification(notification)
+
+    async def create_session_thread(self, session_id: str, name: str) -> str:
+        await self._record("create_session_thread", session_id, name)
+        return await super().create_session_thread(session_id, name)
+
+    def texts(self, session: str | None = None) -> list[str]:
+        return [c.text for c in self.calls if session is None or c.session == session]
+
+
+def message(session: str, text: str, **fields: Any) -> Job:
+    droppable = fields.pop("droppable", False)
+    priority = fields.pop("priority", None)
+    content = OutgoingMessage(type=fields.pop("type", "text"), text=text, **fields)
+    return Job.message(session, content, priority=priority, droppable=droppable)
+
+
+def card(session: str, title: str = "Run make test?") -> Job:
+    request = PermissionRequest(
+        id="r1",
+        title=title,
+        options=(PermissionOption(id="yes", label="Yes", is_allow=True),),
+    )
+    return Job.permission(session, request)
+
+
+def most_in_window(times: list[float], window: float) -> int:
+    """The most calls in any half-open window [t, t + window)."""
+    times = sorted(times)
+    most, start = 0, 0
+    for end, t in enumerate(times):
+        while not t < times[start] + window:
+            start += 1
+        most = max(most, end - start + 1)
+    return most
+
+
+def busiest(calls: list[Call], key: Callable[[Call], str], window: float) -> int:
+    """The most calls any one key (chat, group, or everything) had in one window."""
+    by_key: dict[str, list[float]] = {}
+    for call in calls:
+        by_key.setdefault(key(call), []).append(call.at)
+    return max((most_in_window(times, window) for times in by_key.values()), default=0)
+
+
+@pytest.fixture
+def vt() -> VirtualTime:
+    return VirtualTime()
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    opened = Store.open(tmp_path / "state")
+    yield opened
+    opened.close()
+
+
+def outbox_for(adapter: Recorder, store: Store, **options: Any) -> Outbox:
+    options.setdefault("rng", random.Random(7))
+    return Outbox(adapter, store, clock=adapter.vt.clock, sleep=adapter.vt.sleep, **options)
+
+
+async def drain(outbox: Outbox) -> None:
+    await asyncio.wait_for(outbox.idle(), HANG)
+
+
+def rows(store: Store) -> int:
+    return int(str(store.execute("SELECT count(*) FROM outbox")[0][0]))
+
+
+def queued_texts(store: Store) -> list[str]:
+    """The texts of the persisted messages, sorted (the table's order is not delivery's)."""
+    payloads = store.execute("SELECT payload FROM outbox WHERE op = 'send_message'")
+    return sorted(json.loads(str(p))["content"]["text"] for (p,) in payloads)
+
+
+# -- rate limits -----------------------------------------------------------------------
+
+
+FLOODS = {
+    # Telegram's real limits, 6 groups of 4 chats: the group limit binds
+    "telegram": (TELEGRAM, 6, 4, 20),
+    # a tight global limit over generous groups: the global limit binds
+    "global": (
+        RateLimits(
+            per_chat=RateLimit(count=1, per_seconds=1),
+            per_group=RateLimit(count=5, per_seconds=1),
+            global_=RateLimit(count=12, per_seconds=1),
+        ),
+        6,
+        4,
+        25,
+    ),
+    # declared bursts: a token bucket under a wider window
+    "burst": (
+        RateLimits(
+            per_chat=RateLimit(count=2, per_seconds=1, burst=4),
+            per_group=RateLimit(count=6, per_seconds=2, burst=3),
+            global_=RateLimit(count=10, per_seconds=1, burst=15),
+        ),
+        4,
+        3,
+        30,
+    ),
+}
+
+
+@pytest.mark.parametrize("flood", FLOODS)
+async def test_no_declared_limit_is_ever_exceeded_under_a_flood(
+    vt: VirtualTime, store: Store, flood: str
+) -> None:
+    limits, groups, chats, each = FLOODS[flood]
+    adapter = Recorder(vt, limits)
+    outbox = outbox_for(adapter, store, concurrency=8)
+    sessions = [f"g{g}/c{c}" for g in range(groups) for c in range(chats)]
+    for n in range(each):
+        for session in sessions:
+            outbox.submit(message(session, f"{session} #{n}"))
+    await outbox.start()
+    await drain(outbox)
+    await outbox.stop()
+
+    calls = adapter.attempts
+    assert len(adapter.calls) == len(sessions) * each
+    checks = (
+        (limits.per_chat, lambda c: c.chat),
+        (limits.per_group, lambda c: c.group),
+        (limits.global_, lambda c: "all"),
+    )
+    for limit, key in checks:
+        assert limit is not None
+        allowed = max(limit.count, limit.burst or 0)
+        assert busiest(calls, key, limit.per_seconds) <= allowed
+        if limit.burst:  # the sustained rate, over ten windows
+            assert busiest(calls, key, 10 * limit.per_seconds) <= limit.burst + 10 * limit.count
+    if flood == "global":  # and the binding limit is used: 600 calls at 12/s take ~50 s
+        assert max(c.at for c in calls) <= len(calls) / 12 + 1
+
+
+async def test_a_backlog_into_one_telegram_group_uses_the_whole_group_rate(
+    vt: VirtualTime, store: Store
+) -> None:
+    adapter = Recorder(vt, forum=True)
+    outbox = outbox_for(adapter, store)
+    for n in range(1000):
+        outbox.submit(message(f"s{n % 10}", f"chatter {n}"))
+    await outbox.start()
+    await drain(outbox)
+    times = [c.at for c in adapter.calls]
+    assert len(times) == 1000
+    windows = int((times[-1] - times[0]) // 60)  # whole minutes of backlog
+    sent = sum(1 for t in times if t < times[0] + 60 * windows)
+    assert sent >= 0.95 * 20 * windows
+    assert busiest(adapter.calls, lambda c: c.group, 60) <= 20
+
+
+async def test_a_card_behind_1000_chatter_messages_goes_in_the_next_free_slot(
+    vt: VirtualTime, store: Store
+) -> None:
+    adapter = Recorder(vt, forum=True)
+    outbox = outbox_for(adapter, store)
+    for n in range(1000):
+        outbox.submit(message(f"s{n % 10}", f"chatter {n}"))
+    outbox.submit(card("s3", "first card"))  # before anything went out: the very first slot
+    vt.at(100.5, lambda: outbox.submit(card("s7", "second card")))  # mid-backlog
+    await outbox.start()
+    await asyncio.wait_for(
+        _until(lambda: any(c.text == "second card" for c in adapter.calls)), HANG
+    )
+    await outbox.stop(flush_timeout=0)
+
+    assert adapter.calls[0].text == "first card"
+    # 20 a minute, one a second: slots at 0..19, 60..79, 120..; at 100.5 the next is 120
+    second = next(c for c in adapter.calls if c.text == "second card")
+    assert second.at == 120.0
+    assert not [c for c in adapter.calls if 100.5 <= c.at < second.at]
+    assert busiest(adapter.attempts, lambda c: c.group, 60) <= 20
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    while not condition():
+        await asyncio.sleep(0)
+
+
+async def test_chatter_in_a_free_chat_cannot_take_the_group_slot_a_question_waits_for(
+    vt: VirtualTime, store: Store
+) -> None:
+    adapter = Recorder(
+        vt,
+        RateLimits(
+            per_chat=RateLimit(count=1, per_seconds=1),
+            per_group=RateLimit(count=20, per_seconds=60),
+        ),
+    )
+    outbox = outbox_for(adapter, store)
+    for n in range(18):
+        outbox.submit(message(f"g/x{n}", "warm-up"))
+    outbox.submit(message("g/a", "chat a busy until 1.0"))  # 19 of the group's 20
+    await outbox.start()
+
+    def both() -> None:  # at 0.5: a question in busy chat a, chatter in free chat c
+        outbox.submit(card("g/a"))
+        outbox.submit(message("g/c", "chatter"))
+
+    submitted = vt.at(0.5, both)
+    await asyncio.wait_for(submitted, HANG)
+    await drain(outbox)
+    at = {c.text: c.at for c in adapter.calls}
+    assert at["Run make test?"] == 1.0  # the group's last slot, kept for the question
+    assert at["chatter"] == 60.0
+    assert busiest(adapter.calls, lambda c: c.group, 60) <= 20
+
+
+# -- priority, order, coalescing -------------------------------------------------------
+
+
+@pytest.mark.parametrize("started", [False, True], ids=["queued-before-start", "running"])
+async def test_coalescing_keeps_only_the_latest_text_in_the_first_ones_place(
+    vt: VirtualTime, store: Store, started: bool
+) -> None:
+    adapter = Recorder(vt)
+    outbox = outbox_for(adapter, store)
+    if started:  # the chat's slot is taken at 0.0: what follows waits in memory
+        await outbox.start()
+        outbox.submit(message("g/s", "first"))
+        await asyncio.wait_for(_until(lambda: bool(adapter.calls)), HANG)
+    outbox.submit(message("g/s", "tool: running", key="tool-1"))
+    outbox.submit(message("g/s", "plain"))
+    outbox.submit(message("g/s", "tool: 50%", key="tool-1"))
+    outbox.submit(message("g/s", "tool: done", key="tool-1"))
+    outbox.submit(message("g/other", "tool: other session", key="tool-1"))  # not the same card
+    assert queued_texts(store) == ["plain", "tool: done", "tool: other session"]
+    await outbox.start()
+    await drain(outbox)
+    assert adapter.texts("g/s") == ["first"] * started + ["tool: done", "plain"]
+    assert adapter.texts("g/other") == ["tool: other session"]
+    assert outbox.stats["coalesced"] == 2
+
+
+async def test_an_edit_submitted_while_its_card_is_in_flight_is_sent_after_it(
+    vt: VirtualTime, store: Store
+) -> None:
+    adapter = Recorder(vt)
+    release = asyncio.Event()
+    adapter.block = lambda call: release.wait() if call.text == "tool: running" else None
+    outbox = outbox_for(adapter, store)
+    outbox.submit(message("g/s", "tool: running", key="tool-1"))
+    await outbox.start()
+    await asyncio.wait_for(_until(lambda: bool(adapter.attempts)), HANG)
+    outbox.submit(message("g/s", "tool: done", key="tool-1"))
+    release.set()
+    await drain(outbox)
+    assert adapter.texts() == ["tool: running", "tool: done"]
+    assert outbox.stats["coalesced"] == 0
+
+
+async def test_equal_priority_keeps_submit_order_per_thread_through_failures(
+    vt: VirtualTime, store: Store
+) -> None:
+    adapter = Recorder(vt)
+    luck = random.Random(3)
+
+    def flaky(call: Call) -> BaseException | None:
+        roll = luck.random()
+        if roll < 0.15:
+            return ChannelError("502 Bad Gateway")
+        if roll < 0.25:
+            return RateLimited(luck.choice([1.5, 4.0]))
+        return None
+
+    adapter.fail = flaky
+    outbox = outbox_for(adapter, store, concurrency=6)
+    sessions = [f"g{n % 3}/s{n}" for n in range(8)]
+    expected: dict[str, list[str]] = {s: [] for s in sessions}
+    for n in range(240):
+        session = luck.choice(sessions)
+        expected[session].append(f"{session} #{n}")
+        outbox.submit(message(session, f"{session} #{n}"))
+    await outbox.start()
+    await drain(outbox)
+    for session in sessions:
+        assert adapter.texts(session) == expected[session]
+    assert outbox.stats["retried"] > 0
+    assert outbox.stats["rate_limited"] > 0
+
+
+async def test_a_question_overtakes_chatter_of_its_own_session(
+    vt: VirtualTime, store: Store
+) -> None:
+    adapter = Recorder(vt)
+    outbox = outbox_for(adapter, store)
+    for n in range(5):
+        outbox.submit(message("g/s", f"thought {n}", type="thought"))
+    outbox.submit(message("g/s", "All tests pass.", notify=True))
+    outbox.submit(card("g/s"))
+    outbox.submit(
+        Job.notification(
+            NotificationMessage(session_id="g/s", type="permission", summary="waiting for you")
+        )
+    )
+    await outbox.start()
+    await drain(outbox)
+    assert adapter.texts() == [
+        "Run make test?",
+        "waiting for you",
+        "All tests pass.",
+        *(f"thought {n}" for n in range(5)),
+    ]
+
+
+# -- splitting -------------------------------------------------------------------------
+
+TAGS = {"y": "python", "j": "js", "n": ""}
+_TOKEN = re.compile(r"\b([pyjn])\d{4}\b")
+_FENCE_LINE = re.compile(r" {0,3}(`{3,}|~{3,})([^\n]*)")
+
+
+def fences(piece: str) -> Iterator[tuple[str, str | None]]:
+    """Each line of `piece` with the info of the fence it is in (None: outside), and
+    whether the piece ends outside any fence (yielded last as ("", None) or raises)."""
+    opened: tuple[str, str] | None = None
+    for line in piece.split("\n"):
+        match = _FENCE_LINE.fullmatch(line)
+        if match:
+            marker, info = match.group(1), match.group(2).strip()
+            if opened is None:
+                opened = (marker, info)
+            elif marker[0] == opened[0][0] and len(marker) >= len(opened[0]) and not info:
+                opened = None
+            continue
+        yield line, None if opened is None else opened[1]
+    assert opened is None, f"a piece ends inside a {opened} block: {piece!r}"
+
+
+@st.composite
+def markdown(draw: st.DrawFn) -> str:
+    counter = itertools.count()
+    blocks = []
+    for _ in range(draw(st.integers(1, 6))):
+        if draw(st.booleans()):
+            lines = [
+                " ".join(
+                    f"p{next(counter):04d}" + draw(st.sampled_from(["", "é", "😀", "—"]))
+                    for _ in range(draw(st.integers(1, 9)))
+                )
+                for _ in range(draw(st.integers(1, 5)))
+            ]
+            blocks.append("\n".join(lines))
+        else:
+            letter = draw(st.sampled_from(sorted(TAGS)))
+            marker = draw(st.sampled_from(["```", "````", "~~~"]))
+            lines = [
+                "    " * draw(st.integers(0, 2))
+                + " ".join(f"{letter}{next(counter):04d}" for _ in range(draw(st.integers(1, 7))))
+                for _ in range(draw(st.integers(1, 12)))
+            ]
+            blocks.append(f"{marker}{TAGS[letter]}\n" + "\n".join(lines) + f"\n{marker}")
+    return draw(st.sampled_from(["\n\n", "\n"])).join(blocks)
+
+
+def _content(text: str) -> str:
+    """The text without fence lines or whitespace: what a split must keep, in order."""
+    kept = [line for line in text.split("\n") if not _FENCE_LINE.fullmatch(line)]
+    return re.sub(r"\s+", "", "".join(kept))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    text=markdown(),
+    limit=st.integers(24, 300),
+    unit=st.sampled_from(["chars", "bytes", "utf16"]),
+)
+def test_split_markdown_fits_keeps_order_and_keeps_code_fenced(
+    text: str, limit: int, unit: LengthUnit
+) -> None:
+    pieces = split_markdown(text, limit, unit)
+    assert all(measure(piece, unit) <= limit for piece in pieces)
+    assert _content("".join(pieces)) == _content(text)
+    for piece in pieces:
+        for line, info in fences(piece):  # and every piece's fences are balanced
+            for token in _TOKEN.finditer(line):
+                letter = token.group(1)
+                if letter == "p":
+                    assert info is None, f"prose {token.group()} inside a fence"
+                else:
+                    assert info == TAGS[letter], f"code {token.group()} fenced as {info!r}"
+
+
+async def test_long_text_arrives_split_in_order_and_a_card_edit_is_cut_to_fit(
+    vt: VirtualTime, store: Store
+) -> None:
+    adapter = Recorder(vt, max_length=120, unit="utf16")
+    outbox = outbox_for(adapter, store)
+    code = "\n".join(f"    step_{n}()  # 😀 {n}" for n in range(30))
+    text = "Here is the fix:\n\n```python\ndef fix():\n" + code + "\n```\n\nDone."
+    outbox.submit(message("g/s", text, notify=True))
+    outbox.submit(message("g/s", "x " * 200, key="stream-1"))
+    await outbox.start()
+    await drain(outbox)
+    *pieces, edit = adapter.calls
+    assert len(pieces) > 3
+    assert outbox.stats["split"] == 1
+    assert all(measure(p.text, "utf16") <= 120 for p in pieces)
+    for piece in pieces:
+        list(fences(piece.text))  # balanced
+    assert _content("".join(p.text for p in pieces)) == _content(text)
+    assert [p.notify for p in pieces] == [False] * (len(pieces) - 1) + [True]
+    assert edit.text.endswith("…")
+    assert measure(edit.text, "utf16") <= 120
+
+
+# -- failures --------------------------------------------------------------------------
+
+
+async def test_rate_limited_pauses_exactly_that_chat_for_retry_after_and_loses_nothing(
+    vt: VirtualTime, store: Store
+) -> None:
+    adapter = Recorder(vt, RateLimits(per_chat=RateLimit(count=1, per_seconds=1)))
+    refused: list[Call] = []
+
+    def once(call: Call) -> BaseException | None:
+        if call.text == "a #1" and not refused:
+            refused.append(call)
+            return RateLimited(7)
+        return None
+
+    adapter.fail = once
+    outbox = outbox_for(adapter, store)
+    for n in range(5):
+        outbox.submit(message("g/a", f"a #{n}"))
+        outbox.submit(message("g/b", f"b #{n}"))
+    await outbox.start()
+    await drain(outbox)
+
+    assert refused[0].at == 1.0
+    a_times = [c.at for c in adapter.attempts if c.session == "g/a"]
+    assert a_times == [0.0, 1.0, 8.0, 9.0, 10.0, 11.0]  # nothing in chat a for exactly 7 s
+    assert [c.at for c in adapter.calls if c.session == "g/b"] == [0.0, 1.0, 2.0, 3.0, 4.0]
+    assert adapter.texts("g/a") == [f"a #{n}" for n in range(5)]
+    assert outbox.stats["rate_limited"] == 1
+    assert rows(store) == 0
+
+
+async def test_channel_errors_back_off_exponentially_keep_order_and_block_no_other_thread(
+    vt: VirtualTime, store: Store
+) -> None:
+    adapter = Recorder(vt, RateLimits(per_chat=RateLimit(count=1, per_seconds=1)))
+    tried: list[Call] = []
+
+    def four_times(call: Call) -> BaseException | None:
+        if call.text != "a #1":
+            return None
+        tried.append(call)
+        return ChannelError("503 Service Unavailable") if len(tried) <= 4 else None
+
+    adapter.fail = four_times
+    outbox = outbox_for(adapter, store)
+    for n in range(3):
+        outbox.submit(message("g/a", f"a #{n}"))
+    for n in range(12):
+        outbox.submit(message("g/b", f"b #{n}"))
+    await outbox.start()
+    await drain(outbox)
+
+    tries = [c.at for c in adapter.attempts if c.text == "a #1"]
+    assert len(tries) == 5
+    gaps = [later - earlier for earlier, later in itertools.pairwise(tries)]
+    for n, gap in enumerate(gaps):  # about 1, 2, 4, 8 s, with jitter
+        assert 0.75 * 2**n <= gap <= 1.25 * 2**n
+    assert gaps != [2.0**n for n in range(4)]  # jittered, not in lockstep
+    assert adapter.texts("g/a") == ["a #0", "a #1", "a #2"]
+    assert [c.at for c in adapter.calls if c.session == "g/b"] == [float(n) for n in range(12)]
+    assert outbox.stats["retried"] == 4
+    assert outbox.stats["failed"] == 0
+
+
+async def test_an_adapter_bug_is_logged_without_text_and_given_up_after_max_attempts(
+    vt: VirtualTime, store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    adapter = Recorder(vt)
+    adapter.fail = lambda call: (
+        AttributeError("'NoneType' object has no attribute 'id'")
+        if "hunter2" in call.text
+        else None
+    )
+    outbox = outbox_for(adapter, store, max_attempts=3)
+    caplog.set_level(logging.DEBUG, logger="aep_bridge.outbox")
+    outbox.submit(message("g/s", "the password is hunter2"))
+    outbox.submit(message("g/s", "after the bug"))
+    await outbox.start()
+    await drain(outbox)
+
+    assert len([c for c in adapter.attempts if "hunter2" in c.text]) == 3
+    assert adapter.texts("g/s") == ["after the bug"]
+    assert outbox.stats["failed"] == 1
+    assert rows(store) == 0
+    assert "AttributeError" in caplog.text
+    assert "hunter2" not in caplog.text
+
+
+# -- persistence -----------------------------------------------------------------------
+
+
+async def test_a_job_is_committed_before_submit_returns(vt: VirtualTime, tmp_path: Path) -> None:
+    with Store.open(tmp_path / "state") as store, Store.open(tmp_path / "state") as other:
+        outbox = outbox_for(Recorder(vt), store)
+        outbox.submit(message("g/s", "hello"))
+        assert rows(other) == 1  # another connection sees it: committed, not just written
+
+
+async def test_a_persisted_backlog_survives_a_stop_and_a_new_outbox_delivers_it_in_order(
+    vt: VirtualTime, store: Store
+) -> None:
+    first = Recorder(vt)
+    held = asyncio.Event()
+    first.block = lambda call: held.wait()  # every call hangs until the process "dies"
+    outbox = outbox_for(first, store)
+    expected: dict[str, list[str]] = {}
+    for n in range(30):
+        session = f"g{n % 3}/{'abc'[n % 3]}"
+        expected.setdefault(session, []).append(f"{'abc'[n % 3]} #{n // 3}")
+        outbox.submit(message(session, f"{'abc'[n % 3]} #{n // 3}", key=None))
+    outbox.submit(message("g0/a", "tool: 1", key="t"))
+    outbox.submit(message("g0/a", "tool: 2", key="t"))
+    expected["g0/a"].append("tool: 2")
+    await outbox.start()
+    await asyncio.wait_for(_until(lambda: len(first.attempts) == 3), HANG)
+    await outbox.stop(flush_timeout=0)  # killed mid-call: nothing flushed
+    assert {c.text for c in first.attempts} == {"a #0", "b #0", "c #0"}  # in flight
+    assert not first.calls
+    assert rows(store) == 31
+
+    second = Recorder(vt)
+    restarted = outbox_for(second, store)
+    await restarted.start()
+    await drain(restarted)
+    for session, texts in expected.items():
+        assert second.texts(session) == texts  # "a #0" again: the one repeat allowed
+    assert rows(store) == 0
+
+
+async def test_stop_delivers_what_it_can_within_the_flush_timeout(
+    vt: VirtualTime, store: Store
+) -> None:
+    adapter = Recorder(vt, RateLimits(per_chat=RateLimit(count=1, per_seconds=1)))
+    outbox = outbox_for(adapter, store)
+    for n in range(10):
+        outbox.submit(message("g/s", f"#{n}"))
+    await outbox.start()
+    await outbox.stop(flush_timeout=4.5)
+    assert [c.at for c in adapter.calls] == [0.0, 1.0, 2.0, 3.0, 4.0]
+    assert rows(store) == 5
+
+
+# -- backpressure ----------------------------------------------------------------------
+
+
+async def test_droppable_jobs_go_oldest_first_and_only_over_the_backlog_limit(
+    vt: VirtualTime, store: Store
+) -> None:
+    adapter = Recorder(vt)
+    outbox = outbox_for(adapter, store, max_backlog=10)
+    for n in range(4):
+        outbox.submit(message("g/s", f"keep {n}"))
+        outbox.submit(message("g/s", f"debug {n}", droppable=True))
+    outbox.submit(message("g/s", "keep 4"))
+    outbox.submit(message("g/s", "debug 4", droppable=True))
+    assert outbox.stats["dropped"] == 0  # 10 queued: at the limit, not over it
+    for n in range(5, 8):
+        outbox.submit(message("g/s", f"debug {n}", droppable=True))
+    assert outbox.stats["dropped"] == 3
+    assert queued_texts(store) == sorted(
+        [f"keep {n}" for n in range(5)] + [f"debug {n}" for n in range(3, 8)]
+    )
+    for n in range(5, 12):
+        outbox.submit(message("g/s", f"keep {n}"))
+    assert outbox.stats["dropped"] == 8  # every droppable one; no other job ever
+    assert outbox.backlog == 12 == rows(store)
+    await outbox.start()
+    await drain(outbox)
+    assert adapter.texts() == [f"keep {n}" for n in range(12)]
+
+
+# -- immediate calls -------------------------------------------------------------------
+
+
+async def test_call_is_scheduled_like_a_job_and_returns_the_adapters_result(
+    vt: VirtualTime, store: Store
+) -> None:
+    adapter = Recorder(vt, RateLimits(per_chat=RateLimit(count=1, per_seconds=1)))
+    outbox = outbox_for(adapter, store, max_attempts=2)
+    for n in range(5):
+        outbox.submit(message("g/s", f"chatter {n}"))
+    await outbox.start()
+    await asyncio.wait_for(_until(lambda: bool(adapter.calls)), HANG)
+    thread = await asyncio.wait_for(
+        outbox.call("create_session_thread", "g/s", "Fix the tests", session_id="g/s"), HANG
+    )
+    assert thread in adapter.threads
+    assert adapter.threads[thread].name == "Fix the tests"
+    made = next(c for c in adapter.calls if c.op == "create_session_thread")
+    assert made.at == 1.0  # the next slot of its chat, ahead of the queued chatter
+    assert rows(store) == 4  # not persisted
+
+    adapter.fail = lambda call: ChannelError("500") if call.op == "create_session_thread" else None
+    with pytest.raises(ChannelError, match="500"):
+        await asyncio.wait_for(
+            outbox.call("create_session_thread", "g/t", "x", session_id="g/t"), HANG
+        )
+    assert outbox.stats["failed"] == 1
+    await drain(outbox)
+    await outbox.stop()
+
+
+def test_priorities_are_ordered_as_documented() -> None:
+    assert Priority.QUESTION < Priority.NOTIFICATION < Priority.FINAL < Priority.LIVE
+    assert message("s", "x", notify=True).priority is Priority.FINAL
+    assert message("s", "x", type="thought").priority is Priority.LIVE
