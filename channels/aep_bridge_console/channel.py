@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import getpass
+import json
 import sys
 from typing import TextIO
 
@@ -101,17 +102,32 @@ class ConsoleChannel(ChannelAdapter[ConsoleConfig]):
 
     # -- output ----------------------------------------------------------------------------
 
-    def _print(self, session_id: str | None, text: str) -> None:
-        label = f"[{self._names.get(session_id, session_id)}] " if session_id else ""
+    def _print(self, label: str | None, text: str) -> None:
+        prefix = f"[{label}] " if label else ""
         for piece in split_text(text, self.capabilities.max_message_length):
-            print(f"{label}{piece}", file=self.output, flush=True)
+            print(f"{prefix}{piece}", file=self.output, flush=True)
+
+    async def _name(self, session_id: str) -> str:
+        """The session's name, kept in the channel's state so a restart still knows it."""
+        name = self._names.get(session_id)
+        if name is None:
+            name = await self.core.state(self.instance_name).get(f"name:{session_id}")
+            self._names[session_id] = name or session_id
+        return self._names[session_id]
+
+    async def _set_name(self, session_id: str, name: str) -> None:
+        self._names[session_id] = name
+        await self.core.state(self.instance_name).set(f"name:{session_id}", name)
 
     async def send_message(self, session_id: str, content: OutgoingMessage) -> None:
         mark = _MARKS.get(content.type, f"{content.type}: ")
-        self._print(session_id, f"{mark}{content.text}")
+        self._print(await self._name(session_id), f"{mark}{content.text}")
 
     async def send_permission_request(self, session_id: str, request: PermissionRequest) -> None:
         self._cards[request.id] = (session_id, request)
+        await self.core.state(self.instance_name).set(
+            f"card:{request.id}", json.dumps([session_id, request.model_dump(mode="json")])
+        )
         lines = [f"? {request.title}"]
         if request.description:
             lines.append(request.description)
@@ -125,26 +141,27 @@ class ConsoleChannel(ChannelAdapter[ConsoleConfig]):
                 lines.append(f"answer with: {choices}")
             if request.accepts_text or not request.options:
                 lines.append(f"or type: {request.id} <your answer>")
-        self._print(session_id, "\n".join(lines))
+        self._print(await self._name(session_id), "\n".join(lines))
 
     async def update_permission_request(
         self, session_id: str, request: PermissionRequest, outcome: PermissionOutcome
     ) -> None:
-        self._print(session_id, f"{request.title}: {outcome.summary()}")
+        self._print(await self._name(session_id), f"{request.title}: {outcome.summary()}")
         if outcome.closed:
             self._cards.pop(request.id, None)
+            await self.core.state(self.instance_name).delete(f"card:{request.id}")
 
     async def send_notification(self, notification: NotificationMessage) -> None:
         self._print(None, f"! {notification.summary}")
 
     async def create_session_thread(self, session_id: str, name: str) -> str:
-        self._names[session_id] = name
+        await self._set_name(session_id, name)
         self._print(None, f"session {name}")
         return session_id
 
     async def rename_session_thread(self, session_id: str, new_name: str) -> None:
-        old = self._names.get(session_id, session_id)
-        self._names[session_id] = new_name
+        old = await self._name(session_id)
+        await self._set_name(session_id, new_name)
         self._print(None, f"session {old} is now {new_name}")
 
     # -- input -----------------------------------------------------------------------------
@@ -158,6 +175,11 @@ class ConsoleChannel(ChannelAdapter[ConsoleConfig]):
         """One typed line: `<card> <n>` presses option n, `<card> <words>` answers in words."""
         card, _, answer = line.strip().partition(" ")
         entry = self._cards.get(card)
+        if entry is None:  # a card shown before a restart
+            saved = await self.core.state(self.instance_name).get(f"card:{card}")
+            if saved is not None:
+                session, request_data = json.loads(saved)
+                entry = (session, PermissionRequest.model_validate(request_data))
         if entry is None or not answer.strip():
             return None
         session_id, request = entry
@@ -169,7 +191,7 @@ class ConsoleChannel(ChannelAdapter[ConsoleConfig]):
             )
         else:
             resolution = await self.core.answer_text(session_id, request.id, answer, self.user)
-        self._print(session_id, resolution.message)
+        self._print(await self._name(session_id), resolution.message)
         return resolution
 
 

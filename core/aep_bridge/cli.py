@@ -15,7 +15,6 @@ from typing import BinaryIO, TextIO
 from . import __version__
 from .aep.jsonl import Finding, LogCheck
 from .aep.validation import DEFAULT_MAX_EVENT_BYTES
-from .bridge import Bridge
 from .config import (
     CONFIG_ENV,
     DEFAULT_HOST,
@@ -121,85 +120,17 @@ def run(config_file: str | None = None, host: str | None = None, port: int | Non
     listen = config.listen.model_copy(
         update={k: v for k, v in (("host", host), ("port", port)) if v is not None}
     )
+    from .server import serve
+
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve(Bridge(config, plugins), listen.host, listen.port))
+        asyncio.run(serve(config, plugins, listen.host, listen.port))
     return EXIT_OK
 
 
 def _state_dir(config: BridgeConfig) -> Path:
-    if config.state_dir:
-        return Path(config.state_dir).expanduser()
-    from .store import default_state_dir
+    from .server import state_dir_of
 
-    return default_state_dir()
-
-
-async def _serve(bridge: Bridge, host: str, port: int) -> None:
-    import uvicorn
-
-    from .console import show
-    from .intake.auth import AuthPolicy, is_loopback, load_or_create_token
-    from .intake.endpoint import Endpoint, IngestLimits
-    from .intake.hub import Hub, HubLimits
-    from .intake.relay import RelayClient
-    from .intake.source import EventSource, LocalSource
-    from .intake.tail import LogSource
-    from .store import Store
-
-    intake = bridge.config.intake
-    token = load_or_create_token(_state_dir(bridge.config))
-    open_without_token = intake.open_on_loopback and is_loopback(host)
-    if intake.open_on_loopback and not open_without_token:
-        logging.getLogger("aep_bridge").warning(
-            "intake.open_on_loopback is ignored: %s is not a loopback address", host
-        )
-    store = Store.open(_state_dir(bridge.config))
-    hub = Hub(HubLimits(replay_buffer=intake.replay_buffer), store)
-    sources: list[EventSource] = [LocalSource(hub)]
-    for relay in intake.relays:
-        secret = relay.token.get_secret_value() if relay.token else None
-        sources.append(RelayClient(relay.url, secret, store))
-    for logs in intake.logs:
-        sources.append(LogSource(Path(logs.root).expanduser(), store, glob=logs.glob))
-    await bridge.start()
-    viewers = [
-        asyncio.create_task(show(source, store), name=f"show {source.name}") for source in sources
-    ]
-    try:
-        endpoint = Endpoint(
-            hub,
-            AuthPolicy(token, open_without_token=open_without_token),
-            limits=IngestLimits(intake.max_body_bytes, intake.max_event_bytes),
-            extra_routes=bridge.routes(),
-        )
-        channels = ", ".join(bridge.running) or "none"
-        print(
-            f"aep-bridge {__version__}: AEP endpoint on http://{host}:{port}/events "
-            f"(header AEP-Version: 0.1; token: `aep-bridge token`); "
-            f"sources: {', '.join(s.name for s in sources)}; channels: {channels}; "
-            "Ctrl-C stops",
-            file=sys.stderr,
-            flush=True,
-        )
-        server = uvicorn.Server(
-            uvicorn.Config(
-                endpoint.app,
-                host=host,
-                port=port,
-                log_level="warning",
-                access_log=False,
-                ws_max_size=intake.max_event_bytes + 4096,
-            )
-        )
-        await server.serve()
-    finally:
-        for viewer in viewers:
-            viewer.cancel()
-        for source in sources:
-            await source.close()
-        hub.flush()
-        await bridge.stop()
-        store.close()
+    return state_dir_of(config)
 
 
 def token(config_file: str | None, *, rotate: bool = False) -> int:

@@ -17,8 +17,9 @@ What it guarantees, and why:
 - **Questions before chatter.** The next call is the highest-priority one that may run now.
   A waiting higher-priority call also reserves its share of the buckets it needs, so chatter
   in a free chat cannot take the last group slot a question is about to use.
-- **Order per thread.** Calls of one session at one priority go out in submit order; a call
-  that waits for a retry holds back the calls behind it, never lets them overtake.
+- **Order per thread.** What a session's thread shows goes out in submit order, whatever its
+  priority among other sessions; only its cards (and their updates) and its notifications
+  overtake it. A call that waits for a retry holds back the calls behind it.
 - **Latest text wins.** A job with a `coalesce` key replaces an unsent job with the same key
   (in the same session) in its place, so a burst of edits to one card costs one call.
 - **Fits the platform.** Long text is split at the platform's limit in its own unit, without
@@ -451,6 +452,23 @@ class _Limiter:
 # -- the queue -------------------------------------------------------------------------
 
 
+def _lane(
+    session_id: str | None, priority: Priority, *, call: bool
+) -> tuple[str | None, str, bool]:
+    """Which FIFO a call waits in.
+
+    A session's cards (and their updates) and its notifications each have a lane, so they
+    overtake its chatter; everything else shown in its thread shares one lane, so the thread
+    reads in the order things happened (a final answer never appears above the tool calls
+    that came before it). Priority still decides between lanes. A `call` has a lane of its
+    own: the call that creates a thread must not wait behind the jobs held for that thread.
+    """
+    kind = {Priority.QUESTION: "question", Priority.NOTIFICATION: "notification"}.get(
+        priority, "thread"
+    )
+    return (session_id, kind, call)
+
+
 @dataclass(eq=False)
 class _Entry:
     """A job (or an immediate `call`) in the queue, with its delivery state."""
@@ -471,10 +489,8 @@ class _Entry:
     chat: str = ""
 
     @property
-    def lane(self) -> tuple[str | None, Priority, bool]:
-        # A `call` has a lane of its own: the call that creates a thread must not wait
-        # behind the jobs that wait (held) for that very thread.
-        return (self.session_id, self.priority, self.future is not None)
+    def lane(self) -> tuple[str | None, str, bool]:
+        return _lane(self.session_id, self.priority, call=self.future is not None)
 
     @property
     def droppable(self) -> bool:
@@ -554,7 +570,7 @@ class Outbox:
         self._global = _Limiter(self._limits.global_) if self._limits.global_ else None
         self._paused: dict[str, float] = {}  # chat -> until (after a RateLimited)
         self._paused_all = -math.inf
-        self._lanes: dict[tuple[str | None, Priority, bool], _Lane] = {}
+        self._lanes: dict[tuple[str | None, str, bool], _Lane] = {}
         self._coalescing: dict[tuple[str | None, str], _Entry] = {}
         #: droppable entries, a heap by submit order; stale items are skipped when popped
         self._droppable: list[tuple[int, int, _Entry]] = []
@@ -724,7 +740,7 @@ class Outbox:
     def _persist(self, job: Job, args: tuple[Any, ...]) -> Callable[[], None]:
         """Write `job` to the table; return what to do in memory once that committed."""
         payload = json.dumps(job.payload, ensure_ascii=False, separators=(",", ":"))
-        lane = (job.session_id, job.priority, False)
+        lane = _lane(job.session_id, job.priority, call=False)
         key = None if job.coalesce is None else (job.session_id, job.coalesce)
         target = self._coalescing.get(key) if key is not None else None
         if target is not None and target.lane == lane and target.row is not None:
@@ -893,7 +909,7 @@ class Outbox:
         """Queue a persisted row; a row with the key of an earlier one merges into it."""
         key = None if job.coalesce is None else (job.session_id, job.coalesce)
         target = self._coalescing.get(key) if key is not None else None
-        if target is not None and target.lane == (job.session_id, job.priority, False):
+        if target is not None and target.lane == _lane(job.session_id, job.priority, call=False):
             self._store.execute(
                 "UPDATE outbox SET payload = (SELECT payload FROM outbox WHERE id = ?), "
                 "droppable = ? WHERE id = ?",

@@ -463,7 +463,7 @@ async def test_equal_priority_keeps_submit_order_per_thread_through_failures(
     assert outbox.stats["rate_limited"] > 0
 
 
-async def test_a_question_overtakes_chatter_of_its_own_session(
+async def test_a_question_overtakes_chatter_and_the_thread_keeps_its_order(
     vt: VirtualTime, store: Store
 ) -> None:
     adapter = Recorder(vt)
@@ -482,8 +482,8 @@ async def test_a_question_overtakes_chatter_of_its_own_session(
     assert adapter.texts() == [
         "Run make test?",
         "waiting for you",
-        "All tests pass.",
         *(f"thought {n}" for n in range(5)),
+        "All tests pass.",  # final, but after what came before it in the thread
     ]
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -130,10 +129,11 @@ def test_refusals_carry_the_spec_status(server, headers, body, status):
 
 def test_make_run_serves_and_shows_events_once(tmp_path: Path):
     """`aep-bridge run` as `make run` starts it: the token gates ingest, and events posted
-    with it appear once on the console."""
+    with it are shown once on the console, a redelivery adding nothing."""
     port = free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "XDG_STATE_HOME": str(tmp_path / "state")}
-    out = (tmp_path / "out.txt").open("w")
+    shown = tmp_path / "out.txt"
+    out = shown.open("w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "aep_bridge", "run", "--port", str(port)],
         stdout=out,
@@ -161,20 +161,33 @@ def test_make_run_serves_and_shows_events_once(tmp_path: Path):
         assert token_file.stat().st_mode & 0o777 == 0o600
         ndjson = {**HEADERS, "content-type": "application/x-ndjson"}
         assert httpx.post(base + "/events", content=GOLDEN, headers=ndjson).status_code == 401
-        for _ in range(2):  # the second post is a redelivery
-            r = httpx.post(
-                base + "/events",
-                content=GOLDEN,
-                headers={**ndjson, "Authorization": f"Bearer {token}"},
-            )
-            assert r.status_code == 202
+        authorized = {**ndjson, "Authorization": f"Bearer {token}"}
+        assert httpx.post(base + "/events", content=GOLDEN, headers=authorized).status_code == 202
+        first = settled_lines(shown)
+        # the second post is a redelivery: accepted, and nothing more is shown
+        assert httpx.post(base + "/events", content=GOLDEN, headers=authorized).status_code == 202
+        again = settled_lines(shown)
     finally:
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=10)
         out.close()
-    shown = (tmp_path / "out.txt").read_text().splitlines()
-    assert len(shown) == 64
-    assert "AEP endpoint on http://127.0.0.1" in err
+    assert again == first
+    assert first.count("session claude-code s_8f2c") == 1  # its thread, once
+    assert sum("rm -rf build/" in line for line in first) == 1  # its question, once
+    assert "endpoint: http://127.0.0.1" in err
     assert token not in err
-    first = json.loads(GOLDEN.splitlines()[0])
-    assert shown[0] == f"{first['time']} claude-code s_8f2c session.started"
+    assert proc.returncode == 0
+
+
+def settled_lines(path: Path, quiet: float = 0.8, timeout: float = 20) -> list[str]:
+    """The file's lines once nothing has been added to it for `quiet` seconds."""
+    deadline = time.monotonic() + timeout
+    last, since = None, time.monotonic()
+    while time.monotonic() < deadline:
+        text = path.read_text()
+        if text != last:
+            last, since = text, time.monotonic()
+        elif text and time.monotonic() - since >= quiet:
+            return text.splitlines()
+        time.sleep(0.05)
+    raise AssertionError(f"{path} did not settle")

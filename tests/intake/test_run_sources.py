@@ -27,54 +27,73 @@ def run_bridge(config: Path, out: Path) -> subprocess.Popen[str]:
     )
 
 
-def wait_for_lines(out: Path, count: int, timeout: float = 20) -> list[str]:
+def settled(out: Path, quiet: float = 0.8, timeout: float = 20) -> list[str]:
+    """The console's lines once nothing has been added for `quiet` seconds."""
     deadline = time.monotonic() + timeout
+    last, since = None, time.monotonic()
     while time.monotonic() < deadline:
-        lines = out.read_text().splitlines() if out.exists() else []
-        if len(lines) >= count:
-            return lines
+        text = out.read_text() if out.exists() else ""
+        if text != last:
+            last, since = text, time.monotonic()
+        elif text and time.monotonic() - since >= quiet:
+            return text.splitlines()
         time.sleep(0.05)
-    raise AssertionError(f"saw {len(lines)} of {count} lines: {lines[-3:]}")
+    raise AssertionError(f"{out} did not settle: {(last or '').splitlines()[-3:]}")
 
 
 def stop(proc: subprocess.Popen[str]) -> None:
     proc.send_signal(signal.SIGINT)
     proc.wait(10)
+    assert proc.returncode == 0
 
 
-def test_logged_sessions_are_shown_once_across_restarts(tmp_path: Path):
-    logs = tmp_path / "logs" / "claude-code"
-    logs.mkdir(parents=True)
-    config = tmp_path / "config.json"
+def config_for(tmp_path: Path, name: str) -> Path:
+    config = tmp_path / f"{name}.json"
     config.write_text(
         json.dumps(
             {
-                "state_dir": str(tmp_path / "state"),
+                "state_dir": str(tmp_path / name / "state"),
                 "listen": {"port": free_port()},
-                "intake": {"logs": [{"root": str(tmp_path / "logs")}]},
-                "channels": {},
+                "intake": {"logs": [{"root": str(tmp_path / name / "logs")}]},
+                "channels": {"console": {"approvers": ["local"], "read_input": False}},
             }
         )
     )
-    log = logs / "s_8f2c.jsonl"
+    (tmp_path / name / "logs" / "claude-code").mkdir(parents=True)
+    return config
+
+
+def test_logged_sessions_are_shown_once_across_restarts(tmp_path: Path):
+    """A log followed in two runs, with lines written while the bridge was down, shows
+    exactly what one run over the whole log shows: nothing twice, nothing missed."""
+    config = config_for(tmp_path, "restarted")
+    log = tmp_path / "restarted" / "logs" / "claude-code" / "s_8f2c.jsonl"
     log.write_text("\n".join(GOLDEN[:10]) + "\n")
     out = tmp_path / "out.txt"
     bridge = run_bridge(config, out)
     try:
-        wait_for_lines(out, 10)
+        settled(out)
         with log.open("a") as f:
             f.write("\n".join(GOLDEN[10:20]) + "\n")
-        wait_for_lines(out, 20)
+        settled(out)
     finally:
         stop(bridge)
     with log.open("a") as f:  # written while the bridge is down
         f.write("\n".join(GOLDEN[20:25]) + "\n")
     bridge = run_bridge(config, out)
     try:
-        lines = wait_for_lines(out, 25)
-        time.sleep(0.5)  # nothing more may come: every earlier line was already shown
-        lines = out.read_text().splitlines()
+        restarted = settled(out)
     finally:
         stop(bridge)
-    assert len(lines) == 25
-    assert lines[0].endswith("claude-code s_8f2c session.started")
+
+    config = config_for(tmp_path, "once")
+    whole = tmp_path / "once" / "logs" / "claude-code" / "s_8f2c.jsonl"
+    whole.write_text("\n".join(GOLDEN[:25]) + "\n")
+    reference = tmp_path / "reference.txt"
+    bridge = run_bridge(config, reference)
+    try:
+        once = settled(reference)
+    finally:
+        stop(bridge)
+    assert sorted(restarted) == sorted(once)
+    assert restarted.count("session claude-code s_8f2c") == 1
