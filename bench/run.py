@@ -62,6 +62,10 @@ def main() -> None:
     import outbox  # the outbox scheduler, on a simulated clock
 
     lines += outbox.section(outbox.main())
+    import core  # the core loop: throughput, attention latency, memory
+
+    loop = core.main()
+    lines += core.section(loop, {name: core.profile(name, loop) for name in core.missed(loop)})
     RESULTS.write_text("\n".join(lines))
     print("\n".join(lines))
 

@@ -38,6 +38,12 @@ Status = Literal["open", "sending", "answered", "resolved", "expired", "dismisse
 CLOSED: frozenset[str] = frozenset({"answered", "resolved", "expired", "dismissed"})
 
 
+#: after a restart, how long an answer already on its way waits for its agent to reconnect
+RECOVERY_PATIENCE = 120.0
+#: how often it is sent again meanwhile
+RESEND_INTERVAL = 1.0
+
+
 def new_card_id() -> str:
     """A short opaque card id: fits any platform's button data with room to spare."""
     return "c" + secrets.token_hex(4)
@@ -335,11 +341,25 @@ class Attention:
             return Answer(text=text), None  # AEP-0008: sent as text, never mapped by us
         return Resolution(status=ResolutionStatus.REJECTED, reason="an empty answer")
 
-    async def _deliver(self, session: SessionRecord, request: Request, command: Event) -> None:
-        result = await self._send(session, command)
-        current = self.get(request.id)
-        if current is None or current.command_id != command.id or current.status != "sending":
-            return  # the agent moved on meanwhile (answered elsewhere, resolved, expired)
+    async def _deliver(
+        self, session: SessionRecord, request: Request, command: Event, *, patience: float = 0.0
+    ) -> None:
+        """Send the command and settle the request by what became of it.
+
+        With `patience` (after a restart), a command that finds no agent, or no ack, is sent
+        again (same id: the agent acts on it once) until the agent has had `patience` seconds
+        to reconnect; only then is the request opened again.
+        """
+        deadline = time.monotonic() + patience
+        while True:
+            result = await self._send(session, command)
+            current = self.get(request.id)
+            if current is None or current.command_id != command.id or current.status != "sending":
+                return  # the agent moved on meanwhile (answered elsewhere, resolved, expired)
+            waiting = result.status == "timeout" or result.code == "no-route"
+            if not (waiting and time.monotonic() < deadline):
+                break
+            await asyncio.sleep(RESEND_INTERVAL)
         recorded = json.loads(current.answer or "{}")
         outcome = Outcome(
             OutcomeStatus.ANSWERED,
@@ -450,7 +470,10 @@ class Attention:
             if request.status == "sending" and request.command_raw is not None:
                 session = self.sessions.get(request.session_id)
                 if session is not None:
-                    self._spawn(self._deliver(session, request, parse_event(request.command_raw)))
+                    command = parse_event(request.command_raw)
+                    self._spawn(
+                        self._deliver(session, request, command, patience=RECOVERY_PATIENCE)
+                    )
                     resent += 1
         return resent
 
@@ -470,9 +493,17 @@ class Attention:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     def stop(self) -> None:
+        """Stop expiry timers (they are armed again by `recover` at the next start)."""
         for timer in self._timers.values():
             timer.cancel()
         self._timers.clear()
+
+    async def cancel(self) -> None:
+        """Abandon answers still on their way: they stay `sending` and `recover` resends them."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _option_index(option: str, count: int) -> int | None:

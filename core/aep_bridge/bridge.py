@@ -53,6 +53,9 @@ log = logging.getLogger("aep_bridge")
 BRIDGE_AGENT = "aep-bridge"
 #: How long a command waits for the agent's `control.accepted` / `control.rejected`.
 ACK_TIMEOUT = 10.0
+#: How many event keys the dedupe window keeps, and how often it is pruned to that.
+SEEN_WINDOW = 200_000
+PRUNE_EVERY = 10_000
 #: Chatter that may be dropped under backpressure (the outbox counts what it drops).
 _DROPPABLE_SEVERITIES = frozenset({"debug", "info"})
 
@@ -158,6 +161,9 @@ class Bridge:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._creating: list[tuple[str, str]] = []  # (channel, session id) to create now
         self._started = False
+        self._handled = 0
+        #: per stream, each session's position when the bridge started (`_handled_before`)
+        self._floors: dict[str, dict[str, tuple[int, int]]] = {}
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -203,6 +209,7 @@ class Bridge:
         self.attention.stop()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.attention.idle(), timeout=flush_timeout)
+        await self.attention.cancel()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -322,6 +329,8 @@ class Bridge:
 
     def handle_event(self, stream: str, event: Event) -> None:
         """Everything one event causes, in one transaction with its delivery record."""
+        if self._handled_before(stream, event):
+            return
         with self.store.transaction():
             if not self.store.record_delivery(stream, event):
                 return  # seen before (a replay, a resume, a redelivery)
@@ -335,6 +344,25 @@ class Bridge:
                     self._mirror(session, event)
         self._create_threads(self._creating)
         self._creating = []
+
+    def _handled_before(self, stream: str, event: Event) -> bool:
+        """Whether `event` is older than what this stream had handled when the bridge started.
+
+        The dedupe window is bounded (the oldest keys are pruned), while a source replays
+        everything it still holds after a restart; an event at or below the position its
+        session had reached then was handled by an earlier run, seen key or not.
+        """
+        self._handled += 1
+        if self._handled % PRUNE_EVERY == 0:
+            self.store.prune_seen(SEEN_WINDOW)
+        position = event.position
+        if position is None or event.session is None:
+            return False
+        floors = self._floors.get(stream)
+        if floors is None:
+            floors = self._floors[stream] = self.store.positions(stream)
+        floor = floors.get(event.session)
+        return floor is not None and position <= floor
 
     def _session_of(self, stream: str, event: Event) -> SessionRecord | None:
         """The event's session; the owner's sequenced events create it, others only find it."""
@@ -374,7 +402,9 @@ class Bridge:
                         droppable=droppable and not message.notify and message.type != "error",
                     )
                 )
-            if rendered.notification is not None:
+            # a heads-up outside the thread; where there are no threads, the message itself
+            # is the heads-up, and a second one would only ring twice
+            if rendered.notification is not None and channel.adapter.capabilities.threads:
                 thread = self.sessions.thread(session.id, channel.name)
                 notification = rendered.notification.model_copy(
                     update={

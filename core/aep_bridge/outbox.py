@@ -810,6 +810,13 @@ class Outbox:
 
     def _shed(self) -> None:
         """Over `max_backlog`, drop droppable jobs, oldest first; never any other job."""
+        if len(self._droppable) > 2 * self._queued + 1024:  # forget stale heap items
+            self._droppable = [
+                item
+                for item in self._droppable
+                if item[2].droppable and not item[2].dead and not item[2].in_flight
+            ]
+            heapq.heapify(self._droppable)
         over = self._queued - self._max_backlog
         if over <= 0:
             self._over_backlog = False
@@ -842,13 +849,6 @@ class Outbox:
                 self._max_backlog,
             )
         self._over_backlog = over > 0
-        if len(self._droppable) > 2 * self._queued + 1024:  # forget stale heap items
-            self._droppable = [
-                item
-                for item in self._droppable
-                if item[2].droppable and not item[2].dead and not item[2].in_flight
-            ]
-            heapq.heapify(self._droppable)
 
     def _delete_rows(self, rows: list[int | None]) -> None:
         for row in rows:

@@ -52,6 +52,7 @@ class Sessions:
         self.store = store
         self._by_key: dict[tuple[str, str], SessionRecord] = {}
         self._by_id: dict[str, SessionRecord] = {}
+        self._by_session: dict[str, list[SessionRecord]] = {}
         self._threads: dict[tuple[str, str], ThreadRecord] = {}
         #: session id -> the channels it is routed to (a thread row each), in routing order
         self._channels: dict[str, list[str]] = {}
@@ -87,7 +88,13 @@ class Sessions:
             self._by_thread[(record.channel, record.thread_id)] = record.session_id
 
     def _remember(self, record: SessionRecord) -> None:
-        self._by_key[(record.source, record.session)] = record
+        key = (record.source, record.session)
+        if key not in self._by_key:
+            self._by_session.setdefault(record.session, []).append(record)
+        else:
+            same = self._by_session[record.session]
+            same[:] = [record if r.id == record.id else r for r in same]
+        self._by_key[key] = record
         self._by_id[record.id] = record
 
     # -- sessions ----------------------------------------------------------------------
@@ -104,7 +111,7 @@ class Sessions:
         For events foreign to a session (another consumer's command, `attention.routed`):
         they name the session but come from elsewhere.
         """
-        found = [r for (_, s), r in self._by_key.items() if s == session]
+        found = self._by_session.get(session, ())
         return found[0] if len(found) == 1 else None
 
     def get_or_create(self, event: Event, stream: str, name: str) -> tuple[SessionRecord, bool]:

@@ -8,6 +8,7 @@ the same outbox a platform channel gets. Tests look at what a person would see i
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -16,20 +17,40 @@ from aep_bridge.bridge import Bridge
 from aep_bridge.config import BridgeConfig
 from aep_bridge.intake.hub import Hub, HubLimits
 from aep_bridge.intake.source import LocalSource
-from aep_bridge.plugins import PluginHost
+from aep_bridge.plugins import ChannelRegistration, PluginHost
 from aep_bridge.store import Store
 from aep_bridge.testing import LocalAgent, MemoryChannel
-from aep_bridge.types import ChannelUser
+from aep_bridge.types import ChannelConfig, ChannelUser
 
 ALICE = ChannelUser(id="alice", name="Alice")
 BOB = ChannelUser(id="bob", name="Bob")
 MALLORY = ChannelUser(id="mallory", name="Mallory")
 
 
+#: what a memory channel "platform" holds, kept across a bridge restart
+_PLATFORM = ("threads", "messages", "cards", "_by_key", "_ids")
+
+
 class _MemoryPlugin:
+    """Memory channels whose platform outlives the bridge: a restarted bridge finds the
+    threads and cards the previous one made, as it would on a real platform."""
+
+    def __init__(self) -> None:
+        self.platforms: dict[str, dict[str, Any]] = {}
+
     @hookimpl
-    def register_channels(self) -> list[type[MemoryChannel]]:
-        return [MemoryChannel]
+    def register_channels(self) -> list[ChannelRegistration]:
+        def build(core: Any, config: ChannelConfig) -> MemoryChannel:
+            channel = MemoryChannel(core, config)
+            kept = self.platforms.setdefault(config.name, {})
+            for attribute in _PLATFORM:
+                if attribute in kept:
+                    setattr(channel, attribute, kept[attribute])
+                else:
+                    kept[attribute] = getattr(channel, attribute)
+            return channel
+
+        return [dataclasses.replace(ChannelRegistration.of(MemoryChannel), factory=build)]
 
 
 def memory_host(*plugins: object) -> PluginHost:
@@ -107,13 +128,18 @@ class Rig:
         """Wait until every event admitted so far has been handled and every call made."""
         for _ in range(10_000):
             await asyncio.sleep(0)
-            if any(s.queue for s in self.hub.subscriptions):
+            if self._queued():
                 continue
             await self.bridge.idle()
             await asyncio.sleep(0)
-            if not any(s.queue for s in self.hub.subscriptions) and not self.bridge.busy:
+            if not self._queued() and not self.bridge.busy:
                 return
         raise AssertionError("the bridge did not settle")
+
+    def _queued(self) -> bool:
+        """Whether the bridge's own subscription still holds events it has not taken."""
+        owner = self.source._participant
+        return any(s.queue for s in self.hub.subscriptions if s.owner is owner)
 
     # -- what a person sees --------------------------------------------------------------
 

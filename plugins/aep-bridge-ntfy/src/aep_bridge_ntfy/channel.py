@@ -46,6 +46,8 @@ log = logging.getLogger(__name__)
 
 #: how many half-sent long messages to remember, so a retry does not repeat their parts
 _RESUME_SLOTS: Final = 32
+#: how many (card, refusal) pairs to remember, so a replayed press is reported once
+_TOLD_SLOTS: Final = 1024
 _URGENT_NOTIFICATIONS: Final = frozenset({"permission", "input_required", "error"})
 
 
@@ -78,6 +80,7 @@ class NtfyChannel(ChannelAdapter[NtfyConfig]):
         self._state_store: ChannelStore | None = None
         self._names: dict[str, str] = {}
         self._sent_parts: dict[str, int] = {}
+        self._told: dict[tuple[str, str], None] = {}
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -219,9 +222,24 @@ class NtfyChannel(ChannelAdapter[NtfyConfig]):
                 card.options[press.option],
                 ChannelUser(id=self.config.identity, name="ntfy"),
             )
-        if not resolution.accepted:
+        if not resolution.accepted and self._first_time(press.card, resolution.status.value):
             await self._tell(card.session_id if card else None, resolution.message)
         return 200, {"status": resolution.status.value, "message": resolution.message}
+
+    def _first_time(self, card: str, status: str) -> bool:
+        """Whether this card has not yet been answered with this refusal.
+
+        A replayed press (anyone who reads the topic can send one) must not cost a publish
+        each time: the phone is told once per card and outcome, and the press itself still
+        gets the answer in its HTTP response.
+        """
+        key = (card, status)
+        if key in self._told:
+            return False
+        self._told[key] = None
+        if len(self._told) > _TOLD_SLOTS:
+            self._told.pop(next(iter(self._told)))
+        return True
 
     async def _tell(self, session_id: str | None, text: str) -> None:
         """Tell the phone what became of a press; a failure here is logged, not raised."""

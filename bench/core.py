@@ -1,0 +1,869 @@
+"""The core loop: throughput, attention latency and memory, against same-run baselines.
+
+Everything runs in one process as `aep-bridge run` assembles it (tests/core/rig.py): the real
+`Hub` with a file-backed `Store` in a temporary directory (SQLite in WAL mode, as in
+production), the `Bridge` consuming it through `LocalSource`, and one `Outbox` per channel.
+The channels are two `MemoryChannel`s, `alpha` and `beta`, with no rate limits, at the default
+capture ceiling (`redacted`) and verbosity; for the benchmark they count calls and keep only
+what a press needs (a `MemoryChannel` keeps every message and scans them all for an edit,
+which would measure the test double).
+
+Throughput: pre-built valid events (parsed before the clock starts) are admitted to the hub in
+batches of 500, as an NDJSON POST would bring them, the hub's buffer flushed to the store after
+each batch; the next batch waits until the bridge has taken every event from the hub and the
+outboxes have dispatched what those events queued (a shallow pipeline: a bridge keeping up
+with its agents). The clock stops when every event has been handled and every channel call
+it caused (threads, messages, edits, cards, notifications, archives) has been made. Two
+corpora of 20,000 events: the official golden stream repeated with fresh ids and session
+names (the validation benchmark's bytes: about 5 events a session, commands and events of
+foreign sources included), and a realistic mix of 26-event sessions (session.started; four
+runs of tool.requested, progress.status, tool.completed and message.agent.replied;
+session.ended; and an attention.requested in every other session), 50 sessions interleaved
+at a time. The baseline is validation alone, `parse_event` on the same bytes in the same run. Best
+of three validation runs and of two core runs, each core run on a fresh store.
+
+Attention latency, one request at a time in one session: (a) from `hub.admit` of a pre-built
+`attention.requested` to the card's `send_permission_request` call in the later of the two
+channels; (b) from `MemoryChannel.press` to the agent (a `LocalAgent`) being handed the
+`control.attention.respond`. Each sample waits until the bridge is idle (the agent's ack,
+`attention.answered` and `attention.resolved` handled, every card updated) before the next;
+50 warm-up samples are not counted.
+
+Memory: a fresh process starts a bridge, then 10,000 sessions begin and live on
+(session.started, run.started, tool.requested, progress.status, tool.completed,
+message.agent.replied; none ends), admitted 500 sessions at a time; every session has a
+thread in `alpha`, every other one in `beta` too. RSS (VmRSS) is read after imports and
+start, and after everything is delivered and garbage-collected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import cProfile
+import gc
+import io
+import itertools
+import json
+import os
+import pstats
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import types
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # for tests.shared_data
+
+from tests.shared_data import AEP_FIXTURES
+
+from aep_bridge import hookimpl
+from aep_bridge.aep.build import make_event
+from aep_bridge.aep.envelope import Event
+from aep_bridge.aep.validation import parse_event
+from aep_bridge.bridge import Bridge
+from aep_bridge.config import BridgeConfig
+from aep_bridge.intake.hub import Delivery, Hub, HubLimits
+from aep_bridge.intake.source import LocalSource
+from aep_bridge.plugins import PluginHost
+from aep_bridge.store import Store
+from aep_bridge.testing import LocalAgent, MemoryChannel
+from aep_bridge.types import (
+    ChannelUser,
+    NotificationMessage,
+    OutgoingMessage,
+    PermissionOutcome,
+    PermissionRequest,
+)
+
+EVENTS = 20_000  # per corpus and run
+BATCH = 500
+REPEATS = 3  # validation runs
+CORE_REPEATS = 2  # core runs (each on a fresh store)
+PROFILE_EVENTS = 10_000
+MIX_CONCURRENT = 50
+LATENCY_SAMPLES = 1_000
+LATENCY_WARMUP = 50
+MEMORY_SESSIONS = 10_000
+MEMORY_CHUNK = 500  # sessions admitted before the bridge catches up
+MEMORY_PROFILED = 2_000  # sessions in the memory profile (what holds the growth)
+
+GOALS = {"ratio": 0.5, "p99_ms": 5.0, "rss_mb": 100.0}
+
+ALICE = ChannelUser(id="alice", name="Alice")
+
+
+# -- the channel ----------------------------------------------------------------------------
+
+
+class BenchChannel(MemoryChannel):
+    """A `MemoryChannel` that counts calls and keeps only what a press needs.
+
+    `MemoryChannel` keeps every message and finds an edited one by scanning them all, which
+    is right for tests and would make this benchmark measure the test double.
+    """
+
+    name = "bench-memory"
+
+    def __init__(self, core: Any, config: Any = None) -> None:
+        super().__init__(core, config)
+        self.calls: dict[str, int] = dict.fromkeys(
+            ("thread", "message", "card", "update", "notification", "rename", "archive"), 0
+        )
+        self.on_card: Callable[[PermissionRequest], None] | None = None
+
+    async def create_session_thread(self, session_id: str, name: str) -> str:
+        self.calls["thread"] += 1
+        return f"t{next(self._ids)}"
+
+    async def send_message(self, session_id: str, content: OutgoingMessage) -> None:
+        self.calls["message"] += 1
+
+    async def send_permission_request(self, session_id: str, request: PermissionRequest) -> None:
+        self.calls["card"] += 1
+        if self.on_card is not None:
+            self.on_card(request)
+        self.cards[request.id] = (session_id, request, "")
+
+    async def update_permission_request(
+        self, session_id: str, request: PermissionRequest, outcome: PermissionOutcome
+    ) -> None:
+        self.calls["update"] += 1
+        if outcome.closed:
+            self.cards.pop(request.id, None)
+
+    async def send_notification(self, notification: NotificationMessage) -> None:
+        self.calls["notification"] += 1
+
+    async def rename_session_thread(self, session_id: str, new_name: str) -> None:
+        self.calls["rename"] += 1
+
+    async def archive_session_topic(self, session_id: str) -> None:
+        self.calls["archive"] += 1
+
+
+class _Plugin:
+    @hookimpl
+    def register_channels(self) -> list[type[MemoryChannel]]:
+        return [BenchChannel]
+
+
+def _config(routes: list[dict[str, Any]] | None = None) -> BridgeConfig:
+    block = {"type": BenchChannel.name, "approvers": ["alice"]}
+    return BridgeConfig.model_validate(
+        {"channels": {"alpha": dict(block), "beta": dict(block)}, "routes": routes}
+    )
+
+
+class Running:
+    """A started bridge on a hub with a file-backed store, and its channels."""
+
+    def __init__(self, state: Path, routes: list[dict[str, Any]] | None = None) -> None:
+        self.state = state
+        self.routes = routes
+
+    async def start(self) -> Running:
+        host = PluginHost()
+        host.register(_Plugin(), "bench-plugin")
+        self.store = Store.open(self.state)
+        self.hub = Hub(HubLimits(), self.store)
+        self.source = LocalSource(self.hub)
+        self.bridge = Bridge(_config(self.routes), host, store=self.store)
+        self.bridge.add_source(self.source)
+        await self.bridge.start()
+        for _ in range(3):  # the consumer task subscribes
+            await asyncio.sleep(0)
+        assert self.hub.subscriptions, "the bridge did not subscribe"
+        return self
+
+    async def stop(self) -> None:
+        await self.bridge.stop(0.0)
+        await self.source.close()
+        self.hub.flush()
+        self.store.close()
+
+    def channel(self, name: str) -> BenchChannel:
+        adapter = self.bridge.channels[name].adapter
+        assert isinstance(adapter, BenchChannel)
+        return adapter
+
+    @property
+    def channels(self) -> list[BenchChannel]:
+        return [self.channel(name) for name in self.bridge.channels]
+
+    def queued(self) -> int:
+        return sum(len(s.queue) for s in self.hub.subscriptions)
+
+    async def caught_up(self, backlog: int = 0) -> None:
+        """Yield until the hub's queue is empty and no outbox holds more than `backlog`."""
+        while self.queued() or any(
+            c.outbox.backlog > backlog for c in self.bridge.channels.values()
+        ):
+            await asyncio.sleep(0)
+
+    async def settle(self) -> None:
+        """Until every event admitted is handled and every call made."""
+        while True:
+            await asyncio.sleep(0)
+            if self.queued():
+                continue
+            await self.bridge.idle()
+            await asyncio.sleep(0)
+            if not self.queued() and not self.bridge.busy:
+                return
+
+
+@asynccontextmanager
+async def running(routes: list[dict[str, Any]] | None = None) -> Any:
+    with tempfile.TemporaryDirectory(prefix="aep-bench-") as state:
+        bridge = await Running(Path(state), routes).start()
+        try:
+            yield bridge
+        finally:
+            await bridge.stop()
+
+
+# -- corpora --------------------------------------------------------------------------------
+
+
+def golden(n: int) -> list[bytes]:
+    """The golden stream repeated to `n` events with fresh ids and sessions (as validation)."""
+    events = [json.loads(line) for line in (AEP_FIXTURES / "golden" / "golden.jsonl").open()]
+    out: list[bytes] = []
+    for rep in itertools.count():
+        for event in events:
+            event = dict(event)
+            event["id"] = f"{event['id']}-{rep}"
+            for key in ("cause", "subject"):
+                if key in event and event[key].endswith("GOLD"):
+                    event[key] = f"{event[key]}-{rep}"
+            if "session" in event:
+                event["session"] = f"{event['session']}-{rep}"
+            out.append(json.dumps(event, separators=(",", ":")).encode())
+            if len(out) == n:
+                return out
+    raise AssertionError("unreachable")
+
+
+def session_events(k: int, *, turns: int = 4, ask: bool | None = None) -> Iterator[Event]:
+    """One realistic session: started, `turns` runs of tool calls and replies, ended."""
+    agent = "claude-code" if k % 2 == 0 else "codex"
+    session = f"s{k:06d}"
+    source = f"aep://bench-host/agent/{agent}/session/{session}"
+    seq = itertools.count()
+
+    def ev(type_: str, data: dict[str, Any], **envelope: Any) -> Event:
+        return make_event(
+            type_,
+            source=source,
+            agent=agent,
+            session=session,
+            seq=next(seq),
+            data=data,
+            capture=envelope.pop("capture", "redacted"),
+            **envelope,
+        )
+
+    yield ev("session.started", {"label": f"fix issue #{k}", "cwd": f"/work/repo-{k % 7}"})
+    for turn in range(turns):
+        run = f"r{turn}"
+        call = f"call-{turn}"
+        tool = {"name": "Bash", "call_id": call}
+        yield ev("run.started", {"trigger": "user"}, run=run, capture="metadata")
+        yield ev(
+            "tool.requested",
+            {"tool": tool, "args_redacted": {"command": f"pytest tests/test_{turn}.py"}},
+            run=run,
+            severity="info",
+        )
+        yield ev("progress.status", {"message": "running the tests", "percent": 40}, run=run)
+        yield ev(
+            "tool.completed",
+            {"tool": tool, "status": "success", "duration_ms": 1240, "result_redacted": "12 ok"},
+            run=run,
+            severity="info",
+        )
+        yield ev(
+            "message.agent.replied",
+            {"message_id": f"m{turn}", "text": f"Turn {turn}: the tests pass now."},
+            run=run,
+        )
+        if turn == 1 and (k % 2 == 0 if ask is None else ask):
+            yield ev(
+                "attention.requested",
+                {
+                    "kind": "permission",
+                    "prompt": "Run `make deploy`?",
+                    "options": [{"id": "allow", "label": "Allow"}, {"id": "deny", "label": "Deny"}],
+                    "respond_via": ["control"],
+                },
+                run=run,
+                severity="notice",
+            )
+        yield ev("run.finished", {"duration_ms": 5000}, run=run, capture="metadata")
+    yield ev("session.ended", {"reason": "normal"}, capture="metadata")
+
+
+def mix(n: int) -> list[bytes]:
+    """Realistic sessions, `MIX_CONCURRENT` at a time interleaved, to `n` events."""
+    out: list[bytes] = []
+    k = 0
+    while len(out) < n:
+        group = [[e.raw for e in session_events(k + i)] for i in range(MIX_CONCURRENT)]
+        k += MIX_CONCURRENT
+        for round_ in itertools.zip_longest(*group):
+            out.extend(raw for raw in round_ if raw is not None)
+    return out[:n]
+
+
+# -- 1. throughput --------------------------------------------------------------------------
+
+
+def corpus(name: str, n: int = EVENTS) -> list[bytes]:
+    return golden(n) if name == "golden" else mix(n)
+
+
+def validation_rate(lines: list[bytes]) -> float:
+    """Best events/s of `parse_event` alone over `lines`."""
+    best = float("inf")
+    for _ in range(REPEATS):
+        gc.collect()
+        start = time.perf_counter()
+        for line in lines:
+            parse_event(line)
+        best = min(best, time.perf_counter() - start)
+    return len(lines) / best
+
+
+async def _core_once(events: list[Event]) -> tuple[float, dict[str, Any]]:
+    """One run on a fresh store: seconds from the first admit to the last channel call."""
+    async with running() as r:
+        gc.collect()
+        start = time.perf_counter()
+        for i in range(0, len(events), BATCH):
+            r.hub.admit(events[i : i + BATCH])
+            r.hub.flush()
+            await r.caught_up()
+        await r.settle()
+        elapsed = time.perf_counter() - start
+        stats: dict[str, Any] = {"sessions": len(r.bridge.sessions), "calls": 0}
+        for channel in r.channels:
+            outbox = r.bridge.channels[channel.instance_name].outbox.stats
+            assert outbox["dropped"] == 0, outbox
+            assert outbox["failed"] == 0, outbox
+            assert outbox["sent"] == sum(channel.calls.values()), (outbox, channel.calls)
+            stats["calls"] += outbox["sent"]
+            stats[channel.instance_name] = dict(channel.calls)
+    return elapsed, stats
+
+
+def core_rate(lines: list[bytes]) -> tuple[float, dict[str, Any]]:
+    """Best events/s of the core loop over `lines`, parsed before the clock starts."""
+    events = [parse_event(line) for line in lines]
+    best = float("inf")
+    stats: dict[str, Any] = {}
+    for _ in range(CORE_REPEATS):
+        elapsed, stats = asyncio.run(_core_once(events))
+        best = min(best, elapsed)
+    return len(events) / best, stats
+
+
+def throughput() -> dict[str, dict[str, Any]]:
+    results = {}
+    for name in ("golden", "mix"):
+        lines = corpus(name)
+        validation = validation_rate(lines)
+        core, stats = core_rate(lines)
+        results[name] = {"validation": validation, "core": core, **stats}
+        print(
+            f"throughput {name:<6} validation {validation:>8,.0f} events/s, core loop "
+            f"{core:>7,.0f} events/s: {core / validation:.3f}x  ({stats['sessions']:,} sessions, "
+            f"{stats['calls']:,} channel calls)",
+            flush=True,
+        )
+    return results
+
+
+def _rows_of(stats: pstats.Stats, top: int) -> list[tuple[str, str, float, float]]:
+    raw: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
+    total = sum(own for _, _, own, _, _ in raw.values())
+    rows = []
+    for (path, line, function), (_, _, own, cumulative, _) in raw.items():
+        where = f"{Path(path).parent.name}/{Path(path).name}:{line}" if line else "built-in"
+        rows.append((function, where, own / total, cumulative / total))
+    rows.sort(key=lambda r: r[2], reverse=True)
+    return rows[:top]
+
+
+def profile_throughput(name: str, top: int = 20) -> dict[str, Any]:
+    """cProfile of one core run on corpus `name` (`PROFILE_EVENTS` events)."""
+    events = [parse_event(line) for line in corpus(name, PROFILE_EVENTS)]
+    profiler = cProfile.Profile()
+    profiler.enable()
+    asyncio.run(_core_once(events))
+    profiler.disable()
+    return {"corpus": name, "rows": _rows_of(pstats.Stats(profiler), top)}
+
+
+# -- 2. attention latency -------------------------------------------------------------------
+
+
+class TimedAgent(LocalAgent):
+    """A `LocalAgent` that notes when each command reaches it, and builds events unadmitted."""
+
+    def __init__(self, hub: Hub, **kwargs: Any) -> None:
+        super().__init__(hub, **kwargs)
+        self.received: dict[str, int] = {}  # AEP request id -> perf_counter_ns
+
+    def _push(self, item: object) -> None:
+        if isinstance(item, Delivery) and item.event.type == "control.attention.respond":
+            self.received[str(item.event.subject)] = time.perf_counter_ns()
+        super()._push(item)
+
+    def build(self, type_: str, data: dict[str, Any], **envelope: Any) -> Event:
+        """The session's next event, not admitted."""
+        self._seq += 1
+        return make_event(
+            type_,
+            source=self.source,
+            agent=self.agent,
+            session=self.session,
+            seq=self._seq,
+            data=data,
+            **envelope,
+        )
+
+
+def _percentiles(samples: list[int]) -> dict[str, float]:
+    ms = sorted(s / 1e6 for s in samples)
+    return {
+        "n": len(ms),
+        "p50": statistics.median(ms),
+        "p99": ms[min(len(ms) - 1, int(len(ms) * 0.99))],
+        "max": ms[-1],
+    }
+
+
+class _SlowProfile:
+    """cProfile of the slow samples only: each sample is profiled on its own, and kept when
+    it took more than twice the median so far."""
+
+    def __init__(self) -> None:
+        self.kept = cProfile.Profile()
+        self.current: cProfile.Profile | None = None
+        self.durations: list[int] = []
+        self.slow = 0
+        self.stats: pstats.Stats | None = None
+
+    def start(self) -> None:
+        self.current = cProfile.Profile()
+        self.current.enable()
+
+    def stop(self, duration: int) -> None:
+        assert self.current is not None
+        self.current.disable()
+        self.durations.append(duration)
+        if len(self.durations) > 20 and duration > 2 * statistics.median(self.durations):
+            self.slow += 1
+            if self.stats is None:
+                self.stats = pstats.Stats(self.current, stream=io.StringIO())
+            else:
+                self.stats.add(self.current)
+        self.current = None
+
+
+async def _latency(profiler: _SlowProfile | None = None) -> dict[str, Any]:
+    async with running() as r:
+        agent = TimedAgent(r.hub, agent="claude-code", session="s-latency")
+        r.hub.admit([agent.build("session.started", {"label": "latency"}, capture="redacted")])
+        await r.settle()
+        channels = r.channels
+        cards: dict[str, list[int]] = {}
+
+        def arrived(request: PermissionRequest) -> None:
+            cards.setdefault(request.id, []).append(time.perf_counter_ns())
+
+        for channel in channels:
+            channel.on_card = arrived
+        card_in: list[int] = []
+        press_out: list[int] = []
+        gc.collect()
+        for i in range(LATENCY_WARMUP + LATENCY_SAMPLES):
+            ask = agent.build(
+                "attention.requested",
+                {
+                    "kind": "permission",
+                    "prompt": f"Run step {i}?",
+                    "options": [{"id": "allow", "label": "Allow"}, {"id": "deny", "label": "Deny"}],
+                    "respond_via": ["control"],
+                },
+                capture="redacted",
+                severity="notice",
+            )
+            if profiler is not None:
+                profiler.start()
+            admitted = time.perf_counter_ns()
+            r.hub.admit([ask], origin=agent.participant)
+            while len(next(iter(cards.values()), ())) < len(channels):
+                await asyncio.sleep(0)
+            card_id, times = cards.popitem()
+            if profiler is not None:
+                profiler.stop(max(times) - admitted)
+            await r.settle()
+            pressed = time.perf_counter_ns()
+            resolution = await channels[0].press(f"{card_id}:0", ALICE)
+            assert resolution.status == "accepted", resolution
+            while ask.id not in agent.received:
+                await asyncio.sleep(0)
+            received = agent.received.pop(ask.id)
+            await r.settle()
+            if i >= LATENCY_WARMUP:
+                card_in.append(max(times) - admitted)
+                press_out.append(received - pressed)
+        assert len(agent.answers) == LATENCY_WARMUP + LATENCY_SAMPLES
+    return {"request -> card": _percentiles(card_in), "press -> command": _percentiles(press_out)}
+
+
+def latency() -> dict[str, Any]:
+    results = asyncio.run(_latency())
+    for name, p in results.items():
+        print(
+            f"latency {name:<16} n={p['n']:,.0f}  p50 {p['p50']:.3f} ms  p99 {p['p99']:.3f} ms"
+            f"  max {p['max']:.3f} ms",
+            flush=True,
+        )
+    return results
+
+
+def profile_latency(top: int = 20) -> dict[str, Any]:
+    """cProfile of the request -> card samples that took over twice the median."""
+    profiler = _SlowProfile()
+    asyncio.run(_latency(profiler))
+    if profiler.stats is None:
+        return {"slow": 0, "samples": len(profiler.durations), "rows": []}
+    return {
+        "slow": profiler.slow,
+        "samples": len(profiler.durations),
+        "rows": _rows_of(profiler.stats, top),
+    }
+
+
+# -- 3. memory ------------------------------------------------------------------------------
+
+
+def _status_mb(key: str) -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(f"{key}:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no {key} in /proc/self/status")
+
+
+def _live_templates() -> list[list[dict[str, Any]]]:
+    """Two live sessions (agents claude-code and codex) as JSON objects: the first six events
+    of a session, which begins and goes on."""
+    return [[json.loads(e.raw) for e in itertools.islice(session_events(k), 6)] for k in (0, 1)]
+
+
+def live_session(k: int, templates: list[list[dict[str, Any]]]) -> list[bytes]:
+    """Live session `k`: a template with its own session name, source and ids."""
+    session = f"s{k:06d}"
+    out = []
+    for template in templates[k % 2]:
+        event = dict(template)
+        old = event["session"]
+        event["session"] = session
+        event["source"] = event["source"].replace(old, session)
+        event["id"] = f"{event['id']}-{k}"
+        if "cause" in event:
+            event["cause"] = f"{event['cause']}-{k}"
+        out.append(json.dumps(event, separators=(",", ":")).encode())
+    return out
+
+
+async def _memory(sessions: int, holders: bool) -> dict[str, Any]:
+    # every session in alpha; sessions of agent claude-code (every other one) in beta too
+    routes = [
+        {"match": {}, "channels": ["alpha"]},
+        {"match": {"agent": "claude-code"}, "channels": ["beta"]},
+    ]
+    templates = _live_templates()
+    async with running(routes) as r:
+        gc.collect()
+        before = _status_mb("VmRSS")
+        empty = _holders({"hub": r.hub, "bridge": r.bridge}) if holders else {}
+        for first in range(0, sessions, MEMORY_CHUNK):
+            chunk = [
+                parse_event(raw)
+                for k in range(first, min(sessions, first + MEMORY_CHUNK))
+                for raw in live_session(k, templates)
+            ]
+            r.hub.admit(chunk)
+            r.hub.flush()
+            del chunk
+            await r.caught_up()
+        await r.settle()
+        gc.collect()
+        after = _status_mb("VmRSS")
+        assert len(r.bridge.sessions) == sessions
+        result: dict[str, Any] = {
+            "sessions": sessions,
+            "before": before,
+            "after": after,
+            "peak": _status_mb("VmHWM"),
+            "threads": sum(c.calls["thread"] for c in r.channels),
+            "messages": sum(c.calls["message"] for c in r.channels),
+        }
+        if holders:
+            held = _holders({"hub": r.hub, "bridge": r.bridge})
+            grown = {name: size - empty.get(name, 0) for name, size in held.items()}
+            result["held"] = sum(grown.values())
+            result["rows"] = sorted(grown.items(), key=lambda item: -item[1])[:15]
+    return result
+
+
+#: where a deep size stops: shared machinery, not data a session adds
+_OPAQUE = (
+    type,
+    types.ModuleType,
+    types.FunctionType,
+    types.MethodType,
+    types.BuiltinFunctionType,
+    asyncio.AbstractEventLoop,
+    asyncio.Future,
+    weakref.ReferenceType,
+)
+
+
+def _holders(roots: dict[str, object], depth: int = 3) -> dict[str, int]:
+    """Bytes reachable from each attribute of the core's parts, each object counted once.
+
+    The parts (objects of `aep_bridge` classes, and small dicts of them such as the bridge's
+    channels) are walked `depth` levels down and named by their path
+    (`bridge.sessions._by_id`); everything else an attribute reaches counts toward it,
+    unless a name before it reached it first.
+    """
+    seen: set[int] = set()
+    fields: list[tuple[str, object]] = []
+
+    def attrs(obj: object) -> dict[str, object]:
+        if hasattr(obj, "__dict__"):
+            return dict(vars(obj))
+        slots = [n for t in type(obj).__mro__ for n in getattr(t, "__slots__", ())]
+        return {n: getattr(obj, n) for n in slots if hasattr(obj, n)}
+
+    def part(value: object) -> bool:
+        return type(value).__module__.startswith("aep_bridge") and bool(attrs(value))
+
+    def walk(name: str, obj: object, level: int) -> None:
+        seen.add(id(obj))
+        for attr, value in attrs(obj).items():
+            path = f"{name}.{attr}"
+            if id(value) in seen or isinstance(value, _OPAQUE):
+                continue
+            if level < depth and part(value):
+                walk(path, value, level + 1)
+            elif level < depth and isinstance(value, dict) and 0 < len(value) <= 16:
+                if not all(part(v) for v in value.values()):
+                    fields.append((path, value))
+                    continue
+                seen.add(id(value))
+                for key, item in value.items():
+                    if id(item) not in seen:
+                        walk(f"{path}[{key}]", item, level + 1)
+            else:
+                fields.append((path, value))
+
+    for name, root in roots.items():
+        walk(name, root, 1)
+    sizes: dict[str, int] = {}
+    for path, value in fields:
+        total = 0
+        stack = [value]
+        while stack:
+            obj = stack.pop()
+            if id(obj) in seen or isinstance(obj, _OPAQUE):
+                continue
+            seen.add(id(obj))
+            total += sys.getsizeof(obj)
+            stack.extend(gc.get_referents(obj))
+        sizes[path] = sizes.get(path, 0) + total
+    return sizes
+
+
+def _child(*flags: str) -> dict[str, Any]:
+    """Run the memory benchmark in a fresh interpreter (nothing of this one counts)."""
+    done = subprocess.run(
+        [sys.executable, __file__, "--memory-child", *flags],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"the memory benchmark failed:\n{done.stderr}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def memory() -> dict[str, Any]:
+    result = _child()
+    print(
+        f"memory {MEMORY_SESSIONS:,} live sessions ({result['threads']:,} threads): RSS "
+        f"{result['before']:.1f} MB after start, {result['after']:.1f} MB with the sessions "
+        f"(+{result['after'] - result['before']:.1f} MB), peak {result['peak']:.1f} MB",
+        flush=True,
+    )
+    return result
+
+
+def profile_memory() -> dict[str, Any]:
+    """What holds the growth: the core's parts, walked over `MEMORY_PROFILED` sessions."""
+    return _child("--holders")
+
+
+# -- the report -----------------------------------------------------------------------------
+
+
+def main() -> dict[str, Any]:
+    started = time.perf_counter()
+    results: dict[str, Any] = {
+        "throughput": throughput(),
+        "latency": latency(),
+        "memory": memory(),
+    }
+    results["wall"] = time.perf_counter() - started
+    print(f"core benchmark: {results['wall']:.0f} s", flush=True)
+    return results
+
+
+def missed(r: dict[str, Any]) -> list[str]:
+    """The goals this run missed (each gets a profile)."""
+    out = []
+    if any(t["core"] < GOALS["ratio"] * t["validation"] for t in r["throughput"].values()):
+        out.append("throughput")
+    if any(p["p99"] > GOALS["p99_ms"] for p in r["latency"].values()):
+        out.append("latency")
+    if r["memory"]["after"] > GOALS["rss_mb"]:
+        out.append("memory")
+    return out
+
+
+def profile(name: str, r: dict[str, Any]) -> dict[str, Any]:
+    if name == "throughput":
+        worst = min(r["throughput"], key=lambda c: r["throughput"][c]["core"])
+        return profile_throughput(worst)
+    if name == "latency":
+        return profile_latency()
+    return profile_memory()
+
+
+def _pf(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
+
+
+def section(r: dict[str, Any], profiles: dict[str, dict[str, Any]]) -> list[str]:
+    """The RESULTS.md section for these figures."""
+    lines = [
+        "## Core loop (events in, channel calls out)",
+        "",
+        " ".join(__doc__.strip().split("\n\n", 1)[1].split()) if __doc__ else "",
+        "",
+        "| corpus | sessions | channel calls | validation events/s | core loop events/s "
+        f"| core / validation | goal >= {GOALS['ratio']}x |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for name, t in r["throughput"].items():
+        ratio = t["core"] / t["validation"]
+        lines.append(
+            f"| {name}, {EVENTS:,} events | {t['sessions']:,} | {t['calls']:,} | "
+            f"{t['validation']:,.0f} | {t['core']:,.0f} | {ratio:.3f}x | "
+            f"{_pf(ratio >= GOALS['ratio'])} |"
+        )
+    lines += [
+        "",
+        f"| attention latency, {LATENCY_SAMPLES:,} samples | p50 ms | p99 ms | max ms "
+        f"| goal p99 <= {GOALS['p99_ms']:g} ms |",
+        "|---|---:|---:|---:|---|",
+    ]
+    for name, p in r["latency"].items():
+        lines.append(
+            f"| {name} | {p['p50']:.2f} | {p['p99']:.2f} | {p['max']:.2f} | "
+            f"{_pf(p['p99'] <= GOALS['p99_ms'])} |"
+        )
+    m = r["memory"]
+    lines += [
+        "",
+        "| memory | RSS after start | RSS with the sessions | growth | peak "
+        f"| goal <= {GOALS['rss_mb']:g} MB |",
+        "|---|---:|---:|---:|---:|---|",
+        f"| {MEMORY_SESSIONS:,} live sessions, {m['threads']:,} threads, "
+        f"{m['messages']:,} messages | {m['before']:.1f} MB | {m['after']:.1f} MB | "
+        f"+{m['after'] - m['before']:.1f} MB | {m['peak']:.1f} MB | "
+        f"{_pf(m['after'] <= GOALS['rss_mb'])} |",
+    ]
+    found = profiles.get("throughput")
+    if found:
+        lines += [
+            "",
+            f"Profile of a core run on the {found['corpus']} corpus ({PROFILE_EVENTS:,} events; "
+            "the goal was missed). cProfile, the top functions by own time, as shares of the "
+            "run's total:",
+            "",
+            *_table(found["rows"]),
+        ]
+    found = profiles.get("latency")
+    if found:
+        lines += [
+            "",
+            f"Profile of the request -> card samples that took over twice the median "
+            f"({found['slow']} of {found['samples']}; the goal was missed). cProfile, each "
+            "sample on its own, the slow ones added up; the top functions by own time:",
+            "",
+            *_table(found["rows"]),
+        ]
+    found = profiles.get("memory")
+    if found:
+        n = found["sessions"]
+        lines += [
+            "",
+            f"What holds the growth (the goal was missed), in a fresh process over {n:,} "
+            "sessions: the bytes reachable from each part of the core (each object counted "
+            f"once, under the first part that reaches it), {found['held'] / n:,.0f} bytes a "
+            f"session in all, against {(found['after'] - found['before']) * 2**20 / n:,.0f} "
+            "bytes of RSS growth a session:",
+            "",
+            f"| held by | bytes a session | at {MEMORY_SESSIONS:,} sessions |",
+            "|---|---:|---:|",
+            *(
+                f"| `{name}` | {size / n:,.0f} | {size / n * MEMORY_SESSIONS / 2**20:,.1f} MB |"
+                for name, size in found["rows"]
+            ),
+        ]
+    lines += ["", f"The core benchmark took {r['wall']:.0f} s (without profiles).", ""]
+    return lines
+
+
+def _table(rows: list[tuple[str, str, float, float]]) -> list[str]:
+    return [
+        "| function | where | own | cumulative |",
+        "|---|---|---:|---:|",
+        *(f"| `{fn}` | {where} | {own:.1%} | {cum:.1%} |" for fn, where, own, cum in rows),
+    ]
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--memory-child"]:
+        holders = "--holders" in sys.argv
+        count = MEMORY_PROFILED if holders else MEMORY_SESSIONS
+        print(json.dumps(asyncio.run(_memory(count, holders))))
+    else:
+        if hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core, as run.py
+        figures = main()
+        found = {name: profile(name, figures) for name in missed(figures)}
+        print("\n".join(section(figures, found)))
