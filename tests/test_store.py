@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 import stat
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -280,6 +282,78 @@ def test_an_outer_failure_undoes_the_inner_transactions(store):
         deliver_in_inner_then_fail(store)
     assert not store.seen(STREAM, *OWNED[0].dedupe_key)
     assert store.position(STREAM, "s_8f2c") is None
+
+
+def committed(state_dir: Path, key: str) -> bool:
+    """Whether another connection (another process after a crash) sees `key` written."""
+    other = sqlite3.connect(state_dir / "state.db", isolation_level=None)
+    try:
+        rows = other.execute("SELECT 1 FROM kv WHERE namespace = 'ns' AND key = ?", (key,))
+        return bool(rows.fetchall())
+    finally:
+        other.close()
+
+
+def test_a_group_is_durable_only_once_it_commits(store, state_dir):
+    assert store.begin_group()
+    assert not store.begin_group()  # one at a time
+    with store.transaction():
+        store.kv_set("ns", "first", "1")
+    with store.transaction():
+        store.kv_set("ns", "second", "1")
+    assert not committed(state_dir, "first")  # a crash now loses both, events and all
+    assert store.commit_group()
+    assert committed(state_dir, "first")
+    assert committed(state_dir, "second")
+    assert store.group is None
+
+
+def test_a_failure_inside_a_group_undoes_only_its_own_transaction(store, state_dir):
+    store.begin_group()
+    with store.transaction():
+        store.kv_set("ns", "kept", "1")
+    with pytest.raises(KeyError):
+        write_then_fail(store, "undone")
+    store.commit_group()
+    assert committed(state_dir, "kept")
+    assert not committed(state_dir, "undone")
+
+
+def test_a_group_does_not_commit_in_the_middle_of_a_transaction(store, state_dir):
+    store.begin_group()
+    with store.transaction():
+        store.kv_set("ns", "half", "1")
+        assert not store.commit_group()  # it would commit half of an atomic unit
+    assert not committed(state_dir, "half")
+    assert store.commit_group()
+    assert committed(state_dir, "half")
+
+
+async def test_a_group_opened_until_idle_commits_when_the_loop_runs_again(store, state_dir):
+    assert store.group_until_idle()
+    store.kv_set("ns", "k", "1")
+    assert not committed(state_dir, "k")
+    await asyncio.sleep(0)
+    assert committed(state_dir, "k")
+
+
+def test_the_wal_is_checkpointed_in_the_background_and_stops_growing(store, state_dir, monkeypatch):
+    """Commits never checkpoint (that put milliseconds into a card's way out); a thread does,
+    so the log is reused instead of growing with every write."""
+    wal = state_dir / "state.db-wal"
+    blob = "x" * 4000
+
+    def write_a_megabyte(round_: int) -> None:
+        with store.transaction():
+            for n in range(250):
+                store.kv_set("ns", f"{round_}-{n}", blob)
+
+    write_a_megabyte(0)
+    first = wal.stat().st_size
+    for round_ in range(1, 4):
+        time.sleep(store_module.CHECKPOINT_INTERVAL * 1.5)  # a checkpoint runs meanwhile
+        write_a_megabyte(round_)
+    assert wal.stat().st_size < 2 * first  # without it: four megabytes and counting
 
 
 def test_prune_keeps_the_newest(store):

@@ -33,7 +33,7 @@ from .config import BridgeConfig, ChannelPlan, resolve_channels
 from .intake.source import CommandResult, EventSource
 from .outbox import Job, Outbox, Priority
 from .plugins import PluginHost
-from .render import Renderer
+from .render import Rendered, Renderer
 from .routing import Routes
 from .sessions import SessionRecord, Sessions
 from .store import Store, StoreState
@@ -56,6 +56,8 @@ ACK_TIMEOUT = 10.0
 #: How many event keys the dedupe window keeps, and how often it is pruned to that.
 SEEN_WINDOW = 200_000
 PRUNE_EVERY = 10_000
+#: Events handled in one store transaction at most (see `Bridge._group_commit`).
+GROUP_MAX = 500
 #: Chatter that may be dropped under backpressure (the outbox counts what it drops).
 _DROPPABLE_SEVERITIES = frozenset({"debug", "info"})
 
@@ -162,6 +164,7 @@ class Bridge:
         self._creating: list[tuple[str, str]] = []  # (channel, session id) to create now
         self._started = False
         self._handled = 0
+        self._grouped = 0
         #: per stream, each session's position when the bridge started (`_handled_before`)
         self._floors: dict[str, dict[str, tuple[int, int]]] = {}
 
@@ -205,6 +208,7 @@ class Bridge:
             task.cancel()
         await asyncio.gather(*self._consumers.values(), return_exceptions=True)
         self._consumers.clear()
+        self.store.commit_group()
         await self._call_hook("shutdown")
         self.attention.stop()
         with contextlib.suppress(TimeoutError):
@@ -300,6 +304,7 @@ class Bridge:
         while True:
             try:
                 async for event in source.events(from_="all"):
+                    self._group_commit()
                     try:
                         self.handle_event(source.name, event)
                     except Exception:  # one event must not stop the stream
@@ -314,8 +319,24 @@ class Bridge:
             log.warning("the subscription to %s ended; subscribing again", source.name)
             await asyncio.sleep(0.1)
 
+    def _group_commit(self) -> None:
+        """Handle a burst of events in one store transaction (group commit).
+
+        The group opens with the first event of a burst and commits as soon as this task
+        waits for the next one (the loop runs the callback first), or after `GROUP_MAX`
+        events. Nothing written in it leaves the process before it commits: the outbox and
+        `send_command` commit an open group before a platform call or a command.
+        """
+        if self.store.group_until_idle():
+            self._grouped = 0
+            return
+        self._grouped += 1
+        if self._grouped >= GROUP_MAX:
+            self.store.commit_group()
+
     async def send_command(self, session: SessionRecord, command: Event) -> CommandResult:
         """Send `command` on the route its session came in on."""
+        self.store.commit_group()  # the answer's claim is durable before the agent sees it
         source = self.sources.get(session.stream)
         if source is None:
             return CommandResult(
@@ -388,11 +409,15 @@ class Bridge:
         self.attention.on_event(event, session)
         if event.type == "attention.requested" and event.seq is not None:
             self._open_request(session, event, targets)
+        renderings: dict[tuple[str, str], Rendered] = {}  # channels alike share one
         for channel in targets:
             config = channel.config
-            rendered = self.renderer.render(
-                event, ceiling=config.capture, verbosity=config.verbosity
-            )
+            look = (config.capture, config.verbosity)
+            rendered = renderings.get(look)
+            if rendered is None:
+                rendered = renderings[look] = self.renderer.render(
+                    event, ceiling=config.capture, verbosity=config.verbosity
+                )
             droppable = event.severity in _DROPPABLE_SEVERITIES
             for message in rendered.messages:
                 channel.outbox.submit(

@@ -452,9 +452,10 @@ class _Limiter:
 # -- the queue -------------------------------------------------------------------------
 
 
-def _lane(
-    session_id: str | None, priority: Priority, *, call: bool
-) -> tuple[str | None, str, bool]:
+_LaneKey = tuple[str | None, str, bool]
+
+
+def _lane(session_id: str | None, priority: Priority, *, call: bool) -> _LaneKey:
     """Which FIFO a call waits in.
 
     A session's cards (and their updates) and its notifications each have a lane, so they
@@ -487,6 +488,7 @@ class _Entry:
     in_flight: bool = False
     limiters: tuple[_Limiter, ...] = ()
     chat: str = ""
+    group: int | None = None  # the store group its row was written in, if still open
 
     @property
     def lane(self) -> tuple[str | None, str, bool]:
@@ -570,7 +572,12 @@ class Outbox:
         self._global = _Limiter(self._limits.global_) if self._limits.global_ else None
         self._paused: dict[str, float] = {}  # chat -> until (after a RateLimited)
         self._paused_all = -math.inf
-        self._lanes: dict[tuple[str | None, str, bool], _Lane] = {}
+        self._lanes: dict[_LaneKey, _Lane] = {}
+        #: a heap of (priority, seq, lane) for the heads of lanes not busy; items whose lane
+        #: has since moved on are skipped when popped (`_pick`)
+        self._ready: list[tuple[Priority, int, _LaneKey]] = []
+        #: lanes set aside because their session is held, by session
+        self._held_lanes: dict[str, set[_LaneKey]] = {}
         self._coalescing: dict[tuple[str | None, str], _Entry] = {}
         #: droppable entries, a heap by submit order; stale items are skipped when popped
         self._droppable: list[tuple[int, int, _Entry]] = []
@@ -616,7 +623,7 @@ class Outbox:
         """
         jobs = self._prepare(job)
         parsed = [(piece, _arguments(piece)) for piece in jobs]
-        with self._store.transaction():
+        with self._store.transaction(savepoint=False):
             actions = [self._persist(piece, args) for piece, args in parsed]
         for action in actions:
             action()
@@ -661,6 +668,8 @@ class Outbox:
         """The session's thread exists: its jobs may go."""
         if session_id in self._held:
             self._held.discard(session_id)
+            for key in self._held_lanes.pop(session_id, ()):
+                self._schedule(key)
             self._changed()
 
     async def start(self) -> None:
@@ -693,6 +702,9 @@ class Outbox:
                     entry.in_flight = False
                     self._queued += 1
         self._in_flight = 0
+        self._ready.clear()
+        for key in list(self._lanes):
+            self._schedule(key)
         for lane in self._lanes.values():
             for entry in lane.queue:
                 if entry.future is not None and not entry.dead:
@@ -749,9 +761,12 @@ class Outbox:
                 (payload, int(job.droppable), time.time(), target.row),
             )
 
+            group = self._store.group
+
             def merge() -> None:
                 assert target is not None
                 target.job, target.args = job, args
+                target.group = group
                 if job.droppable:
                     self._push_droppable(target)
                 self._stats["coalesced"] += 1
@@ -779,15 +794,21 @@ class Outbox:
             if target is not None:
                 self._kill(target)
                 self._stats["coalesced"] += 1
-            self._add(_Entry(job.op, job.session_id, job.priority, args, next(self._seq), row, job))
+            entry = _Entry(job.op, job.session_id, job.priority, args, next(self._seq), row, job)
+            entry.group = group
+            self._add(entry)
 
+        group = self._store.group
         return add
 
     def _add(self, entry: _Entry) -> None:
-        lane = self._lanes.get(entry.lane)
+        lane_key = entry.lane
+        lane = self._lanes.get(lane_key)
         if lane is None:
-            lane = self._lanes[entry.lane] = _Lane()
+            lane = self._lanes[lane_key] = _Lane()
         lane.queue.append(entry)
+        if len(lane.queue) == 1 and not lane.busy:
+            heapq.heappush(self._ready, (entry.priority, entry.seq, lane_key))
         self._queued += 1
         if (key := entry.coalesce_key) is not None:
             self._coalescing[key] = entry
@@ -810,7 +831,7 @@ class Outbox:
 
     def _shed(self) -> None:
         """Over `max_backlog`, drop droppable jobs, oldest first; never any other job."""
-        if len(self._droppable) > 2 * self._queued + 1024:  # forget stale heap items
+        if len(self._droppable) > 2 * self._queued + 64:  # forget stale heap items
             self._droppable = [
                 item
                 for item in self._droppable
@@ -864,6 +885,8 @@ class Outbox:
             if e.row is None and not e.dead and not e.in_flight
         ]
         self._lanes.clear()
+        self._ready.clear()
+        self._held_lanes.clear()
         self._coalescing.clear()
         self._droppable.clear()
         self._queued = 0
@@ -970,37 +993,61 @@ class Outbox:
     def _pick(self, now: float) -> tuple[_Entry | None, float | None]:
         """The entry to send now, or None and when to look again (None: when woken).
 
-        Candidates are the heads of the lanes not busy, in (priority, submit) order. The first
-        that may run now goes, unless it would take a slot that a candidate before it, still
-        waiting (for its chat, a pause or a retry), needs when it becomes ready.
+        Candidates are the heads of the lanes not busy, in (priority, submit) order (popped
+        from `_ready`). The first that may run now goes, unless it would take a slot that a
+        candidate before it, still waiting (for its chat, a pause or a retry), needs when it
+        becomes ready. Candidates looked at and left are pushed back.
         """
-        heads: list[_Entry] = []
-        for key in list(self._lanes):
-            lane = self._lanes[key]
-            if lane.busy:
-                continue
+        ready = self._ready
+        kept: list[tuple[Priority, int, _LaneKey]] = []
+        looked: set[_LaneKey] = set()
+        reserved: dict[_Limiter, float] = {}  # the earliest waiting candidate on each
+        wake: float | None = None
+        chosen: _Entry | None = None
+        while ready:
+            item = heapq.heappop(ready)
+            key = item[2]
+            lane = self._lanes.get(key)
+            if lane is None or lane.busy or key in looked:
+                continue  # stale: the lane went, is out, or was seen in this pass
             head = lane.head()
             if head is None:
                 del self._lanes[key]
                 continue
+            if head.seq != item[1]:  # its head was taken out: the next one is the candidate
+                heapq.heappush(ready, (head.priority, head.seq, key))
+                continue
+            looked.add(key)
             if head.future is None and head.session_id in self._held:
-                continue  # its thread is still being created
-            heads.append(head)
-        heads.sort(key=lambda e: (e.priority, e.seq))
-        reserved: dict[_Limiter, float] = {}  # the earliest waiting candidate on each
-        wake: float | None = None
-        for entry in heads:
-            limiters, chat, paused = self._gates(entry)
-            ready = max(entry.not_before, paused, *(lim.free_at(now) for lim in limiters))
-            if ready <= now:
+                self._held_lanes.setdefault(head.session_id, set()).add(key)
+                continue  # its thread is still being created: back on `release`
+            limiters, chat, paused = self._gates(head)
+            at = max(head.not_before, paused, *(lim.free_at(now) for lim in limiters))
+            if at <= now:
                 if all(self._spare(lim, now, reserved.get(lim)) for lim in limiters):
-                    entry.limiters, entry.chat = limiters, chat
-                    return entry, None
+                    head.limiters, head.chat = limiters, chat
+                    chosen = head
+                    break
+                kept.append(item)
                 continue  # it runs once the candidate holding its slot has gone
-            wake = ready if wake is None else min(wake, ready)
+            kept.append(item)
+            wake = at if wake is None else min(wake, at)
             for limiter in limiters:
-                reserved[limiter] = min(reserved.get(limiter, math.inf), ready)
-        return None, wake
+                reserved[limiter] = min(reserved.get(limiter, math.inf), at)
+        for item in kept:
+            heapq.heappush(ready, item)
+        return chosen, (None if chosen is not None else wake)
+
+    def _schedule(self, key: _LaneKey) -> None:
+        """Make the head of lane `key` a candidate again (it is no longer busy)."""
+        lane = self._lanes.get(key)
+        if lane is None or lane.busy:
+            return
+        head = lane.head()
+        if head is None:
+            del self._lanes[key]
+            return
+        heapq.heappush(self._ready, (head.priority, head.seq, key))
 
     @staticmethod
     def _spare(limiter: _Limiter, now: float, waiting: float | None) -> bool:
@@ -1043,6 +1090,8 @@ class Outbox:
                 task.cancel()
 
     def _dispatch(self, entry: _Entry, now: float) -> None:
+        if entry.group is not None and entry.group == self._store.group:
+            self._store.commit_group()  # its row is durable before the platform sees it
         for limiter in entry.limiters:
             limiter.take(now)
         entry.in_flight = True
@@ -1089,6 +1138,7 @@ class Outbox:
             if not cancelled:
                 lane.busy = False
                 self._in_flight -= 1
+                self._schedule(entry.lane)
                 self._changed()
 
     def _sent(self, entry: _Entry, lane: _Lane, result: Any) -> None:
@@ -1112,7 +1162,8 @@ class Outbox:
         if entry.row is None:
             return
         try:
-            with self._store.transaction():
+            self._store.group_until_idle()  # the rows of calls settled together: one commit
+            with self._store.transaction(savepoint=False):
                 self._delete_rows([entry.row])
         except sqlite3.Error:
             log.exception(

@@ -15,9 +15,11 @@ To add tables, append a script; never edit one that has shipped.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import sqlite3
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,6 +35,8 @@ log = logging.getLogger(__name__)
 DB_NAME: Final = "state.db"
 #: How long a statement waits for another connection's write lock before failing, in ms.
 BUSY_TIMEOUT_MS: Final = 5000
+#: Seconds between WAL checkpoints (see `_Checkpointer`).
+CHECKPOINT_INTERVAL: Final = 1.0
 #: SQLite integers are signed 64-bit: a position beyond this cannot be stored.
 _MAX_INT: Final = (1 << 63) - 1
 
@@ -257,6 +261,39 @@ def _create_private(path: Path) -> None:
         os.close(fd)
 
 
+class _Checkpointer:
+    """Copies the WAL back into the database from a thread of its own.
+
+    SQLite's default checkpoints inside the commit that crosses 1,000 WAL pages, which put
+    milliseconds into an unlucky event's path to the channel (a permission card among them).
+    With `wal_autocheckpoint = 0` on the bridge's connection, this thread runs a PASSIVE
+    checkpoint every `CHECKPOINT_INTERVAL` seconds on a connection of its own; PASSIVE never
+    blocks the writer (the sqlite3 module releases the GIL while it works).
+    """
+
+    def __init__(self, path: Path, interval: float = CHECKPOINT_INTERVAL) -> None:
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, args=(path, interval), name="aep-bridge-checkpoint", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, path: Path, interval: float) -> None:
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+        try:
+            while not self._stopping.wait(interval):
+                try:
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                except sqlite3.Error as exc:  # busy or I/O: the next round tries again
+                    log.warning("WAL checkpoint of %s failed: %s", path, exc)
+        finally:
+            conn.close()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._thread.join(timeout=10)
+
+
 class Store:
     """The bridge's state on disk. Open it with `Store.open(state_dir)`.
 
@@ -271,6 +308,9 @@ class Store:
         self._conn = conn
         self._path = path
         self._depth = 0
+        self._group = 0
+        self._grouping = False
+        self._checkpointer: _Checkpointer | None = None
 
     @classmethod
     def open(cls, state_dir: Path) -> Store:
@@ -293,12 +333,15 @@ class Store:
             if str(mode).lower() != "wal":
                 raise StoreError(f"{path}: SQLite refused WAL mode (journal_mode is {mode})")
             conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA wal_autocheckpoint = 0")  # the checkpointer's thread does it
             conn.execute("PRAGMA foreign_keys = ON")
             _migrate(conn, path)
         except BaseException:
             conn.close()
             raise
-        return cls(conn, path)
+        store = cls(conn, path)
+        store._checkpointer = _Checkpointer(path)
+        return store
 
     @classmethod
     def memory(cls) -> Store:
@@ -310,6 +353,9 @@ class Store:
 
     def close(self) -> None:
         """Close the connection; a second call does nothing."""
+        if self._checkpointer is not None:
+            self._checkpointer.stop()
+            self._checkpointer = None
         self._conn.close()
 
     def __enter__(self) -> Store:
@@ -329,17 +375,26 @@ class Store:
         return _user_version(self._conn)
 
     @contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self, *, savepoint: bool = True) -> Iterator[None]:
         """One atomic unit: `BEGIN IMMEDIATE` ... `COMMIT`, or `ROLLBACK` if the body raises.
 
         Nestable: an inner call joins the outer transaction (nothing is durable until the
         outermost one commits); if an inner body raises, its own writes are undone (a
-        savepoint) and the exception goes on to the caller.
+        savepoint) and the exception goes on to the caller. `savepoint=False` skips the
+        savepoint of an inner call whose caller undoes everything on an error anyway (two
+        statements fewer on the hot path).
         """
         conn = self._conn
         depth = self._depth
-        savepoint = f"sp{depth}"
-        conn.execute("BEGIN IMMEDIATE" if depth == 0 else f"SAVEPOINT {savepoint}")
+        if depth > 0 and not savepoint:
+            self._depth = depth + 1
+            try:
+                yield
+            finally:
+                self._depth = depth
+            return
+        name = f"sp{depth}"
+        conn.execute("BEGIN IMMEDIATE" if depth == 0 else f"SAVEPOINT {name}")
         self._depth = depth + 1
         try:
             yield
@@ -349,12 +404,12 @@ class Store:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
             else:
-                conn.execute(f"ROLLBACK TO {savepoint}")
-                conn.execute(f"RELEASE {savepoint}")
+                conn.execute(f"ROLLBACK TO {name}")
+                conn.execute(f"RELEASE {name}")
             raise
         self._depth = depth
         if depth > 0:
-            conn.execute(f"RELEASE {savepoint}")
+            conn.execute(f"RELEASE {name}")
             return
         try:
             conn.execute("COMMIT")
@@ -362,6 +417,62 @@ class Store:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+
+    # -- group commit ----------------------------------------------------------------------
+
+    def begin_group(self) -> bool:
+        """Open a transaction that the `transaction()`s after it join, until `commit_group`.
+
+        The bridge handles a burst of events in one group: one commit instead of one per
+        event. Each `transaction()` inside is still atomic on its own (a savepoint). Call
+        `commit_group` before anything written in the group is shown outside the process.
+        Returns False (and does nothing) when a transaction or group is already open.
+        """
+        if self._depth:
+            return False
+        self._conn.execute("BEGIN IMMEDIATE")
+        self._depth = 1
+        self._group += 1
+        self._grouping = True
+        return True
+
+    def group_until_idle(self) -> bool:
+        """Open a group that commits when the event loop next gets control (the writes of
+        everything that runs until then share one commit). Returns False when one is open."""
+        if not self.begin_group():
+            return False
+        asyncio.get_running_loop().call_soon(self._commit_when_idle)
+        return True
+
+    def _commit_when_idle(self) -> None:
+        if not self.commit_group():  # a transaction body is running: right after it
+            asyncio.get_running_loop().call_soon(self._commit_when_idle)
+
+    @property
+    def group(self) -> int | None:
+        """The open group's number (each group gets a new one), or None outside a group."""
+        return self._group if self._grouping else None
+
+    def commit_group(self) -> bool:
+        """Commit the open group: what was written in it is durable when this returns.
+
+        Returns False when it could not commit now because a `transaction()` body is running
+        (call it again once that body has finished); True otherwise, group or no group.
+        """
+        if not self._grouping:
+            return True
+        if self._depth != 1:
+            return False
+        self._grouping = False
+        self._depth = 0
+        conn = self._conn
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error:
+            log.exception("the store could not commit; the last group of writes is lost")
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+        return True
 
     # -- resume positions ------------------------------------------------------------------
 
@@ -435,7 +546,7 @@ class Store:
 
         Foreign events (commands, `attention.routed`) carry no position and move none.
         """
-        with self.transaction():
+        with self.transaction(savepoint=False):
             source, event_id = event.dedupe_key
             if not self.remember(stream, source, event_id):
                 return False
@@ -577,9 +688,11 @@ class StoreState:
 
     async def set(self, key: str, value: str) -> None:
         self.store.kv_set(self.namespace, key, value)
+        self.store.commit_group()  # durable when it returns, as the contract says
 
     async def delete(self, key: str) -> None:
         self.store.kv_delete(self.namespace, key)
+        self.store.commit_group()
 
 
 if TYPE_CHECKING:

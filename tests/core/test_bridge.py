@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from aep_bridge import hookimpl
 from aep_bridge.intake.hub import Participant
@@ -518,3 +520,42 @@ async def test_a_fatal_error_shows_in_the_thread_and_as_a_notification_outside_i
         outside = [m.text for m in rig.channel("alpha").messages if m.thread_id is None]
         assert any("disk full" in t for t in outside)
         assert any("disk full" in t for t in rig.thread_texts("alpha"))
+
+
+# -- durability under group commit ------------------------------------------------------
+
+
+async def test_nothing_reaches_a_channel_before_the_event_and_its_job_are_on_disk(tmp_path):
+    """A burst of events shares one commit, but a crash at any platform call must find the
+    event recorded and the call's row still queued: it is redone, never lost."""
+    async with Rig(tmp_path) as rig:
+        # another reader, in autocommit: each query sees what is committed at that moment
+        spy = sqlite3.connect(tmp_path / "state.db", isolation_level=None)
+        adapter = rig.channel("alpha")
+        send = adapter.send_message
+        event_of: dict[str, str] = {}
+        on_disk: list[tuple[str, bool, bool]] = []
+
+        async def checked(session_id: str, content: Any) -> None:
+            [(recorded,)] = spy.execute(
+                "SELECT count(*) FROM seen WHERE id = ?", (event_of.get(content.text),)
+            ).fetchall()
+            [(queued,)] = spy.execute(
+                "SELECT count(*) FROM outbox WHERE channel = 'alpha' AND payload LIKE ?",
+                (f'%"text":"{content.text}"%',),
+            ).fetchall()
+            on_disk.append((content.text, recorded == 1, queued == 1))
+            await send(session_id, content)
+
+        adapter.send_message = checked  # type: ignore[method-assign]
+        agent = rig.agent()
+        agent.start()
+        for n in range(200):  # one burst: all admitted before the bridge runs again
+            text = f"reply {n}"
+            event = agent.emit("message.agent.replied", {"text": text}, capture="full")
+            event_of[text] = event.id
+        await rig.settle()
+        spy.close()
+    replies = [row for row in on_disk if row[0] in event_of]
+    assert len(replies) == 200
+    assert all(recorded and queued for _, recorded, queued in replies), replies

@@ -30,6 +30,9 @@ PII: Final = "[REDACTED:pii]"
 
 #: Configured secret values shorter than this are ignored: redacting `abc` shreds prose.
 MIN_SECRET_LENGTH: Final = 4
+#: `Redactor.text` remembers its answers for texts up to this many characters, this many.
+MEMO_TEXT: Final = 2048
+MEMO_SIZE: Final = 4096
 
 _Replacement = str | Callable[[re.Match[str]], str]
 
@@ -304,7 +307,7 @@ def _operator_home(policy: RedactionPolicy) -> str | None:
 class Redactor:
     """The §9.4 pipeline under one policy; build once, call for every message."""
 
-    __slots__ = ("_home", "_pii", "_values")
+    __slots__ = ("_home", "_memo", "_pii", "_values")
 
     def __init__(self, policy: RedactionPolicy | None = None) -> None:
         policy = policy if policy is not None else RedactionPolicy()
@@ -318,11 +321,26 @@ class Redactor:
         home = _operator_home(policy)
         self._home = None if home is None else (home, re.compile(re.escape(home) + r"(?![\w.-])"))
         self._pii = policy.pii
+        #: recent answers: a rendering redacts its parts and then the whole again, and the
+        #: same lines recur (labels, statuses, every channel of a session)
+        self._memo: dict[str, str] = {}
 
     def text(self, text: str) -> str:
         """`text` with secrets, configured values, home paths and (unless off) PII replaced."""
         if not text:
             return text
+        memo = self._memo
+        done = memo.get(text)
+        if done is not None:
+            return done
+        done = self._redact(text)
+        if len(text) <= MEMO_TEXT:
+            if len(memo) >= MEMO_SIZE:
+                memo.clear()
+            memo[text] = done
+        return done
+
+    def _redact(self, text: str) -> str:
         folded = text.casefold()
         for rule in _SECRET_RULES:
             text = rule.apply(text, folded)
