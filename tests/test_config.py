@@ -174,3 +174,12 @@ def test_the_example_config_and_the_defaults_pass_check():
         )
         assert result.returncode == 0, result.stdout + result.stderr
         assert ": ok: listening on 127.0.0.1:8787; channels: console (console)" in result.stdout
+
+
+def test_the_secret_env_help_names_the_marker_redaction_writes():
+    from aep_bridge.aep.redaction import SECRET
+    from aep_bridge.config import RedactionConfig
+
+    help_text = RedactionConfig.model_fields["secret_env"].description or ""
+    assert SECRET in help_text  # what a user finds in place of the value: [REDACTED:secret]
+    assert SECRET in (ROOT / "docs" / "configuration.md").read_text()

@@ -20,6 +20,7 @@ from .types import (
     ChannelCapabilities,
     ChannelConfig,
     ChannelUser,
+    DoctorCheck,
     IncomingMessage,
     NotificationMessage,
     OutgoingMessage,
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 
 #: The contract this core speaks, `major.minor`. An adapter built for the same major and an
 #: equal or older minor loads; anything else is refused with a message saying what to do.
-CONTRACT_VERSION: Final = "1.0"
+CONTRACT_VERSION: Final = "1.1"
 
 
 class ChannelState(Protocol):
@@ -77,6 +78,16 @@ class BridgeCore(Protocol):
 
     def state(self, channel: str) -> ChannelState:
         """The persistent key-value store of one channel."""
+        ...
+
+    async def call(self, channel: str, op: str, *args: Any, session_id: str | None = None) -> Any:
+        """Run the adapter's own public method `op(*args)` through the channel's outbox.
+
+        For platform calls an adapter makes on its own, in answer to a person (the next field
+        of a form, a reply to a command): they wait for a free slot under the platform's
+        limits like everything else, ahead of chatter, and a `RateLimited` is waited out.
+        Returns what the method returned. (Contract 1.1.)
+        """
         ...
 
 
@@ -156,6 +167,14 @@ class ChannelAdapter(ABC, Generic[ConfigT]):
     async def archive_session_topic(self, session_id: str) -> None:
         """Close or archive the session's thread at `session.ended`."""
         return None
+
+    async def doctor(self) -> Sequence[DoctorCheck]:
+        """Check the platform side of the config (token, chat, rights) without starting.
+
+        `aep-bridge doctor` calls this on an adapter that was never started, and prints each
+        check with its fix. The default checks nothing.
+        """
+        return ()
 
     async def send_skill_commands(self, session_id: str, commands: list[AgentCommand]) -> None:
         """Offer the agent's commands in the platform's command menu."""

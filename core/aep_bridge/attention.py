@@ -42,11 +42,15 @@ CLOSED: frozenset[str] = frozenset({"answered", "resolved", "expired", "dismisse
 RECOVERY_PATIENCE = 120.0
 #: how often it is sent again meanwhile
 RESEND_INTERVAL = 1.0
+#: how many card ids a request draws before giving up: with 64 random bits each, even a
+#: second draw is rare
+CARD_ID_DRAWS = 8
 
 
 def new_card_id() -> str:
-    """A short opaque card id: fits any platform's button data with room to spare."""
-    return "c" + secrets.token_hex(4)
+    """A short opaque card id, `c` and 16 hex digits (64 random bits): 17 characters, which
+    fits any platform's button data (Telegram's 64 bytes) with room for the option."""
+    return "c" + secrets.token_hex(8)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +88,15 @@ class Outcome:
     text: str | None = None
     by: str | None = None
     detail: str | None = None
+    #: the agent's own words about it (a rejection's `detail`): content, shown only where
+    #: the channel's ceiling lets content through
+    said: str | None = None
+
+    def detail_at(self, *, content: bool) -> str | None:
+        """The detail a card shows, with the agent's words when `content` allows them."""
+        if self.said and content:
+            return f"{self.detail}: {self.said}" if self.detail else self.said
+        return self.detail
 
 
 Approver = Callable[[str, ChannelUser, Request | None], bool]
@@ -207,31 +220,37 @@ class Attention:
         informational = not answerable or (
             isinstance(respond_via, list) and "control" not in respond_via
         )
-        request = Request(
-            new_card_id(),
-            session.id,
-            event.id,
-            event.raw,
-            tuple(option_ids),
-            "informational" if informational else "open",
-            expires_at=_expiry(event),
-        )
-        self.store.execute(
-            "INSERT INTO requests (id, session_id, event_id, raw, options, status, expires_at, "
-            "updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                request.id,
+        status: Status = "informational" if informational else "open"
+        for _ in range(CARD_ID_DRAWS):
+            request = Request(
+                new_card_id(),
                 session.id,
                 event.id,
                 event.raw,
-                json.dumps(option_ids),
-                request.status,
-                request.expires_at,
-                time.time(),
-            ),
-        )
-        self._schedule_expiry(request)
-        return request
+                tuple(option_ids),
+                status,
+                expires_at=_expiry(event),
+            )
+            inserted = self.store.execute(
+                "INSERT INTO requests (id, session_id, event_id, raw, options, status, "
+                "expires_at, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (id) DO NOTHING RETURNING id",
+                (
+                    request.id,
+                    session.id,
+                    event.id,
+                    event.raw,
+                    json.dumps(option_ids),
+                    request.status,
+                    request.expires_at,
+                    time.time(),
+                ),
+            )
+            if inserted:
+                self._schedule_expiry(request)
+                return request
+            log.warning("card id %s was taken already; drawing another", request.id)
+        raise RuntimeError(f"no free card id in {CARD_ID_DRAWS} draws")
 
     def add_card(self, request: Request, channel: str) -> None:
         self.store.execute(
@@ -269,15 +288,16 @@ class Attention:
         text: str | None = None,
         values: dict[str, Any] | None = None,
     ) -> Resolution:
-        """A person answered on `channel`. The first allowed answer wins; the rest are told."""
+        """A person answered on `channel`. The first allowed answer wins; the rest are told.
+
+        Who may answer is checked first: someone who may not is refused whatever became of
+        the card (answered, expired, unknown), so a refusal tells them nothing about it.
+        """
         request = self.get(card_id)
-        if request is None or request.session_id != session_id:
-            return Resolution(status=ResolutionStatus.UNKNOWN)
-        if channel not in self.cards(request):
-            return Resolution(status=ResolutionStatus.UNKNOWN)
-        closed = self._closed_resolution(request)
-        if closed is not None:
-            return closed
+        if request is not None and (
+            request.session_id != session_id or channel not in self.cards(request)
+        ):
+            request = None  # not a card of this session in this channel
         if not self._approve(channel, user, request):
             log.warning(
                 "refused an answer to %s on %s from %s (%s): not an approver",
@@ -287,6 +307,11 @@ class Attention:
                 user.display,
             )
             return Resolution(status=ResolutionStatus.NOT_ALLOWED)
+        if request is None:
+            return Resolution(status=ResolutionStatus.UNKNOWN)
+        closed = self._closed_resolution(request)
+        if closed is not None:
+            return closed
         built = self._answer_of(request, option, text, values)
         if isinstance(built, Resolution):
             return built
@@ -371,8 +396,9 @@ class Attention:
             self._set(current, status="answered")
             self._report(current, outcome)
             return
+        said = None
         if result.status == "rejected":
-            detail = f"{result.code}" + (f": {result.detail}" if result.detail else "")
+            detail, said = result.code, result.detail
             status = OutcomeStatus.REFUSED
         elif result.status == "refused":
             detail = f"{result.code}: {result.detail}" if result.detail else str(result.code)
@@ -380,11 +406,14 @@ class Attention:
         else:
             detail = "the agent did not acknowledge in time"
             status = OutcomeStatus.UNDELIVERED
-        log.warning("answer to %s was not taken: %s", request.id, detail)
+        shown = replace(outcome, status=status, detail=detail, said=said)
+        log.warning(
+            "answer to %s was not taken: %s", request.id, shown.detail_at(content=True) or status
+        )
         reopened = self._set(
             current, status="open", answer=None, answered_by=None, command_id=None, command_raw=None
         )
-        self._report(reopened, replace(outcome, status=status, detail=detail))
+        self._report(reopened, shown)
 
     # -- the agent's lifecycle events ----------------------------------------------------
 

@@ -11,15 +11,15 @@ restart neither repeats nor loses what an event caused.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import dataclasses
 import inspect
 import logging
 import socket
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import SecretStr
+from pydantic import BaseModel, SecretBytes, SecretStr
 from starlette.routing import BaseRoute, Mount
 
 from .adapter import ChannelAdapter, ChannelState
@@ -27,6 +27,7 @@ from .aep.build import make_command, make_routed
 from .aep.envelope import Event
 from .aep.ids import source_uri
 from .aep.redaction import RedactionPolicy, Redactor
+from .aep.registry import CAPTURE_RANK
 from .attention import Attention, Outcome, Request
 from .chat import ChatCommands
 from .config import BridgeConfig, ChannelPlan, resolve_channels
@@ -39,6 +40,7 @@ from .sessions import SessionRecord, Sessions
 from .store import Store, StoreState
 from .types import (
     ChannelConfig,
+    ChannelError,
     ChannelUser,
     IncomingMessage,
     OutgoingMessage,
@@ -60,6 +62,9 @@ PRUNE_EVERY = 10_000
 GROUP_MAX = 500
 #: Chatter that may be dropped under backpressure (the outbox counts what it drops).
 _DROPPABLE_SEVERITIES = frozenset({"debug", "info"})
+#: The most of an agent's (or a relay's) refusal text a card or a reply shows.
+MAX_REFUSAL = 200
+_REDACTED_RANK = CAPTURE_RANK["redacted"]
 
 
 @dataclass(slots=True)
@@ -106,18 +111,51 @@ class ChannelCore:
     def thread_id(self, channel: str, session_id: str) -> str | None:
         return self._bridge.sessions.thread_id(channel, session_id)
 
+    async def call(self, channel: str, op: str, *args: Any, session_id: str | None = None) -> Any:
+        running = self._bridge.channels.get(channel)
+        if running is None:
+            raise ChannelError(f"channel {channel} is not running")
+        return await running.outbox.call(
+            op, *args, priority=Priority.QUESTION, session_id=session_id
+        )
+
     def state(self, channel: str) -> ChannelState:
         return self._bridge.state(channel)
 
 
-def redaction_policy(config: BridgeConfig, plan: ChannelPlan) -> RedactionPolicy:
-    """The configured secrets, plus every secret in a channel's config (its tokens)."""
-    tokens = [
-        value.get_secret_value()
-        for resolved in plan.channels
-        for value in vars(resolved.config).values()
-        if isinstance(value, SecretStr)
-    ]
+def secrets_in(*values: object) -> list[str]:
+    """Every `SecretStr` (and `SecretBytes`) value in `values`, however deep: in models and
+    their sub-models, lists, tuples, sets and mappings."""
+    found: list[str] = []
+    seen: set[int] = set()
+    todo: list[object] = list(values)
+    while todo:
+        value = todo.pop()
+        if isinstance(value, SecretStr):
+            found.append(value.get_secret_value())
+        elif isinstance(value, SecretBytes):
+            found.append(value.get_secret_value().decode("utf-8", "replace"))
+        elif isinstance(value, BaseModel | Mapping | list | tuple | set | frozenset):
+            if id(value) in seen:
+                continue
+            seen.add(id(value))
+            if isinstance(value, BaseModel):
+                todo += vars(value).values()
+                todo += (value.model_extra or {}).values()
+            elif isinstance(value, Mapping):
+                todo += value.values()
+            else:
+                todo += value
+    return found
+
+
+def redaction_policy(
+    config: BridgeConfig, plan: ChannelPlan, extra: Iterable[str] = ()
+) -> RedactionPolicy:
+    """The configured secrets, plus every secret the bridge holds: each secret field anywhere
+    in the config (relay tokens) and in every channel's config (its tokens, nested ones
+    included), and `extra` (the endpoint's token)."""
+    tokens = [*secrets_in(config, *(resolved.config for resolved in plan.channels)), *extra]
     return RedactionPolicy.from_environment(
         config.redaction.secret_env, extra_values=tokens, pii=config.redaction.pii
     )
@@ -134,7 +172,10 @@ class Bridge:
         store: Store | None = None,
         outbox_options: dict[str, Any] | None = None,
         ack_timeout: float = ACK_TIMEOUT,
+        secrets: Iterable[str] = (),
     ) -> None:
+        """`secrets` are values no channel may show besides those in the config: the
+        endpoint's token."""
         self.config = config
         self.host = host
         self.plan: ChannelPlan = resolve_channels(config, host)
@@ -143,7 +184,9 @@ class Bridge:
         self.ack_timeout = ack_timeout
         self.sessions = Sessions(self.store)
         self.routing = Routes(config.routes)
-        self.renderer = Renderer(Redactor(redaction_policy(config, self.plan)), vendor=self._vendor)
+        self.renderer = Renderer(
+            Redactor(redaction_policy(config, self.plan, secrets)), vendor=self._vendor
+        )
         self.attention = Attention(
             self.store,
             self.sessions,
@@ -163,6 +206,7 @@ class Bridge:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._creating: list[tuple[str, str]] = []  # (channel, session id) to create now
         self._started = False
+        self._consuming = False
         self._handled = 0
         self._grouped = 0
         #: per stream, each session's position when the bridge started (`_handled_before`)
@@ -170,8 +214,9 @@ class Bridge:
 
     # -- lifecycle -----------------------------------------------------------------------
 
-    async def start(self) -> None:
-        """Start every valid channel and its outbox, recover, then consume the sources."""
+    async def start(self, *, consume: bool = True) -> None:
+        """Start every valid channel and its outbox, recover, then consume the sources
+        (with `consume=False`, only once `consume()` is called)."""
         for problem in self.plan.problems:
             log.error("config: %s", problem)
         for warning in self.plan.warnings:
@@ -198,29 +243,43 @@ class Bridge:
         resent = self.attention.recover()
         if resent:
             log.info("re-sending %d answer(s) that were on their way at the last stop", resent)
-        for source in self.sources.values():
-            self._consume(source)
+        if consume:
+            self.consume()
         await self._call_hook("startup")
 
-    async def stop(self, flush_timeout: float = 5.0) -> None:
-        """Stop taking events, deliver what the outboxes can within `flush_timeout`, stop."""
+    def consume(self) -> None:
+        """Begin consuming every source (and, from now on, each one added)."""
+        self._consuming = True
+        for source in self.sources.values():
+            self._consume(source)
+
+    async def stop(self, flush_timeout: float = 5.0, *, hurry: asyncio.Event | None = None) -> None:
+        """Stop taking events, deliver what can be delivered within `flush_timeout`, stop.
+
+        One deadline covers the whole stop: answers on their way to an agent and the
+        outboxes' queues share `flush_timeout`. Setting `hurry` ends the wait at once. What
+        is not delivered by then stays in the store for the next start.
+        """
+        deadline = asyncio.get_running_loop().time() + max(0.0, flush_timeout)
         for task in self._consumers.values():
             task.cancel()
         await asyncio.gather(*self._consumers.values(), return_exceptions=True)
         self._consumers.clear()
+        self._consuming = False
         self.store.commit_group()
         await self._call_hook("shutdown")
         self.attention.stop()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.attention.idle(), timeout=flush_timeout)
+        await _until(self.attention.idle(), deadline, hurry)
         await self.attention.cancel()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        await asyncio.gather(
-            *(c.outbox.stop(flush_timeout) for c in self.channels.values()),
-            return_exceptions=True,
+        outboxes = [c.outbox for c in self.channels.values()]
+        await _until(
+            asyncio.gather(*(o.idle() for o in outboxes), return_exceptions=True), deadline, hurry
         )
+        # the wait is over: whatever is still queued or in flight is kept for the next start
+        await asyncio.gather(*(o.stop(0.0) for o in outboxes), return_exceptions=True)
         for name, channel in list(self.channels.items()):
             try:
                 await channel.adapter.stop()
@@ -287,7 +346,7 @@ class Bridge:
         if source.name in self.sources:
             raise ValueError(f"two event sources are named {source.name!r}")
         self.sources[source.name] = source
-        if self._started:
+        if self._consuming:
             self._consume(source)
 
     def _consume(self, source: EventSource) -> None:
@@ -335,7 +394,12 @@ class Bridge:
             self.store.commit_group()
 
     async def send_command(self, session: SessionRecord, command: Event) -> CommandResult:
-        """Send `command` on the route its session came in on."""
+        """Send `command` on the route its session came in on.
+
+        The result's words come from the agent (its `control.rejected`) or the route (a
+        relay's refusal): they are redacted and clipped here, before a card, a reply or a
+        log line shows them.
+        """
         self.store.commit_group()  # the answer's claim is durable before the agent sees it
         source = self.sources.get(session.stream)
         if source is None:
@@ -344,7 +408,25 @@ class Bridge:
                 code="no-route",
                 detail=f"the source {session.stream} the session came from is not connected",
             )
-        return await source.send_command(command, timeout=self.ack_timeout)
+        result = await source.send_command(command, timeout=self.ack_timeout)
+        return dataclasses.replace(
+            result, code=self.quote(result.code, 60), detail=self.quote(result.detail)
+        )
+
+    def quote(self, words: str | None, limit: int = MAX_REFUSAL) -> str | None:
+        """Words from outside the bridge, fit for a card or a reply: redacted, on one line,
+        at most `limit` characters (redacted before they are cut: half a secret would pass)."""
+        if not isinstance(words, str):
+            return None
+        line = " ".join(self.renderer.redactor.text(words).split())
+        if len(line) > limit:
+            line = line[: limit - 1].rstrip() + "…"
+        return line or None
+
+    def shows_content(self, channel: str) -> bool:
+        """Whether `channel`'s capture ceiling lets an agent's words through (`redacted`+)."""
+        running = self.channels.get(channel)
+        return running is not None and CAPTURE_RANK[running.config.capture] >= _REDACTED_RANK
 
     # -- events -----------------------------------------------------------------------------
 
@@ -545,7 +627,7 @@ class Bridge:
                 option_label=option.label if option else None,
                 text=self.renderer.redactor.text(outcome.text) if outcome.text else None,
                 by=outcome.by,
-                detail=outcome.detail,
+                detail=outcome.detail_at(content=self.shows_content(name)),
             )
             channel.outbox.submit(Job.permission_update(request.session_id, card, shown))
 
@@ -628,3 +710,18 @@ class Bridge:
             agent=BRIDGE_AGENT,
             data=data,
         )
+
+
+async def _until(waiting: Awaitable[Any], deadline: float, hurry: asyncio.Event | None) -> None:
+    """Wait for `waiting` until `deadline` (loop time) or until `hurry` is set; then drop it."""
+    waits = [asyncio.ensure_future(waiting)]
+    if hurry is not None:
+        waits.append(asyncio.ensure_future(hurry.wait()))
+    try:
+        timeout = deadline - asyncio.get_running_loop().time()
+        if timeout > 0 and not (hurry is not None and hurry.is_set()):
+            await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
+        await asyncio.gather(*waits, return_exceptions=True)

@@ -33,13 +33,14 @@ _REFUSALS: Final = {
 }
 
 
-def describe(verb: str, result: CommandResult) -> str:
-    """One line for the thread: what became of `/verb`."""
+def describe(verb: str, result: CommandResult, *, content: bool = True) -> str:
+    """One line for the thread: what became of `/verb`. The agent's own words (a rejection's
+    `detail`) are left out unless `content` (the channel's ceiling lets content through)."""
     match result.status:
         case "accepted":
             return f"/{verb}: the agent accepted it"
         case "rejected":
-            why = ": ".join(x for x in (result.code, result.detail) if x)
+            why = ": ".join(x for x in (result.code, result.detail if content else None) if x)
             return f"/{verb}: the agent refused it" + (f" ({why})" if why else "")
         case "refused":
             reason = _REFUSALS.get(result.code or "", result.detail or "it could not be delivered")
@@ -108,4 +109,6 @@ class ChatCommands:
         command = bridge.control(session, verb)
         log.info("/%s for session %s from %s on %s", verb, session.id, message.user.id, channel)
         result = await bridge.send_command(session, command)
-        bridge.reply(channel, session.id, describe(verb, result))
+        bridge.reply(
+            channel, session.id, describe(verb, result, content=bridge.shows_content(channel))
+        )

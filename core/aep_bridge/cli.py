@@ -7,10 +7,11 @@ import asyncio
 import contextlib
 import json
 import logging
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import BinaryIO, TextIO
+from typing import Any, BinaryIO, TextIO
 
 from . import __version__
 from .aep.jsonl import Finding, LogCheck
@@ -122,8 +123,13 @@ def run(config_file: str | None = None, host: str | None = None, port: int | Non
     )
     from .server import serve
 
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(config, plugins, listen.host, listen.port))
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(serve(config, plugins, listen.host, listen.port))
+    finally:
+        # stopped (or failing): a Ctrl-C pressed once more on the way out changes nothing
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, signal.SIG_IGN)
     return EXIT_OK
 
 
@@ -242,7 +248,10 @@ def ask(
     try:
         return asyncio.run(go())
     except AgentError as exc:
-        print(f"aep-bridge ask: {exc}", file=sys.stderr)
+        if exc.code == "closed":  # the bridge stopped (or the network went) while we waited
+            print(f"aep-bridge ask: {exc.detail}; no answer", file=sys.stderr)
+        else:
+            print(f"aep-bridge ask: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except Cancelled:
         print("aep-bridge ask: cancelled by control.cancel", file=sys.stderr)
@@ -275,6 +284,50 @@ def check(config_file: str | None, *, out: TextIO | None = None) -> int:
         file=out,
     )
     return EXIT_OK
+
+
+def doctor(config_file: str | None, *, out: TextIO | None = None) -> int:
+    """Check each channel's platform side (token, chat, rights) without running the bridge;
+    print every check and the fix for each failure. Exit 1 if anything must be fixed."""
+    out = out or sys.stdout
+    try:
+        config, host = _load(config_file)
+    except ConfigError as exc:
+        print(exc, file=out)
+        return EXIT_VIOLATIONS
+    plan = resolve_channels(config, host)
+    failed = len(plan.problems)
+    for problem in plan.problems:
+        print(f"config: {problem}", file=out)
+    for resolved in plan.channels:
+        print(f"{resolved.name}:", file=out)
+        try:
+            adapter = resolved.registration.factory(_OfflineCore(), resolved.config)
+            checks = list(asyncio.run(adapter.doctor()))
+        except Exception as exc:  # a plugin's doctor must not hide the other channels
+            print(f"  FAIL  {type(exc).__name__}: {exc}", file=out)
+            failed += 1
+            continue
+        if not checks:
+            print("  ok    nothing to check for this channel type", file=out)
+        for item in checks:
+            print(f"  {'ok  ' if item.ok else 'FAIL'}  {item.name}: {item.detail}", file=out)
+            if not item.ok:
+                failed += 1
+                if item.fix:
+                    print(f"        fix: {item.fix}", file=out)
+    if failed:
+        print(f"{failed} problem(s) to fix", file=out)
+        return EXIT_VIOLATIONS
+    print("everything checked is ok", file=out)
+    return EXIT_OK
+
+
+class _OfflineCore:
+    """The core a channel gets for `doctor`: it is checked, never run."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError(f"a channel's doctor() may not use the core ({name})")
 
 
 def plugins(*, as_json: bool = False, out: TextIO | None = None) -> int:
@@ -334,6 +387,12 @@ def build_parser() -> argparse.ArgumentParser:
     verify = commands.add_parser("check", help="validate a config file as `run` would use it")
     verify.add_argument("config", nargs="?", help=f"the file (default ${CONFIG_ENV})")
 
+    medic = commands.add_parser(
+        "doctor",
+        help="check each channel's platform side (token, chat, rights) and print the fixes",
+    )
+    medic.add_argument("--config", help=f"config file (default ${CONFIG_ENV}, else built-in)")
+
     sender = commands.add_parser("emit", help="send events from JSONL files to an endpoint")
     sender.add_argument("files", nargs="+", metavar="FILE", help="a .jsonl file, or - for stdin")
     question = commands.add_parser(
@@ -384,6 +443,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run(args.config, args.host, args.port)
         if args.command == "check":
             return check(args.config)
+        if args.command == "doctor":
+            return doctor(args.config)
         if args.command == "plugins":
             return plugins(as_json=args.json)
         if args.command == "token":

@@ -133,8 +133,9 @@ class RedactionConfig(BaseModel):
 
     secret_env: list[str] = Field(
         default_factory=list,
-        description="names of environment variables whose values are replaced by [REDACTED] "
-        "wherever they appear (channel tokens in this file are always included)",
+        description="names of environment variables whose values are replaced by "
+        "[REDACTED:secret] wherever they appear (the bridge's token and every secret field "
+        "of this file, such as channel and relay tokens, are always included)",
     )
     pii: bool = Field(default=True, description="also replace e-mail addresses and the like")
 

@@ -523,6 +523,9 @@ class _Lane:
         return self.queue[0] if self.queue else None
 
 
+_LIMITS_NAMESPACE: Final = "outbox-limits"
+#: restored calls count as this much later than they were made (the wall clock is not exact)
+_RESTORE_SLACK: Final = 0.05
 _STATS: Final = ("sent", "split", "coalesced", "dropped", "rate_limited", "retried", "failed")
 
 
@@ -677,6 +680,7 @@ class Outbox:
         if self._worker is not None:
             return
         self._load()
+        self._load_limits()
         self._worker = asyncio.create_task(self._work(), name=f"outbox:{self._channel}")
 
     async def stop(self, flush_timeout: float = 5.0) -> None:
@@ -691,6 +695,7 @@ class Outbox:
         if flush_timeout > 0 and not self._idle.is_set():
             await self._race(self._idle.wait(), flush_timeout)
         worker.cancel()
+        self._save_limits()
         tasks = [worker, *self._tasks]
         for task in self._tasks:
             task.cancel()
@@ -956,6 +961,48 @@ class Outbox:
             self._add(_Entry(job.op, job.session_id, job.priority, args, next(self._seq), row, job))
 
         return add
+
+    def _save_limits(self) -> None:
+        """Keep the calls still inside their windows for the next start: the platform counts
+        them after a restart too (a bridge restarted within a minute must not send Telegram a
+        group's 20 messages again)."""
+        now, wall = self._clock(), time.time()
+
+        def recent(limiter: _Limiter) -> list[float]:
+            return [wall - (now - t) for t in limiter.log if t + limiter.window > now]
+
+        saved = {
+            "chat": {k: recent(v) for k, v in self._chat_limiters.items() if recent(v)},
+            "group": {k: recent(v) for k, v in self._group_limiters.items() if recent(v)},
+            "global": recent(self._global) if self._global is not None else [],
+        }
+        try:
+            self._store.kv_set(_LIMITS_NAMESPACE, self._channel, json.dumps(saved))
+            self._store.commit_group()
+        except sqlite3.Error:
+            log.warning("outbox %s: the recent calls could not be saved", self._channel)
+
+    def _load_limits(self) -> None:
+        raw = self._store.kv_get(_LIMITS_NAMESPACE, self._channel)
+        if raw is None:
+            return
+        try:
+            saved = json.loads(raw)
+            now, wall = self._clock(), time.time()
+            for kind, limiters, limit in (
+                ("chat", self._chat_limiters, self._limits.per_chat),
+                ("group", self._group_limiters, self._limits.per_group),
+            ):
+                for key, times in dict(saved.get(kind) or {}).items():
+                    if limit is not None:
+                        limiter = limiters.setdefault(str(key), _Limiter(limit))
+                        for t in sorted(times):
+                            limiter.take(now - (wall - float(t)) + _RESTORE_SLACK)
+            if self._global is not None:
+                for t in sorted(saved.get("global") or []):
+                    self._global.take(now - (wall - float(t)) + _RESTORE_SLACK)
+        except (ValueError, TypeError, AttributeError):
+            log.warning("outbox %s: the saved recent calls could not be read", self._channel)
 
     def _changed(self) -> None:
         """Wake the worker and keep `idle()` true to the state."""

@@ -1,9 +1,12 @@
 """`aep-bridge run`: the store, the hub and its endpoint, the event sources, the core loop.
 
-Assembles the parts in the order they depend on each other, logs one line per part started,
-and stops on SIGINT or SIGTERM in the reverse order: no new events, then the outboxes get
-`flush_timeout` seconds to deliver what is queued (what they cannot is kept in the store for
-the next start), then the store closes. A second signal skips the wait.
+Assembles the parts in the order they depend on each other and logs one line per part
+started; the endpoint's lines come once its port is bound, and only then are the sources
+consumed. It stops on SIGINT or SIGTERM in the reverse order, within one deadline,
+`FLUSH_TIMEOUT` from the signal: the HTTP server stops (open SSE streams are ended, slow
+connections cut at the deadline), then no new events, then answers in flight and the
+outboxes get what is left of it (what they cannot deliver is kept in the store for the next
+start), then the store closes. A second signal ends every wait at once.
 """
 
 from __future__ import annotations
@@ -11,8 +14,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import signal
-from collections.abc import Iterator
+import socket
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import uvicorn
@@ -31,7 +36,8 @@ from .store import Store, default_state_dir
 
 log = logging.getLogger("aep_bridge")
 
-#: seconds the outboxes get at shutdown to deliver what is queued
+#: seconds a stop may take from the first signal: the HTTP server's connections, answers on
+#: their way to agents and the outboxes' queues all share it
 FLUSH_TIMEOUT = 5.0
 
 
@@ -41,11 +47,86 @@ def state_dir_of(config: BridgeConfig) -> Path:
 
 
 class _Server(uvicorn.Server):
-    """uvicorn without its own signal handling: the bridge stops in its own order."""
+    """uvicorn without its own signal handling (the bridge stops in its own order), which
+    says when its port is bound and ends the SSE streams when it stops."""
+
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        *,
+        on_started: Callable[[int], None],
+        on_shutdown: Callable[[], None],
+        grace: Callable[[], float],
+    ) -> None:
+        super().__init__(config)
+        self._on_started = on_started
+        self._on_shutdown = on_shutdown
+        self._grace = grace
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)  # a port that cannot be bound exits here (status 3)
+        if self.started:
+            bound = [s.getsockname() for server in self.servers for s in server.sockets]
+            self._on_started(int(bound[0][1]) if bound else self.config.port)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        for server in self.servers:  # no new connections, then the open streams end
+            server.close()
+        self._on_shutdown()
+        # annotated `int | None`, but any number of seconds works (it goes to `wait_for`)
+        self.config.timeout_graceful_shutdown = max(0.1, self._grace())  # type: ignore[assignment]
+        await super().shutdown(sockets)
+        if self.force_exit:  # uvicorn skips the app's lifespan shutdown then; left pending, it
+            await self.lifespan.shutdown()  # would be cancelled at exit, with a traceback
+
+
+class _Stopping:
+    """SIGINT/SIGTERM: the first stops cleanly within `timeout`, the second at once."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self.hurry = asyncio.Event()
+        self.server: _Server | None = None
+        self._deadline: float | None = None
+
+    @property
+    def requested(self) -> bool:
+        return self._deadline is not None
+
+    def remaining(self) -> float:
+        """Seconds left of the stop's deadline (which starts at the first signal, or now)."""
+        now = asyncio.get_running_loop().time()
+        if self._deadline is None:
+            self._deadline = now + self.timeout
+        return 0.0 if self.hurry.is_set() else max(0.0, self._deadline - now)
+
+    def signal(self, signum: int) -> None:
+        log.info("%s received", signal.Signals(signum).name)
+        if self.requested and not self.hurry.is_set():
+            self.hurry.set()
+            log.info("stopping now")
+        self.remaining()
+        if self.server is not None:
+            self.server.should_exit = True
+            self.server.force_exit = self.hurry.is_set()
+
+    def install(self) -> None:
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(signum, self.signal, signum)
+
+
+class _NoCancellationTracebacks(logging.Filter):
+    """uvicorn logs a connection cut off at the stop (a task cancelled) as an exception in
+    the application, with a traceback; it is the stop working, not an error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError))
 
 
 def sources_of(config: BridgeConfig, hub: Hub, store: Store) -> list[EventSource]:
@@ -70,13 +151,40 @@ async def serve(config: BridgeConfig, plugins: PluginHost, host: str, port: int)
     store = Store.open(state_dir)
     log.info("store: %s (schema %d)", store.path, store.schema_version)
     hub = Hub(HubLimits(replay_buffer=intake.replay_buffer), store)
-    bridge = Bridge(config, plugins, store=store)
+    bridge = Bridge(config, plugins, store=store, secrets=[token])
     sources = sources_of(config, hub, store)
     for source in sources:
         bridge.add_source(source)
+    stopping = _Stopping(FLUSH_TIMEOUT)
+    stopping.install()
+    quiet = _NoCancellationTracebacks()
+    logging.getLogger("uvicorn.error").addFilter(quiet)
+
+    def started(bound: int) -> None:
+        log.info(
+            "endpoint: http://%s:%d/events and ws://%s:%d/socket (token: `aep-bridge token`%s)",
+            host,
+            bound,
+            host,
+            bound,
+            "; open on loopback" if open_without_token else "",
+        )
+        log.info(
+            "aep-bridge %s running: %d source(s), %d channel(s); Ctrl-C stops",
+            __version__,
+            len(sources),
+            len(bridge.running),
+        )
+        bridge.consume()
+
+    def end_streams() -> None:
+        """End every SSE response: a client still reading must not hold the stop up."""
+        for participant in {s.owner for s in hub.subscriptions if s.owner.kind == "sse"}:
+            hub.leave(participant)
+
     server: _Server | None = None
     try:
-        await bridge.start()
+        await bridge.start(consume=False)
         endpoint = Endpoint(
             hub,
             AuthPolicy(token, open_without_token=open_without_token),
@@ -91,45 +199,29 @@ async def serve(config: BridgeConfig, plugins: PluginHost, host: str, port: int)
                 log_level="warning",
                 access_log=False,
                 ws_max_size=intake.max_event_bytes + 4096,
-            )
+            ),
+            on_started=started,
+            on_shutdown=end_streams,
+            grace=stopping.remaining,
         )
-        _stop_on_signals(server)
-        log.info(
-            "endpoint: http://%s:%d/events and ws://%s:%d/socket (token: `aep-bridge token`%s)",
-            host,
-            port,
-            host,
-            port,
-            "; open on loopback" if open_without_token else "",
-        )
-        log.info(
-            "aep-bridge %s running: %d source(s), %d channel(s); Ctrl-C stops",
-            __version__,
-            len(sources),
-            len(bridge.running),
-        )
-        await server.serve()
+        stopping.server = server
+        if not stopping.requested:
+            await server.serve()
     finally:
-        forced = server is not None and server.force_exit
-        log.info("stopping%s", " now" if forced else f" (up to {FLUSH_TIMEOUT:g}s to deliver)")
+        if not stopping.hurry.is_set():
+            log.info("stopping (up to %ds to deliver)", math.ceil(stopping.remaining()))
         for source in sources:
             await source.close()
         hub.flush()
-        await bridge.stop(0.0 if forced else FLUSH_TIMEOUT)
+        await bridge.stop(stopping.remaining(), hurry=stopping.hurry)
+        if server is not None:  # connections a second signal (or the deadline) cut off
+            await _cancel(list(server.server_state.tasks))
         store.close()
         log.info("stopped")
+        logging.getLogger("uvicorn.error").removeFilter(quiet)
 
 
-def _stop_on_signals(server: _Server) -> None:
-    """First SIGINT/SIGTERM: stop cleanly. Second: stop without waiting for the outboxes."""
-    loop = asyncio.get_running_loop()
-
-    def stop(signum: int) -> None:
-        if server.should_exit:
-            server.force_exit = True
-        server.should_exit = True
-        log.info("%s received", signal.Signals(signum).name)
-
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(signum, stop, signum)
+async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)

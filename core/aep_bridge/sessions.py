@@ -10,6 +10,7 @@ unless the bridge died during the very platform call that was creating it.
 from __future__ import annotations
 
 import secrets
+import sys
 import time
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -46,55 +47,74 @@ class ThreadRecord:
 
 
 class Sessions:
-    """Sessions and their thread bindings, in the store."""
+    """Sessions and their thread bindings, in the store.
+
+    Held in memory for every session the store knows, so kept compact: each string once
+    (a record shares its event's strings; agent, stream, channel and state names are
+    interned), a session's threads in one tuple, and no index keyed by tuples.
+    """
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._by_key: dict[tuple[str, str], SessionRecord] = {}
         self._by_id: dict[str, SessionRecord] = {}
-        self._by_session: dict[str, list[SessionRecord]] = {}
-        self._threads: dict[tuple[str, str], ThreadRecord] = {}
-        #: session id -> the channels it is routed to (a thread row each), in routing order
-        self._channels: dict[str, list[str]] = {}
-        self._by_thread: dict[tuple[str, str], str] = {}
+        #: session name -> its record, or its records (one a source) when several sources
+        #: use the name: `(source, session)` lookups start here, with no tuple a session
+        self._by_session: dict[str, SessionRecord | list[SessionRecord]] = {}
+        #: session id -> its threads, one per channel it is routed to, in routing order
+        self._threads: dict[str, tuple[ThreadRecord, ...]] = {}
+        #: channel -> thread id -> session id
+        self._by_thread: dict[str, dict[str, str]] = {}
         self._load()
 
     def _load(self) -> None:
         for row in self.store.execute(
             "SELECT id, source, session, stream, agent, name, state FROM sessions"
         ):
-            record = SessionRecord(*(str(v) for v in row))  # type: ignore[arg-type]
-            self._remember(record)
+            self._remember(_session_record(row))
         for row in self.store.execute(
             "SELECT session_id, channel, thread_id, state, name FROM threads"
         ):
             session_id, channel, thread_id, state, name = row
+            known = self._by_id.get(str(session_id))
             self._put_thread(
                 ThreadRecord(
-                    str(session_id),
-                    str(channel),
+                    known.id if known is not None else str(session_id),
+                    sys.intern(str(channel)),
                     None if thread_id is None else str(thread_id),
-                    str(state),  # type: ignore[arg-type]
+                    sys.intern(str(state)),  # type: ignore[arg-type]
                     str(name or ""),
                 )
             )
 
     def _put_thread(self, record: ThreadRecord) -> None:
-        key = (record.session_id, record.channel)
-        if key not in self._threads:
-            self._channels.setdefault(record.session_id, []).append(record.channel)
-        self._threads[key] = record
+        threads = self._threads.get(record.session_id, ())
+        for i, known in enumerate(threads):
+            if known.channel == record.channel:
+                threads = (*threads[:i], record, *threads[i + 1 :])
+                break
+        else:
+            threads = (*threads, record)
+        self._threads[record.session_id] = threads
         if record.thread_id is not None:
-            self._by_thread[(record.channel, record.thread_id)] = record.session_id
+            self._by_thread.setdefault(record.channel, {})[record.thread_id] = record.session_id
 
     def _remember(self, record: SessionRecord) -> None:
-        key = (record.source, record.session)
-        if key not in self._by_key:
-            self._by_session.setdefault(record.session, []).append(record)
+        """Add a record, or replace the one of its `(source, session)`."""
+        same = self._by_session.get(record.session)
+        if same is None:
+            self._by_session[record.session] = record
+        elif isinstance(same, SessionRecord):
+            if same.source == record.source:
+                self._by_session[record.session] = record
+            else:
+                self._by_session[record.session] = [same, record]
         else:
-            same = self._by_session[record.session]
-            same[:] = [record if r.id == record.id else r for r in same]
-        self._by_key[key] = record
+            for i, known in enumerate(same):
+                if known.source == record.source:
+                    same[i] = record
+                    break
+            else:
+                same.append(record)
         self._by_id[record.id] = record
 
     # -- sessions ----------------------------------------------------------------------
@@ -103,7 +123,13 @@ class Sessions:
         return self._by_id.get(session_id)
 
     def find(self, source: str, session: str) -> SessionRecord | None:
-        return self._by_key.get((source, session))
+        found = self._by_session.get(session)
+        if isinstance(found, SessionRecord):
+            return found if found.source == source else None
+        for known in found or ():
+            if known.source == source:
+                return known
+        return None
 
     def find_by_session(self, session: str) -> SessionRecord | None:
         """The one known session with this id, whatever its source; None if none or several.
@@ -111,17 +137,25 @@ class Sessions:
         For events foreign to a session (another consumer's command, `attention.routed`):
         they name the session but come from elsewhere.
         """
-        found = self._by_session.get(session, ())
-        return found[0] if len(found) == 1 else None
+        found = self._by_session.get(session)
+        return found if isinstance(found, SessionRecord) else None
 
     def get_or_create(self, event: Event, stream: str, name: str) -> tuple[SessionRecord, bool]:
         """The session `event` belongs to, created on its first event (exactly once)."""
         key = event.session_key
         assert key is not None, "agent-scoped events have no session"
-        known = self._by_key.get(key)
+        known = self.find(*key)
         if known is not None:
             return known, False
-        record = SessionRecord(new_session_id(), key[0], key[1], stream, event.agent, name, "open")
+        record = SessionRecord(
+            new_session_id(),
+            key[0],
+            key[1],
+            sys.intern(stream),
+            sys.intern(event.agent),
+            name,
+            "open",
+        )
         now = time.time()
         with self.store.transaction():
             self.store.execute(
@@ -134,9 +168,10 @@ class Sessions:
                 "WHERE source = ? AND session = ?",
                 key,
             )[0]
-        stored = SessionRecord(*(str(v) for v in row))  # type: ignore[arg-type]
+        created = row[0] == record.id
+        stored = record if created else _session_record(row)
         self._remember(stored)
-        return stored, stored.id == record.id
+        return stored, created
 
     def rename(self, session_id: str, name: str) -> None:
         record = self._by_id[session_id]
@@ -160,29 +195,47 @@ class Sessions:
     # -- threads -----------------------------------------------------------------------
 
     def thread(self, session_id: str, channel: str) -> ThreadRecord | None:
-        return self._threads.get((session_id, channel))
+        for known in self._threads.get(session_id, ()):
+            if known.channel == channel:
+                return known
+        return None
 
     def channels(self, session_id: str) -> list[str]:
         """The channels the session was routed to when it began."""
-        return list(self._channels.get(session_id, ()))
+        return [t.channel for t in self._threads.get(session_id, ())]
 
     def threads(self, state: ThreadState) -> list[ThreadRecord]:
-        return [t for t in self._threads.values() if t.state == state]
+        return [t for threads in self._threads.values() for t in threads if t.state == state]
 
     def begin_thread(self, session_id: str, channel: str, name: str) -> None:
         """Decide (and record) that the session gets a thread in `channel`, before creating it."""
-        if (session_id, channel) in self._threads:
+        if self.thread(session_id, channel) is not None:
             return
         self.store.execute(
             "INSERT OR IGNORE INTO threads (session_id, channel, name, state) "
             "VALUES (?, ?, ?, 'creating')",
             (session_id, channel, name),
         )
-        self._put_thread(ThreadRecord(session_id, channel, None, "creating", name))
+        for other in self._threads.get(session_id, ()):
+            if other.name == name:
+                name = other.name  # one string for the session's threads alike
+                break
+        known = self._by_id.get(session_id)
+        self._put_thread(
+            ThreadRecord(
+                known.id if known is not None else session_id,
+                sys.intern(channel),
+                None,
+                "creating",
+                name,
+            )
+        )
 
     def bind_thread(self, session_id: str, channel: str, thread_id: str) -> None:
         """The platform created the thread: remember its id (state `open`)."""
-        known = self._threads[(session_id, channel)]
+        known = self.thread(session_id, channel)
+        if known is None:
+            raise KeyError((session_id, channel))
         self.store.execute(
             "UPDATE threads SET thread_id = ?, state = 'open' WHERE session_id = ? AND channel = ?",
             (thread_id, session_id, channel),
@@ -191,7 +244,7 @@ class Sessions:
 
     def name_thread(self, session_id: str, channel: str, name: str) -> bool:
         """Record a new name; False when it is the name the thread already has."""
-        known = self._threads.get((session_id, channel))
+        known = self.thread(session_id, channel)
         if known is None or known.name == name:
             return False
         self.store.execute(
@@ -203,7 +256,7 @@ class Sessions:
 
     def close_thread(self, session_id: str, channel: str) -> None:
         """The session ended: its open thread is done (one still being created stays so)."""
-        known = self._threads.get((session_id, channel))
+        known = self.thread(session_id, channel)
         if known is None or known.state != "open":
             return
         self.store.execute(
@@ -213,11 +266,25 @@ class Sessions:
         self._put_thread(replace(known, state="closed"))
 
     def thread_id(self, channel: str, session_id: str) -> str | None:
-        known = self._threads.get((session_id, channel))
+        known = self.thread(session_id, channel)
         return None if known is None else known.thread_id
 
     def session_of_thread(self, channel: str, thread_id: str) -> str | None:
-        return self._by_thread.get((channel, thread_id))
+        return self._by_thread.get(channel, {}).get(thread_id)
+
+
+def _session_record(row: tuple[object, ...]) -> SessionRecord:
+    """A record from a `sessions` row, its few distinct names (agent, stream, state) interned."""
+    id_, source, session, stream, agent, name, state = (str(v) for v in row)
+    return SessionRecord(
+        id_,
+        source,
+        session,
+        sys.intern(stream),
+        sys.intern(agent),
+        session if name == session else name,
+        sys.intern(state),  # type: ignore[arg-type]
+    )
 
 
 def _replace(record: SessionRecord, **changes: str) -> SessionRecord:

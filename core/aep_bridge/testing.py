@@ -93,6 +93,7 @@ class FakeCore:
         self.incoming: list[IncomingMessage] = []
         self.threads: dict[tuple[str, str], str] = {}
         self.states: dict[str, MemoryState] = {}
+        self.adapters: dict[str, ChannelAdapter] = {}
         self.next_resolution = Resolution(status=ResolutionStatus.ACCEPTED)
         self.pressed = asyncio.Event()
 
@@ -126,8 +127,17 @@ class FakeCore:
     def state(self, channel: str) -> ChannelState:
         return self.states.setdefault(channel, MemoryState())
 
+    def attach(self, adapter: ChannelAdapter) -> None:
+        """Make `adapter` the one `call` runs methods of (`create_thread` does it too)."""
+        self.adapters[adapter.instance_name] = adapter
+
+    async def call(self, channel: str, op: str, *args: Any, session_id: str | None = None) -> Any:
+        """At once, without limits: the kit calls adapters directly too."""
+        return await getattr(self.adapters[channel], op)(*args)
+
     async def create_thread(self, adapter: ChannelAdapter, session_id: str, name: str) -> str:
         """What the real core does: create once and remember the thread id."""
+        self.attach(adapter)
         thread = await adapter.create_session_thread(session_id, name)
         self.threads[(adapter.instance_name, session_id)] = thread
         return thread

@@ -29,12 +29,34 @@ REFUSING_WORDS: Final = frozenset({"deny", "no", "reject", "refuse", "cancel", "
 
 
 class AgentError(Exception):
-    """The endpoint refused the agent (an error frame), or the connection failed."""
+    """The endpoint refused the agent (an error frame), the connection failed, or it closed
+    (code `closed`: the bridge stopped)."""
 
     def __init__(self, code: str, detail: str) -> None:
         super().__init__(f"{code}: {detail}")
         self.code = code
         self.detail = detail
+
+
+#: what the close codes an endpoint sends mean, in words
+_CLOSE_CODES: Final = {
+    1000: "closed normally",
+    1001: "going away",
+    1011: "an error in the endpoint",
+    1012: "the bridge is stopping or restarting",
+}
+
+
+def _closed(exc: websockets.ConnectionClosed) -> AgentError:
+    """A connection that ended under us, as an `AgentError` with code `closed`."""
+    frame = exc.rcvd
+    if frame is None:
+        return AgentError("closed", "the connection to the endpoint was lost")
+    why = frame.reason or _CLOSE_CODES.get(frame.code, "")
+    return AgentError(
+        "closed",
+        f"the endpoint closed the connection (code {frame.code}{': ' if why else ''}{why})",
+    )
 
 
 class Cancelled(Exception):
@@ -112,8 +134,21 @@ class TinyAgent:
     # -- sending -----------------------------------------------------------------------
 
     async def _send_frame(self, frame: dict[str, Any]) -> None:
+        await self._send(json.dumps(frame))
+
+    async def _send(self, text: str) -> None:
         assert self._socket is not None
-        await self._socket.send(json.dumps(frame))
+        try:
+            await self._socket.send(text)
+        except websockets.ConnectionClosed as exc:
+            raise _closed(exc) from None
+
+    async def _recv(self) -> str | bytes:
+        assert self._socket is not None
+        try:
+            return await self._socket.recv()
+        except websockets.ConnectionClosed as exc:
+            raise _closed(exc) from None
 
     async def emit(self, type_: str, data: dict[str, Any] | None = None, **envelope: Any) -> Event:
         """Emit one session event at the next position."""
@@ -129,16 +164,14 @@ class TinyAgent:
             **envelope,
         )
         self._seq += 1
-        assert self._socket is not None
-        await self._socket.send(event.raw.decode())
+        await self._send(event.raw.decode())
         return event
 
     # -- receiving ---------------------------------------------------------------------
 
     async def _next_frame(self) -> dict[str, Any]:
-        assert self._socket is not None
         while True:
-            text = await self._socket.recv()
+            text = await self._recv()
             frame = json.loads(text)
             if isinstance(frame, dict) and frame.get("type") == "ping":
                 await self._send_frame({"type": "pong", "t": frame.get("t")})
@@ -147,10 +180,11 @@ class TinyAgent:
                 return frame
 
     async def next_command(self) -> Event:
-        """The next command addressed to this session (frames in between are handled)."""
-        assert self._socket is not None
+        """The next command addressed to this session (frames in between are handled).
+
+        Raises `AgentError` (code `closed`) when the connection ends first."""
         while True:
-            text = await self._socket.recv()
+            text = await self._recv()
             data = text.encode() if isinstance(text, str) else text
             try:
                 frame = json.loads(data)
@@ -176,8 +210,7 @@ class TinyAgent:
         key = command.dedupe_key
         recorded = self._acks.get(key)
         if recorded is not None:
-            assert self._socket is not None
-            await self._socket.send(recorded.raw.decode())  # byte-identical re-ack (AEP-0004 §3)
+            await self._send(recorded.raw.decode())  # byte-identical re-ack (AEP-0004 §3)
             return recorded
         if reason is None:
             ack = await self.emit("control.accepted", {}, cause=command.id)

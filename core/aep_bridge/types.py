@@ -262,6 +262,15 @@ class Resolution(_Model):
         return text[:200]
 
 
+class DoctorCheck(_Model):
+    """One thing `aep-bridge doctor` checked about a channel, and the fix when it failed."""
+
+    name: str
+    ok: bool
+    detail: str = ""
+    fix: str | None = None
+
+
 class RateLimit(_Model):
     """`count` calls per `per_seconds` sustained, and at most `burst` at once (a token bucket).
 

@@ -79,9 +79,11 @@ class Rig:
         host: PluginHost | None = None,
         ack_timeout: float = 2.0,
         outbox_options: dict[str, Any] | None = None,
+        secrets: tuple[str, ...] = (),
         **config: Any,
     ) -> None:
         self.state_dir = state_dir
+        self.secrets = secrets  # what `aep-bridge run` passes: the endpoint's token
         self.config = BridgeConfig.model_validate(
             {"channels": channels or two_channels(), "routes": routes, **config}
         )
@@ -99,6 +101,7 @@ class Rig:
             store=self.store,
             ack_timeout=self.ack_timeout,
             outbox_options=self.outbox_options,
+            secrets=self.secrets,
         )
         self.bridge.add_source(self.source)
         await self.bridge.start()

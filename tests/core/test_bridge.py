@@ -9,13 +9,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import sqlite3
+import time
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar
 
-from aep_bridge import hookimpl
-from aep_bridge.intake.hub import Participant
-from aep_bridge.types import ResolutionStatus
+import pytest
+from pydantic import BaseModel, Field, SecretStr
+
+from aep_bridge import attention, hookimpl
+from aep_bridge.intake.hub import Delivery, Participant
+from aep_bridge.intake.source import CommandResult
+from aep_bridge.plugins import ChannelRegistration
+from aep_bridge.testing import LocalAgent, MemoryChannel
+from aep_bridge.types import ChannelConfig, ResolutionStatus
 
 from .rig import ALICE, BOB, MALLORY, Rig, memory_host
 
@@ -125,6 +133,61 @@ async def test_a_secret_in_agent_output_never_reaches_a_channel(tmp_path, monkey
         assert GITHUB_TOKEN not in shown
 
 
+class _Auth(BaseModel):
+    token: SecretStr
+    spares: list[SecretStr] = Field(default_factory=list)
+
+
+class VaultConfig(ChannelConfig):
+    """A plugin's block whose secrets are nested: in a sub-model, a list, a mapping."""
+
+    auth: _Auth
+    webhooks: dict[str, SecretStr] = Field(default_factory=dict)
+
+
+class VaultChannel(MemoryChannel):
+    name = "vault"
+    config_model: ClassVar[type[ChannelConfig]] = VaultConfig
+
+
+class _VaultPlugin:
+    @hookimpl
+    def register_channels(self) -> list[ChannelRegistration]:
+        return [ChannelRegistration.of(VaultChannel)]
+
+
+async def test_every_secret_the_bridge_holds_is_redacted_however_deep_in_the_config(tmp_path):
+    nested, spare, webhook = "nested-value-4417", "spare-value-5528", "hook-value-6639"
+    relay, endpoint = "relay-value-7740", "endpoint-value-8851"
+    channels = {
+        "alpha": {"type": "memory", "approvers": ["alice"]},
+        "vault": {
+            "type": "vault",
+            "approvers": ["alice"],
+            "auth": {"token": nested, "spares": [spare]},
+            "webhooks": {"ci": webhook},
+        },
+    }
+    async with Rig(
+        tmp_path,
+        channels=channels,
+        host=memory_host(_VaultPlugin()),
+        intake={"relays": [{"url": "wss://relay.example/socket", "token": relay}]},
+        secrets=(endpoint,),
+    ) as rig:
+        agent = rig.agent()
+        agent.start()
+        agent.emit(
+            "message.agent.replied",
+            {"text": f"found {nested} {spare} {webhook} {relay} {endpoint} in the env"},
+            capture="full",
+        )
+        await rig.settle()
+        for name in ("alpha", "vault"):
+            [shown] = [t for t in rig.thread_texts(name) if t.startswith("found")]
+            assert shown == "found" + " [REDACTED:secret]" * 5 + " in the env"
+
+
 # -- cards and answers -------------------------------------------------------------------
 
 
@@ -139,7 +202,33 @@ async def test_a_request_becomes_a_card_with_buttons_in_every_channel(tmp_path):
             assert "rm -rf build/" in rig.card_text(name)
             assert [label for label, _ in rig.buttons(name)] == ["Allow", "Deny"]
             assert request.id not in card.id  # a short opaque id, never the producer's
-            assert len(card.id) <= 16
+            assert len(card.id) <= 17
+
+
+async def test_card_ids_carry_64_random_bits_and_a_colliding_id_is_drawn_again(
+    tmp_path, monkeypatch
+):
+    async with Rig(tmp_path) as rig:
+        agent = rig.agent()
+        agent.start()
+        agent.ask("first?")
+        await rig.settle()
+        _, first, _ = rig.card("alpha")
+        assert re.fullmatch(r"c[0-9a-f]{16}", first.id)  # 64 bits, short enough for any button
+
+        drawn = iter([first.id, first.id, "c00000000000000aa"])  # two collisions, then a new id
+        monkeypatch.setattr(attention, "new_card_id", lambda: next(drawn))
+        agent.ask("second?")
+        await rig.settle()
+        _, second, _ = rig.card("alpha")
+        assert second.id == "c00000000000000aa"
+        assert "second?" in rig.card_text("alpha")
+        assert "first?" in rig.card_text("alpha", 0)
+        answered = await rig.channel("alpha").press(rig.buttons("alpha")[1][1], ALICE)
+        assert answered.status is ResolutionStatus.ACCEPTED
+        await rig.settle()
+        assert "Answered by Alice: Deny" in rig.card_text("alpha")
+        assert [label for label, _ in rig.buttons("alpha", 0)] == ["Allow", "Deny"]
 
 
 async def test_the_first_answer_wins_and_every_card_shows_it(tmp_path):
@@ -205,6 +294,35 @@ async def test_a_press_by_someone_not_allowed_is_refused_logged_and_sends_nothin
         assert [label for label, _ in rig.buttons("alpha")] == ["Allow", "Deny"]  # still open
 
 
+async def test_a_non_approver_is_refused_without_learning_what_became_of_the_card(tmp_path, caplog):
+    async with Rig(tmp_path) as rig:
+        agent = rig.agent()
+        agent.start()
+        agent.ask("answered?")
+        soon = (datetime.now(UTC) + timedelta(milliseconds=300)).isoformat().replace("+00:00", "Z")
+        agent.ask("expired?", expires_at=soon)
+        agent.ask("informational?", respond_via=["oob"])
+        await rig.settle()
+        answered = await rig.channel("alpha").press(rig.buttons("alpha", 0)[0][1], ALICE)
+        assert answered.status is ResolutionStatus.ACCEPTED
+        await asyncio.sleep(0.4)
+        await rig.settle()
+        assert "Answered by Alice" in rig.card_text("alpha", 0)
+        assert "Expired" in rig.card_text("alpha", 1)
+        with caplog.at_level(logging.WARNING):
+            presses = [
+                await rig.channel("alpha").press(f"{rig.card('alpha', n)[1].id}:0", MALLORY)
+                for n in range(3)
+            ]
+        for resolution in presses:
+            assert resolution.status is ResolutionStatus.NOT_ALLOWED
+            assert "not an approver" in resolution.message
+            assert "Alice" not in resolution.message
+        refused = [r.getMessage() for r in caplog.records if "refused an answer" in r.getMessage()]
+        assert len(refused) == 3
+        assert all("mallory (Mallory): not an approver" in line for line in refused)
+
+
 async def test_a_channel_without_approvers_answers_nothing(tmp_path):
     channels = {"alpha": {"type": "memory"}}
     async with Rig(tmp_path, channels=channels) as rig:
@@ -256,6 +374,68 @@ async def test_a_rejected_answer_shows_on_every_card_and_the_request_opens_again
             {"option": "allow"},
         ]
         assert "Answered by Bob: Allow" in rig.card_text("alpha")
+
+
+LONG_WORDS = "please retry " * 400  # far longer than a card or a reply should carry
+
+
+def refuse_every_command(agent: LocalAgent, detail: str) -> None:
+    """The agent rejects whatever it is sent, with `detail` as its explanation."""
+
+    def push(item: object) -> None:
+        if isinstance(item, Delivery):
+            command = item.event
+            asyncio.get_running_loop().call_soon(
+                lambda: agent.emit(
+                    "control.rejected", {"reason": "refused", "detail": detail}, cause=command.id
+                )
+            )
+
+    agent.participant.push = push
+
+
+def refuse_on_the_way(rig: Rig, detail: str) -> None:
+    """The route refuses every command on the agent's behalf (a relay's error frame)."""
+
+    async def send_command(command: Any, *, timeout: float = 10.0) -> CommandResult:
+        return CommandResult("refused", code="relay-refused", detail=detail)
+
+    rig.source.send_command = send_command  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize("refusal", [refuse_every_command, refuse_on_the_way])
+async def test_a_refusal_is_redacted_and_clipped_on_cards_and_in_replies(tmp_path, refusal):
+    channels = {
+        "alpha": {"type": "memory", "approvers": ["alice"]},
+        "beta": {"type": "memory", "approvers": ["alice"], "capture": "metadata"},
+    }
+    async with Rig(tmp_path, channels=channels) as rig:
+        agent = rig.agent()
+        detail = f"cannot use {GITHUB_TOKEN} from /home/carol/.env: {LONG_WORDS}"
+        refusal(agent if refusal is refuse_every_command else rig, detail)
+        agent.start()
+        agent.ask()
+        await rig.settle()
+        await rig.channel("alpha").press(rig.buttons("alpha")[0][1], ALICE)
+        await rig.settle()
+        for name in ("alpha", "beta"):
+            await rig.channel(name).reply(rig.thread_of(name), "/cancel", ALICE, None)
+        await rig.settle()
+        for name in ("alpha", "beta"):
+            card = rig.card_text(name)
+            [reply] = [t for t in rig.thread_texts(name) if t.startswith("/cancel")]
+            for shown in (card, reply):
+                assert GITHUB_TOKEN not in shown
+                assert "carol" not in shown
+                assert len(shown) < 600  # clipped: one line, not the agent's whole essay
+            assert len(rig.buttons(name)) == 2  # the request is open again
+        alpha_card = rig.card_text("alpha")
+        assert "cannot use [REDACTED:secret] from ~/.env: please retry" in alpha_card
+        if refusal is refuse_every_command:
+            # the agent's words are content: a channel below `redacted` gets only the reason
+            assert "refused" in rig.card_text("beta")
+            assert "cannot use" not in rig.card_text("beta")
+            assert "/cancel: the agent refused it (refused)" in rig.thread_texts("beta")
 
 
 async def test_an_answer_that_cannot_reach_the_agent_says_so_and_can_be_given_again(tmp_path):
@@ -520,6 +700,36 @@ async def test_a_fatal_error_shows_in_the_thread_and_as_a_notification_outside_i
         outside = [m.text for m in rig.channel("alpha").messages if m.thread_id is None]
         assert any("disk full" in t for t in outside)
         assert any("disk full" in t for t in rig.thread_texts("alpha"))
+
+
+# -- stopping -------------------------------------------------------------------------
+
+
+async def test_stop_takes_at_most_the_flush_timeout_with_an_answer_and_a_call_in_flight(
+    tmp_path,
+):
+    async with Rig(tmp_path, ack_timeout=30.0) as rig:
+        agent = rig.agent()
+        agent.start()
+        agent.ask()
+        await rig.settle()
+        agent.participant.push = lambda item: None  # the agent takes the answer, never acks
+        await rig.channel("alpha").press(rig.buttons("alpha")[0][1], ALICE)
+        never = asyncio.Event()
+
+        async def hang(*args: Any) -> None:
+            await never.wait()
+
+        rig.channel("beta").send_message = hang  # type: ignore[method-assign]
+        agent.emit("message.agent.replied", {"text": "still working"}, capture="full")
+        for _ in range(200):
+            await asyncio.sleep(0)
+        assert rig.bridge.attention.busy
+        assert not rig.bridge.channels["beta"].outbox.is_idle
+        started = time.monotonic()
+        await rig.stop(flush_timeout=1.0)
+        took = time.monotonic() - started
+    assert 0.9 <= took < 1.5, f"stop took {took:.2f}s for a flush timeout of 1s"
 
 
 # -- durability under group commit ------------------------------------------------------

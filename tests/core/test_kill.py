@@ -16,12 +16,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import re
-import signal
 import sqlite3
-import subprocess
-import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -32,6 +28,7 @@ import httpx
 
 from aep_bridge.aep.envelope import Event
 from aep_bridge.tinyagent import TinyAgent
+from tests.bridge_process import BridgeProcess as Bridge
 
 from .recording_channel import Call, FakePlatform, free_port, serve_platform
 
@@ -46,79 +43,6 @@ CHANNEL = "rec"
 APPROVER = "alice"
 CONCURRENCY = 8  # the outbox's calls in flight per channel (Outbox's default)
 TAG = re.compile(r"chatter \d+-\w+")
-
-
-class Bridge:
-    """`aep-bridge run --config` as a process, its log in a file."""
-
-    def __init__(self, config: Path, log: Path) -> None:
-        self.config = config
-        self.log = log
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @staticmethod
-    def env() -> dict[str, str]:
-        path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-        return {
-            **os.environ,
-            "PYTHONPATH": path,
-            "PYTHONUNBUFFERED": "1",
-            "AEP_BRIDGE_PLUGINS": "tests.core.recording_channel",
-            "AEP_BRIDGE_DISABLE_PLUGIN_AUTOLOAD": "1",
-        }
-
-    def token(self) -> str:
-        out = subprocess.run(
-            [sys.executable, "-m", "aep_bridge", "token", "--config", str(self.config)],
-            cwd=ROOT,
-            env=self.env(),
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        return out.stdout.strip()
-
-    async def start(self, base: str) -> None:
-        with self.log.open("ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "aep_bridge", "run", "--config", str(self.config)],
-                cwd=ROOT,
-                env=self.env(),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        async with httpx.AsyncClient() as client:
-
-            async def up() -> bool:
-                with contextlib.suppress(httpx.HTTPError):
-                    return (await client.get(f"{base}/.well-known/aep")).status_code == 200
-                return False
-
-            deadline = time.monotonic() + 20
-            while not await up():
-                assert self.proc.poll() is None, f"the bridge exited:\n{self.tail()}"
-                assert time.monotonic() < deadline, f"the bridge did not come up:\n{self.tail()}"
-                await asyncio.sleep(0.05)
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self) -> int:
-        assert self.proc is not None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
-
-    def tail(self, lines: int = 40) -> str:
-        text = self.log.read_text(errors="replace") if self.log.exists() else ""
-        return "\n".join(text.splitlines()[-lines:])
 
 
 class Db:
@@ -259,7 +183,7 @@ async def test_kill_with_pending_requests_and_full_outbox(tmp_path: Path) -> Non
                 }
             )
         )
-        bridge = Bridge(config, tmp_path / "bridge.log")
+        bridge = Bridge(config, tmp_path / "bridge.log", plugins="tests.core.recording_channel")
         db = Db(tmp_path / "state" / "state.db")
         token = bridge.token()
         ws = f"ws://127.0.0.1:{port}/socket"

@@ -333,6 +333,28 @@ async def test_a_backlog_into_one_telegram_group_uses_the_whole_group_rate(
     assert busiest(adapter.calls, lambda c: c.group, 60) <= 20
 
 
+async def test_a_restart_does_not_forget_the_calls_the_platform_still_counts(
+    vt: VirtualTime, store: Store
+) -> None:
+    """Telegram counts a group's last minute whoever sent it: a bridge stopped and started
+    again within that minute must not send the group 20 more messages at once."""
+    adapter = Recorder(vt, forum=True)
+    before = outbox_for(adapter, store)
+    await before.start()
+    for n in range(20):
+        before.submit(message(f"s{n}", f"before {n}"))
+    await drain(before)
+    await before.stop()
+    after = outbox_for(adapter, store)
+    await after.start()
+    for n in range(5):
+        after.submit(message(f"s{n}", f"after {n}"))
+    await drain(after)
+    await after.stop()
+    assert len(adapter.calls) == 25
+    assert busiest(adapter.calls, lambda c: c.group, 60) <= 20
+
+
 async def test_a_card_behind_1000_chatter_messages_goes_in_the_next_free_slot(
     vt: VirtualTime, store: Store
 ) -> None:

@@ -31,7 +31,8 @@ HELLO = {
 
 
 @pytest.fixture
-def bridge(tmp_path: Path):
+def running(tmp_path: Path):
+    """`aep-bridge run` on a free port: (process, config, port, token)."""
     config = tmp_path / "config.json"
     port = free_port()
     config.write_text(
@@ -53,9 +54,16 @@ def bridge(tmp_path: Path):
     token = subprocess.run(
         [*BRIDGE, "token", "--config", str(config)], check=True, capture_output=True, text=True
     ).stdout.strip()
-    yield config, port, token
-    proc.terminate()
+    yield proc, config, port, token
+    if proc.poll() is None:
+        proc.terminate()
     proc.wait(10)
+
+
+@pytest.fixture
+def bridge(running):
+    _, config, port, token = running
+    return config, port, token
 
 
 def test_emit_posts_a_recorded_session_and_names_a_bad_line(bridge, tmp_path: Path):
@@ -146,3 +154,29 @@ async def test_ask_waits_for_the_answer_acks_it_and_prints_it(bridge, answer, pr
     assert seen[0].cause == command.id
     recorded = seen[1].data["answer"]
     assert recorded.get("option") == "deny"
+
+
+async def test_ask_says_so_in_one_line_when_the_bridge_stops_under_it(running):
+    proc, config, _, _ = running
+    asker = await asyncio.create_subprocess_exec(
+        *BRIDGE,
+        "ask",
+        "Deploy to staging?",
+        "--config",
+        str(config),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert asker.stderr is not None
+    first = await asyncio.wait_for(asker.stderr.readline(), 20)
+    assert b"waiting for an answer" in first
+    proc.terminate()  # SIGTERM: the bridge stops and closes the agent's WebSocket
+    out, err = await asyncio.wait_for(asker.communicate(), 20)
+    said = err.decode().strip().splitlines()
+    assert asker.returncode == 2, err.decode()
+    assert out == b""
+    assert len(said) == 1, said
+    assert said[0].startswith("aep-bridge ask: "), said
+    assert "closed the connection" in said[0]
+    assert "Traceback" not in err.decode()

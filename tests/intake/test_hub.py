@@ -8,7 +8,15 @@ import pytest
 
 from aep_bridge.aep.build import make_event
 from aep_bridge.aep.envelope import Event
-from aep_bridge.intake.hub import Delivery, Frame, Hub, HubLimits, Participant, SubscribeError
+from aep_bridge.intake.hub import (
+    Delivery,
+    Frame,
+    Hub,
+    HubLimits,
+    Participant,
+    SubscribeError,
+    _Window,
+)
 from aep_bridge.store import Store
 
 SOURCE = {"source": "aep://h/agent/a/session/s1", "agent": "a"}
@@ -117,3 +125,127 @@ def test_the_buffer_survives_a_restart_and_still_says_what_it_lost(tmp_path: Pat
     assert [i.event.seq for i in items[1:] if isinstance(i, Delivery)] == [3, 4, 5, 6, 7]
     again.admit([progress(7)])  # a producer's retry after the restart: not buffered twice
     assert len(again.held("s1")) == 5
+
+
+# -- the store holds the buffers, the hub the positions ----------------------------------------
+
+
+def positioned(seq: int, session: str = "s1", source: str = "aep://h/agent/a/session/s1", **kw):
+    return make_event(
+        "progress.status",
+        source=source,
+        agent="a",
+        session=session,
+        seq=seq,
+        data={"percent": seq % 100},
+        **kw,
+    )
+
+
+def replays(hub: Hub, from_: object) -> list[object]:
+    """What a subscribe with `from_` gets: frames' bodies, events' bytes."""
+    got = hub.subscribe(consumer(hub), "r", from_=from_).drain()
+    return [
+        {k: v for k, v in i.body.items() if k != "sub"} if isinstance(i, Frame) else i.event.raw
+        for i in got
+    ]
+
+
+def test_a_store_backed_hub_replays_exactly_what_one_in_memory_does(tmp_path: Path):
+    """In order, out of order, the same position again, beyond what SQLite holds, a duplicate:
+    the hub whose buffers are in the store answers every replay as the one holding them all."""
+    other = "aep://h/agent/b/session/s1"
+    seqs = [0, 1, 2, 3, 4, 5, 6, 2, 7, 7, 8, 9, 1 << 64, 10, 11]
+    events = [positioned(q) for q in seqs]
+    events += [positioned(q, source=other) for q in range(9)]
+    events += [
+        positioned(q, session="s2", source="aep://h/x", epoch=e) for e, q in [(0, 5), (1, 0)]
+    ]
+    events.insert(5, events[3])  # a redelivery
+    stored = Hub(HubLimits(replay_buffer=4), Store.open(tmp_path))
+    memory = Hub(HubLimits(replay_buffer=4))
+    for i, event in enumerate(events):
+        for hub in (stored, memory):
+            hub.admit([event])
+            if i % 3 == 0:
+                hub.flush()
+        for session in ("s1", "s2"):
+            assert [e.raw for e in stored.held(session)] == [e.raw for e in memory.held(session)]
+        for after in (0, 3, 8):
+            from_ = [{"session": "s1", "seq": after}, {"session": "s2", "seq": after}]
+            assert replays(stored, from_) == replays(memory, from_)
+        assert replays(stored, "all") == replays(memory, "all")
+    assert stored.stats == memory.stats
+
+
+def test_an_ordered_session_keeps_no_buffer_in_memory_when_a_store_holds_it(tmp_path: Path):
+    hub = Hub(HubLimits(replay_buffer=3), Store.open(tmp_path))
+    hub.admit([positioned(i, session=f"s{k}") for k in range(50) for i in range(5)])
+    hub.flush()
+    assert all(isinstance(held, int) for held in hub._buffers.values())
+    assert [e.seq for e in hub.held("s7")] == [2, 3, 4]
+    hub.admit([positioned(1, session="s7")])  # out of order: memory decides from here
+    assert [e.seq for e in hub.held("s7")] == [1, 3, 4]  # the latest three, in position order
+    assert sum(not isinstance(held, int) for held in hub._buffers.values()) == 1
+
+
+def test_a_forgotten_session_leaves_nothing_in_the_store(tmp_path: Path):
+    store = Store.open(tmp_path)
+    hub = Hub(HubLimits(max_buffered_sessions=2), store)
+    hub.admit([positioned(0, session="a"), positioned(0, session="b"), positioned(0, session="c")])
+    hub.admit([positioned(1, session="a")])  # "a" again, as a new buffer
+    hub.flush()
+    assert [e.seq for e in hub.held("a")] == [1], "the forgotten event must not come back"
+    store.close()
+    again = Hub(HubLimits(max_buffered_sessions=2), Store.open(tmp_path))
+    assert [e.seq for e in again.held("a")] == [1]
+    assert [e.seq for e in again.held("c")] == [0]
+    assert again.held("b") == []
+
+
+def test_a_failed_flush_keeps_the_events_for_the_next(tmp_path: Path, monkeypatch):
+    store = Store.open(tmp_path)
+    hub = Hub(HubLimits(), store)
+    hub.admit([positioned(i) for i in range(3)])
+    real = store.buffer_events
+
+    def failing(events, keep):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(store, "buffer_events", failing)
+    with pytest.raises(OSError, match="disk full"):
+        hub.flush()
+    monkeypatch.setattr(store, "buffer_events", real)
+    assert [e.seq for e in hub.held("s1")] == [0, 1, 2]
+
+
+def test_the_dedupe_window_forgets_the_oldest_key_first():
+    hub = Hub(HubLimits(dedupe_window=3))
+    events = [positioned(i, session=f"s{i}") for i in range(4)]
+    hub.admit(events)
+    hub.admit([events[3], events[2], events[1]])
+    assert hub.stats == {"admitted": 4, "duplicates": 3}
+    hub.admit([events[0]])  # out of the window: new again
+    assert hub.stats == {"admitted": 5, "duplicates": 3}
+    assert len(hub._admitted) == 3
+    assert events[0].dedupe_key in hub._admitted
+    assert events[1].dedupe_key not in hub._admitted
+
+
+def test_the_dedupe_window_holds_many_keys_exactly():
+    window = _Window(5_000)
+    keys = [(f"aep://h/{i % 7}", f"id-{i}") for i in range(20_000)]
+    assert all(window.add(k) for k in keys)
+    assert len(window) == 5_000
+    assert not any(window.add(k) for k in keys[-5_000:])
+    assert all(k not in window for k in keys[:-5_000])
+    assert all(window.add(k) for k in keys[:100])
+    assert len(window) == 5_000
+
+
+def test_delivered_positions_beyond_64_bits_are_reported_as_they_were():
+    hub = Hub()
+    subscription = hub.subscribe(consumer(hub), "live")
+    hub.admit([positioned(1 << 70), positioned(5, session="s2", epoch=3)])
+    subscription.drain()
+    assert subscription.delivered == {"s1": (0, 1 << 70), "s2": (3, 5)}

@@ -10,6 +10,14 @@ have the same semantics.
 
 Everything here runs on one event loop thread and never awaits while changing state, so a
 subscription's replay and its switch to live delivery are atomic: no event falls between.
+
+Memory: with a store, a session's replay buffer lives in the store (`relay_buffer`, written by
+`flush`) and the hub keeps only the session's newest position, reading the buffer back when
+a replay asks for it; a session whose events came out of order, or with a position SQLite
+cannot hold, keeps its buffer in memory, where the replay semantics are defined (the store
+keeps the newest positions, memory the latest arrivals: the two agree only on ordered
+streams). Without a store every buffer is in memory. Admission dedupe remembers a 60-bit
+digest of each `(source, id)`, not the strings.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+from array import array
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +47,25 @@ log = logging.getLogger("aep_bridge.intake")
 _DROPPABLE_BELOW: Final = SEVERITY_RANK["notice"]
 
 Position = tuple[int, int]
+SessionKey = tuple[str, str]
+
+#: SQLite integers are signed 64-bit: the store does not keep a position beyond this.
+_MAX_STORED: Final = (1 << 63) - 1
+#: the dedupe digest's width (see `_Window`)
+_DIGEST_MASK: Final = (1 << 60) - 1
+
+
+def _rank(position: Position) -> int:
+    """`position` as one int, ordered as positions are, while its seq is below 2**63.
+
+    A store-backed session keeps only this of its newest position, and a subscription this
+    of what it delivered last: an int (a small one is shared) costs less than a tuple of two.
+    """
+    return (position[0] << 63) | position[1]
+
+
+def _storable(position: Position) -> bool:
+    return position[0] <= _MAX_STORED and position[1] <= _MAX_STORED
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,8 +163,8 @@ class Subscription:
         self.limit = limit
         self.queue: deque[Outbound] = deque()
         self.ready = asyncio.Event()
-        #: last position delivered per session, for a `closing` frame
-        self.delivered: dict[str, Position] = {}
+        #: last position delivered per session, for a `closing` frame (see `delivered`)
+        self._delivered: dict[str, int | Position] = {}
         #: replayed items still queued: the live limit does not count them, or a consumer
         #: resuming a large backlog would lose live events with nothing to tell it
         self.replay_left = 0
@@ -166,9 +194,8 @@ class Subscription:
             await self.ready.wait()
         item = self.queue.popleft()
         self.replay_left = max(0, self.replay_left - 1)
-        if isinstance(item, Delivery) and item.event.position is not None:
-            assert item.event.session is not None
-            self.delivered[item.event.session] = item.event.position
+        if isinstance(item, Delivery):
+            self._note(item.event)
         return item
 
     def drain(self) -> list[Outbound]:
@@ -177,10 +204,26 @@ class Subscription:
         self.queue.clear()
         self.replay_left = 0
         for item in items:
-            if isinstance(item, Delivery) and item.event.position is not None:
-                assert item.event.session is not None
-                self.delivered[item.event.session] = item.event.position
+            if isinstance(item, Delivery):
+                self._note(item.event)
         return items
+
+    def _note(self, event: Event) -> None:
+        position = event.position
+        if position is not None:
+            assert event.session is not None
+            # one int (small ones are shared) rather than a tuple a session
+            self._delivered[event.session] = (
+                _rank(position) if position[1] <= _MAX_STORED else position
+            )
+
+    @property
+    def delivered(self) -> dict[str, Position]:
+        """The last position delivered per session: what a `closing` frame reports."""
+        return {
+            session: (at >> 63, at & _MAX_STORED) if isinstance(at, int) else at
+            for session, at in self._delivered.items()
+        }
 
     def close(self) -> None:
         self.closed = True
@@ -215,11 +258,86 @@ class _Buffer:
 
     def held(self, after: Position | None = None) -> list[Event]:
         """The held events after `after` (all when None), parsed, in position order."""
-        return [
-            parse_event(raw)
-            for position, raw in self.positions()
-            if after is None or position > after
-        ]
+        events = []
+        for position, raw in self.positions():
+            if after is None or position > after:
+                try:
+                    events.append(parse_event(raw))
+                except InvalidEvent:
+                    continue  # read back from a damaged store file: skipped, as on a restart
+        return events
+
+
+class _Window:
+    """The admission dedupe window: the newest `size` `(source, id)` keys, oldest out first.
+
+    A key is remembered as a 60-bit digest, its hash (SipHash of the strings, keyed per
+    process), kept as 8 bytes in one of a few thousand small `bytearray`s (picked by the
+    digest's low bits) and in a ring of arrival order: about 20 bytes a key, where a set of
+    ints costs 75 and the tuples of strings it replaces some 230. Two keys with one digest
+    would make the later event count as a duplicate, which only keeps it out of the replay
+    buffer (duplicates are fanned out all the same); at 2**-60 a pair, over a window of
+    100,000 keys, that is below one in a billion.
+    """
+
+    __slots__ = ("_buckets", "_head", "_mask", "_order", "size")
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        count = 1 << max(4, (size // 64).bit_length())  # about 64 digests a bucket when full
+        self._mask = count - 1
+        self._buckets: list[bytearray | None] = [None] * count
+        #: digests in arrival order; the live ones start at `_head`
+        self._order = array("Q")
+        self._head = 0
+
+    def __len__(self) -> int:
+        return len(self._order) - self._head
+
+    def __contains__(self, key: tuple[str, str]) -> bool:
+        digest = hash(key) & _DIGEST_MASK
+        bucket = self._buckets[digest & self._mask]
+        return bucket is not None and _find(bucket, digest.to_bytes(8, "little")) >= 0
+
+    def add(self, key: tuple[str, str], *, trim: bool = True) -> bool:
+        """Remember `key`: True when it is new. Past `size`, the oldest key is forgotten
+        (one a call: `trim=False` lets a restart take up more, as many as the store held)."""
+        digest = hash(key) & _DIGEST_MASK
+        needle = digest.to_bytes(8, "little")
+        buckets = self._buckets
+        index = digest & self._mask
+        bucket = buckets[index]
+        if bucket is None:
+            bucket = buckets[index] = bytearray()
+        elif _find(bucket, needle) >= 0:
+            return False
+        bucket += needle
+        order = self._order
+        order.append(digest)
+        if trim and len(order) - self._head > self.size:
+            self._forget_oldest()
+        return True
+
+    def _forget_oldest(self) -> None:
+        order = self._order
+        digest = order[self._head]
+        self._head += 1
+        if self._head >= 1024 and 2 * self._head >= len(order):
+            del order[: self._head]
+            self._head = 0
+        bucket = self._buckets[digest & self._mask]
+        assert bucket is not None
+        at = _find(bucket, digest.to_bytes(8, "little"))
+        assert at >= 0
+        del bucket[at : at + 8]
+
+
+def _find(bucket: bytearray, needle: bytes) -> int:
+    """Where the 8-byte `needle` is in `bucket` as one whole digest, or -1."""
+    at = bucket.find(needle)
+    while at > 0 and at % 8:  # a match across two digests: look on
+        at = bucket.find(needle, at + 1)
+    return at
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,9 +397,12 @@ class Hub:
         self.limits = limits or HubLimits()
         self.store = store
         self._unpersisted: list[Event] = []
-        self._buffers: OrderedDict[tuple[str, str], _Buffer] = OrderedDict()
-        self._by_session: dict[str, list[tuple[str, str]]] = {}
-        self._admitted: OrderedDict[tuple[str, str], None] = OrderedDict()
+        #: every session with a replay buffer, least recently active first: its buffer in
+        #: memory, or (an int, see `_rank`) its newest position, its buffer in the store
+        self._buffers: OrderedDict[SessionKey, _Buffer | int] = OrderedDict()
+        #: session -> its key, or its keys when several sources use the name
+        self._by_session: dict[str, SessionKey | list[SessionKey]] = {}
+        self._admitted = _Window(self.limits.dedupe_window)
         self._subscriptions: list[Subscription] = []
         self._participants: dict[int, Participant] = {}
         self._pending: dict[tuple[str, str], _Pending] = {}
@@ -292,25 +413,68 @@ class Hub:
     # -- persistence ------------------------------------------------------------------
 
     def _restore(self, store: Store) -> None:
-        """Reload the persisted replay buffers: a restarted bridge replays what it held."""
-        evicted = store.evicted_positions()
+        """Take up the persisted replay buffers: a restarted bridge replays what it held.
+
+        They stay in the store; the hub learns each session, its newest position, and the
+        dedupe keys of what it holds.
+        """
         for raw in store.buffered_events():
             try:
                 event = parse_event(raw)
             except InvalidEvent:
                 continue  # written by this code, so only a damaged file gets here
-            self._admitted[event.dedupe_key] = None
-            assert event.position is not None
-            self._buffer(event).entries.append((event.position, event.raw))
-        for key, position in evicted.items():
-            if key in self._buffers:
-                self._buffers[key].evicted = position
+            self._admitted.add(event.dedupe_key, trim=False)
+            key, position = event.session_key, event.position
+            assert key is not None
+            assert position is not None
+            held = self._buffers.get(key)
+            if held is None:
+                self._open(key, _rank(position))
+            else:
+                assert isinstance(held, int)
+                self._buffers[key] = max(held, _rank(position))
+                self._buffers.move_to_end(key)
 
     def flush(self) -> None:
         """Write newly buffered events to the store (before an HTTP 202, and soon after WS)."""
         if self.store is not None and self._unpersisted:
             pending, self._unpersisted = self._unpersisted, []
-            self.store.buffer_events(pending, self.limits.replay_buffer)
+            try:
+                self.store.buffer_events(pending, self.limits.replay_buffer)
+            except BaseException:
+                # kept for the next flush: a session's buffer may be read back from the store
+                self._unpersisted[:0] = pending
+                raise
+
+    def _load(self, key: SessionKey) -> _Buffer:
+        """The buffer the store holds for `key`, as memory would hold it (flushed first)."""
+        store = self.store
+        assert store is not None
+        self.flush()
+        size = self.limits.replay_buffer
+        buffer = _Buffer(size)
+        rows = store.execute(
+            "SELECT epoch, seq, raw FROM relay_buffer WHERE source = ? AND session = ? "
+            "ORDER BY epoch DESC, seq DESC LIMIT ?",
+            (key[0], key[1], size),
+        )
+        for epoch, seq, raw in reversed(rows):
+            assert isinstance(epoch, int)
+            assert isinstance(seq, int)
+            assert isinstance(raw, bytes)
+            buffer.entries.append(((epoch, seq), raw))
+        for epoch, seq in store.execute(
+            "SELECT epoch, seq FROM relay_evicted WHERE source = ? AND session = ?", key
+        ):
+            assert isinstance(epoch, int)
+            assert isinstance(seq, int)
+            buffer.evicted = (epoch, seq)
+        return buffer
+
+    def _view(self, key: SessionKey) -> _Buffer:
+        """`key`'s buffer: the one in memory, or a copy of the one in the store."""
+        held = self._buffers[key]
+        return held if isinstance(held, _Buffer) else self._load(key)
 
     # -- capabilities ------------------------------------------------------------------
 
@@ -354,50 +518,84 @@ class Hub:
         never delivered to an agent: delivery is `route_command`'s, on a duplex connection.
         """
         for event in events:
-            key = event.dedupe_key
-            fresh = key not in self._admitted
+            fresh = self._admitted.add(event.dedupe_key)
             if fresh:
-                self._admitted[key] = None
-                if len(self._admitted) > self.limits.dedupe_window:
-                    self._admitted.popitem(last=False)
                 self.stats["admitted"] += 1
             else:
                 self.stats["duplicates"] += 1
-            if origin is not None and origin.emits and event.position is not None:
+            position = event.position
+            if origin is not None and origin.emits and position is not None:
                 # only the owner's sequenced stream claims: commands and attention.routed
                 # carry no seq, and a router must never become a session's claimant
                 assert event.session is not None
                 origin.claims.add(event.session)
-            if fresh and event.position is not None:
-                self._buffer(event).add(event.position, event.raw)
-                if self.store is not None:
-                    self._unpersisted.append(event)
+            if fresh and position is not None:
+                self._keep(event, position)
             self._settle(event)
             self._fan_out(event)
 
-    def _buffer(self, event: Event) -> _Buffer:
+    def _keep(self, event: Event, position: Position) -> None:
+        """Buffer a fresh positioned event, and make its session the most recently active."""
         key = event.session_key
         assert key is not None
-        buffer = self._buffers.get(key)
-        if buffer is None:
-            buffer = self._buffers[key] = _Buffer(self.limits.replay_buffer)
-            self._by_session.setdefault(key[1], []).append(key)
-            if len(self._buffers) > self.limits.max_buffered_sessions:
-                self._forget(next(iter(self._buffers)))
+        buffers = self._buffers
+        held = buffers.get(key)
+        if held is None:
+            if self.store is not None and _storable(position):
+                self._open(key, _rank(position))
+            else:
+                buffer = _Buffer(self.limits.replay_buffer)
+                buffer.add(position, event.raw)
+                self._open(key, buffer)
         else:
-            self._buffers.move_to_end(key)
-        return buffer
+            buffers.move_to_end(key)
+            if isinstance(held, _Buffer):
+                held.add(position, event.raw)
+            elif _storable(position) and _rank(position) > held:
+                buffers[key] = _rank(position)  # in order: the store's buffer is memory's
+            else:
+                # out of order, or beyond what the store holds: from here on memory decides
+                buffer = buffers[key] = self._load(key)
+                buffer.add(position, event.raw)
+        if self.store is not None:
+            self._unpersisted.append(event)
 
-    def _forget(self, key: tuple[str, str]) -> None:
+    def _open(self, key: SessionKey, held: _Buffer | int) -> None:
+        """A new session's buffer; the least recently active beyond the limit is forgotten."""
+        self._buffers[key] = held
+        known = self._by_session.get(key[1])
+        if known is None:
+            self._by_session[key[1]] = key
+        elif isinstance(known, list):
+            known.append(key)
+        else:
+            self._by_session[key[1]] = [known, key]
+        if len(self._buffers) > self.limits.max_buffered_sessions:
+            self._forget(next(iter(self._buffers)))
+
+    def _forget(self, key: SessionKey) -> None:
         """Drop the least recently active session's buffer: memory stays bounded."""
         self._buffers.pop(key, None)
-        keys = self._by_session.get(key[1], [])
-        if key in keys:
-            keys.remove(key)
-        if not keys:
-            self._by_session.pop(key[1], None)
+        known = self._by_session.get(key[1])
+        if isinstance(known, list):
+            if key in known:
+                known.remove(key)
+            if len(known) == 1:
+                self._by_session[key[1]] = known[0]
+            elif not known:
+                del self._by_session[key[1]]
+        elif known is not None and known == key:
+            del self._by_session[key[1]]
         if self.store is not None:
+            if self._unpersisted:  # not to come back in the store as the next flush's
+                self._unpersisted = [e for e in self._unpersisted if e.session_key != key]
             self.store.drop_buffer(*key)
+
+    def _keys(self, session: str) -> list[SessionKey]:
+        known = self._by_session.get(session)
+        if known is None:
+            return []
+        return list(known) if isinstance(known, list) else [known]
 
     def _fan_out(self, event: Event) -> None:
         shaped: dict[Capture | None, Event] = {}
@@ -464,11 +662,11 @@ class Hub:
 
         if positions == "all":
             for key in list(self._buffers):
-                yield from deliver(self._buffers[key].held())
+                yield from deliver(self._view(key).held())
             return
         for session, after in positions:
-            for key in self._by_session.get(session, []):
-                buffer = self._buffers[key]
+            for key in self._keys(session):
+                buffer = self._view(key)
                 entries = buffer.positions()
                 if buffer.evicted is not None and buffer.evicted > after and entries:
                     earliest = entries[0][0]
@@ -566,4 +764,4 @@ class Hub:
 
     def held(self, session: str) -> list[Event]:
         """Every buffered event of sessions named `session`, in position order."""
-        return [e for key in self._by_session.get(session, []) for e in self._buffers[key].held()]
+        return [e for key in self._keys(session) for e in self._view(key).held()]

@@ -1,0 +1,93 @@
+"""`aep-bridge run --config` as a child process, for tests that run the real product."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class BridgeProcess:
+    """`aep-bridge run --config` as a process, its log in a file."""
+
+    def __init__(self, config: Path, log: Path, *, plugins: str | None = None) -> None:
+        self.config = config
+        self.log = log
+        self.plugins = plugins
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def env(self) -> dict[str, str]:
+        """Entry points as installed, or only `plugins` (test modules) when given."""
+        path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+        env = {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1"}
+        if self.plugins is not None:
+            env["AEP_BRIDGE_PLUGINS"] = self.plugins
+            env["AEP_BRIDGE_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        return env
+
+    def token(self) -> str:
+        out = subprocess.run(
+            [sys.executable, "-m", "aep_bridge", "token", "--config", str(self.config)],
+            cwd=ROOT,
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return out.stdout.strip()
+
+    async def start(self, base: str) -> None:
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "aep_bridge", "run", "--config", str(self.config)],
+                cwd=ROOT,
+                env=self.env(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        async with httpx.AsyncClient() as client:
+
+            async def up() -> bool:
+                with contextlib.suppress(httpx.HTTPError):
+                    return (await client.get(f"{base}/.well-known/aep")).status_code == 200
+                return False
+
+            deadline = time.monotonic() + 20
+            while not await up():
+                assert self.proc.poll() is None, f"the bridge exited:\n{self.tail()}"
+                assert time.monotonic() < deadline, f"the bridge did not come up:\n{self.tail()}"
+                await asyncio.sleep(0.05)
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    async def aclose(self) -> int:
+        """`stop` without blocking this event loop (a fake platform served in it must keep
+        answering while the bridge flushes)."""
+        return await asyncio.to_thread(self.stop)
+
+    def tail(self, lines: int = 40) -> str:
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
