@@ -15,7 +15,7 @@ $(BIN)/python:
 # beside it, the way a user installs one, so its tests run with the rest.
 PLUGINS := plugins/aep-bridge-ntfy
 $(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS)) | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[dev]' $(addprefix -e ,$(PLUGINS))
+	$(BIN)/python -m pip install --quiet -e '.[dev,telegram]' $(addprefix -e ,$(PLUGINS))
 	touch $@
 
 venv: $(STAMP)

@@ -1,0 +1,19 @@
+"""The Telegram channel: each agent session a forum topic, each question an inline keyboard.
+
+A built-in channel shaped like any third-party plugin: registered through the `aep_bridge`
+entry point `telegram`, importing only the public `aep_bridge` API and python-telegram-bot
+(`pip install 'aep-bridge[telegram]'`).
+"""
+
+from aep_bridge import hookimpl
+
+from .channel import TelegramChannel
+from .config import TelegramConfig
+
+
+@hookimpl
+def register_channels() -> list[type[TelegramChannel]]:
+    return [TelegramChannel]
+
+
+__all__ = ["TelegramChannel", "TelegramConfig", "register_channels"]

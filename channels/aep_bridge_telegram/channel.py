@@ -1,0 +1,995 @@
+"""`TelegramChannel`: each agent session a forum topic, each question an inline keyboard.
+
+The adapter translates, the core decides. Every platform call the core makes arrives through
+its outbox (which keeps Telegram's limits); the adapter only turns it into Bot API calls and
+turns Telegram's answers into `ChannelError`/`RateLimited`. Updates (button presses, replies,
+commands) are long-polled by python-telegram-bot and handled concurrently: a handler hands the
+press to the core, which decides at once (it never waits for the agent), and answers the
+callback query with what the core said.
+
+What must survive a restart lives in the channel's state in the bridge's store: which topic
+belongs to which session, which message is which card (so a button pressed after a restart
+still works), which keyed message to edit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+from collections.abc import Awaitable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC
+from typing import Any, ClassVar, Final, TypeVar
+
+from telegram.error import BadRequest, Forbidden, InvalidToken, RetryAfter, TelegramError
+from telegram.ext import Application, ApplicationBuilder, CallbackQueryHandler, MessageHandler
+from telegram.ext import filters as tg_filters
+
+from aep_bridge import (
+    BridgeCore,
+    ChannelAdapter,
+    ChannelCapabilities,
+    ChannelConfig,
+    ChannelError,
+    ChannelUser,
+    DoctorCheck,
+    IncomingMessage,
+    NotificationMessage,
+    OutgoingMessage,
+    PermissionOutcome,
+    PermissionRequest,
+    RateLimit,
+    RateLimited,
+    RateLimits,
+    Resolution,
+    ResolutionStatus,
+    measure,
+    split_text,
+)
+from telegram import (
+    Bot,
+    BotCommand,
+    CallbackQuery,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    LinkPreviewOptions,
+    Message,
+    ReplyParameters,
+    Update,
+)
+
+from . import html
+from .config import TelegramConfig
+
+log = logging.getLogger(__name__)
+
+#: Telegram's limit is 4096 UTF-16 units after the HTML is parsed; the rest is for the icon
+#: and heading the adapter puts before the core's text.
+MAX_TEXT: Final = 4000
+MAX_TOPIC_NAME: Final = 128
+MAX_TOAST: Final = 200
+#: seconds added to each rate-limit window (see `capabilities`)
+LIMIT_MARGIN: Final = 0.05
+MAX_CARD_KEY: Final = 40  # bytes of button data for the card; the action follows it
+BUTTONS_PER_ROW: Final = 3  # Telegram allows 8; three keep labels readable on a phone
+COMMANDS: Final = (
+    ("sessions", "list the agent sessions and their topics"),
+    ("status", "in a session's topic: what the agent is doing"),
+    ("cancel", "in a session's topic: ask the agent to stop"),
+    ("pause", "in a session's topic: ask the agent to pause"),
+    ("resume", "in a session's topic: ask the agent to go on"),
+)
+_ICONS: Final = {
+    "tool_call": "🔧",
+    "plan": "📋",
+    "usage": "📊",
+    "session_end": "🏁",
+    "error": "⚠️",
+    "attachment": "📎",
+    "thought": "💭",
+}
+_TOOL_STATUS: Final = {"completed": "✅", "failed": "❌", "denied": "🚫", "running": "🔧"}
+_OUTCOME_ICONS: Final = {
+    "answered": "✅",
+    "answered_elsewhere": "🖥️",
+    "expired": "⌛",
+    "dismissed": "✖️",
+    "refused": "↩️",
+    "undelivered": "↩️",
+}
+#: BadRequest descriptions that mean "trying again cannot help"
+_GONE: Final = (
+    "thread not found",
+    "topic_deleted",
+    "topic deleted",
+    "topic_closed",
+    "chat not found",
+    "not enough rights",
+    "have no rights",
+    "bot was kicked",
+    "chat_write_forbidden",
+)
+
+T = TypeVar("T")
+
+
+@dataclass
+class CardRecord:
+    """A card on the platform: enough to edit it and to take presses after a restart."""
+
+    session: str
+    message: int
+    html: str
+    request: dict[str, Any]
+    closed: bool = False
+    #: form progress per person: user id -> {"field": index, "values": {...}}
+    forms: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def permission(self) -> PermissionRequest:
+        return PermissionRequest.model_validate(self.request)
+
+
+class TelegramChannel(ChannelAdapter[TelegramConfig]):
+    """A Telegram bot in one chat: a forum topic per session (or a reply chain), cards as
+    inline keyboards, heads-ups in a notifications topic."""
+
+    name = "telegram"
+    capabilities = ChannelCapabilities(
+        threads=True,
+        buttons=True,
+        edits=True,
+        text_answers=True,
+        forms=True,
+        max_message_length=MAX_TEXT,
+        length_unit="utf16",
+        max_button_data=64,
+        max_buttons=24,
+        # Telegram's limits (1 a second per chat, 20 a minute per group, 30 a second in all),
+        # each window a little wider: Telegram times a call when it arrives, and a request
+        # sent exactly one window after the last can arrive a millisecond early
+        rate_limits=RateLimits(
+            per_chat=RateLimit(count=1, per_seconds=1 + LIMIT_MARGIN),
+            per_group=RateLimit(count=20, per_seconds=60 + LIMIT_MARGIN),
+            global_=RateLimit(count=30, per_seconds=1 + LIMIT_MARGIN),
+        ),
+    )
+    config_model: ClassVar[type[ChannelConfig]] = TelegramConfig
+
+    def __init__(self, core: BridgeCore, config: TelegramConfig) -> None:
+        super().__init__(core, config)
+        self._app: Application[Any, Any, Any, Any, Any, Any] | None = None
+        self._topics = config.topics
+        self._chat_link: str | None = None
+        self._notifications: int | None = None
+        self._lock = asyncio.Lock()  # card state: a press and an update may race
+        self._tasks: set[asyncio.Future[None]] = set()
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        builder = ApplicationBuilder().token(self.config.token.get_secret_value())
+        if self.config.api_base_url:
+            base = self.config.api_base_url.rstrip("/")
+            builder = builder.base_url(base).base_file_url(base.replace("/bot", "/file/bot"))
+        # python-telegram-bot handles one update at a time unless told otherwise: a press
+        # must never wait behind another (the deadlock platform-facts.md describes)
+        app = builder.concurrent_updates(True).build()
+        app.add_handler(CallbackQueryHandler(self._on_press, block=False))
+        app.add_handler(
+            MessageHandler(
+                tg_filters.Chat(self.config.chat_id) & tg_filters.TEXT, self._on_text, block=False
+            )
+        )
+        app.add_error_handler(self._on_error)
+        try:
+            await app.initialize()  # getMe: a wrong token fails here
+            chat = await app.bot.get_chat(self.config.chat_id)
+        except InvalidToken:
+            raise ChannelError(
+                f"Telegram refused the token of channel {self.instance_name}: check `token` "
+                "(from @BotFather) or run `aep-bridge doctor`",
+                permanent=True,
+            ) from None  # its message quotes the token
+        except TelegramError as exc:
+            raise ChannelError(
+                f"Telegram channel {self.instance_name}: cannot reach chat "
+                f"{self.config.chat_id}: {exc}; is the bot a member? run `aep-bridge doctor`"
+            ) from exc
+        if self._topics and not chat.is_forum and not _private_topics(chat, app.bot.bot):
+            log.warning(
+                "telegram %s: chat %s has no topics; sessions become reply chains (turn on "
+                "Topics in the group's settings, or set topics: false to silence this)",
+                self.instance_name,
+                self.config.chat_id,
+            )
+            self._topics = False
+        if str(self.config.chat_id).startswith("-100"):
+            self._chat_link = f"https://t.me/c/{str(self.config.chat_id)[4:]}"
+        await app.bot.set_my_commands([BotCommand(c, d) for c, d in COMMANDS])
+        self._app = app
+        if self._topics:  # now, before the outbox counts calls: heads-ups need it at once
+            await self._notifications_topic()
+        await app.start()
+        assert app.updater is not None
+        await app.updater.start_polling(
+            timeout=self.config.poll_timeout,
+            allowed_updates=["message", "callback_query"],
+            drop_pending_updates=False,
+        )
+        log.info(
+            "telegram %s: @%s in chat %s (%s)",
+            self.instance_name,
+            app.bot.username,
+            self.config.chat_id,
+            "a topic per session" if self._topics else "reply chains",
+        )
+
+    async def stop(self) -> None:
+        app, self._app = self._app, None
+        if app is None:
+            return
+        for task in list(self._tasks):
+            task.cancel()
+        try:
+            if app.updater is not None and app.updater.running:
+                await app.updater.stop()
+            if app.running:
+                await app.stop()
+            await app.shutdown()
+        except Exception as exc:  # stopping must not fail the bridge's shutdown
+            log.warning("telegram %s did not stop cleanly: %s", self.instance_name, exc)
+
+    async def doctor(self) -> list[DoctorCheck]:
+        """The token, the chat, topics and the bot's rights, each with its fix."""
+        base = (self.config.api_base_url or "https://api.telegram.org/bot").rstrip("/")
+        checks: list[DoctorCheck] = []
+        bot = Bot(self.config.token.get_secret_value(), base_url=base)
+        try:
+            try:
+                await bot.initialize()  # getMe
+                me = bot.bot
+            except (InvalidToken, Forbidden):  # its message quotes the token: not shown
+                checks.append(
+                    DoctorCheck(
+                        name="token",
+                        ok=False,
+                        detail="Telegram refused the token",
+                        fix="copy the token again from @BotFather (/mybots → API Token)",
+                    )
+                )
+                return checks
+            except TelegramError as exc:
+                checks.append(
+                    DoctorCheck(
+                        name="token",
+                        ok=False,
+                        detail=f"cannot reach {base}: {exc}",
+                        fix="check the network, or api_base_url if you run your own Bot API",
+                    )
+                )
+                return checks
+            checks.append(DoctorCheck(name="token", ok=True, detail=f"the bot is @{me.username}"))
+            try:
+                chat = await bot.get_chat(self.config.chat_id)
+            except TelegramError as exc:
+                checks.append(
+                    DoctorCheck(
+                        name="chat",
+                        ok=False,
+                        detail=f"chat {self.config.chat_id}: {exc}",
+                        fix=(
+                            "add the bot to the group, and set chat_id to the group's id "
+                            "(it starts with -100; docs/channels/telegram.md shows how to find it)"
+                        ),
+                    )
+                )
+                return checks
+            title = chat.title or chat.username or str(chat.id)
+            checks.append(DoctorCheck(name="chat", ok=True, detail=f"{title} ({chat.type})"))
+            if not self.config.topics:
+                checks.append(
+                    DoctorCheck(name="topics", ok=True, detail="off: sessions are reply chains")
+                )
+            elif chat.is_forum or _private_topics(chat, me):
+                checks.append(DoctorCheck(name="topics", ok=True, detail="the chat has topics"))
+            else:
+                checks.append(
+                    DoctorCheck(
+                        name="topics",
+                        ok=False,
+                        detail="the chat has no topics: sessions would fall back to reply chains",
+                        fix=(
+                            "in the group's settings turn on Topics (the group becomes a "
+                            "supergroup with topics), or set topics: false"
+                        ),
+                    )
+                )
+            if chat.type in ("group", "supergroup"):
+                member = await bot.get_chat_member(self.config.chat_id, me.id)
+                admin = member.status in ("administrator", "creator")
+                manage = bool(getattr(member, "can_manage_topics", False)) or (
+                    member.status == "creator"
+                )
+                if admin and (manage or not self.config.topics):
+                    checks.append(DoctorCheck(name="rights", ok=True, detail="admin"))
+                else:
+                    checks.append(
+                        DoctorCheck(
+                            name="rights",
+                            ok=False,
+                            detail=(
+                                "the bot is not an admin"
+                                if not admin
+                                else "the bot may not manage topics"
+                            ),
+                            fix=(
+                                "in the group: Administrators → Add admin → the bot, with "
+                                "'Manage topics' on"
+                            ),
+                        )
+                    )
+        finally:
+            with contextlib.suppress(Exception):  # it may never have started
+                await bot.shutdown()
+        return checks
+
+    @property
+    def bot(self) -> Any:
+        if self._app is None:
+            raise ChannelError(f"telegram channel {self.instance_name} is not started")
+        return self._app.bot
+
+    def limit_keys(self, session_id: str | None) -> tuple[str, str]:
+        """Telegram counts a supergroup as one chat, all its topics together."""
+        chat = str(self.config.chat_id)
+        return (chat, chat)
+
+    # -- threads ---------------------------------------------------------------------------
+
+    async def create_session_thread(self, session_id: str, name: str) -> str:
+        name = _topic_name(name)
+        if self._topics:
+            topic = await self._call(self.bot.create_forum_topic(self.config.chat_id, name))
+            thread = str(topic.message_thread_id)
+        else:
+            heading = f"🧵 {html.bold(name)}"
+            root = await self._call(
+                self.bot.send_message(self.config.chat_id, heading, parse_mode="HTML")
+            )
+            thread = str(root.message_id)
+        state = self._state()
+        await state.set(f"thread:{thread}", session_id)
+        await self._remember_session(session_id, thread, name)
+        return thread
+
+    async def rename_session_thread(self, session_id: str, new_name: str) -> None:
+        thread = self._thread(session_id)
+        name = _topic_name(new_name)
+        if thread is None:
+            return
+        if self._topics:
+            await self._call(
+                self.bot.edit_forum_topic(self.config.chat_id, int(thread), name=name),
+                unchanged_ok=True,
+            )
+        else:
+            await self._call(
+                self.bot.edit_message_text(
+                    f"🧵 {html.bold(name)}",
+                    chat_id=self.config.chat_id,
+                    message_id=int(thread),
+                    parse_mode="HTML",
+                ),
+                unchanged_ok=True,
+            )
+        await self._remember_session(session_id, thread, name)
+
+    async def archive_session_topic(self, session_id: str) -> None:
+        thread = self._thread(session_id)
+        if thread is not None and self._topics:
+            await self._call(
+                self.bot.close_forum_topic(self.config.chat_id, int(thread)), unchanged_ok=True
+            )
+        await self._forget_session(session_id)
+
+    async def delete_session_thread(self, session_id: str) -> None:
+        thread = self._thread(session_id)
+        if thread is not None:
+            if self._topics:
+                await self._call(self.bot.delete_forum_topic(self.config.chat_id, int(thread)))
+            else:
+                await self._call(self.bot.delete_message(self.config.chat_id, int(thread)))
+        await self._forget_session(session_id)
+
+    # -- messages --------------------------------------------------------------------------
+
+    async def send_message(self, session_id: str, content: OutgoingMessage) -> None:
+        if measure(content.text, "utf16") > MAX_TEXT:  # the core's outbox splits; a direct
+            pieces = split_text(content.text, MAX_TEXT, "utf16")  # caller may not have
+            for index, piece in enumerate(pieces):
+                last = index == len(pieces) - 1
+                await self.send_message(
+                    session_id,
+                    content.model_copy(
+                        update={
+                            "text": piece,
+                            "key": content.key if last else None,
+                            "notify": content.notify and last,
+                        }
+                    ),
+                )
+            return
+        text = _message_html(content)
+        state = self._state()
+        key = f"key:{session_id}:{content.key}" if content.key else None
+        earlier = await state.get(key) if key else None
+        if earlier is not None and not content.notify:
+            edited = await self._call(
+                self.bot.edit_message_text(
+                    text,
+                    chat_id=self.config.chat_id,
+                    message_id=int(earlier),
+                    parse_mode="HTML",
+                    link_preview_options=LinkPreviewOptions(is_disabled=True),
+                ),
+                unchanged_ok=True,
+                missing_ok=True,
+            )
+            if edited is not _MISSING:
+                return
+        sent = await self._send(session_id, text, notify=content.notify)
+        if key is not None:
+            await state.set(key, str(sent.message_id))
+            if earlier is not None:  # a finished answer replaces its streamed draft
+                await self._call(
+                    self.bot.delete_message(self.config.chat_id, int(earlier)), missing_ok=True
+                )
+
+    async def send_notification(self, notification: NotificationMessage) -> None:
+        thread = self._thread(notification.session_id) if notification.session_id else None
+        where = notification.session_name or "a session"
+        if thread is not None and self._topics and self._chat_link:
+            where = html.link(where, f"{self._chat_link}/{thread}")
+        else:
+            where = html.escape(where)
+        icon = {"completed": "🏁", "error": "⚠️", "budget_warning": "💸"}.get(
+            notification.type, "❓"
+        )
+        text = f"{icon} {where}: {html.escape(notification.summary)}"
+        topic = await self._notifications_topic()
+        await self._call(
+            self.bot.send_message(
+                self.config.chat_id,
+                text,
+                parse_mode="HTML",
+                message_thread_id=topic,
+                link_preview_options=LinkPreviewOptions(is_disabled=True),
+            )
+        )
+
+    # -- cards -----------------------------------------------------------------------------
+
+    async def send_permission_request(self, session_id: str, request: PermissionRequest) -> None:
+        state = self._state()
+        known = await self._card(request.id)
+        if known is not None:  # sent before (a retry after a restart): show it, do not repeat
+            return
+        text = _card_html(request)
+        keyboard = _keyboard(request, None)
+        sent = await self._send(session_id, text, notify=True, keyboard=keyboard)
+        card = CardRecord(session_id, sent.message_id, text, request.model_dump(mode="json"))
+        await self._save_card(request.id, card)
+        await state.set(f"cardmsg:{sent.message_id}", request.id)
+        if card_key(request.id) != request.id:
+            await state.set(f"cardkey:{card_key(request.id)}", request.id)
+        if request.accepts_text or request.fields:
+            await self._open_cards(session_id, add=request.id)
+
+    async def update_permission_request(
+        self, session_id: str, request: PermissionRequest, outcome: PermissionOutcome
+    ) -> None:
+        async with self._lock:
+            card = await self._card(request.id)
+            if card is None:
+                return
+            icon = _OUTCOME_ICONS.get(str(outcome.status), "•")
+            text = f"{_card_html(request)}\n\n{icon} {html.escape(outcome.summary())}"
+            keyboard = None if outcome.closed else _keyboard(request, None)
+            await self._call(
+                self.bot.edit_message_text(
+                    text,
+                    chat_id=self.config.chat_id,
+                    message_id=card.message,
+                    parse_mode="HTML",
+                    reply_markup=keyboard,
+                ),
+                unchanged_ok=True,
+                missing_ok=True,
+            )
+            card.html, card.closed = text, outcome.closed
+            if outcome.closed:
+                card.forms.clear()
+            await self._save_card(request.id, card)
+        if outcome.closed:
+            await self._open_cards(session_id, remove=request.id)
+
+    # -- updates from Telegram -------------------------------------------------------------
+
+    async def _on_press(self, update: Update, context: Any) -> None:
+        query = update.callback_query
+        if query is None:
+            return
+        message = query.message
+        if message is None or message.chat.id != self.config.chat_id:
+            await _toast(query, "")
+            return
+        user = _user(query.from_user)
+        key, _, action = (query.data or "").partition(":")
+        async with self._lock:
+            card_id = await self._state().get(f"cardkey:{key}") if key.startswith("#") else key
+            card = await self._card(card_id or "")
+            if card is None or card_id is None:
+                resolution = Resolution(status=ResolutionStatus.UNKNOWN)
+            elif action.isdigit():
+                options = card.permission.options
+                index = int(action)
+                option = options[index].id if index < len(options) else action
+                resolution = await self.core.resolve_permission(card.session, card_id, option, user)
+            else:
+                resolution = await self._form_press(card_id, card, action, user)
+        if resolution.status is ResolutionStatus.NOT_ALLOWED:
+            log.warning(
+                "telegram %s: %s (%s) pressed card %s and is not an approver",
+                self.instance_name,
+                user.id,
+                user.display,
+                card_id,
+            )
+        await _toast(query, resolution.message)
+
+    async def _on_text(self, update: Update, context: Any) -> None:
+        message = update.effective_message
+        if message is None or message.from_user is None or not message.text:
+            return
+        if message.from_user.id == self.bot.id:
+            return
+        user = _user(message.from_user)
+        text = message.text.strip()
+        words = text.split()
+        verb = words[0][1:].split("@", 1)[0].lower() if text.startswith("/") else ""
+        if verb == "sessions":
+            await self._list_sessions(message)
+            return
+        session, thread = await self._session_of(message)
+        reply_card: str | None = None
+        if message.reply_to_message is not None:
+            reply_card = await self._state().get(f"cardmsg:{message.reply_to_message.message_id}")
+        if not verb and session is not None:
+            card_id = reply_card or await self._only_open_card(session)
+            if card_id is not None:
+                resolution = await self._text_answer(card_id, text, user)
+                if resolution is not None:
+                    if not resolution.accepted:
+                        await self._reply(message, resolution.message)
+                    return
+        if session is None:
+            return  # the general topic, or a chat the bridge has no session in
+        await self.core.handle_incoming_message(
+            IncomingMessage(
+                channel=self.instance_name,
+                session_id=session,
+                thread_id=thread,
+                user=user,
+                text=text,
+                reply_to=reply_card,
+            )
+        )
+
+    async def _on_error(self, update: object, context: Any) -> None:
+        log.error("telegram %s: an update failed: %s", self.instance_name, context.error)
+
+    async def _text_answer(self, card_id: str, text: str, user: ChannelUser) -> Resolution | None:
+        async with self._lock:
+            card = await self._card(card_id)
+            if card is None or card.closed:
+                return None
+            request = card.permission
+            progress = card.forms.get(user.id)
+            if request.fields and progress is not None:
+                return await self._form_value(card_id, card, user, text)
+            if request.fields:
+                return await self._form_press(card_id, card, "f", user)
+            if not request.accepts_text:
+                return None
+            return await self.core.answer_text(card.session, card_id, text, user)
+
+    # -- forms: one field at a time --------------------------------------------------------
+
+    async def _form_press(
+        self, card_id: str, card: CardRecord, action: str, user: ChannelUser
+    ) -> Resolution:
+        """`f` starts; `={c}` picks choice c (`=y`/`=n` for yes/no); `+{c}` toggles choice c
+        of a multi-select and `!` is done with it; `-` skips an optional field. Each action
+        applies to the person's current field, so a stale button cannot fill another one."""
+        request = card.permission
+        if card.closed or not request.fields:
+            return Resolution(status=ResolutionStatus.UNKNOWN)
+        progress = card.forms.setdefault(user.id, {"field": 0, "values": {}})
+        index = int(progress["field"])
+        current = request.fields[index] if index < len(request.fields) else None
+        if action != "f" and current is not None:
+            choices = current.choices
+            picked = action[1:]
+            if action.startswith("=") and current.type == "boolean" and picked in ("y", "n"):
+                progress["values"][current.id] = picked == "y"
+                progress["field"] = index + 1
+            elif action.startswith("=") and picked.isdigit() and int(picked) < len(choices):
+                progress["values"][current.id] = choices[int(picked)].id
+                progress["field"] = index + 1
+            elif action.startswith("+") and picked.isdigit() and int(picked) < len(choices):
+                chosen = progress["values"].setdefault(current.id, [])
+                choice = choices[int(picked)].id
+                chosen.remove(choice) if choice in chosen else chosen.append(choice)
+            elif action == "!" or (action == "-" and not current.required):
+                progress["field"] = index + 1
+        return await self._form_step(card_id, card, user)
+
+    async def _form_value(
+        self, card_id: str, card: CardRecord, user: ChannelUser, text: str
+    ) -> Resolution:
+        request = card.permission
+        progress = card.forms[user.id]
+        index = int(progress["field"])
+        if index >= len(request.fields):
+            return await self._form_step(card_id, card, user)
+        current = request.fields[index]
+        if current.type == "number":
+            try:
+                progress["values"][current.id] = float(text)
+            except ValueError:
+                return Resolution(status=ResolutionStatus.REJECTED, reason="a number, please")
+        elif current.type == "string" or (current.type == "select" and current.other):
+            progress["values"][current.id] = text
+        else:
+            return Resolution(status=ResolutionStatus.REJECTED, reason="use the buttons")
+        progress["field"] = index + 1
+        return await self._form_step(card_id, card, user)
+
+    async def _form_step(self, card_id: str, card: CardRecord, user: ChannelUser) -> Resolution:
+        """Show the next field on the card, or hand the finished form to the core."""
+        request = card.permission
+        progress = card.forms[user.id]
+        index = int(progress["field"])
+        if index >= len(request.fields):
+            del card.forms[user.id]
+            await self._save_card(card_id, card)
+            return await self.core.answer_form(card.session, card_id, progress["values"], user)
+        await self._save_card(card_id, card)
+        current = request.fields[index]
+        text = (
+            f"{card.html}\n\n✏️ {html.bold(f'{index + 1}/{len(request.fields)}: {current.label}')}"
+        )
+        if current.type in ("string", "number") or (current.type == "select" and current.other):
+            text += "\n" + html.italic("reply to this message with the value")
+        keyboard = _keyboard(request, (index, progress["values"]))
+        self._spawn(self._limited("edit_card", card.message, text, keyboard))
+        return Resolution(status=ResolutionStatus.ACCEPTED)
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    async def _send(
+        self,
+        session_id: str,
+        text: str,
+        *,
+        notify: bool,
+        keyboard: InlineKeyboardMarkup | None = None,
+    ) -> Message:
+        thread = self._thread(session_id)
+        kwargs: dict[str, Any] = {
+            "parse_mode": "HTML",
+            "disable_notification": not notify,
+            "reply_markup": keyboard,
+            "link_preview_options": LinkPreviewOptions(is_disabled=True),
+        }
+        if thread is not None and self._topics:
+            kwargs["message_thread_id"] = int(thread)
+        elif thread is not None:
+            kwargs["reply_parameters"] = ReplyParameters(
+                int(thread), allow_sending_without_reply=True
+            )
+        message: Message = await self._call(
+            self.bot.send_message(self.config.chat_id, text, **kwargs)
+        )
+        return message
+
+    async def _call(
+        self, call: Awaitable[T], *, unchanged_ok: bool = False, missing_ok: bool = False
+    ) -> T | Any:
+        """One Bot API call, its failures as the core's outbox understands them."""
+        try:
+            return await call
+        except RetryAfter as exc:
+            raise RateLimited(_seconds(exc.retry_after), str(exc)) from exc
+        except BadRequest as exc:
+            text = exc.message.lower()
+            if unchanged_ok and "not modified" in text:
+                return None
+            if missing_ok and ("not found" in text or "message can't be" in text):
+                return _MISSING
+            raise ChannelError(
+                f"Telegram refused the call: {exc.message}",
+                permanent=True,
+            ) from exc
+        except InvalidToken:  # its message quotes the token
+            raise ChannelError("Telegram refused the bot's token", permanent=True) from None
+        except Forbidden as exc:
+            raise ChannelError(f"Telegram refused the bot: {exc}", permanent=True) from exc
+        except TelegramError as exc:  # network errors, timeouts, 5xx: the outbox retries
+            raise ChannelError(f"Telegram call failed: {exc}") from exc
+
+    def _state(self) -> Any:
+        return self.core.state(self.instance_name)
+
+    def _thread(self, session_id: str) -> str | None:
+        return self.core.thread_id(self.instance_name, session_id)
+
+    async def _card(self, card_id: str) -> CardRecord | None:
+        if not card_id:
+            return None
+        raw = await self._state().get(f"card:{card_id}")
+        return None if raw is None else CardRecord(**json.loads(raw))
+
+    async def _save_card(self, card_id: str, card: CardRecord) -> None:
+        await self._state().set(f"card:{card_id}", json.dumps(asdict(card)))
+
+    async def _open_cards(
+        self, session_id: str, *, add: str | None = None, remove: str | None = None
+    ) -> list[str]:
+        state = self._state()
+        cards: list[str] = json.loads(await state.get(f"open:{session_id}") or "[]")
+        if add is not None and add not in cards:
+            cards.append(add)
+        if remove is not None and remove in cards:
+            cards.remove(remove)
+        if add is not None or remove is not None:
+            await state.set(f"open:{session_id}", json.dumps(cards))
+        return cards
+
+    async def _only_open_card(self, session_id: str) -> str | None:
+        cards = await self._open_cards(session_id)
+        return cards[0] if len(cards) == 1 else None
+
+    async def _session_of(self, message: Message) -> tuple[str | None, str | None]:
+        state = self._state()
+        if self._topics:
+            if not message.is_topic_message or message.message_thread_id is None:
+                return None, None
+            thread = str(message.message_thread_id)
+            return await state.get(f"thread:{thread}"), thread
+        replied = message.reply_to_message
+        if replied is None:
+            return None, None
+        session = await state.get(f"thread:{replied.message_id}")
+        if session is not None:
+            return session, str(replied.message_id)
+        card = await self._card(await state.get(f"cardmsg:{replied.message_id}") or "")
+        if card is not None:
+            return card.session, self._thread(card.session)
+        return None, None
+
+    async def _remember_session(self, session_id: str, thread: str, name: str) -> None:
+        state = self._state()
+        live: dict[str, list[str]] = json.loads(await state.get("sessions") or "{}")
+        live[session_id] = [thread, name]
+        await state.set("sessions", json.dumps(live))
+
+    async def _forget_session(self, session_id: str) -> None:
+        state = self._state()
+        live: dict[str, list[str]] = json.loads(await state.get("sessions") or "{}")
+        if live.pop(session_id, None) is not None:
+            await state.set("sessions", json.dumps(live))
+
+    async def _list_sessions(self, message: Message) -> None:
+        live: dict[str, list[str]] = json.loads(await self._state().get("sessions") or "{}")
+        if not live:
+            await self._reply(message, "No agent session is running.")
+            return
+        lines = []
+        for thread, name in live.values():
+            if self._topics and self._chat_link:
+                lines.append("• " + html.link(name, f"{self._chat_link}/{thread}"))
+            else:
+                lines.append("• " + html.escape(name))
+        await self._reply(message, "Sessions:\n" + "\n".join(lines), markup=True)
+
+    async def _reply(self, message: Message, text: str, *, markup: bool = False) -> None:
+        """A short answer to a person's message (/sessions, or why their words were not
+        taken), through the core's outbox like every other call."""
+        body = text if markup else html.escape(text)
+        thread = message.message_thread_id if message.is_topic_message else None
+        self._spawn(self._limited("reply_to", message.message_id, thread, body))
+
+    async def _limited(self, op: str, *args: Any) -> None:
+        """Call this adapter's `op` through the outbox (the platform's limits kept); the
+        handler that asked does not wait for it."""
+        try:
+            await self.core.call(self.instance_name, op, *args)
+        except ChannelError as exc:
+            log.warning("telegram %s: %s failed: %s", self.instance_name, op, exc)
+
+    # -- calls the outbox runs for the adapter's own needs (`core.call`) -----------------
+
+    async def edit_card(
+        self, message_id: int, text: str, keyboard: InlineKeyboardMarkup | None
+    ) -> None:
+        """Show a card's new text and buttons (a form's next field)."""
+        await self._call(
+            self.bot.edit_message_text(
+                text,
+                chat_id=self.config.chat_id,
+                message_id=message_id,
+                parse_mode="HTML",
+                reply_markup=keyboard,
+            ),
+            unchanged_ok=True,
+        )
+
+    async def reply_to(self, message_id: int, thread: int | None, text: str) -> None:
+        """Answer a person's message in place."""
+        await self._call(
+            self.bot.send_message(
+                self.config.chat_id,
+                text,
+                parse_mode="HTML",
+                message_thread_id=thread,
+                reply_parameters=ReplyParameters(message_id, allow_sending_without_reply=True),
+                link_preview_options=LinkPreviewOptions(is_disabled=True),
+            )
+        )
+
+    def _spawn(self, coroutine: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _notifications_topic(self) -> int | None:
+        """The topic heads-ups go to, created once (None: the chat itself)."""
+        if not self._topics:
+            return None
+        if self._notifications is not None:
+            return self._notifications
+        state = self._state()
+        known = await state.get("notifications_topic")
+        if known is None:
+            topic = await self._call(
+                self.bot.create_forum_topic(self.config.chat_id, self.config.notifications_topic)
+            )
+            known = str(topic.message_thread_id)
+            await state.set("notifications_topic", known)
+            # the outbox did not count this call: let its window pass before anything else
+            await asyncio.sleep(1 + LIMIT_MARGIN)
+        self._notifications = int(known)
+        return self._notifications
+
+
+_MISSING: Final = object()
+
+
+async def _toast(query: CallbackQuery, text: str) -> None:
+    """Answer a press at once: until it is answered, the person's client shows a spinner."""
+    try:
+        await query.answer(text=text[:MAX_TOAST] or None)
+    except TelegramError as exc:
+        log.warning("telegram: could not answer a button press: %s", exc)
+
+
+def _user(user: Any) -> ChannelUser:
+    name = " ".join(x for x in (user.first_name, user.last_name) if x) or None
+    if user.username:
+        name = f"{name} (@{user.username})" if name else f"@{user.username}"
+    return ChannelUser(id=str(user.id), name=name)
+
+
+def _private_topics(chat: Any, me: Any) -> bool:
+    return bool(chat.type == "private" and getattr(me, "has_topics_enabled", False))
+
+
+def _seconds(value: Any) -> float:
+    return float(value.total_seconds()) if hasattr(value, "total_seconds") else float(value)
+
+
+def _topic_name(name: str) -> str:
+    name = " ".join(name.split())[:MAX_TOPIC_NAME]
+    return name or "session"
+
+
+def _message_html(content: OutgoingMessage) -> str:
+    body = html.to_html(content.text)
+    kind = str(content.type)
+    if kind == "tool_update":
+        icon = _TOOL_STATUS.get(str(content.metadata.get("status", "")), "🔧")
+        return f"{icon} {body}"
+    if kind == "system_message":
+        return f"<i>{body}</i>" if "<pre>" not in body else body
+    if kind == "error":
+        return f"⚠️ <b>Error</b>\n{body}"
+    if kind == "thought":
+        return f"💭 <i>{body}</i>" if "<pre>" not in body else f"💭 {body}"
+    prefix = _ICONS.get(kind)
+    return f"{prefix} {body}" if prefix else body
+
+
+def _card_html(request: PermissionRequest) -> str:
+    parts = [f"❓ {html.bold(request.title)}"]
+    if request.description:
+        parts.append(html.to_html(request.description))
+    if request.informational:
+        parts.append(html.italic("Answer it in the agent's own terminal."))
+    elif request.accepts_text and not request.fields:
+        parts.append(html.italic("Reply to this message to answer in words."))
+    if request.expires_at is not None:
+        when = request.expires_at.astimezone(UTC).strftime("%H:%M UTC")
+        parts.append(html.italic(f"Expires at {when}."))
+    return "\n".join(parts)
+
+
+def card_key(card_id: str) -> str:
+    """What stands for the card in button data: its id, or a digest of a long one (the core's
+    ids are short; a plugin's may not be, and Telegram carries 64 bytes at most)."""
+    if len(card_id.encode()) <= MAX_CARD_KEY and not card_id.startswith("#"):
+        return card_id
+    return "#" + hashlib.sha256(card_id.encode()).hexdigest()[:20]
+
+
+def _keyboard(
+    request: PermissionRequest, form: tuple[int, dict[str, Any]] | None
+) -> InlineKeyboardMarkup | None:
+    """The buttons of a card: its options, or the controls of the form field being filled.
+
+    Button data is `{card key}:{action}`, where the action names an option or choice by its
+    position, never by an id the producer chose: it stays far under 64 bytes.
+    """
+    if request.informational:
+        return None
+    key = card_key(request.id)
+    buttons: list[InlineKeyboardButton] = []
+    if request.fields:
+        index, values = form if form is not None else (-1, {})
+        if index < 0:
+            buttons.append(InlineKeyboardButton("Fill in ✏️", callback_data=f"{key}:f"))
+        else:
+            current = request.fields[index]
+            if current.type == "boolean":
+                buttons += [
+                    InlineKeyboardButton("Yes", callback_data=f"{key}:=y"),
+                    InlineKeyboardButton("No", callback_data=f"{key}:=n"),
+                ]
+            elif current.type == "select" and current.multi:
+                chosen = values.get(current.id, [])
+                for i, choice in enumerate(current.choices):
+                    mark = "☑️ " if choice.id in chosen else ""
+                    buttons.append(
+                        InlineKeyboardButton(mark + choice.label, callback_data=f"{key}:+{i}")
+                    )
+                buttons.append(InlineKeyboardButton("Done", callback_data=f"{key}:!"))
+            elif current.type == "select":
+                buttons += [
+                    InlineKeyboardButton(c.label, callback_data=f"{key}:={i}")
+                    for i, c in enumerate(current.choices)
+                ]
+            if not current.required:
+                buttons.append(InlineKeyboardButton("Skip", callback_data=f"{key}:-"))
+    else:
+        buttons = [
+            InlineKeyboardButton(option.label, callback_data=f"{key}:{i}")
+            for i, option in enumerate(request.options)
+        ]
+    if not buttons:
+        return None
+    rows = [buttons[i : i + BUTTONS_PER_ROW] for i in range(0, len(buttons), BUTTONS_PER_ROW)]
+    return InlineKeyboardMarkup(rows)

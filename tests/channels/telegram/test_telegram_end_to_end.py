@@ -1,0 +1,311 @@
+"""The product, end to end: `aep-bridge run` as a process, an agent on its WebSocket, and the
+Telegram channel talking to the fake Bot API (real python-telegram-bot, real HTTP, Telegram's
+real rate limits enforced by the fake). Everything a person in the group would see is read
+off the fake; everything the agent gets is read off its socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aep_bridge.aep.envelope import Event
+from aep_bridge.tinyagent import TinyAgent
+from tests.bridge_process import BridgeProcess
+
+from .fake_bot_api import ALICE, BOB, DEFAULT_TOKEN, FORUM_ID, FakeBotApi, FakeMessage
+
+HOST = "tg-e2e"
+AGENT = "claude-code"
+#: the bridge waits this long for an agent's ack before it says the answer did not arrive
+WAIT = 20.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Running:
+    fake: FakeBotApi
+    bridge: BridgeProcess
+    url: str
+    token: str
+
+    def agent(self, session: str = "s1", seq: int = 0) -> TinyAgent:
+        agent = TinyAgent(self.url, self.token, agent=AGENT, session=session, host=HOST)
+        agent._seq = seq  # a reconnect continues the session's stream
+        return agent
+
+    async def until(self, what: str, check: Callable[[], Any], timeout: float = WAIT) -> Any:
+        deadline = time.monotonic() + timeout
+        while not (found := check()):
+            proc = self.bridge.proc
+            if proc is not None and proc.poll() is not None:
+                raise AssertionError(f"the bridge died waiting for {what}:\n{self.bridge.tail()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {what}:\n{self.bridge.tail()}")
+            await asyncio.sleep(0.02)
+        return found
+
+    def topic(self, name: str) -> Any:
+        return next((t for t in self.fake.topics(FORUM_ID) if t.name == name), None)
+
+    def cards(self) -> list[FakeMessage]:
+        return [
+            m
+            for m in self.fake.messages(FORUM_ID, from_bot=True)
+            if m.callback_data or "❓" in m.text
+        ]
+
+    def press(self, card: FakeMessage, index: int, user: dict[str, Any]) -> str:
+        return self.fake.press(FORUM_ID, card.message_id, card.callback_data[index], user)
+
+    async def toast(self, query: str) -> str | None:
+        answer = await self.until(
+            "the press to be answered",
+            lambda: next((a for a in self.fake.answers if a.query_id == query), None),
+        )
+        return answer.text  # type: ignore[no-any-return]
+
+
+@contextlib.asynccontextmanager
+async def running(tmp_path: Path, **telegram: Any) -> AsyncIterator[Running]:
+    async with FakeBotApi() as fake:
+        port = free_port()
+        config = tmp_path / "config.json"
+        block = {
+            "token": DEFAULT_TOKEN,
+            "chat_id": FORUM_ID,
+            "api_base_url": fake.base_url,
+            "approvers": [str(ALICE["id"])],
+            "poll_timeout": 1,
+            **telegram,
+        }
+        config.write_text(
+            json.dumps(
+                {
+                    "listen": {"host": "127.0.0.1", "port": port},
+                    "state_dir": str(tmp_path / "state"),
+                    "channels": {"telegram": block},
+                }
+            )
+        )
+        bridge = BridgeProcess(config, tmp_path / "bridge.log")
+        base = f"http://127.0.0.1:{port}"
+        await bridge.start(base)
+        try:
+            yield Running(fake, bridge, f"ws://127.0.0.1:{port}/socket", bridge.token())
+        finally:
+            await bridge.aclose()
+        assert fake.violations == [], fake.violations  # the outbox kept every limit
+        secret = DEFAULT_TOKEN.split(":", 1)[1]
+        assert secret not in (tmp_path / "bridge.log").read_text()  # the token is never logged
+
+
+ASK = {
+    "kind": "permission",
+    "prompt": "Run `rm -rf build/`?",
+    "options": [{"id": "allow", "label": "Allow"}, {"id": "deny", "label": "Deny"}],
+    "respond_via": ["control"],
+}
+
+
+async def start_and_ask(
+    r: Running, agent: TinyAgent, *, label: str = "fix the flaky test", **ask: Any
+) -> tuple[Event, FakeMessage]:
+    await agent.emit("session.started", {"label": label, "cwd": "/work/app"}, capture="redacted")
+    request = await agent.emit(
+        "attention.requested", {**ASK, **ask}, capture="full", severity="notice"
+    )
+    topic = await r.until("the session's topic", lambda: r.topic(label))
+    card = await r.until(
+        "the card in the topic",
+        lambda: next(
+            (c for c in r.cards() if c.message_thread_id == topic.message_thread_id), None
+        ),
+    )
+    return request, card
+
+
+async def answer_as_agent(agent: TinyAgent, command: Event) -> None:
+    """What a real agent does with an answer: accept it, then say it was answered."""
+    await agent.ack(command)
+    answer = dict((command.data or {}).get("answer") or {})
+    await agent.emit(
+        "attention.answered",
+        {"answer": answer},
+        subject=command.subject,
+        cause=command.id,
+        capture="full",
+    )
+    await agent.emit("attention.resolved", {"resolution": "answered"}, subject=command.subject)
+
+
+async def test_a_session_becomes_a_topic_and_one_tap_answers_the_agent(tmp_path):
+    async with running(tmp_path) as r, r.agent() as agent:
+        request, card = await start_and_ask(r, agent)
+        assert card.callback_data
+        assert all(len(d.encode()) <= 64 for d in card.callback_data)
+        assert "rm -rf build/" in card.text
+        assert [b["text"] for b in card.buttons] == ["Allow", "Deny"]
+        # a heads-up in the Notifications topic, linking to the session's topic
+        notes = await r.until("the Notifications topic", lambda: r.topic("Notifications"))
+        heads_up = await r.until(
+            "the heads-up",
+            lambda: r.fake.messages(FORUM_ID, notes.message_thread_id, from_bot=True),
+        )
+        topic = r.topic("fix the flaky test")
+        assert f"/{topic.message_thread_id}" in (heads_up[-1].html or "")
+
+        query = r.press(card, 0, ALICE)
+        command = await asyncio.wait_for(agent.next_command(), WAIT)
+        assert command.type == "control.attention.respond"
+        assert command.subject == request.id
+        assert command.cause == request.id
+        assert command.data["answer"] == {"option": "allow"}
+        assert await r.toast(query) == "Sent to the agent"
+
+        await answer_as_agent(agent, command)
+        shown = await r.until(
+            "the card to show the answer",
+            lambda: "Answered by Alice" in r.fake.message(FORUM_ID, card.message_id).text,
+        )
+        assert shown
+        assert r.fake.message(FORUM_ID, card.message_id).buttons == []  # buttons gone
+
+
+async def test_a_stranger_is_refused_with_a_toast_and_nothing_is_sent(tmp_path):
+    async with running(tmp_path) as r, r.agent() as agent:
+        _, card = await start_and_ask(r, agent)
+        query = r.press(card, 0, BOB)
+        assert await r.toast(query) == "Refused: you are not an approver for this channel"
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(agent.next_command(), 1.5)
+        assert str(BOB["id"]) in (tmp_path / "bridge.log").read_text()  # logged: who tried
+        assert r.fake.message(FORUM_ID, card.message_id).buttons  # the card is untouched
+        # the approver can still answer
+        r.press(card, 1, ALICE)
+        command = await asyncio.wait_for(agent.next_command(), WAIT)
+        assert command.data["answer"] == {"option": "deny"}
+
+
+async def test_a_double_press_sends_one_command(tmp_path):
+    async with running(tmp_path) as r, r.agent() as agent:
+        _, card = await start_and_ask(r, agent)
+        first = r.press(card, 0, ALICE)
+        second = r.press(card, 1, ALICE)
+        command = await asyncio.wait_for(agent.next_command(), WAIT)
+        toasts = {await r.toast(first), await r.toast(second)}
+        assert toasts == {"Sent to the agent", "Already answered by Alice (@alice)"}
+        await answer_as_agent(agent, command)
+        with pytest.raises(TimeoutError):  # and no second command, ever
+            await asyncio.wait_for(agent.next_command(), 1.5)
+
+
+async def test_a_card_still_answers_after_the_bridge_restarts(tmp_path):
+    async with FakeBotApi() as fake:
+        port = free_port()
+        config = tmp_path / "config.json"
+        config.write_text(
+            json.dumps(
+                {
+                    "listen": {"host": "127.0.0.1", "port": port},
+                    "state_dir": str(tmp_path / "state"),
+                    "channels": {
+                        "telegram": {
+                            "token": DEFAULT_TOKEN,
+                            "chat_id": FORUM_ID,
+                            "api_base_url": fake.base_url,
+                            "approvers": [str(ALICE["id"])],
+                            "poll_timeout": 1,
+                        }
+                    },
+                }
+            )
+        )
+        bridge = BridgeProcess(config, tmp_path / "bridge.log")
+        base = f"http://127.0.0.1:{port}"
+        await bridge.start(base)
+        r = Running(fake, bridge, f"ws://127.0.0.1:{port}/socket", bridge.token())
+        try:
+            async with r.agent() as agent:
+                request, card = await start_and_ask(r, agent)
+                seq = agent._seq
+            assert await bridge.aclose() == 0
+            await bridge.start(base)
+            async with r.agent(seq=seq) as agent:
+                # the agent reconnects and carries on its stream (which claims the session)
+                await agent.emit("progress.status", {"message": "waiting for an answer"})
+                r.press(card, 1, ALICE)  # the button from before the restart
+                command = await asyncio.wait_for(agent.next_command(), WAIT)
+                assert command.subject == request.id
+                assert command.data["answer"] == {"option": "deny"}
+                await answer_as_agent(agent, command)
+                await r.until(
+                    "the card to show the answer",
+                    lambda: "Answered by Alice" in fake.message(FORUM_ID, card.message_id).text,
+                )
+            assert len(fake.topics(FORUM_ID)) == 2  # the session's and Notifications: no twin
+        finally:
+            await bridge.aclose()
+        assert fake.violations == []
+
+
+async def test_a_press_after_expiry_is_told_so(tmp_path):
+    async with running(tmp_path) as r, r.agent() as agent:
+        soon = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3))
+        _, card = await start_and_ask(r, agent, expires_at=soon)
+        allow = card.callback_data[0]
+        await r.until(
+            "the card to say it expired",
+            lambda: "Expired" in r.fake.message(FORUM_ID, card.message_id).text,
+            timeout=30,
+        )
+        assert r.fake.message(FORUM_ID, card.message_id).buttons == []
+        # a client that still shows the old buttons presses one
+        query = r.fake.press(FORUM_ID, card.message_id, allow, ALICE, check_button=False)
+        assert await r.toast(query) == "This request has expired"
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(agent.next_command(), 1.0)
+
+
+async def test_a_429_storm_is_waited_out_and_nothing_is_lost(tmp_path):
+    async with running(tmp_path) as r, r.agent() as agent:
+        await agent.emit("session.started", {"label": "storm"}, capture="redacted")
+        await r.until("the topic", lambda: r.topic("storm"))
+        r.fake.fail_next("sendMessage", 429, retry_after=2, times=3)
+        for n in range(5):
+            await agent.emit("message.agent.replied", {"text": f"reply {n}"}, capture="full")
+        topic = r.topic("storm")
+
+        def replies() -> list[str]:
+            shown = r.fake.messages(FORUM_ID, topic.message_thread_id, from_bot=True)
+            return [m.text for m in shown if "reply" in m.text]
+
+        await r.until("every reply", lambda: len(replies()) == 5, timeout=60)
+        assert replies() == [f"reply {n}" for n in range(5)]  # in order, none twice
+        rejected = r.fake.calls_to("sendMessage", status=429)
+        assert len(rejected) == 3
+
+
+async def test_a_reply_to_the_card_is_a_free_text_answer(tmp_path):
+    async with running(tmp_path) as r, r.agent() as agent:
+        request, card = await start_and_ask(
+            r, agent, kind="input", prompt="Which branch?", options=[]
+        )
+        r.fake.say(FORUM_ID, "release/2.1", ALICE, reply_to_message_id=card.message_id)
+        command = await asyncio.wait_for(agent.next_command(), WAIT)
+        assert command.subject == request.id
+        assert command.data["answer"] == {"text": "release/2.1"}
