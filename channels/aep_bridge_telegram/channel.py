@@ -24,6 +24,17 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC
 from typing import Any, ClassVar, Final, TypeVar
 
+from telegram import (
+    Bot,
+    BotCommand,
+    CallbackQuery,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    LinkPreviewOptions,
+    Message,
+    ReplyParameters,
+    Update,
+)
 from telegram.error import BadRequest, Forbidden, InvalidToken, RetryAfter, TelegramError
 from telegram.ext import Application, ApplicationBuilder, CallbackQueryHandler, MessageHandler
 from telegram.ext import filters as tg_filters
@@ -48,17 +59,6 @@ from aep_bridge import (
     ResolutionStatus,
     measure,
     split_text,
-)
-from telegram import (
-    Bot,
-    BotCommand,
-    CallbackQuery,
-    InlineKeyboardButton,
-    InlineKeyboardMarkup,
-    LinkPreviewOptions,
-    Message,
-    ReplyParameters,
-    Update,
 )
 
 from . import html
