@@ -66,6 +66,9 @@ def main() -> None:
 
     loop = core.main()
     lines += core.section(loop, {name: core.profile(name, loop) for name in core.missed(loop)})
+    import telegram_channel  # the Telegram channel: the real process, the fake Bot API
+
+    lines += telegram_channel.section(telegram_channel.main())
     RESULTS.write_text("\n".join(lines))
     print("\n".join(lines))
 

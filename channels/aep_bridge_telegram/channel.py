@@ -153,7 +153,9 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         # sent exactly one window after the last can arrive a millisecond early
         rate_limits=RateLimits(
             per_chat=RateLimit(count=1, per_seconds=1 + LIMIT_MARGIN),
-            per_group=RateLimit(count=20, per_seconds=60 + LIMIT_MARGIN),
+            # paced evenly (a bucket of one): under a backlog a slot frees every 3 s, so a
+            # question waits one slot, never the rest of a minute spent in a burst
+            per_group=RateLimit(count=20, per_seconds=60 + LIMIT_MARGIN, burst=1),
             global_=RateLimit(count=30, per_seconds=1 + LIMIT_MARGIN),
         ),
     )
@@ -167,6 +169,9 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         self._notifications: int | None = None
         self._lock = asyncio.Lock()  # card state: a press and an update may race
         self._tasks: set[asyncio.Future[None]] = set()
+        if config.chat_id > 0:  # a private chat: Telegram's 20 a minute is for groups
+            limits = self.capabilities.rate_limits.model_copy(update={"per_group": None})
+            self.capabilities = self.capabilities.model_copy(update={"rate_limits": limits})
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -211,8 +216,12 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
             self._chat_link = f"https://t.me/c/{str(self.config.chat_id)[4:]}"
         await app.bot.set_my_commands([BotCommand(c, d) for c, d in COMMANDS])
         self._app = app
-        if self._topics:  # now, before the outbox counts calls: heads-ups need it at once
-            await self._notifications_topic()
+        if self._topics:
+            known = await self._state().get("notifications_topic")
+            if known is not None:
+                self._notifications = int(known)
+            else:  # through the outbox, as soon as it runs: Telegram counts the call
+                self._spawn(self._create_notifications_topic())
         await app.start()
         assert app.updater is not None
         await app.updater.start_polling(
@@ -858,23 +867,38 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         task.add_done_callback(self._tasks.discard)
 
     async def _notifications_topic(self) -> int | None:
-        """The topic heads-ups go to, created once (None: the chat itself)."""
+        """The topic heads-ups go to (None: the chat itself, when there are no topics)."""
         if not self._topics:
             return None
-        if self._notifications is not None:
-            return self._notifications
+        if self._notifications is None:  # the outbox retries the heads-up shortly
+            raise ChannelError("the Notifications topic is still being created")
+        return self._notifications
+
+    async def _create_notifications_topic(self) -> None:
+        """Create the Notifications topic through the outbox (its call counts against the
+        group's limits like any other), once; retried until it exists."""
+        delay = 1.0
+        while self._notifications is None:
+            try:
+                known = await self.core.call(self.instance_name, "create_topic", "notifications")
+                self._notifications = int(known)
+            except Exception as exc:  # the core not ready yet, the platform refusing: later
+                log.warning("telegram %s: no Notifications topic yet: %s", self.instance_name, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 60.0)
+
+    async def create_topic(self, purpose: str) -> str:
+        """Create the topic for `purpose` ("notifications") and remember it; run by the outbox
+        (`core.call`)."""
         state = self._state()
-        known = await state.get("notifications_topic")
+        known = await state.get(f"{purpose}_topic")
         if known is None:
             topic = await self._call(
                 self.bot.create_forum_topic(self.config.chat_id, self.config.notifications_topic)
             )
             known = str(topic.message_thread_id)
-            await state.set("notifications_topic", known)
-            # the outbox did not count this call: let its window pass before anything else
-            await asyncio.sleep(1 + LIMIT_MARGIN)
-        self._notifications = int(known)
-        return self._notifications
+            await state.set(f"{purpose}_topic", known)
+        return str(known)
 
 
 _MISSING: Final = object()

@@ -516,11 +516,22 @@ class _Lane:
 
     queue: deque[_Entry] = field(default_factory=deque)
     busy: bool = False
+    #: live entries at each priority: a lane ranks by its most urgent one, so a thread whose
+    #: oldest message is chatter is not starved by another whose oldest is an answer
+    counts: list[int] = field(default_factory=lambda: [0] * len(Priority))
+    #: when it last sent (0: never): lanes of equal rank take turns, the longest-waiting first
+    turn: int = 0
 
     def head(self) -> _Entry | None:
         while self.queue and self.queue[0].dead:
             self.queue.popleft()
         return self.queue[0] if self.queue else None
+
+    def best(self) -> Priority:
+        for priority in Priority:
+            if self.counts[priority]:
+                return priority
+        return Priority(len(Priority) - 1)
 
 
 _LIMITS_NAMESPACE: Final = "outbox-limits"
@@ -578,7 +589,8 @@ class Outbox:
         self._lanes: dict[_LaneKey, _Lane] = {}
         #: a heap of (priority, seq, lane) for the heads of lanes not busy; items whose lane
         #: has since moved on are skipped when popped (`_pick`)
-        self._ready: list[tuple[Priority, int, _LaneKey]] = []
+        self._ready: list[tuple[Priority, int, int, _LaneKey]] = []
+        self._turns = itertools.count(1)
         #: lanes set aside because their session is held, by session
         self._held_lanes: dict[str, set[_LaneKey]] = {}
         self._coalescing: dict[tuple[str | None, str], _Entry] = {}
@@ -811,9 +823,13 @@ class Outbox:
         lane = self._lanes.get(lane_key)
         if lane is None:
             lane = self._lanes[lane_key] = _Lane()
+        before = lane.best() if lane.queue else None
         lane.queue.append(entry)
-        if len(lane.queue) == 1 and not lane.busy:
-            heapq.heappush(self._ready, (entry.priority, entry.seq, lane_key))
+        lane.counts[entry.priority] += 1
+        if not lane.busy and (before is None or entry.priority < before):
+            head = lane.head()
+            assert head is not None
+            heapq.heappush(self._ready, (lane.best(), lane.turn, head.seq, lane_key))
         self._queued += 1
         if (key := entry.coalesce_key) is not None:
             self._coalescing[key] = entry
@@ -828,6 +844,7 @@ class Outbox:
         if entry.dead:
             return
         entry.dead = True
+        self._uncount(entry)
         if not entry.in_flight:
             self._queued -= 1
         key = entry.coalesce_key
@@ -1040,20 +1057,22 @@ class Outbox:
     def _pick(self, now: float) -> tuple[_Entry | None, float | None]:
         """The entry to send now, or None and when to look again (None: when woken).
 
-        Candidates are the heads of the lanes not busy, in (priority, submit) order (popped
-        from `_ready`). The first that may run now goes, unless it would take a slot that a
+        Candidates are the heads of the lanes not busy, ranked by the most urgent priority
+        queued in their lane, then by turn (a lane that just sent goes behind the others of
+        its rank: sessions share a busy group fairly), then by submit order (popped from
+        `_ready`). The first that may run now goes, unless it would take a slot that a
         candidate before it, still waiting (for its chat, a pause or a retry), needs when it
         becomes ready. Candidates looked at and left are pushed back.
         """
         ready = self._ready
-        kept: list[tuple[Priority, int, _LaneKey]] = []
+        kept: list[tuple[Priority, int, int, _LaneKey]] = []
         looked: set[_LaneKey] = set()
         reserved: dict[_Limiter, float] = {}  # the earliest waiting candidate on each
         wake: float | None = None
         chosen: _Entry | None = None
         while ready:
             item = heapq.heappop(ready)
-            key = item[2]
+            key = item[3]
             lane = self._lanes.get(key)
             if lane is None or lane.busy or key in looked:
                 continue  # stale: the lane went, is out, or was seen in this pass
@@ -1061,8 +1080,8 @@ class Outbox:
             if head is None:
                 del self._lanes[key]
                 continue
-            if head.seq != item[1]:  # its head was taken out: the next one is the candidate
-                heapq.heappush(ready, (head.priority, head.seq, key))
+            if (lane.best(), lane.turn, head.seq) != item[:3]:  # moved on since: re-rank it
+                heapq.heappush(ready, (lane.best(), lane.turn, head.seq, key))
                 continue
             looked.add(key)
             if head.future is None and head.session_id in self._held:
@@ -1094,7 +1113,7 @@ class Outbox:
         if head is None:
             del self._lanes[key]
             return
-        heapq.heappush(self._ready, (head.priority, head.seq, key))
+        heapq.heappush(self._ready, (lane.best(), lane.turn, head.seq, key))
 
     @staticmethod
     def _spare(limiter: _Limiter, now: float, waiting: float | None) -> bool:
@@ -1142,7 +1161,9 @@ class Outbox:
         for limiter in entry.limiters:
             limiter.take(now)
         entry.in_flight = True
-        self._lanes[entry.lane].busy = True
+        lane = self._lanes[entry.lane]
+        lane.busy = True
+        lane.turn = next(self._turns)
         self._queued -= 1
         self._in_flight += 1
         key = entry.coalesce_key
@@ -1188,9 +1209,15 @@ class Outbox:
                 self._schedule(entry.lane)
                 self._changed()
 
+    def _uncount(self, entry: _Entry) -> None:
+        lane = self._lanes.get(entry.lane)
+        if lane is not None and lane.counts[entry.priority] > 0:
+            lane.counts[entry.priority] -= 1
+
     def _sent(self, entry: _Entry, lane: _Lane, result: Any) -> None:
         entry.in_flight = False
         entry.dead = True
+        self._uncount(entry)
         if lane.queue and lane.queue[0] is entry:
             lane.queue.popleft()
         self._stats["sent"] += 1

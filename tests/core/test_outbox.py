@@ -333,6 +333,24 @@ async def test_a_backlog_into_one_telegram_group_uses_the_whole_group_rate(
     assert busiest(adapter.calls, lambda c: c.group, 60) <= 20
 
 
+async def test_under_a_backlog_every_session_gets_its_turn(vt: VirtualTime, store: Store) -> None:
+    """Ten sessions start at once and each has answers queued behind its "started" line: a
+    session whose oldest message is an answer must not keep the group to itself."""
+    adapter = Recorder(vt, forum=True)
+    outbox = outbox_for(adapter, store)
+    for n in range(10):
+        outbox.submit(message(f"s{n}", f"s{n} started", type="system_message"))
+        for k in range(10):
+            outbox.submit(message(f"s{n}", f"s{n} answer {k}", notify=True))
+    await outbox.start()
+    await drain(outbox)
+    first = {c.session for c in adapter.calls[:20]}
+    assert len(first) == 10, [c.text for c in adapter.calls[:20]]
+    for n in range(10):  # and each thread still reads in order
+        texts = [c.text for c in adapter.calls if c.session == f"s{n}"]
+        assert texts == [f"s{n} started"] + [f"s{n} answer {k}" for k in range(10)]
+
+
 async def test_a_restart_does_not_forget_the_calls_the_platform_still_counts(
     vt: VirtualTime, store: Store
 ) -> None:

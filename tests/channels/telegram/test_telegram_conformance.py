@@ -17,7 +17,7 @@ from aep_bridge import (
 )
 from aep_bridge.testing import ChannelConformance, FakeCore, Harness
 
-from .fake_bot_api import ALICE, BOB, FakeBotApi, Limits
+from .fake_bot_api import ALICE, BOB, FORUM_ID, FakeBotApi, Limits
 from .probe import TelegramProbe, make_adapter
 
 APPROVER = ChannelUser(id=str(ALICE["id"]), name="Alice")
@@ -29,7 +29,10 @@ class TestTelegramConformance(ChannelConformance):
         async with FakeBotApi(limits=Limits.no_rate_limits()) as fake:
             core = FakeCore()
             adapter = make_adapter(fake, core)
+            core.attach(adapter)
             await adapter.start()
+            # the Notifications topic is made as soon as the (here: fake) core runs calls
+            await fake.wait_until(lambda: fake.topics(FORUM_ID), what="the Notifications topic")
             try:
                 yield Harness(adapter, core, TelegramProbe(fake, core), approver=APPROVER)
             finally:
