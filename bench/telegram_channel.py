@@ -18,7 +18,8 @@ presses 0.5 s after the card arrived; the agent then acks, reports `attention.an
 `attention.resolved`, and the bridge closes the card (an edit) and posts its heads-up in the
 Notifications topic: three group messages a sample. The chat has budget for each sample: a
 request is sent only once the card, the edit and the heads-up all fit in the group's windows
-as the channel counts them (1 call per 1.05 s, 20 per 60.05 s), read off the fake's record;
+as the channel counts them (20 per 60.05 s, paced evenly: one call per 3.0 s slot, and 1 per
+1.05 s in a chat), read off the fake's record;
 at 20 messages a minute that is about six samples a minute. Two warm-up samples are not
 counted; with 30 samples, p99 is the slowest.
 
@@ -228,7 +229,7 @@ def _budget_at(fake: FakeBotApi, slots: int) -> float:
     times = _group_times(fake)
     if not times:
         return 0.0
-    at = times[-1] + PER_CHAT
+    at = times[-1] + SLOT  # the channel paces a group evenly: one call a slot
     keep = GROUP_COUNT - slots  # at most this many calls may be in the window
     if len(times) > keep:
         at = max(at, times[-keep - 1] + GROUP_WINDOW)
@@ -240,7 +241,7 @@ def _first_free(times: list[float], at: float) -> float:
     given the times of the group's calls before `at`."""
     free = at
     if times:
-        free = max(free, times[-1] + PER_CHAT)
+        free = max(free, times[-1] + SLOT)
     window = [t for t in times if t > at - GROUP_WINDOW]
     if len(window) >= GROUP_COUNT:
         free = max(free, window[-GROUP_COUNT] + GROUP_WINDOW)
