@@ -126,6 +126,11 @@ class Job:
     coalesce: str | None = None
     #: debug and info chatter: may be dropped under backpressure (counted)
     droppable: bool = False
+    #: the adapter call's arguments and `payload` as JSON, when the constructor had them at
+    #: hand (`submit` would rebuild both); not persisted, and a `replace`d copy drops them
+    prepared: tuple[tuple[Any, ...], str] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         self.priority = Priority(self.priority)
@@ -148,7 +153,7 @@ class Job:
             final = content.notify or content.type in _FINAL_KINDS
             priority = Priority.FINAL if final else Priority.LIVE
         coalesce = None if content.key is None else f"message:{content.key}"
-        return cls(
+        job = cls(
             "send_message",
             session_id,
             {"content": content.model_dump(mode="json")},
@@ -156,6 +161,8 @@ class Job:
             coalesce,
             droppable,
         )
+        job.prepared = ((session_id, content), f'{{"content":{content.model_dump_json()}}}')
+        return job
 
     @classmethod
     def permission(cls, session_id: str, request: PermissionRequest) -> Job:
@@ -453,6 +460,7 @@ class _Limiter:
 
 
 _LaneKey = tuple[str | None, str, bool]
+_PRIORITIES: Final = tuple(Priority)
 
 
 def _lane(session_id: str | None, priority: Priority, *, call: bool) -> _LaneKey:
@@ -490,9 +498,9 @@ class _Entry:
     chat: str = ""
     group: int | None = None  # the store group its row was written in, if still open
 
-    @property
-    def lane(self) -> tuple[str | None, str, bool]:
-        return _lane(self.session_id, self.priority, call=self.future is not None)
+    def __post_init__(self) -> None:
+        #: the FIFO it waits in (fixed: session, priority and kind never change)
+        self.lane: _LaneKey = _lane(self.session_id, self.priority, call=self.future is not None)
 
     @property
     def droppable(self) -> bool:
@@ -528,10 +536,11 @@ class _Lane:
         return self.queue[0] if self.queue else None
 
     def best(self) -> Priority:
-        for priority in Priority:
-            if self.counts[priority]:
+        counts = self.counts
+        for index, priority in enumerate(_PRIORITIES):
+            if counts[index]:
                 return priority
-        return Priority(len(Priority) - 1)
+        return _PRIORITIES[-1]
 
 
 _LIMITS_NAMESPACE: Final = "outbox-limits"
@@ -637,7 +646,9 @@ class Outbox:
         Raises `ValueError` for a job whose payload does not parse (a bug in the caller).
         """
         jobs = self._prepare(job)
-        parsed = [(piece, _arguments(piece)) for piece in jobs]
+        parsed = [
+            (piece, piece.prepared[0] if piece.prepared else _arguments(piece)) for piece in jobs
+        ]
         with self._store.transaction(savepoint=False):
             actions = [self._persist(piece, args) for piece, args in parsed]
         for action in actions:
@@ -768,7 +779,10 @@ class Outbox:
 
     def _persist(self, job: Job, args: tuple[Any, ...]) -> Callable[[], None]:
         """Write `job` to the table; return what to do in memory once that committed."""
-        payload = json.dumps(job.payload, ensure_ascii=False, separators=(",", ":"))
+        if job.prepared is not None:
+            payload = job.prepared[1]
+        else:
+            payload = json.dumps(job.payload, ensure_ascii=False, separators=(",", ":"))
         lane = _lane(job.session_id, job.priority, call=False)
         key = None if job.coalesce is None else (job.session_id, job.coalesce)
         target = self._coalescing.get(key) if key is not None else None
