@@ -544,6 +544,8 @@ class _Lane:
 
 
 _LIMITS_NAMESPACE: Final = "outbox-limits"
+#: settled rows deleted in one statement at most (SQLite's variable limit is 32,766)
+_DELETE_BATCH: Final = 500
 #: restored calls count as this much later than they were made (the wall clock is not exact)
 _RESTORE_SLACK: Final = 0.05
 _STATS: Final = ("sent", "split", "coalesced", "dropped", "rate_limited", "retried", "failed")
@@ -619,6 +621,8 @@ class Outbox:
         self._tasks: set[asyncio.Task[None]] = set()
         #: sessions whose jobs wait (persisted) until their thread exists
         self._held: set[str] = set()
+        #: rows of settled calls, deleted together (`_forget_rows`)
+        self._forgetting: list[int] = []
 
     # -- the API ---------------------------------------------------------------------------
 
@@ -723,6 +727,7 @@ class Outbox:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        self._forget_rows()  # what was sent is not sent again at the next start
         for lane in self._lanes.values():  # calls cut off in flight (or before they began)
             lane.busy = False
             for entry in lane.queue:
@@ -1246,19 +1251,31 @@ class Outbox:
                 log.exception("outbox %s: the on_sent callback failed", self._channel)
 
     def _forget_row(self, entry: _Entry) -> None:
-        """Delete a settled job's row; if that fails, it is only sent again after a restart."""
+        """Delete a settled job's row when the loop next gets control: the rows of the calls
+        settled together go in one statement and one commit. Until then (and if the delete
+        fails) the call counts as in flight: it is only made again after a crash."""
         if entry.row is None:
             return
+        if not self._forgetting:
+            asyncio.get_running_loop().call_soon(self._forget_rows)
+        self._forgetting.append(entry.row)
+
+    def _forget_rows(self) -> None:
+        rows, self._forgetting = self._forgetting, []
+        if not rows:
+            return
         try:
-            self._store.group_until_idle()  # the rows of calls settled together: one commit
-            with self._store.transaction(savepoint=False):
-                self._delete_rows([entry.row])
+            with self._store.transaction(savepoint=False):  # joins an open group
+                for start in range(0, len(rows), _DELETE_BATCH):
+                    chunk = rows[start : start + _DELETE_BATCH]
+                    marks = ",".join("?" * len(chunk))
+                    self._store.execute(f"DELETE FROM outbox WHERE id IN ({marks})", chunk)
         except sqlite3.Error:
             log.exception(
-                "outbox %s: the row of %s could not be deleted; it will be sent again after "
-                "a restart",
+                "outbox %s: the rows of %d settled calls could not be deleted; they will be "
+                "sent again after a restart",
                 self._channel,
-                entry.describe(),
+                len(rows),
             )
 
     def _requeue(self, entry: _Entry, not_before: float) -> None:
