@@ -39,7 +39,6 @@ import contextlib
 import itertools
 import json
 import os
-import socket
 import statistics
 import sys
 import tempfile
@@ -52,7 +51,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # for tests.*
 
-from tests.bridge_process import BridgeProcess
+from tests.bridge_process import BridgeProcess, free_port
 from tests.channels.telegram.fake_bot_api import (
     ALICE,
     DEFAULT_TOKEN,
@@ -102,12 +101,6 @@ ASK = {
 # -- the product as a process ---------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _cores() -> tuple[set[int], set[int]]:
     """(this process's cores, the bridge's): the bridge gets every core but ours."""
     if not hasattr(os, "sched_getaffinity"):
@@ -134,15 +127,7 @@ class Running:
     async def until(self, what: str, check: Callable[[], Any], timeout: float = WAIT) -> Any:
         """Poll `check` every 5 ms until it returns something truthy (the times measured
         come from the fake's record and the agent, not from this loop)."""
-        deadline = time.monotonic() + timeout
-        while not (found := check()):
-            proc = self.process.proc
-            if proc is not None and proc.poll() is not None:
-                raise RuntimeError(f"the bridge died waiting for {what}:\n{self.process.tail()}")
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"timed out waiting for {what}:\n{self.process.tail()}")
-            await asyncio.sleep(0.005)
-        return found
+        return await self.process.until(what, check, timeout, every=0.005)
 
     def topic(self, name: str) -> int | None:
         found = [t for t in self.fake.topics(FORUM_ID) if t.name == name]
@@ -156,7 +141,7 @@ class Running:
 async def running(fake: FakeBotApi, state: Path) -> AsyncIterator[Running]:
     """`aep-bridge run` with one Telegram channel on `fake`'s forum group, on other cores."""
     state.mkdir(parents=True)
-    port = _free_port()
+    port = free_port()
     config = state / "config.json"
     channel = {
         "token": DEFAULT_TOKEN,
@@ -248,20 +233,6 @@ def _first_free(times: list[float], at: float) -> float:
     return free
 
 
-async def _answer_as_agent(agent: TinyAgent, command: Event) -> None:
-    """What a real agent does with an answer: accept it, then say it was answered."""
-    await agent.ack(command)
-    answer = dict((command.data or {}).get("answer") or {})
-    await agent.emit(
-        "attention.answered",
-        {"answer": answer},
-        subject=command.subject,
-        cause=command.id,
-        capture="full",
-    )
-    await agent.emit("attention.resolved", {"resolution": "answered"}, subject=command.subject)
-
-
 async def _latency(root: Path) -> dict[str, Any]:
     async with FakeBotApi() as fake, running(fake, root / "latency") as r:
         async with r.agent("latency") as agent:
@@ -314,7 +285,7 @@ async def _latency(root: Path) -> dict[str, Any]:
                 received = time.monotonic()
                 if command.type != "control.attention.respond" or command.subject != request.id:
                     raise RuntimeError(f"sample {i}: unexpected command {command.type}")
-                await _answer_as_agent(agent, command)
+                await agent.report_answer(command)
                 answer = await r.until(
                     "the toast",
                     lambda q=query: next((a for a in fake.answers if a.query_id == q), None),

@@ -6,14 +6,24 @@ import asyncio
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now (for the bridge to bind)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 class BridgeProcess:
@@ -82,6 +92,20 @@ class BridgeProcess:
                 self.proc.kill()
                 self.proc.wait()
         return self.proc.returncode
+
+    async def until(
+        self, what: str, check: Callable[[], Any], timeout: float, *, every: float = 0.02
+    ) -> Any:
+        """Poll `check` until it returns something truthy, and return that; fail at once if
+        the bridge died meanwhile, and after `timeout` seconds, with the log's tail."""
+        deadline = time.monotonic() + timeout
+        while not (found := check()):
+            if self.proc is not None and self.proc.poll() is not None:
+                raise AssertionError(f"the bridge died waiting for {what}:\n{self.tail()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {what}:\n{self.tail()}")
+            await asyncio.sleep(every)
+        return found
 
     async def aclose(self) -> int:
         """`stop` without blocking this event loop (a fake platform served in it must keep

@@ -167,6 +167,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         self._topics = config.topics
         self._chat_link: str | None = None
         self._notifications: int | None = None
+        self._creating_topic: asyncio.Future[None] | None = None
         self._lock = asyncio.Lock()  # card state: a press and an update may race
         self._tasks: set[asyncio.Future[None]] = set()
         if config.chat_id > 0:  # a private chat: Telegram's 20 a minute is for groups
@@ -220,8 +221,6 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
             known = await self._state().get("notifications_topic")
             if known is not None:
                 self._notifications = int(known)
-            else:  # through the outbox, as soon as it runs: Telegram counts the call
-                self._spawn(self._create_notifications_topic())
         await app.start()
         assert app.updater is not None
         await app.updater.start_polling(
@@ -236,6 +235,9 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
             self.config.chat_id,
             "a topic per session" if self._topics else "reply chains",
         )
+        if self._topics and self._notifications is None:
+            # last, with no await after it: the call runs once the core has this channel
+            self._ask_for_notifications_topic()
 
     async def stop(self) -> None:
         app, self._app = self._app, None
@@ -604,9 +606,11 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
     async def _text_answer(self, card_id: str, text: str, user: ChannelUser) -> Resolution | None:
         async with self._lock:
             card = await self._card(card_id)
-            if card is None or card.closed:
+            if card is None:
                 return None
             request = card.permission
+            if card.closed:  # the core decides what to tell them (answered, expired, refused)
+                return await self.core.answer_text(card.session, card_id, text, user)
             progress = card.forms.get(user.id)
             if request.fields and progress is not None:
                 return await self._form_value(card_id, card, user, text)
@@ -625,8 +629,8 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         of a multi-select and `!` is done with it; `-` skips an optional field. Each action
         applies to the person's current field, so a stale button cannot fill another one."""
         request = card.permission
-        if card.closed or not request.fields:
-            return Resolution(status=ResolutionStatus.UNKNOWN)
+        if card.closed or not request.fields:  # the core says why not (answered, expired)
+            return await self.core.answer_form(card.session, card_id, {}, user)
         progress = card.forms.setdefault(user.id, {"field": 0, "values": {}})
         index = int(progress["field"])
         current = request.fields[index] if index < len(request.fields) else None
@@ -861,31 +865,37 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
             )
         )
 
-    def _spawn(self, coroutine: Awaitable[None]) -> None:
+    def _spawn(self, coroutine: Awaitable[None]) -> asyncio.Future[None]:
         task = asyncio.ensure_future(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     async def _notifications_topic(self) -> int | None:
-        """The topic heads-ups go to (None: the chat itself, when there are no topics)."""
+        """The topic heads-ups go to (None: the chat itself, when there are no topics).
+
+        `start` asks the outbox to create it (a call that counts against the group's limits
+        like any other, retried by the outbox). A heads-up before it exists asks again if
+        that gave up, and fails for now: the outbox sends it again later.
+        """
         if not self._topics:
             return None
-        if self._notifications is None:  # the outbox retries the heads-up shortly
-            raise ChannelError("the Notifications topic is still being created")
+        if self._notifications is None:
+            self._ask_for_notifications_topic()
+            raise ChannelError("the Notifications topic is being created")
         return self._notifications
 
+    def _ask_for_notifications_topic(self) -> None:
+        if self._creating_topic is None or self._creating_topic.done():
+            self._creating_topic = self._spawn(self._create_notifications_topic())
+
     async def _create_notifications_topic(self) -> None:
-        """Create the Notifications topic through the outbox (its call counts against the
-        group's limits like any other), once; retried until it exists."""
-        delay = 1.0
-        while self._notifications is None:
-            try:
-                known = await self.core.call(self.instance_name, "create_topic", "notifications")
-                self._notifications = int(known)
-            except Exception as exc:  # the core not ready yet, the platform refusing: later
-                log.warning("telegram %s: no Notifications topic yet: %s", self.instance_name, exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 60.0)
+        try:
+            known = await self.core.call(self.instance_name, "create_topic", "notifications")
+        except ChannelError as exc:  # the outbox gave up: the next heads-up asks again
+            log.warning("telegram %s: no Notifications topic: %s", self.instance_name, exc)
+            return
+        self._notifications = int(known)
 
     async def create_topic(self, purpose: str) -> str:
         """Create the topic for `purpose` ("notifications") and remember it; run by the outbox

@@ -289,23 +289,31 @@ class TinyAgent:
             if answer is None:
                 await self.ack(command, "invalid", "the answer names no option of this request")
                 continue
-            ack = await self.ack(command)
-            recorded: dict[str, Any] = {"answer": {}, "via": "control", "by": command.agent}
+            given: dict[str, Any] = {}
             if answer.option is not None:
-                recorded["answer"]["option"] = answer.option
+                given["option"] = answer.option
             if answer.text is not None:
-                recorded["answer"]["text"] = answer.text
-            await self.emit(
-                "attention.answered",
-                recorded,
-                subject=request.id,
-                cause=command.id,
-                capture="full" if answer.text else "metadata",
-            )
-            await self.emit(
-                "attention.resolved", {"resolution": "answered"}, subject=request.id, cause=ack.id
-            )
+                given["text"] = answer.text
+            await self.report_answer(command, given)
             return Answer(answer.option, answer.text, command.agent)
+
+    async def report_answer(self, command: Event, answer: dict[str, Any] | None = None) -> None:
+        """Take a `control.attention.respond` as an agent does: accept it, then report
+        `attention.answered` (with `answer`, by default the command's own) and
+        `attention.resolved` for the request it answers."""
+        ack = await self.ack(command)
+        if answer is None:
+            answer = dict((command.data or {}).get("answer") or {})
+        await self.emit(
+            "attention.answered",
+            {"answer": answer, "via": "control", "by": command.agent},
+            subject=command.subject,
+            cause=command.id,
+            capture="full" if "text" in answer else "metadata",
+        )
+        await self.emit(
+            "attention.resolved", {"resolution": "answered"}, subject=command.subject, cause=ack.id
+        )
 
     async def _finish(self, reason: str) -> None:
         if self.run is not None:

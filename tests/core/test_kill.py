@@ -67,16 +67,6 @@ class Db:
         return int(found[0][0]) if found else 0
 
 
-async def until(what: str, check: Callable[[], bool], bridge: Bridge, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if bridge.proc is not None and bridge.proc.poll() is not None:
-            raise AssertionError(f"the bridge died waiting for {what}:\n{bridge.tail()}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}:\n{bridge.tail()}")
-        await asyncio.sleep(0.05)
-
-
 def tag_of(call: Call) -> str | None:
     found = TAG.search(str(call.body.get("text", "")))
     return found.group(0) if found else None
@@ -211,7 +201,7 @@ async def test_kill_with_pending_requests_and_full_outbox(tmp_path: Path) -> Non
                     and len({c.body["card"] for c in platform.of("card")}) >= 20
                 )
 
-            await until("every event stored, every thread made", stored, bridge, 20)
+            await bridge.until("every event stored, every thread made", stored, 20)
             timings["stored"] = time.monotonic() - started
 
             # -- 2. freeze the platform, let the bridge settle, kill it ---------------------
@@ -219,10 +209,9 @@ async def test_kill_with_pending_requests_and_full_outbox(tmp_path: Path) -> Non
             # calls that are in flight for good. A session that starts now has its thread
             # decided (`creating`) but its creation waits for a slot: pending, not in flight.
             platform.freeze()
-            await until(
+            await bridge.until(
                 "every outbox slot stuck",
                 lambda: len(platform.stalled) == CONCURRENCY,
-                bridge,
                 10,
             )
             # A slot frees only once its call's outcome is taken in (the job's row deleted):
@@ -230,13 +219,12 @@ async def test_kill_with_pending_requests_and_full_outbox(tmp_path: Path) -> Non
             calls = len(platform.calls)
             agent = await first.enter_async_context(late.connect(ws, token))
             await late.work(agent, 0, 5)
-            await until(
+            await bridge.until(
                 "the late session stored",
                 lambda: (
                     positions(db).get(late.session) == late.seq - 1
                     and db.count("SELECT count(*) FROM threads WHERE state = 'creating'") == 1
                 ),
-                bridge,
                 10,
             )
             assert len(platform.calls) == calls, "the late session's thread was not held back"
@@ -261,10 +249,9 @@ async def test_kill_with_pending_requests_and_full_outbox(tmp_path: Path) -> Non
             await a.say(agent, f"chatter {a.index}-resumed")  # claims the session again
             second.push_async_callback(_cancel, asyncio.create_task(a.serve(agent)))
             resumed.append(agent)
-        await until(
+        await bridge.until(
             "the agents' new events",
             lambda: positions(db) == {a.session: a.seq - 1 for a in agents},
-            bridge,
             10,
         )
         requests = {
@@ -275,7 +262,7 @@ async def test_kill_with_pending_requests_and_full_outbox(tmp_path: Path) -> Non
         def every_card_shown() -> bool:
             return {c.body["card"] for c in platform.of("card")} >= set(requests)
 
-        await until("every card shown", every_card_shown, bridge, 25)
+        await bridge.until("every card shown", every_card_shown, 25)
         timings["cards"] = time.monotonic() - started
 
         # -- 4. press every card, on the card as the platform shows it --------------------
@@ -304,10 +291,9 @@ async def test_kill_with_pending_requests_and_full_outbox(tmp_path: Path) -> Non
             again = await asyncio.gather(*(push(c, APPROVER) for c in cards[:5]))
             assert [r["status"] for r in again] == ["already_answered"] * 5
         timings["pressed"] = time.monotonic() - started
-        await until(
+        await bridge.until(
             "every answer accepted by its agent",
             lambda: db.count("SELECT count(*) FROM requests WHERE status = 'answered'") == 100,
-            bridge,
             20,
         )
 
@@ -315,13 +301,12 @@ async def test_kill_with_pending_requests_and_full_outbox(tmp_path: Path) -> Non
         for agent in resumed:
             await agent.emit("session.ended", {"reason": "normal"})
         await second.aclose()  # the agents go
-        await until(
+        await bridge.until(
             "every thread archived and the outbox empty",
             lambda: (
                 len(platform.of("archive")) >= len(agents)
                 and db.count("SELECT count(*) FROM outbox") == 0
             ),
-            bridge,
             30,
         )
         timings["drained"] = time.monotonic() - started

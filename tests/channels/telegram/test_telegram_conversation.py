@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from .fake_bot_api import ALICE, BOB, FORUM_ID, SUPERGROUP_ID
-from .test_telegram_end_to_end import WAIT, answer_as_agent, running, start_and_ask
+from .test_telegram_end_to_end import WAIT, running, start_and_ask
 
 
 def bot_texts(r, thread: int | None, chat: int = FORUM_ID) -> list[str]:
@@ -53,7 +53,7 @@ async def test_words_in_the_topic_answer_the_one_open_question(tmp_path):
         command = await asyncio.wait_for(agent.next_command(), WAIT)
         assert command.subject == request.id
         assert command.data["answer"] == {"text": "main, please"}  # words, never an option
-        await answer_as_agent(agent, command)
+        await agent.report_answer(command)
         await r.until(
             "the card to show the words",
             lambda: "main, please" in r.fake.message(FORUM_ID, card.message_id).text,

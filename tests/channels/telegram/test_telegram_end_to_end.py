@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import socket
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ import pytest
 
 from aep_bridge.aep.envelope import Event
 from aep_bridge.tinyagent import TinyAgent
-from tests.bridge_process import BridgeProcess
+from tests.bridge_process import BridgeProcess, free_port
 
 from .fake_bot_api import ALICE, BOB, DEFAULT_TOKEN, FORUM_ID, FakeBotApi, FakeMessage
 
@@ -30,16 +29,11 @@ AGENT = "claude-code"
 WAIT = 20.0
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @dataclass
 class Running:
     fake: FakeBotApi
     bridge: BridgeProcess
+    base: str  # the bridge's http://host:port
     url: str
     token: str
 
@@ -49,15 +43,7 @@ class Running:
         return agent
 
     async def until(self, what: str, check: Callable[[], Any], timeout: float = WAIT) -> Any:
-        deadline = time.monotonic() + timeout
-        while not (found := check()):
-            proc = self.bridge.proc
-            if proc is not None and proc.poll() is not None:
-                raise AssertionError(f"the bridge died waiting for {what}:\n{self.bridge.tail()}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}:\n{self.bridge.tail()}")
-            await asyncio.sleep(0.02)
-        return found
+        return await self.bridge.until(what, check, timeout)
 
     def topic(self, name: str) -> Any:
         return next((t for t in self.fake.topics(FORUM_ID) if t.name == name), None)
@@ -106,7 +92,7 @@ async def running(tmp_path: Path, **telegram: Any) -> AsyncIterator[Running]:
         base = f"http://127.0.0.1:{port}"
         await bridge.start(base)
         try:
-            yield Running(fake, bridge, f"ws://127.0.0.1:{port}/socket", bridge.token())
+            yield Running(fake, bridge, base, f"ws://127.0.0.1:{port}/socket", bridge.token())
         finally:
             await bridge.aclose()
         assert fake.violations == [], fake.violations  # the outbox kept every limit
@@ -139,20 +125,6 @@ async def start_and_ask(
     return request, card
 
 
-async def answer_as_agent(agent: TinyAgent, command: Event) -> None:
-    """What a real agent does with an answer: accept it, then say it was answered."""
-    await agent.ack(command)
-    answer = dict((command.data or {}).get("answer") or {})
-    await agent.emit(
-        "attention.answered",
-        {"answer": answer},
-        subject=command.subject,
-        cause=command.id,
-        capture="full",
-    )
-    await agent.emit("attention.resolved", {"resolution": "answered"}, subject=command.subject)
-
-
 async def test_a_session_becomes_a_topic_and_one_tap_answers_the_agent(tmp_path):
     async with running(tmp_path) as r, r.agent() as agent:
         request, card = await start_and_ask(r, agent)
@@ -177,7 +149,7 @@ async def test_a_session_becomes_a_topic_and_one_tap_answers_the_agent(tmp_path)
         assert command.data["answer"] == {"option": "allow"}
         assert await r.toast(query) == "Sent to the agent"
 
-        await answer_as_agent(agent, command)
+        await agent.report_answer(command)
         shown = await r.until(
             "the card to show the answer",
             lambda: "Answered by Alice" in r.fake.message(FORUM_ID, card.message_id).text,
@@ -209,58 +181,31 @@ async def test_a_double_press_sends_one_command(tmp_path):
         command = await asyncio.wait_for(agent.next_command(), WAIT)
         toasts = {await r.toast(first), await r.toast(second)}
         assert toasts == {"Sent to the agent", "Already answered by Alice (@alice)"}
-        await answer_as_agent(agent, command)
+        await agent.report_answer(command)
         with pytest.raises(TimeoutError):  # and no second command, ever
             await asyncio.wait_for(agent.next_command(), 1.5)
 
 
 async def test_a_card_still_answers_after_the_bridge_restarts(tmp_path):
-    async with FakeBotApi() as fake:
-        port = free_port()
-        config = tmp_path / "config.json"
-        config.write_text(
-            json.dumps(
-                {
-                    "listen": {"host": "127.0.0.1", "port": port},
-                    "state_dir": str(tmp_path / "state"),
-                    "channels": {
-                        "telegram": {
-                            "token": DEFAULT_TOKEN,
-                            "chat_id": FORUM_ID,
-                            "api_base_url": fake.base_url,
-                            "approvers": [str(ALICE["id"])],
-                            "poll_timeout": 1,
-                        }
-                    },
-                }
+    async with running(tmp_path) as r:
+        async with r.agent() as agent:
+            request, card = await start_and_ask(r, agent)
+            seq = agent._seq
+        assert await r.bridge.aclose() == 0
+        await r.bridge.start(r.base)
+        async with r.agent(seq=seq) as agent:
+            # the agent reconnects and carries on its stream (which claims the session)
+            await agent.emit("progress.status", {"message": "waiting for an answer"})
+            r.press(card, 1, ALICE)  # the button from before the restart
+            command = await asyncio.wait_for(agent.next_command(), WAIT)
+            assert command.subject == request.id
+            assert command.data["answer"] == {"option": "deny"}
+            await agent.report_answer(command)
+            await r.until(
+                "the card to show the answer",
+                lambda: "Answered by Alice" in r.fake.message(FORUM_ID, card.message_id).text,
             )
-        )
-        bridge = BridgeProcess(config, tmp_path / "bridge.log")
-        base = f"http://127.0.0.1:{port}"
-        await bridge.start(base)
-        r = Running(fake, bridge, f"ws://127.0.0.1:{port}/socket", bridge.token())
-        try:
-            async with r.agent() as agent:
-                request, card = await start_and_ask(r, agent)
-                seq = agent._seq
-            assert await bridge.aclose() == 0
-            await bridge.start(base)
-            async with r.agent(seq=seq) as agent:
-                # the agent reconnects and carries on its stream (which claims the session)
-                await agent.emit("progress.status", {"message": "waiting for an answer"})
-                r.press(card, 1, ALICE)  # the button from before the restart
-                command = await asyncio.wait_for(agent.next_command(), WAIT)
-                assert command.subject == request.id
-                assert command.data["answer"] == {"option": "deny"}
-                await answer_as_agent(agent, command)
-                await r.until(
-                    "the card to show the answer",
-                    lambda: "Answered by Alice" in fake.message(FORUM_ID, card.message_id).text,
-                )
-            assert len(fake.topics(FORUM_ID)) == 2  # the session's and Notifications: no twin
-        finally:
-            await bridge.aclose()
-        assert fake.violations == []
+        assert len(r.fake.topics(FORUM_ID)) == 2  # the session's and Notifications: no twin
 
 
 async def test_a_press_after_expiry_is_told_so(tmp_path):
