@@ -810,9 +810,9 @@ class Outbox:
             return merge
         if target is not None:  # same key, another priority: the new one replaces it
             self._delete_rows([target.row])
-        rows = self._store.execute(
+        row = self._store.insert(
             "INSERT INTO outbox (channel, op, session_id, payload, priority, coalesce, "
-            "droppable, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            "droppable, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 self._channel,
                 job.op,
@@ -824,7 +824,6 @@ class Outbox:
                 time.time(),
             ),
         )
-        row = int(str(rows[0][0]))
 
         def add() -> None:
             if target is not None:

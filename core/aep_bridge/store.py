@@ -575,6 +575,16 @@ class Store:
         """
         return list(self._conn.execute(sql, tuple(parameters)))
 
+    def insert(self, sql: str, parameters: Sequence[object] = ()) -> int:
+        """Run one `INSERT` like `execute` and return the new row's id.
+
+        Cheaper than `RETURNING id`, which makes SQLite build a result set per row.
+        """
+        rowid = self._conn.execute(sql, tuple(parameters)).lastrowid
+        if rowid is None:
+            raise sqlite3.ProgrammingError(f"not an INSERT: {sql}")
+        return rowid
+
     # -- the relay's replay buffer ------------------------------------------------------
 
     def buffer_events(self, events: Iterable[Event], keep: int) -> None:
