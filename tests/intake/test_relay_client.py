@@ -39,7 +39,7 @@ from aep_bridge.aep.build import make_command, make_event
 from aep_bridge.aep.envelope import Event
 from aep_bridge.aep.ids import source_uri
 from aep_bridge.intake.hub import Delivery, Hub, HubLimits, Participant
-from aep_bridge.intake.relay import RelayClient, RelayError
+from aep_bridge.intake.relay import CLOSE_TIMEOUT, RelayClient, RelayError
 from aep_bridge.store import Store
 from aep_bridge.tinyagent import TinyAgent
 
@@ -749,3 +749,22 @@ async def test_store_two_consumers_of_one_store_each_get_every_event(relay, stor
         await console.close()
         await channel.close()
     assert [e.id for e in got] == [e.id for e in events]
+
+
+async def test_close_does_not_wait_on_a_relay_that_hangs(relay, store):
+    """A relay that stopped answering (here: SIGSTOP) must not hold the bridge's shutdown
+    for the WebSocket library's default 10 s close handshake on each connection."""
+    client = RelayClient(relay.url, relay.token, store, backoff=(0.05, 0.2))
+    async with tiny_target(relay, "s-hang", lambda n, c: None):
+        reading = asyncio.create_task(drain(client.events({"session": "nothing"})))
+        await eventually(lambda: client._ready.is_set() and len(client._sockets) == 1)
+        assert relay.proc is not None
+        relay.proc.send_signal(signal.SIGSTOP)
+        try:
+            async with asyncio.timeout(CLOSE_TIMEOUT + 3):
+                await client.close()
+                await reading
+        except TimeoutError:
+            pytest.fail("close() waited on the hung relay past its close timeout")
+        finally:
+            relay.proc.send_signal(signal.SIGCONT)

@@ -82,6 +82,9 @@ ROSTER_TRIGGERS: Final = ("session.started", "session.ended")
 MAX_FRAME_BYTES: Final = 32 * 1024 * 1024
 #: How long a handshake plus `hello` may take before the attempt counts as failed.
 OPEN_TIMEOUT: Final = 10.0
+#: How long closing a connection waits for the relay's close frame (a hung relay must not
+#: hold the bridge's shutdown for the library's default 10 s per connection).
+CLOSE_TIMEOUT: Final = 2.0
 #: How long `roster()` waits for the relay (reconnecting included).
 ROSTER_TIMEOUT: Final = 10.0
 #: `(source, id)` keys one `events()` iteration remembers having handed out.
@@ -309,6 +312,7 @@ class RelayClient:
                 additional_headers=headers,
                 user_agent_header=f"aep-bridge/{__version__} (relay client)",
                 open_timeout=OPEN_TIMEOUT,
+                close_timeout=CLOSE_TIMEOUT,
                 max_size=MAX_FRAME_BYTES,
             )
         except InvalidStatus as exc:
@@ -863,11 +867,10 @@ class RelayClient:
         """Stop: end every `events()` iteration, drop the connections, settle what waits."""
         self._closed.set()
         self._signal()
-        for ws in list(self._sockets):
-            await ws.close()
-        control = self._control
-        if control is not None:
-            await control.socket.close()
+        sockets = list(self._sockets)  # closed together: one close timeout in all
+        if self._control is not None:
+            sockets.append(self._control.socket)
+        await asyncio.gather(*(ws.close() for ws in sockets), return_exceptions=True)
         task = self._control_task
         if task is not None:
             task.cancel()
