@@ -547,6 +547,9 @@ _LIMITS_NAMESPACE: Final = "outbox-limits"
 #: settled rows deleted in one statement at most (SQLite's variable limit is 32,766)
 _DELETE_BATCH: Final = 500
 #: restored calls count as this much later than they were made (the wall clock is not exact)
+#: how often (seconds) the recent calls are saved while sending: after a crash, at most the
+#: calls of this last stretch are forgotten (a clean stop saves them all)
+LIMITS_SAVE_EVERY: Final = 1.0
 _RESTORE_SLACK: Final = 0.05
 _STATS: Final = ("sent", "split", "coalesced", "dropped", "rate_limited", "retried", "failed")
 
@@ -623,6 +626,10 @@ class Outbox:
         self._held: set[str] = set()
         #: rows of settled calls, deleted together (`_forget_rows`)
         self._forgetting: list[int] = []
+        #: whether there are platform limits to remember across a restart, and when they
+        #: were last saved
+        self._limited = any((self._limits.per_chat, self._limits.per_group, self._limits.global_))
+        self._limits_saved = -math.inf
 
     # -- the API ---------------------------------------------------------------------------
 
@@ -1001,7 +1008,16 @@ class Outbox:
         """Keep the calls still inside their windows for the next start: the platform counts
         them after a restart too (a bridge restarted within a minute must not send Telegram a
         group's 20 messages again)."""
-        now, wall = self._clock(), time.time()
+        try:
+            self._write_limits(self._clock())
+            self._store.commit_group()
+        except sqlite3.Error:
+            log.warning("outbox %s: the recent calls could not be saved", self._channel)
+
+    def _write_limits(self, now: float) -> None:
+        """Write the calls still inside their windows (in the caller's transaction)."""
+        wall = time.time()
+        self._limits_saved = now
 
         def recent(limiter: _Limiter) -> list[float]:
             return [wall - (now - t) for t in limiter.log if t + limiter.window > now]
@@ -1011,11 +1027,7 @@ class Outbox:
             "group": {k: recent(v) for k, v in self._group_limiters.items() if recent(v)},
             "global": recent(self._global) if self._global is not None else [],
         }
-        try:
-            self._store.kv_set(_LIMITS_NAMESPACE, self._channel, json.dumps(saved))
-            self._store.commit_group()
-        except sqlite3.Error:
-            log.warning("outbox %s: the recent calls could not be saved", self._channel)
+        self._store.kv_set(_LIMITS_NAMESPACE, self._channel, json.dumps(saved))
 
     def _load_limits(self) -> None:
         raw = self._store.kv_get(_LIMITS_NAMESPACE, self._channel)
@@ -1269,6 +1281,9 @@ class Outbox:
                     chunk = rows[start : start + _DELETE_BATCH]
                     marks = ",".join("?" * len(chunk))
                     self._store.execute(f"DELETE FROM outbox WHERE id IN ({marks})", chunk)
+                now = self._clock()
+                if self._limited and now - self._limits_saved >= LIMITS_SAVE_EVERY:
+                    self._write_limits(now)  # a crash forgets at most the last stretch
         except sqlite3.Error:
             log.exception(
                 "outbox %s: the rows of %d settled calls could not be deleted; they will be "

@@ -373,6 +373,32 @@ async def test_a_restart_does_not_forget_the_calls_the_platform_still_counts(
     assert busiest(adapter.calls, lambda c: c.group, 60) <= 20
 
 
+async def test_a_crash_forgets_at_most_the_last_second_of_calls(
+    vt: VirtualTime, store: Store
+) -> None:
+    """A crash (SIGKILL) gives the outbox no chance to save at stop: the calls are saved as
+    they settle (at most once a second), so a bridge restarted within the minute still keeps
+    Telegram's 20."""
+    adapter = Recorder(vt, forum=True)
+    before = outbox_for(adapter, store)
+    await before.start()
+    for n in range(20):
+        before.submit(message(f"s{n}", f"before {n}"))
+    await drain(before)  # one a second (one chat): each call's save is due when it settles
+    crashed = [t for t in (before._worker, *before._tasks) if t is not None]
+    for task in crashed:  # no stop(): nothing is saved on the way down
+        task.cancel()
+    await asyncio.gather(*crashed, return_exceptions=True)
+    after = outbox_for(adapter, store)
+    await after.start()
+    for n in range(5):
+        after.submit(message(f"s{n}", f"after {n}"))
+    await drain(after)
+    await after.stop()
+    assert len(adapter.calls) == 25
+    assert busiest(adapter.calls, lambda c: c.group, 60) <= 20
+
+
 async def test_a_card_behind_1000_chatter_messages_goes_in_the_next_free_slot(
     vt: VirtualTime, store: Store
 ) -> None:
