@@ -201,7 +201,7 @@ class Running:
         return [self.channel(name) for name in self.bridge.channels]
 
     def queued(self) -> int:
-        return sum(len(s.queue) for s in self.hub.subscriptions)
+        return sum(len(s.queue) + (s.replay is not None) for s in self.hub.subscriptions)
 
     async def caught_up(self, backlog: int = 0) -> None:
         """Yield until the hub's queue is empty and no outbox holds more than `backlog`."""

@@ -631,12 +631,17 @@ class Store:
                     (source, session),
                 )
 
-    def buffered_events(self) -> Iterator[bytes]:
-        """Every persisted buffered event's bytes, per session in position order."""
-        for (raw,) in self._conn.execute(
-            "SELECT raw FROM relay_buffer ORDER BY source, session, epoch, seq"
-        ):
-            yield bytes(raw)
+    def buffered_keys(self) -> Iterator[tuple[str, str, int, int, str]]:
+        """`(source, session, epoch, seq, id)` of every persisted buffered event, per session
+        in position order, without parsing the events (a restart may face a million)."""
+        rows = self._conn.execute(
+            "SELECT source, session, epoch, seq, json_extract(json, '$.id') FROM "
+            "(SELECT source, session, epoch, seq, CAST(raw AS TEXT) AS json FROM relay_buffer) "
+            "WHERE json_valid(json) ORDER BY source, session, epoch, seq"
+        )
+        for source, session, epoch, seq, event_id in rows:
+            if isinstance(event_id, str):
+                yield source, session, epoch, seq, event_id
 
     def evicted_positions(self) -> dict[tuple[str, str], tuple[int, int]]:
         """The newest evicted position of each buffer that has lost events."""

@@ -142,7 +142,7 @@ class Rig:
     def _queued(self) -> bool:
         """Whether the bridge's own subscription still holds events it has not taken."""
         owner = self.source._participant
-        return any(s.queue for s in self.hub.subscriptions if s.owner is owner)
+        return any(s.pending for s in self.hub.subscriptions if s.owner is owner)
 
     # -- what a person sees --------------------------------------------------------------
 

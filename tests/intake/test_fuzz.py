@@ -173,7 +173,7 @@ async def _settled(hub: Hub) -> None:
     empty queue means every delivered event is in its list.
     """
     for _ in range(100_000):
-        if not any(s.queue for s in hub.subscriptions if s.owner.kind == "local"):
+        if not any(s.pending for s in hub.subscriptions if s.owner.kind == "local"):
             return
         await asyncio.sleep(0)
     raise AssertionError("the in-process watchers did not drain")

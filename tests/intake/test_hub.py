@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from aep_bridge.intake.hub import (
     SubscribeError,
     _Window,
 )
+from aep_bridge.intake.source import LocalSource
 from aep_bridge.store import Store
 
 SOURCE = {"source": "aep://h/agent/a/session/s1", "agent": "a"}
@@ -125,6 +128,67 @@ def test_the_buffer_survives_a_restart_and_still_says_what_it_lost(tmp_path: Pat
     assert [i.event.seq for i in items[1:] if isinstance(i, Delivery)] == [3, 4, 5, 6, 7]
     again.admit([progress(7)])  # a producer's retry after the restart: not buffered twice
     assert len(again.held("s1")) == 5
+
+
+def _restarted_with(tmp_path: Path, sessions: int, events: int) -> Hub:
+    """A hub started on a store that a previous run filled with `sessions` x `events`."""
+    store = Store.open(tmp_path)
+    hub = Hub(HubLimits(replay_buffer=events), store)
+    for k in range(sessions):
+        hub.admit([progress(i, session=f"s{k}") for i in range(events)])
+    hub.flush()
+    store.close()
+    return Hub(HubLimits(replay_buffer=events), Store.open(tmp_path))
+
+
+async def test_a_replay_of_everything_is_read_as_the_consumer_takes_it(tmp_path: Path):
+    """A restarted bridge may hold a million events: subscribing must not parse them all into
+    memory at once (it took 1.5 GB and 17 s for 500,000 before the first one came)."""
+    hub = _restarted_with(tmp_path, sessions=20, events=1000)
+    tracemalloc.start()
+    try:
+        replay = hub.subscribe(consumer(hub), "r", from_="all")
+        first = await replay.next()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert isinstance(first, Delivery)
+    assert peak < 2 * 2**20, f"subscribing took {peak / 2**20:.1f} MB"
+    got = [first, *replay.drain()]
+    seqs: dict[str, list[int]] = {}
+    for item in got:
+        assert isinstance(item, Delivery)
+        seqs.setdefault(str(item.event.session), []).append(int(item.event.seq or 0))
+    assert seqs == {f"s{k}": list(range(1000)) for k in range(20)}
+
+
+async def test_what_arrives_during_a_replay_comes_once_after_it(tmp_path: Path):
+    hub = _restarted_with(tmp_path, sessions=3, events=10)
+    replay = hub.subscribe(consumer(hub), "r", from_="all")
+    taken = [await replay.next() for _ in range(5)]
+    hub.admit([progress(i, session=f"s{k}") for k in range(3) for i in range(10, 13)])
+    taken += replay.drain()
+    order = [(i.event.session, i.event.seq) for i in taken if isinstance(i, Delivery)]
+    assert sorted(order) == sorted({(f"s{k}", i) for k in range(3) for i in range(13)})
+    assert {seq for _, seq in order[-9:]} == {10, 11, 12}, "live after the replay"
+
+
+async def test_a_local_consumer_does_not_read_back_what_it_handled(tmp_path: Path):
+    """`from_="all"` on the embedded source skips, unread, what the positions recorded
+    under its name cover: a restarted bridge does not go through everything it showed."""
+    hub = _restarted_with(tmp_path, sessions=2, events=10)
+    assert hub.store is not None
+    handled = progress(6, session="s0").position
+    assert handled is not None
+    hub.store.set_position("embedded", "s0", *handled)
+    source = LocalSource(hub)
+    got: list[tuple[str | None, int | None]] = []
+    async with asyncio.timeout(5):
+        async for event in source.events(from_="all"):
+            got.append((event.session, event.seq))
+            if len(got) == 13:
+                break
+    assert got == [("s0", i) for i in range(7, 10)] + [("s1", i) for i in range(10)]
 
 
 # -- the store holds the buffers, the hub the positions ----------------------------------------

@@ -27,7 +27,7 @@ import itertools
 import logging
 from array import array
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -161,13 +161,16 @@ class Subscription:
         self.filter = filter_
         self.capture = capture
         self.limit = limit
+        #: live items; the replay goes first and is not queued (see `replay`)
         self.queue: deque[Outbound] = deque()
         self.ready = asyncio.Event()
         #: last position delivered per session, for a `closing` frame (see `delivered`)
         self._delivered: dict[str, int | Position] = {}
-        #: replayed items still queued: the live limit does not count them, or a consumer
-        #: resuming a large backlog would lose live events with nothing to tell it
-        self.replay_left = 0
+        #: the replay still to send, read and parsed as the consumer takes it: a restarted
+        #: bridge may hold a million events, which parsed at once would take gigabytes. The
+        #: live limit does not count it, or a consumer resuming a large backlog would lose
+        #: live events with nothing to tell it.
+        self.replay: Iterator[Outbound] | None = None
         self.dropped = 0
         self.overflowed = False
         self.closed = False
@@ -175,7 +178,7 @@ class Subscription:
     def offer(self, item: Outbound) -> None:
         if self.closed:
             return
-        if len(self.queue) - self.replay_left >= self.limit and isinstance(item, Delivery):
+        if len(self.queue) >= self.limit and isinstance(item, Delivery):
             if SEVERITY_RANK[item.event.severity] < _DROPPABLE_BELOW:
                 self.dropped += 1
                 return
@@ -185,24 +188,35 @@ class Subscription:
         self.queue.append(item)
         self.ready.set()
 
+    @property
+    def pending(self) -> bool:
+        """Whether anything waits for the consumer (replay or live)."""
+        return self.replay is not None or bool(self.queue)
+
     async def next(self) -> Outbound | None:
         """The next item, or None once the subscription is closed or overflowed."""
+        if self.replay is not None and not self.closed:
+            item = next(self.replay, None)
+            if item is not None:
+                if isinstance(item, Delivery):
+                    self._note(item.event)
+                return item
+            self.replay = None
         while not self.queue:
             if self.closed or self.overflowed:
                 return None
             self.ready.clear()
             await self.ready.wait()
         item = self.queue.popleft()
-        self.replay_left = max(0, self.replay_left - 1)
         if isinstance(item, Delivery):
             self._note(item.event)
         return item
 
     def drain(self) -> list[Outbound]:
-        """Everything queued now, without waiting."""
-        items = list(self.queue)
+        """Everything waiting now (the rest of the replay, then the queue), without waiting."""
+        items = [*(self.replay or ()), *self.queue]
+        self.replay = None
         self.queue.clear()
-        self.replay_left = 0
         for item in items:
             if isinstance(item, Delivery):
                 self._note(item.event)
@@ -390,6 +404,73 @@ def parse_positions(value: object, limit: int) -> list[tuple[str, Position]] | L
     return positions
 
 
+class _Replay:
+    """One subscription's replay, read (and parsed) as its consumer takes it.
+
+    The plan is fixed at subscribe time: each buffer up to its newest position then. A buffer
+    that changes before the replay reaches it (a live event evicting its oldest, the session
+    forgotten) is copied first (`freeze`), so what was held at subscribe time is what is sent.
+    """
+
+    def __init__(self, hub: Hub, subscription: Subscription) -> None:
+        self.hub = hub
+        self.subscription = subscription
+        #: buffers still to send, in order: (after, up to, say what eviction lost)
+        self.plan: dict[SessionKey, tuple[Position | None, Position, bool]] = {}
+        self.frozen: dict[SessionKey, tuple[list[tuple[Position, bytes]], Position | None]] = {}
+
+    def freeze(self, key: SessionKey) -> None:
+        if key in self.plan and key not in self.frozen and key in self.hub._buffers:
+            buffer = self.hub._view(key)
+            self.frozen[key] = (buffer.positions(), buffer.evicted)
+
+    def close(self) -> None:
+        self.plan.clear()
+        self.frozen.clear()
+        if self in self.hub._replays:
+            self.hub._replays.remove(self)
+
+    def __iter__(self) -> Iterator[Outbound]:
+        try:
+            yield from self._items()
+        finally:
+            self.close()
+
+    def _items(self) -> Iterator[Outbound]:
+        subscription, hub = self.subscription, self.hub
+        ceiling = subscription.capture
+        while self.plan:
+            key = next(iter(self.plan))
+            after, upto, exhausted = self.plan.pop(key)
+            if key in self.frozen:
+                entries, evicted = self.frozen.pop(key)
+            elif key in hub._buffers:
+                buffer = hub._view(key)
+                entries, evicted = buffer.positions(), buffer.evicted
+            else:
+                continue
+            lost = exhausted and after is not None and evicted is not None and evicted > after
+            if lost and entries:
+                earliest = entries[0][0]
+                yield Frame(
+                    {
+                        "type": "replay-exhausted",
+                        "sub": subscription.id,
+                        "session": key[1],
+                        "earliest": {"epoch": earliest[0], "seq": earliest[1]},
+                    }
+                )
+            for position, raw in entries:
+                if (after is not None and position <= after) or position > upto:
+                    continue
+                try:
+                    event = parse_event(raw)
+                except InvalidEvent:
+                    continue  # read back from a damaged store file: skipped, as on a restart
+                if subscription.filter.matches_event(event):
+                    yield Delivery(event if ceiling is None else downlevel(event, ceiling))
+
+
 class Hub:
     """The relay: admission, replay buffers, subscriptions, claims and command routing."""
 
@@ -404,6 +485,8 @@ class Hub:
         self._by_session: dict[str, SessionKey | list[SessionKey]] = {}
         self._admitted = _Window(self.limits.dedupe_window)
         self._subscriptions: list[Subscription] = []
+        #: replays not yet finished (see `_Replay.freeze`)
+        self._replays: list[_Replay] = []
         self._participants: dict[int, Participant] = {}
         self._pending: dict[tuple[str, str], _Pending] = {}
         self.stats = {"admitted": 0, "duplicates": 0}
@@ -418,15 +501,9 @@ class Hub:
         They stay in the store; the hub learns each session, its newest position, and the
         dedupe keys of what it holds.
         """
-        for raw in store.buffered_events():
-            try:
-                event = parse_event(raw)
-            except InvalidEvent:
-                continue  # written by this code, so only a damaged file gets here
-            self._admitted.add(event.dedupe_key, trim=False)
-            key, position = event.session_key, event.position
-            assert key is not None
-            assert position is not None
+        for source, session, epoch, seq, event_id in store.buffered_keys():
+            self._admitted.add((source, event_id), trim=False)
+            key, position = (source, session), (epoch, seq)
             held = self._buffers.get(key)
             if held is None:
                 self._open(key, _rank(position))
@@ -538,6 +615,8 @@ class Hub:
         """Buffer a fresh positioned event, and make its session the most recently active."""
         key = event.session_key
         assert key is not None
+        if self._replays:
+            self._keeping(key)
         buffers = self._buffers
         held = buffers.get(key)
         if held is None:
@@ -575,6 +654,8 @@ class Hub:
 
     def _forget(self, key: SessionKey) -> None:
         """Drop the least recently active session's buffer: memory stays bounded."""
+        if self._replays:
+            self._keeping(key)
         self._buffers.pop(key, None)
         known = self._by_session.get(key[1])
         if isinstance(known, list):
@@ -617,8 +698,15 @@ class Hub:
         *,
         from_: object = None,
         capture: object = None,
+        handled: Mapping[str, Position] | None = None,
     ) -> Subscription:
-        """Replay what `from_` asks for, then deliver live; raises `SubscribeError`."""
+        """Replay what `from_` asks for, then deliver live; raises `SubscribeError`.
+
+        The replay is what the hub holds now (what arrives later is live), read as the
+        consumer takes it. `handled` (in-process consumers, with `from_="all"`): each
+        session's position the consumer has already handled; what is at or below it is
+        skipped without being read.
+        """
         try:
             filter_ = Filter.parse({} if filter_spec is None else filter_spec)
         except InvalidFilter as exc:
@@ -638,47 +726,54 @@ class Hub:
         ceiling: Capture | None = capture  # checked above
         subscription = Subscription(owner, sub_id, filter_, ceiling, self.limits.queue_limit)
         if positions is not None:
-            for item in self._replay(subscription, positions):
-                subscription.queue.append(item)
-            subscription.replay_left = len(subscription.queue)
-        self._subscriptions.append(subscription)
-        if subscription.queue:
+            subscription.replay = iter(self._replay(subscription, positions, handled))
             subscription.ready.set()
+        self._subscriptions.append(subscription)
         return subscription
 
     def unsubscribe(self, subscription: Subscription) -> None:
         subscription.close()
+        for replay in [r for r in self._replays if r.subscription is subscription]:
+            replay.close()
         if subscription in self._subscriptions:
             self._subscriptions.remove(subscription)
 
-    def _replay(
-        self, subscription: Subscription, positions: list[tuple[str, Position]] | Literal["all"]
-    ) -> Iterator[Outbound]:
-        def deliver(events: Iterable[Event]) -> Iterator[Outbound]:
-            for event in events:
-                if subscription.filter.matches_event(event):
-                    ceiling = subscription.capture
-                    yield Delivery(event if ceiling is None else downlevel(event, ceiling))
+    def _newest(self, key: SessionKey) -> Position | None:
+        """The newest position `key`'s buffer holds."""
+        held = self._buffers[key]
+        if isinstance(held, int):
+            return (held >> 63, held & _MAX_STORED)
+        return held.entries[-1][0] if held.entries else None
 
+    def _replay(
+        self,
+        subscription: Subscription,
+        positions: list[tuple[str, Position]] | Literal["all"],
+        handled: Mapping[str, Position] | None,
+    ) -> _Replay:
+        """What a replay will send, fixed now: for each buffer, the positions after which
+        and up to which it is sent, and whether to say what eviction already lost."""
+        replay = _Replay(self, subscription)
         if positions == "all":
-            for key in list(self._buffers):
-                yield from deliver(self._view(key).held())
-            return
-        for session, after in positions:
-            for key in self._keys(session):
-                buffer = self._view(key)
-                entries = buffer.positions()
-                if buffer.evicted is not None and buffer.evicted > after and entries:
-                    earliest = entries[0][0]
-                    yield Frame(
-                        {
-                            "type": "replay-exhausted",
-                            "sub": subscription.id,
-                            "session": session,
-                            "earliest": {"epoch": earliest[0], "seq": earliest[1]},
-                        }
-                    )
-                yield from deliver(buffer.held(after))
+            floors = handled or {}
+            for key in self._buffers:
+                newest = self._newest(key)
+                if newest is not None:
+                    replay.plan[key] = (floors.get(key[1]), newest, False)
+        else:
+            for session, after in positions:
+                for key in self._keys(session):
+                    newest = self._newest(key)
+                    if newest is not None:
+                        replay.plan[key] = (after, newest, True)
+        if replay.plan:
+            self._replays.append(replay)
+        return replay
+
+    def _keeping(self, key: SessionKey) -> None:
+        """`key`'s buffer is about to change: replays yet to reach it take a copy first."""
+        for replay in self._replays:
+            replay.freeze(key)
 
     # -- roster -----------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Final, Literal, Protocol
 
 from ..aep.envelope import Event
 from ..aep.registry import Capture
@@ -79,8 +79,18 @@ class EventSource(Protocol):
     async def close(self) -> None: ...
 
 
+#: `LocalSource.events` lets the event loop run (the endpoint, the outboxes) at least once
+#: every this many events, however many are waiting
+YIELD_EVERY: Final = 256
+
+
 class LocalSource:
-    """The embedded hub, consumed in-process: the bridge's own view of its endpoint."""
+    """The embedded hub, consumed in-process: the bridge's own view of its endpoint.
+
+    With `from_="all"`, it replays what the hub holds except, per session, what is at or
+    below the position recorded under its `name` (the consumer handled it): a restarted
+    bridge does not read back everything it already showed.
+    """
 
     def __init__(self, hub: Hub, name: str = "embedded") -> None:
         self.hub = hub
@@ -96,8 +106,11 @@ class LocalSource:
         from_: ResumeFrom = None,
     ) -> AsyncIterator[Event]:
         positions: object = None
+        handled = None
         if from_ == "all":
             positions = "all"
+            if self.hub.store is not None:  # what this stream's consumer recorded as handled
+                handled = self.hub.store.positions(self.name)
         elif from_ is not None:
             positions = [{"session": s, "epoch": e, "seq": q} for s, e, q in from_]
         subscription = self.hub.subscribe(
@@ -106,12 +119,17 @@ class LocalSource:
             filter_spec,
             from_=positions,
             capture=capture,
+            handled=handled,
         )
+        taken = 0
         try:
             while not self._closed.is_set():
                 item = await subscription.next()
                 if item is None:
                     return
+                taken += 1
+                if taken % YIELD_EVERY == 0:  # a long replay must not starve the endpoint
+                    await asyncio.sleep(0)
                 if isinstance(item, Delivery):
                     yield item.event
                 elif isinstance(item, Frame):
