@@ -19,8 +19,6 @@ only the 1 message/s per chat and 30/s limits apply.
 from __future__ import annotations
 
 import asyncio
-import heapq
-import itertools
 import tempfile
 import time
 from collections import deque
@@ -30,7 +28,7 @@ from typing import Any
 
 from aep_bridge.outbox import Job, Outbox
 from aep_bridge.store import Store
-from aep_bridge.testing import FakeCore, MemoryChannel
+from aep_bridge.testing import FakeCore, MemoryChannel, VirtualTime
 from aep_bridge.types import (
     ChannelConfig,
     OutgoingMessage,
@@ -57,41 +55,6 @@ SCENARIOS: dict[str, tuple[RateLimits, RateLimit]] = {
     "private chat with topics (1/s per chat)": (PRIVATE, RateLimit(count=1, per_seconds=1)),
 }
 CARD = "permission card"
-
-
-class VirtualTime:
-    """A clock and a sleep on which time passes only when every task is waiting."""
-
-    SETTLE = 100
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self._timers: list[tuple[float, int, asyncio.Future[None]]] = []
-        self._order = itertools.count()
-        self._driver: asyncio.Task[None] | None = None
-
-    def clock(self) -> float:
-        return self.now
-
-    async def sleep(self, delay: float) -> None:
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
-        heapq.heappush(self._timers, (self.now + max(0.0, delay), next(self._order), future))
-        if self._driver is None or self._driver.done():
-            self._driver = loop.create_task(self._drive())
-        await future
-
-    async def _drive(self) -> None:
-        while True:
-            for _ in range(self.SETTLE):
-                await asyncio.sleep(0)
-            while self._timers and self._timers[0][2].done():
-                heapq.heappop(self._timers)
-            if not self._timers:
-                return
-            when, _, future = heapq.heappop(self._timers)
-            self.now = max(self.now, when)
-            future.set_result(None)
 
 
 @dataclass(frozen=True)

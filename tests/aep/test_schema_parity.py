@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aep_bridge.aep.errors import InvalidEvent
+from aep_bridge.aep.registry import CORE_ATTRIBUTES
 from aep_bridge.aep.validation import parse_event, validate_event
 from tests import official
 from tests.shared_data import AEP_FIXTURES, load_json
@@ -119,23 +120,7 @@ VALUES = st.recursive(
 KEYS = st.one_of(
     st.sampled_from(
         [
-            "aep",
-            "id",
-            "type",
-            "subject",
-            "time",
-            "source",
-            "agent",
-            "session",
-            "run",
-            "step",
-            "seq",
-            "epoch",
-            "cause",
-            "traceparent",
-            "severity",
-            "capture",
-            "data",
+            *CORE_ATTRIBUTES,
             "acmeregion",
             "kind",
             "prompt",

@@ -40,6 +40,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from aep_bridge.aep.envelope import Event
 from aep_bridge.aep.errors import InvalidEvent
+from aep_bridge.aep.registry import CORE_ATTRIBUTES
 from aep_bridge.aep.validation import parse_event
 from aep_bridge.intake.auth import AuthPolicy
 from aep_bridge.intake.endpoint import Endpoint, IngestLimits, Timing
@@ -393,23 +394,7 @@ VALUES = st.recursive(
 KEYS = st.one_of(
     st.sampled_from(
         [
-            "aep",
-            "id",
-            "type",
-            "subject",
-            "time",
-            "source",
-            "agent",
-            "session",
-            "run",
-            "step",
-            "seq",
-            "epoch",
-            "cause",
-            "traceparent",
-            "severity",
-            "capture",
-            "data",
+            *CORE_ATTRIBUTES,
             "acmeregion",
             "Bad_Key",
             "averyveryverylongextension",
