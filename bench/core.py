@@ -61,8 +61,6 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # for tests.shared_data
 
-from tests.shared_data import AEP_FIXTURES
-
 from aep_bridge import hookimpl
 from aep_bridge.aep.build import make_event
 from aep_bridge.aep.envelope import Event
@@ -84,6 +82,7 @@ from aep_bridge.types import (
     PermissionOutcome,
     PermissionRequest,
 )
+from corpora import golden_repeated
 
 EVENTS = 20_000  # per corpus and run
 BATCH = 500
@@ -235,25 +234,6 @@ async def running(routes: list[dict[str, Any]] | None = None) -> Any:
 # -- corpora --------------------------------------------------------------------------------
 
 
-def golden(n: int) -> list[bytes]:
-    """The golden stream repeated to `n` events with fresh ids and sessions (as validation)."""
-    events = [json.loads(line) for line in (AEP_FIXTURES / "golden" / "golden.jsonl").open()]
-    out: list[bytes] = []
-    for rep in itertools.count():
-        for event in events:
-            event = dict(event)
-            event["id"] = f"{event['id']}-{rep}"
-            for key in ("cause", "subject"):
-                if key in event and event[key].endswith("GOLD"):
-                    event[key] = f"{event[key]}-{rep}"
-            if "session" in event:
-                event["session"] = f"{event['session']}-{rep}"
-            out.append(json.dumps(event, separators=(",", ":")).encode())
-            if len(out) == n:
-                return out
-    raise AssertionError("unreachable")
-
-
 def session_events(k: int, *, turns: int = 4, ask: bool | None = None) -> Iterator[Event]:
     """One realistic session: started, `turns` runs of tool calls and replies, ended."""
     agent = "claude-code" if k % 2 == 0 else "codex"
@@ -329,7 +309,7 @@ def mix(n: int) -> list[bytes]:
 
 
 def corpus(name: str, n: int = EVENTS) -> list[bytes]:
-    return golden(n) if name == "golden" else mix(n)
+    return golden_repeated(n) if name == "golden" else mix(n)
 
 
 def validation_rate(lines: list[bytes]) -> float:

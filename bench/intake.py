@@ -53,13 +53,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
-from tests.shared_data import AEP_FIXTURES
 from websockets.utils import apply_mask
 
 from aep_bridge.intake.auth import AuthPolicy
 from aep_bridge.intake.endpoint import Endpoint
 from aep_bridge.intake.hub import Hub
 from aep_bridge.intake.source import LocalSource
+from corpora import golden_repeated
 
 TOKEN = "bench-token"
 WS_EVENTS = 50_000
@@ -94,30 +94,8 @@ SENT = re.compile(rb'"sentns":(\d+)')
 
 
 def corpus(n: int, tag: str, *, commands: bool = True) -> list[bytes]:
-    """The golden stream repeated to `n` events, each repetition with its own ids and sessions.
-
-    Without `commands`, the two commands of the stream are left out: on a WebSocket they are
-    routed to a claimant (or refused), not ingested.
-    """
-    golden = [json.loads(line) for line in (AEP_FIXTURES / "golden" / "golden.jsonl").open()]
-    if not commands:
-        golden = [e for e in golden if not e["type"].startswith(("control.cancel", "control.att"))]
-    out: list[bytes] = []
-    rep = 0
-    while len(out) < n:
-        for event in golden:
-            event = dict(event)
-            event["id"] = f"{event['id']}-{tag}{rep}"
-            for key in ("cause", "subject"):
-                if key in event and event[key].endswith("GOLD"):
-                    event[key] = f"{event[key]}-{tag}{rep}"
-            if "session" in event:
-                event["session"] = f"{event['session']}-{tag}{rep}"
-            out.append(json.dumps(event, separators=(",", ":")).encode())
-            if len(out) == n:
-                break
-        rep += 1
-    return out
+    """The golden stream repeated to `n` events (see `corpora.golden_repeated`)."""
+    return golden_repeated(n, tag, commands=commands)
 
 
 # -- servers -------------------------------------------------------------------------------

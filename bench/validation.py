@@ -14,35 +14,16 @@ import time
 from collections.abc import Callable
 
 from tests import official
-from tests.shared_data import AEP_DATA as SHARED
 
 from aep_bridge.aep.stream import StreamChecker
 from aep_bridge.aep.validation import parse_event
+from corpora import golden_repeated
 
 TARGET = 100_000
 
 
 def corpus(n: int = TARGET) -> list[bytes]:
-    golden = [
-        json.loads(line)
-        for line in (SHARED / "fixtures/golden/golden.jsonl").read_text().splitlines()
-    ]
-    out: list[bytes] = []
-    rep = 0
-    while len(out) < n:
-        for event in golden:
-            event = dict(event)
-            event["id"] = f"{event['id']}-{rep}"
-            for key in ("cause", "subject"):
-                if key in event and event[key].endswith("GOLD"):
-                    event[key] = f"{event[key]}-{rep}"
-            if "session" in event:
-                event["session"] = f"{event['session']}-{rep}"
-            out.append(json.dumps(event, separators=(",", ":")).encode())
-            if len(out) == n:
-                break
-        rep += 1
-    return out
+    return golden_repeated(n)
 
 
 def rate(fn: Callable[[list[bytes]], None], lines: list[bytes], repeat: int = 3) -> float:
