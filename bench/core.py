@@ -858,9 +858,9 @@ def section(r: dict[str, Any], profiles: dict[str, dict[str, Any]]) -> list[str]
         lines += [
             "",
             f"Where the time goes (the goal was missed): one core run on the {found['corpus']} "
-            f"corpus ({found['events']:,} events), each stage's methods timed. The goal allows "
-            f"{budget:.1f} us an event in all ({GOALS['ratio']}x of validation's "
-            f"{found['validation_us']:.1f} us in the same run); the core took "
+            f"corpus ({found['events']:,} events), each stage's methods timed. The goal (a rate "
+            f"of {GOALS['ratio']}x validation's) allows {budget:.1f} us an event in all, against "
+            f"validation's {found['validation_us']:.1f} us in the same run; the core took "
             f"{found['total_us']:.1f} us.",
             "",
             "| stage | us an event | share | against the whole budget |",
