@@ -191,6 +191,32 @@ async def test_a_local_consumer_does_not_read_back_what_it_handled(tmp_path: Pat
     assert got == [("s0", i) for i in range(7, 10)] + [("s1", i) for i in range(10)]
 
 
+async def test_a_local_consumer_that_keeps_up_is_never_outrun_by_bursts():
+    """Emitters on the same loop admit bursts bigger than the queue limit between the
+    consumer's turns; a consumer that drains what waits before it lets them run again loses
+    nothing, however the bursts come (it used to let the loop run every 256 events, and lost
+    two thirds of a benchmark's info events as a 'slow consumer')."""
+    hub = Hub(HubLimits(queue_limit=1000))
+    source = LocalSource(hub)
+    got = 0
+
+    async def consume() -> None:
+        nonlocal got
+        async for _ in source.events():
+            got += 1
+
+    task = asyncio.create_task(consume())
+    await asyncio.sleep(0)
+    for burst in range(20):  # 600 a turn: more than a consumer taking 256 a turn can hold
+        hub.admit([progress(burst * 600 + i, session=f"b{burst}") for i in range(600)])
+        await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    await source.close()
+    task.cancel()
+    assert got == 12_000
+    assert all(s.dropped == 0 for s in hub.subscriptions)
+
+
 # -- the store holds the buffers, the hub the positions ----------------------------------------
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from ..aep.envelope import Event
 from ..aep.registry import Capture
@@ -79,11 +79,6 @@ class EventSource(Protocol):
     async def close(self) -> None: ...
 
 
-#: `LocalSource.events` lets the event loop run (the endpoint, the outboxes) at least once
-#: every this many events, however many are waiting
-YIELD_EVERY: Final = 256
-
-
 class LocalSource:
     """The embedded hub, consumed in-process: the bridge's own view of its endpoint.
 
@@ -121,15 +116,13 @@ class LocalSource:
             capture=capture,
             handled=handled,
         )
-        taken = 0
         try:
             while not self._closed.is_set():
+                # no await while items wait: the endpoint's handlers run on this loop, so an
+                # in-process consumer that keeps up is never outrun (backpressure for free)
                 item = await subscription.next()
                 if item is None:
                     return
-                taken += 1
-                if taken % YIELD_EVERY == 0:  # a long replay must not starve the endpoint
-                    await asyncio.sleep(0)
                 if isinstance(item, Delivery):
                     yield item.event
                 elif isinstance(item, Frame):
