@@ -408,3 +408,39 @@ async def test_store_state_is_a_persistent_channel_state(state_dir):
         state = StoreState(reopened, "telegram")
         assert await state.get("thread:s_1") == "-100123:77"
         assert await state.get("card:r_1") is None
+
+
+class _NoJsonFunctions(sqlite3.Connection):
+    """A connection as an SQLite built without its JSON functions answers."""
+
+    def execute(self, sql, parameters=(), /):  # type: ignore[override]
+        if "json_" in sql:
+            raise sqlite3.OperationalError("no such function: json_extract")
+        return super().execute(sql, parameters)
+
+
+@pytest.mark.parametrize("json_functions", [True, False])
+def test_the_buffered_keys_are_read_with_or_without_sqlites_json(tmp_path, json_functions):
+    """A restart reads each buffered event's key without validating it; an SQLite built
+    without JSON functions (optional before 3.38) must not stop the bridge from starting."""
+    events = [
+        parse_event(line)
+        for line in (AEP_FIXTURES / "golden" / "golden.jsonl").read_bytes().splitlines()
+    ]
+    positioned = [e for e in events if e.position is not None]
+    with Store.open(tmp_path) as writer:
+        writer.buffer_events(positioned, keep=1000)
+        writer.execute(  # a damaged row is skipped, not fatal
+            "INSERT INTO relay_buffer VALUES ('aep://x', 'broken', 0, 1, CAST('{not json' AS BLOB))"
+        )
+    path = tmp_path / store_module.DB_NAME
+    factory = sqlite3.Connection if json_functions else _NoJsonFunctions
+    conn = sqlite3.connect(path, isolation_level=None, factory=factory)
+    try:
+        keys = list(Store(conn, path).buffered_keys())
+    finally:
+        conn.close()
+    expected = sorted(
+        (e.source, str(e.session), e.epoch, int(e.seq or 0), e.id) for e in positioned
+    )
+    assert keys == expected

@@ -16,6 +16,7 @@ To add tables, append a script; never edit one that has shipped.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import sqlite3
@@ -23,7 +24,7 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from .adapter import ChannelState
@@ -170,6 +171,16 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     CREATE INDEX outbox_by_channel ON outbox (channel, id);
     """,
 )
+
+
+def _event_id(raw: object) -> str | None:
+    """The `id` of a stored event's bytes, or None if they are not a JSON object."""
+    try:
+        value = json.loads(bytes(raw) if isinstance(raw, (bytes, memoryview)) else str(raw))
+    except ValueError:
+        return None
+    event_id = value.get("id") if isinstance(value, dict) else None
+    return event_id if isinstance(event_id, str) else None
 
 
 class StoreError(RuntimeError):
@@ -633,12 +644,26 @@ class Store:
 
     def buffered_keys(self) -> Iterator[tuple[str, str, int, int, str]]:
         """`(source, session, epoch, seq, id)` of every persisted buffered event, per session
-        in position order, without parsing the events (a restart may face a million)."""
-        rows = self._conn.execute(
-            "SELECT source, session, epoch, seq, json_extract(json, '$.id') FROM "
-            "(SELECT source, session, epoch, seq, CAST(raw AS TEXT) AS json FROM relay_buffer) "
-            "WHERE json_valid(json) ORDER BY source, session, epoch, seq"
-        )
+        in position order, without validating the events (a restart may face a million).
+
+        SQLite's JSON functions read the ids; a build without them (before 3.38 they were
+        optional) gets them from Python's json module.
+        """
+        order = " ORDER BY source, session, epoch, seq"
+        rows: Iterable[tuple[Any, ...]]
+        try:
+            rows = self._conn.execute(
+                "SELECT source, session, epoch, seq, json_extract(json, '$.id') FROM "
+                "(SELECT source, session, epoch, seq, CAST(raw AS TEXT) AS json "
+                "FROM relay_buffer) WHERE json_valid(json)" + order
+            )
+        except sqlite3.OperationalError:  # no such function: json_extract
+            rows = (
+                (source, session, epoch, seq, _event_id(raw))
+                for source, session, epoch, seq, raw in self._conn.execute(
+                    "SELECT source, session, epoch, seq, raw FROM relay_buffer" + order
+                )
+            )
         for source, session, epoch, seq, event_id in rows:
             if isinstance(event_id, str):
                 yield source, session, epoch, seq, event_id
