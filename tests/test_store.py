@@ -14,7 +14,14 @@ import pytest
 
 from aep_bridge import store as store_module
 from aep_bridge.aep import Event, parse_event
-from aep_bridge.store import MIGRATIONS, Store, StoreError, StoreState, default_state_dir
+from aep_bridge.store import (
+    MIGRATIONS,
+    Store,
+    StoreError,
+    StoreState,
+    default_state_dir,
+    floor_of,
+)
 from tests.shared_data import AEP_FIXTURES
 
 GOLDEN = [
@@ -120,6 +127,34 @@ def test_a_failing_migration_leaves_the_previous_version_whole(state_dir, monkey
         tables = {r[0] for r in opened._conn.execute("SELECT name FROM sqlite_master")}
         assert "half" not in tables
         assert opened.kv_get("ns", "k") == "kept"
+
+
+def test_positions_of_a_version_4_store_bound_every_source_of_their_name(state_dir, monkeypatch):
+    """Before version 5 a position named only the session. After the upgrade it still bounds
+    that name, for every source, until a source records its own."""
+    monkeypatch.setattr(store_module, "MIGRATIONS", MIGRATIONS[:4])
+    with Store.open(state_dir) as old:
+        old.execute("INSERT INTO positions VALUES ('bridge', 's_1', 0, 7)")
+    monkeypatch.undo()
+    with Store.open(state_dir) as upgraded:
+        assert upgraded.schema_version == len(MIGRATIONS)
+        floors = upgraded.floors("bridge")
+        assert floor_of(floors, "aep://laptop/agent/a/session/s_1", "s_1") == (0, 7)
+        assert upgraded.positions("bridge") == {"s_1": (0, 7)}
+        upgraded.set_position("bridge", "s_1", 0, 9, source="aep://laptop/agent/a/session/s_1")
+        assert upgraded.positions("bridge") == {"s_1": (0, 9)}
+
+
+def test_sources_sharing_a_session_name_keep_their_own_positions(store):
+    laptop, server = "aep://laptop/agent/a/session/main", "aep://server/agent/a/session/main"
+    store.set_position(STREAM, "main", 0, 40, source=laptop)
+    store.set_position(STREAM, "main", 0, 3, source=server)
+    floors = store.floors(STREAM)
+    assert floor_of(floors, laptop, "main") == (0, 40)
+    assert floor_of(floors, server, "main") == (0, 3)
+    assert floor_of(floors, "aep://elsewhere/agent/a/session/main", "main") is None
+    # resuming by session name (AEP `from`) starts from the least advanced: nothing lost
+    assert store.positions(STREAM) == {"main": (0, 3)}
 
 
 def test_a_database_from_a_newer_bridge_is_refused(state_dir):

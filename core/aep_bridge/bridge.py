@@ -37,7 +37,7 @@ from .plugins import PluginHost
 from .render import Rendered, Renderer
 from .routing import Routes
 from .sessions import SessionRecord, Sessions
-from .store import Store, StoreState
+from .store import Floors, Store, StoreState, floor_of
 from .types import (
     ChannelConfig,
     ChannelError,
@@ -210,7 +210,7 @@ class Bridge:
         self._handled = 0
         self._grouped = 0
         #: per stream, each session's position when the bridge started (`_handled_before`)
-        self._floors: dict[str, dict[str, tuple[int, int]]] = {}
+        self._floors: dict[str, Floors] = {}
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -463,8 +463,8 @@ class Bridge:
             return False
         floors = self._floors.get(stream)
         if floors is None:
-            floors = self._floors[stream] = self.store.positions(stream)
-        floor = floors.get(event.session)
+            floors = self._floors[stream] = self.store.floors(stream)
+        floor = floor_of(floors, event.source, event.session)
         return floor is not None and position <= floor
 
     def _session_of(self, stream: str, event: Event) -> SessionRecord | None:

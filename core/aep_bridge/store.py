@@ -170,7 +170,39 @@ MIGRATIONS: Final[tuple[str, ...]] = (
 
     CREATE INDEX outbox_by_channel ON outbox (channel, id);
     """,
+    # 5: positions per (source, session): session identity is emitter-scoped (AEP-0001
+    # §5.2), and two agents may name their sessions alike. Older rows keep source '': they
+    # bound every source of that session name, as they did.
+    """
+    CREATE TABLE positions_by_source (
+        stream  TEXT    NOT NULL,
+        source  TEXT    NOT NULL,
+        session TEXT    NOT NULL,
+        epoch   INTEGER NOT NULL CHECK (epoch >= 0),
+        seq     INTEGER NOT NULL CHECK (seq >= 0),
+        PRIMARY KEY (stream, source, session)
+    ) WITHOUT ROWID;
+
+    INSERT INTO positions_by_source SELECT stream, '', session, epoch, seq FROM positions;
+
+    DROP TABLE positions;
+
+    ALTER TABLE positions_by_source RENAME TO positions;
+    """,
 )
+
+Position = tuple[int, int]
+#: `(source, session)` -> the last position handled (see `Store.floors`)
+Floors = dict[tuple[str, str], Position]
+
+
+def floor_of(
+    floors: Mapping[tuple[str, str], Position], source: str, session: str
+) -> Position | None:
+    """The position handled for `session` of `source`: its own, else one recorded for the
+    session name alone (source '': written before sources were kept, or by a caller that
+    knows no source), else None."""
+    return floors.get((source, session)) or floors.get(("", session))
 
 
 def _event_id(raw: object) -> str | None:
@@ -488,33 +520,48 @@ class Store:
     # -- resume positions ------------------------------------------------------------------
 
     def position(self, stream: str, session: str) -> tuple[int, int] | None:
-        """The last `(epoch, seq)` processed for `session` on `stream`, or None."""
-        row = self._conn.execute(
-            "SELECT epoch, seq FROM positions WHERE stream = ? AND session = ?",
-            (stream, session),
-        ).fetchone()
-        return None if row is None else (int(row[0]), int(row[1]))
+        """The last `(epoch, seq)` processed for `session` on `stream`, or None; with several
+        sources of that session name, the least advanced (see `positions`)."""
+        return self.positions(stream).get(session)
 
     def positions(self, stream: str) -> dict[str, tuple[int, int]]:
-        """Every session's position on `stream`: what a resuming subscription sends."""
-        rows = self._conn.execute(
-            "SELECT session, epoch, seq FROM positions WHERE stream = ?", (stream,)
-        )
-        return {str(s): (int(e), int(q)) for s, e, q in rows}
+        """Every session name's position on `stream`: what a resuming subscription sends
+        (AEP `from` names sessions, not sources). Where several sources share a name, the
+        least advanced: resuming from it loses nothing, and the dedupe window drops what
+        comes twice. A position recorded without a source counts only for a name no source
+        has recorded."""
+        sourced: dict[str, Position] = {}
+        unsourced: dict[str, Position] = {}
+        for (source, session), position in self.floors(stream).items():
+            mine = sourced if source else unsourced
+            known = mine.get(session)
+            mine[session] = position if known is None else min(known, position)
+        return {**unsourced, **sourced}  # a source's own position supersedes a nameless one
 
-    def set_position(self, stream: str, session: str, epoch: int, seq: int) -> None:
+    def floors(self, stream: str) -> Floors:
+        """Every `(source, session)`'s position on `stream`: what was handled already. Read
+        them with `floor_of`."""
+        rows = self._conn.execute(
+            "SELECT source, session, epoch, seq FROM positions WHERE stream = ?", (stream,)
+        )
+        return {(str(a), str(s)): (int(e), int(q)) for a, s, e, q in rows}
+
+    def set_position(
+        self, stream: str, session: str, epoch: int, seq: int, *, source: str = ""
+    ) -> None:
         """Record a position; it only moves forward, `(epoch, seq)` compared lexicographically.
 
         A redelivered or backfilled event (AEP-0003 §7) must not pull the resume point back.
+        `source` is the emitter's; without one, the position bounds every source of the name.
         """
         if not (0 <= epoch <= _MAX_INT and 0 <= seq <= _MAX_INT):
             raise ValueError(f"position ({epoch}, {seq}) is outside 0..2**63-1")
         self._conn.execute(
-            "INSERT INTO positions (stream, session, epoch, seq) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT (stream, session) DO UPDATE SET epoch = excluded.epoch, "
+            "INSERT INTO positions (stream, source, session, epoch, seq) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (stream, source, session) DO UPDATE SET epoch = excluded.epoch, "
             "seq = excluded.seq "
             "WHERE (excluded.epoch, excluded.seq) > (positions.epoch, positions.seq)",
-            (stream, session, epoch, seq),
+            (stream, source, session, epoch, seq),
         )
 
     # -- the dedupe window -----------------------------------------------------------------
@@ -565,7 +612,7 @@ class Store:
             if position is not None and event.session is not None:
                 epoch, seq = position
                 if epoch <= _MAX_INT and seq <= _MAX_INT:
-                    self.set_position(stream, event.session, epoch, seq)
+                    self.set_position(stream, event.session, epoch, seq, source=event.source)
                 else:
                     log.warning(
                         "event %s from %s: position (%d, %d) is too large to store; "
@@ -745,8 +792,10 @@ if TYPE_CHECKING:
 __all__ = [
     "DB_NAME",
     "MIGRATIONS",
+    "Floors",
     "Store",
     "StoreError",
     "StoreState",
     "default_state_dir",
+    "floor_of",
 ]

@@ -653,6 +653,35 @@ async def test_a_restart_keeps_every_card_answerable_and_creates_no_thread_twice
         assert all("Answered by Alice: Allow" in again.card_text("alpha", n) for n in range(5))
 
 
+async def test_two_agents_with_one_session_name_keep_their_own_place_across_a_restart(tmp_path):
+    """Session identity is emitter-scoped (AEP-0001 §5.2): two agents may both call their
+    session "main". One being further along must not make the bridge, after a restart,
+    take the other's new events for ones it already showed."""
+    state = tmp_path / "state"
+    host = memory_host()
+    rig = Rig(state, host=host)
+    await rig.__aenter__()
+    ahead, behind = rig.agent("main", host="laptop"), rig.agent("main", host="server")
+    ahead.start()
+    for n in range(10):
+        ahead.emit("message.agent.replied", {"text": f"laptop {n}"}, capture="full")
+    behind.start()
+    await rig.settle()
+    await rig.stop()
+
+    async with Rig(state, host=host) as again:
+        for agent in (ahead, behind):
+            again.hub.join(agent.participant)
+            agent.hub = again.hub
+        behind.emit("message.agent.replied", {"text": "server, after the restart"}, capture="full")
+        await again.settle()
+        record = again.bridge.sessions.find(behind.source, "main")
+        assert record is not None
+        thread = again.bridge.sessions.thread_id("alpha", record.id)
+        shown = [m.text for m in again.channel("alpha").messages if m.thread_id == thread]
+        assert "server, after the restart" in shown
+
+
 async def test_an_answer_on_its_way_at_a_stop_is_sent_again_with_the_same_id(tmp_path):
     state = tmp_path / "state"
     host = memory_host()

@@ -27,7 +27,7 @@ import itertools
 import logging
 from array import array
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -37,6 +37,7 @@ from ..aep.errors import InvalidEvent, InvalidFilter
 from ..aep.filters import Filter
 from ..aep.registry import AEP_VERSION, CAPTURE_ORDER, SEVERITY_RANK, Capture
 from ..aep.validation import parse_event
+from ..store import Floors, floor_of
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -698,14 +699,14 @@ class Hub:
         *,
         from_: object = None,
         capture: object = None,
-        handled: Mapping[str, Position] | None = None,
+        handled: Floors | None = None,
     ) -> Subscription:
         """Replay what `from_` asks for, then deliver live; raises `SubscribeError`.
 
         The replay is what the hub holds now (what arrives later is live), read as the
-        consumer takes it. `handled` (in-process consumers, with `from_="all"`): each
-        session's position the consumer has already handled; what is at or below it is
-        skipped without being read.
+        consumer takes it. `handled` (in-process consumers, with `from_="all"`): the
+        positions the consumer has already handled (`Store.floors`); what is at or below
+        them is skipped without being read.
         """
         try:
             filter_ = Filter.parse({} if filter_spec is None else filter_spec)
@@ -749,7 +750,7 @@ class Hub:
         self,
         subscription: Subscription,
         positions: list[tuple[str, Position]] | Literal["all"],
-        handled: Mapping[str, Position] | None,
+        handled: Floors | None,
     ) -> _Replay:
         """What a replay will send, fixed now: for each buffer, the positions after which
         and up to which it is sent, and whether to say what eviction already lost."""
@@ -759,7 +760,7 @@ class Hub:
             for key in self._buffers:
                 newest = self._newest(key)
                 if newest is not None:
-                    replay.plan[key] = (floors.get(key[1]), newest, False)
+                    replay.plan[key] = (floor_of(floors, *key), newest, False)
         else:
             for session, after in positions:
                 for key in self._keys(session):

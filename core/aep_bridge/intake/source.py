@@ -82,9 +82,9 @@ class EventSource(Protocol):
 class LocalSource:
     """The embedded hub, consumed in-process: the bridge's own view of its endpoint.
 
-    With `from_="all"`, it replays what the hub holds except, per session, what is at or
-    below the position recorded under its `name` (the consumer handled it): a restarted
-    bridge does not read back everything it already showed.
+    With `from_="all"`, it replays what the hub holds except, per `(source, session)`, what
+    is at or below the position recorded under its `name` (the consumer handled it): a
+    restarted bridge does not read back everything it already showed.
     """
 
     def __init__(self, hub: Hub, name: str = "embedded") -> None:
@@ -105,7 +105,7 @@ class LocalSource:
         if from_ == "all":
             positions = "all"
             if self.hub.store is not None:  # what this stream's consumer recorded as handled
-                handled = self.hub.store.positions(self.name)
+                handled = self.hub.store.floors(self.name)
         elif from_ is not None:
             positions = [{"session": s, "epoch": e, "seq": q} for s, e, q in from_]
         subscription = self.hub.subscribe(
