@@ -113,7 +113,15 @@ def serving(hub: Hub, *, ws_max_size: int = WS_MAX) -> Iterator[tuple[str, _Serv
     endpoint = Endpoint(hub, AuthPolicy(TOKEN), limits=LIMITS, timing=QUIET)
     port = free_port()
     config = uvicorn.Config(
-        endpoint.app, host="127.0.0.1", port=port, log_level="critical", ws_max_size=ws_max_size
+        endpoint.app,
+        host="127.0.0.1",
+        port=port,
+        log_level="critical",
+        ws_max_size=ws_max_size,
+        # uvicorn's own keepalive pings draw their payload from the global `random` in the
+        # server's thread, which Hypothesis, drawing in this one, takes for a strategy using
+        # `random` (a HypothesisDeprecationWarning whenever a run lasts past 20 s)
+        ws_ping_interval=None,
     )
     server = _Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
