@@ -37,7 +37,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
 import os
 import statistics
 import sys
@@ -51,10 +50,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # for tests.*
 
-from tests.bridge_process import BridgeProcess, free_port
+from tests.bridge_process import BridgeProcess, free_port, write_config
 from tests.channels.telegram.fake_bot_api import (
     ALICE,
-    DEFAULT_TOKEN,
     FORUM_ID,
     Call,
     FakeBotApi,
@@ -142,22 +140,8 @@ async def running(fake: FakeBotApi, state: Path) -> AsyncIterator[Running]:
     """`aep-bridge run` with one Telegram channel on `fake`'s forum group, on other cores."""
     state.mkdir(parents=True)
     port = free_port()
-    config = state / "config.json"
-    channel = {
-        "token": DEFAULT_TOKEN,
-        "chat_id": FORUM_ID,
-        "api_base_url": fake.base_url,
-        "approvers": [str(ALICE["id"])],
-    }
-    config.write_text(
-        json.dumps(
-            {
-                "listen": {"host": "127.0.0.1", "port": port},
-                "state_dir": str(state / "state"),
-                "channels": {"telegram": channel},
-            }
-        )
-    )
+    channel = fake.channel_block(approvers=[str(ALICE["id"])])
+    config = write_config(state, port, {"telegram": channel})
     process = BridgeProcess(config, state / "bridge.log")
     mine, theirs = _cores()
     started = time.monotonic()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -24,6 +25,23 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def write_config(
+    folder: Path, port: int, channels: dict[str, Any] | None = None, *, name: str = "bridge.json"
+) -> Path:
+    """A config for `aep-bridge run` on loopback `port`, its state in `folder/state`."""
+    config = folder / name
+    config.write_text(
+        json.dumps(
+            {
+                "state_dir": str(folder / "state"),
+                "listen": {"host": "127.0.0.1", "port": port},
+                "channels": channels or {},
+            }
+        )
+    )
+    return config
 
 
 class BridgeProcess:
@@ -55,7 +73,8 @@ class BridgeProcess:
         )
         return out.stdout.strip()
 
-    async def start(self, base: str) -> None:
+    def spawn(self) -> subprocess.Popen[bytes]:
+        """Start the process, its output appended to the log; not waiting for it to listen."""
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "aep_bridge", "run", "--config", str(self.config)],
@@ -64,6 +83,12 @@ class BridgeProcess:
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
+        return self.proc
+
+    async def start(self, base: str) -> None:
+        """Start the process and return once it answers discovery at `base`."""
+        self.spawn()
+        assert self.proc is not None
         async with httpx.AsyncClient() as client:
 
             async def up() -> bool:

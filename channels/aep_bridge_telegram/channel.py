@@ -552,15 +552,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
                 resolution = await self.core.resolve_permission(card.session, card_id, option, user)
             else:
                 resolution = await self._form_press(card_id, card, action, user)
-        if resolution.status is ResolutionStatus.NOT_ALLOWED:
-            log.warning(
-                "telegram %s: %s (%s) pressed card %s and is not an approver",
-                self.instance_name,
-                user.id,
-                user.display,
-                card_id,
-            )
-        await _toast(query, resolution.message)
+        await _toast(query, resolution.message)  # a refusal is logged by the core
 
     async def _on_text(self, update: Update, context: Any) -> None:
         message = update.effective_message

@@ -23,7 +23,6 @@ import asyncio
 import contextlib
 import itertools
 import random
-import socket
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -53,6 +52,7 @@ from aep_bridge import (
     RateLimits,
     hookimpl,
 )
+from tests.bridge_process import free_port
 
 #: What the channel declares unless its config says otherwise: each thread (and the chat
 #: notifications go to) 10 calls a second, the whole bot 50.
@@ -408,12 +408,6 @@ class FakePlatform:
         if refused is not None:
             return refused
         return await self._done("notification", body, {})
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class _InLoopServer(uvicorn.Server):

@@ -29,8 +29,9 @@ import httpx
 from aep_bridge.aep.envelope import Event
 from aep_bridge.tinyagent import TinyAgent
 from tests.bridge_process import BridgeProcess as Bridge
+from tests.bridge_process import free_port, write_config
 
-from .recording_channel import Call, FakePlatform, free_port, serve_platform
+from .recording_channel import Call, FakePlatform, serve_platform
 
 ROOT = Path(__file__).resolve().parents[2]
 SESSIONS = 10
@@ -157,22 +158,8 @@ async def test_kill_with_pending_requests_and_full_outbox(tmp_path: Path) -> Non
     async with serve_platform(platform) as platform_url, contextlib.AsyncExitStack() as stack:
         port = free_port()
         base = f"http://127.0.0.1:{port}"
-        config = tmp_path / "bridge.json"
-        config.write_text(
-            json.dumps(
-                {
-                    "state_dir": str(tmp_path / "state"),
-                    "listen": {"host": "127.0.0.1", "port": port},
-                    "channels": {
-                        CHANNEL: {
-                            "type": "recording",
-                            "platform_url": platform_url,
-                            "approvers": [APPROVER],
-                        }
-                    },
-                }
-            )
-        )
+        block = {"type": "recording", "platform_url": platform_url, "approvers": [APPROVER]}
+        config = write_config(tmp_path, port, {CHANNEL: block})
         bridge = Bridge(config, tmp_path / "bridge.log", plugins="tests.core.recording_channel")
         db = Db(tmp_path / "state" / "state.db")
         token = bridge.token()

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -23,7 +21,7 @@ import httpx
 import pytest
 
 from aep_bridge.tinyagent import TinyAgent
-from tests.bridge_process import ROOT, BridgeProcess
+from tests.bridge_process import BridgeProcess, write_config
 
 from .recording_channel import FakePlatform, free_port, serve_platform
 
@@ -35,20 +33,6 @@ class Process(BridgeProcess):
 
     def __init__(self, config: Path, log: Path) -> None:
         super().__init__(config, log, plugins="tests.core.recording_channel")
-
-
-def write_config(tmp_path: Path, port: int, channels: dict[str, Any] | None = None) -> Path:
-    config = tmp_path / "bridge.json"
-    config.write_text(
-        json.dumps(
-            {
-                "state_dir": str(tmp_path / "state"),
-                "listen": {"host": "127.0.0.1", "port": port},
-                "channels": channels or {},
-            }
-        )
-    )
-    return config
 
 
 async def wait_for_line(process: Process, text: str, timeout: float = 10) -> None:
@@ -95,14 +79,7 @@ async def test_running_is_said_only_once_the_port_is_bound(tmp_path: Path):
         taken.listen()
         port = taken.getsockname()[1]
         process = Process(write_config(tmp_path, port), tmp_path / "bridge.log")
-        with process.log.open("ab") as log:
-            process.proc = subprocess.Popen(
-                [sys.executable, "-m", "aep_bridge", "run", "--config", str(process.config)],
-                cwd=ROOT,
-                env=process.env(),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
+        process.spawn()
         code, _ = await exit_of(process, 20)
     text = process.log.read_text(errors="replace")
     assert code == 3, text

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 
@@ -14,14 +13,9 @@ import uvicorn
 from aep_bridge.intake.auth import AuthPolicy
 from aep_bridge.intake.endpoint import Endpoint, IngestLimits, Timing
 from aep_bridge.intake.hub import Hub, HubLimits
+from tests.bridge_process import free_port
 
 TOKEN = "test-token-0123456789"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

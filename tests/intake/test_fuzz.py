@@ -46,6 +46,7 @@ from aep_bridge.intake.auth import AuthPolicy
 from aep_bridge.intake.endpoint import Endpoint, IngestLimits, Timing
 from aep_bridge.intake.hub import Hub, HubLimits
 from aep_bridge.intake.source import LocalSource
+from tests.bridge_process import free_port
 from tests.shared_data import AEP_FIXTURES
 
 TOKEN = "fuzz-token-0123456789"
@@ -89,12 +90,6 @@ SUBSCRIBE_CODES = frozenset({"invalid-filter", "unknown-dialect", "unauthorized"
 
 
 # -- the server, its watchers, and a client loop --------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class _Server(uvicorn.Server):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -18,16 +17,11 @@ import uvicorn
 
 from aep_bridge.aep.envelope import Event
 from aep_bridge.intake.endpoint import IngestLimits, create_app
+from tests.bridge_process import free_port
 from tests.shared_data import AEP_FIXTURES
 
 GOLDEN = (AEP_FIXTURES / "golden" / "golden.jsonl").read_bytes()
 HEADERS = {"AEP-Version": "0.1"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Collected:

@@ -23,7 +23,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -42,6 +41,7 @@ from aep_bridge.intake.hub import Delivery, Hub, HubLimits, Participant
 from aep_bridge.intake.relay import CLOSE_TIMEOUT, RelayClient, RelayError
 from aep_bridge.store import Store
 from aep_bridge.tinyagent import TinyAgent
+from tests.bridge_process import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 NDJSON = {"AEP-Version": "0.1", "Content-Type": "application/x-ndjson"}
@@ -50,12 +50,6 @@ SENDER = source_uri("tests", "relay-client")
 
 
 # -- a relay in its own process --------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Relay:

@@ -844,6 +844,15 @@ class FakeBotApi:
         """What to give PTB as base_url: `http://127.0.0.1:PORT/bot`."""
         return f"http://127.0.0.1:{self.port}/bot"
 
+    def channel_block(self, **extra: Any) -> dict[str, Any]:
+        """A `telegram` channel block for this fake: the default bot in the forum."""
+        return {
+            "token": DEFAULT_TOKEN,
+            "chat_id": FORUM_ID,
+            "api_base_url": self.base_url,
+            **extra,
+        }
+
     async def __aenter__(self) -> FakeBotApi:
         # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY on accepted connections only when
         # the listening socket says TCP, and without it every answer waits ~40 ms (Nagle +

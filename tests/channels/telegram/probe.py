@@ -9,7 +9,7 @@ from aep_bridge import ChannelUser
 from aep_bridge.testing import ButtonView, FakeCore, MessageView, ThreadView
 from aep_bridge_telegram import TelegramChannel, TelegramConfig
 
-from .fake_bot_api import DEFAULT_TOKEN, FORUM_ID, FakeBotApi, FakeMessage
+from .fake_bot_api import FORUM_ID, FakeBotApi, FakeMessage
 
 
 def telegram_user(user: ChannelUser) -> dict[str, Any]:
@@ -22,14 +22,7 @@ def make_adapter(
     fake: FakeBotApi, core: Any, *, chat_id: int = FORUM_ID, **config: Any
 ) -> TelegramChannel:
     block = TelegramConfig.model_validate(
-        {
-            "name": "telegram",
-            "token": DEFAULT_TOKEN,
-            "chat_id": chat_id,
-            "api_base_url": fake.base_url,
-            "poll_timeout": 1,
-            **config,
-        }
+        fake.channel_block(name="telegram", chat_id=chat_id, poll_timeout=1, **config)
     )
     return TelegramChannel(core, block)
 

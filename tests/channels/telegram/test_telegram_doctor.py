@@ -11,13 +11,12 @@ from typing import Any
 
 from tests.bridge_process import ROOT
 
-from .fake_bot_api import DEFAULT_TOKEN, FORUM_ID, SUPERGROUP_ID, FakeBotApi
+from .fake_bot_api import FORUM_ID, SUPERGROUP_ID, FakeBotApi
 
 
 async def doctor(tmp_path: Path, fake: FakeBotApi, **block: Any) -> tuple[int, str]:
     config = tmp_path / "config.json"
-    telegram = {"token": DEFAULT_TOKEN, "chat_id": FORUM_ID, "api_base_url": fake.base_url}
-    config.write_text(json.dumps({"channels": {"telegram": {**telegram, **block}}}))
+    config.write_text(json.dumps({"channels": {"telegram": fake.channel_block(**block)}}))
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",

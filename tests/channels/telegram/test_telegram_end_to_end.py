@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ import pytest
 
 from aep_bridge.aep.envelope import Event
 from aep_bridge.tinyagent import TinyAgent
-from tests.bridge_process import BridgeProcess, free_port
+from tests.bridge_process import BridgeProcess, free_port, write_config
 
 from .fake_bot_api import ALICE, BOB, DEFAULT_TOKEN, FORUM_ID, FakeBotApi, FakeMessage
 
@@ -70,24 +69,8 @@ class Running:
 async def running(tmp_path: Path, **telegram: Any) -> AsyncIterator[Running]:
     async with FakeBotApi() as fake:
         port = free_port()
-        config = tmp_path / "config.json"
-        block = {
-            "token": DEFAULT_TOKEN,
-            "chat_id": FORUM_ID,
-            "api_base_url": fake.base_url,
-            "approvers": [str(ALICE["id"])],
-            "poll_timeout": 1,
-            **telegram,
-        }
-        config.write_text(
-            json.dumps(
-                {
-                    "listen": {"host": "127.0.0.1", "port": port},
-                    "state_dir": str(tmp_path / "state"),
-                    "channels": {"telegram": block},
-                }
-            )
-        )
+        block = fake.channel_block(approvers=[str(ALICE["id"])], poll_timeout=1, **telegram)
+        config = write_config(tmp_path, port, {"telegram": block})
         bridge = BridgeProcess(config, tmp_path / "bridge.log")
         base = f"http://127.0.0.1:{port}"
         await bridge.start(base)
