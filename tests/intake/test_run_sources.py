@@ -27,15 +27,22 @@ def run_bridge(config: Path, out: Path) -> subprocess.Popen[str]:
     )
 
 
-def settled(out: Path, quiet: float = 0.8, timeout: float = 20) -> list[str]:
-    """The console's lines once nothing has been added for `quiet` seconds."""
+def settled(
+    out: Path, quiet: float = 0.8, timeout: float = 20, *, grown_from: list[str] | None = None
+) -> list[str]:
+    """The console's lines once nothing has been added for `quiet` seconds (and, with
+    `grown_from`, once there is more than that: a slow start is not a quiet console)."""
     deadline = time.monotonic() + timeout
     last, since = None, time.monotonic()
     while time.monotonic() < deadline:
         text = out.read_text() if out.exists() else ""
         if text != last:
             last, since = text, time.monotonic()
-        elif text and time.monotonic() - since >= quiet:
+        elif (
+            text
+            and time.monotonic() - since >= quiet
+            and (grown_from is None or len(text.splitlines()) > len(grown_from))
+        ):
             return text.splitlines()
         time.sleep(0.05)
     raise AssertionError(f"{out} did not settle: {(last or '').splitlines()[-3:]}")
@@ -72,17 +79,18 @@ def test_logged_sessions_are_shown_once_across_restarts(tmp_path: Path):
     out = tmp_path / "out.txt"
     bridge = run_bridge(config, out)
     try:
-        settled(out)
+        first = settled(out)
         with log.open("a") as f:
             f.write("\n".join(GOLDEN[10:20]) + "\n")
-        settled(out)
+        settled(out, grown_from=first)
     finally:
         stop(bridge)
+    before = out.read_text().splitlines()  # all the first run showed
     with log.open("a") as f:  # written while the bridge is down
         f.write("\n".join(GOLDEN[20:25]) + "\n")
     bridge = run_bridge(config, out)
     try:
-        restarted = settled(out)
+        restarted = settled(out, grown_from=before)
     finally:
         stop(bridge)
 
