@@ -491,24 +491,29 @@ class Bridge:
         self.attention.on_event(event, session)
         if event.type == "attention.requested" and event.seq is not None:
             self._open_request(session, event, targets)
-        renderings: dict[tuple[str, str], Rendered] = {}  # channels alike share one
+        # channels alike (same capture ceiling and verbosity) share one rendering and its jobs
+        renderings: dict[tuple[str, str], tuple[Rendered, list[Job]]] = {}
         for channel in targets:
             config = channel.config
             look = (config.capture, config.verbosity)
-            rendered = renderings.get(look)
-            if rendered is None:
-                rendered = renderings[look] = self.renderer.render(
+            shared = renderings.get(look)
+            if shared is None:
+                rendered = self.renderer.render(
                     event, ceiling=config.capture, verbosity=config.verbosity
                 )
-            droppable = event.severity in _DROPPABLE_SEVERITIES
-            for message in rendered.messages:
-                channel.outbox.submit(
+                droppable = event.severity in _DROPPABLE_SEVERITIES
+                jobs = [
                     Job.message(
                         session.id,
                         message,
                         droppable=droppable and not message.notify and message.type != "error",
                     )
-                )
+                    for message in rendered.messages
+                ]
+                shared = renderings[look] = (rendered, jobs)
+            rendered, jobs = shared
+            for job in jobs:
+                channel.outbox.submit(job)
             # a heads-up outside the thread; where there are no threads, the message itself
             # is the heads-up, and a second one would only ring twice
             if rendered.notification is not None and channel.adapter.capabilities.threads:
