@@ -203,8 +203,9 @@ class Running:
     def channels(self) -> list[BenchChannel]:
         return [self.channel(name) for name in self.bridge.channels]
 
-    def queued(self) -> int:
-        return sum(len(s.queue) + (s.replay is not None) for s in self.hub.subscriptions)
+    def queued(self) -> bool:
+        """Whether the hub still holds events (replayed or live) the bridge has not taken."""
+        return any(s.pending for s in self.hub.subscriptions)
 
     async def caught_up(self, backlog: int = 0) -> None:
         """Yield until the hub's queue is empty and no outbox holds more than `backlog`."""

@@ -90,14 +90,6 @@ PONG = json.dumps({"type": "pong", "t": "bench"})
 SENT = re.compile(rb'"sentns":(\d+)')
 
 
-# -- corpus ---------------------------------------------------------------------------------
-
-
-def corpus(n: int, tag: str, *, commands: bool = True) -> list[bytes]:
-    """The golden stream repeated to `n` events (see `corpora.golden_repeated`)."""
-    return golden_repeated(n, tag, commands=commands)
-
-
 # -- servers -------------------------------------------------------------------------------
 
 
@@ -351,7 +343,7 @@ async def _post_all(port: int, requests: list[bytes], connections: int) -> float
 
 
 def load_ws(port: int, tag: str, n: int) -> float:
-    frames = b"".join(_mask(line) for line in corpus(n, tag, commands=False))
+    frames = b"".join(_mask(line) for line in golden_repeated(n, tag, commands=False))
     ws = RawSocket(port, "/socket")
     ws.sock.sendall(_mask(HELLO.encode()))
     assert b'"hello"' in ws.recv()
@@ -367,7 +359,7 @@ def load_ws(port: int, tag: str, n: int) -> float:
 
 
 def load_ndjson(port: int, tag: str, n: int) -> float:
-    lines = corpus(n, tag)
+    lines = golden_repeated(n, tag)
     requests = [
         _request(b"\n".join(lines[i : i + BATCH_SIZE]) + b"\n", "application/x-ndjson")
         for i in range(0, n, BATCH_SIZE)
@@ -376,7 +368,7 @@ def load_ndjson(port: int, tag: str, n: int) -> float:
 
 
 def load_single(port: int, tag: str, n: int) -> float:
-    requests = [_request(line, "application/json") for line in corpus(n, tag)]
+    requests = [_request(line, "application/json") for line in golden_repeated(n, tag)]
     return asyncio.run(_post_all(port, requests, HTTP_CONNECTIONS))
 
 
@@ -387,7 +379,7 @@ async def _steady(port: int, tag: str, n: int, rate: float) -> float:
     the server stalls and every connection is busy, the wait for one is latency too (no
     coordinated omission).
     """
-    template = corpus(n, tag)
+    template = golden_repeated(n, tag)
     idle: asyncio.Queue[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = asyncio.Queue()
     for _ in range(HTTP_CONNECTIONS):
         idle.put_nowait(await asyncio.open_connection("127.0.0.1", port))

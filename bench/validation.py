@@ -22,10 +22,6 @@ from corpora import golden_repeated
 TARGET = 100_000
 
 
-def corpus(n: int = TARGET) -> list[bytes]:
-    return golden_repeated(n)
-
-
 def rate(fn: Callable[[list[bytes]], None], lines: list[bytes], repeat: int = 3) -> float:
     """Best events/s of `repeat` runs (the least disturbed by the rest of the machine)."""
     best = float("inf")
@@ -53,7 +49,7 @@ def run_ours(lines: list[bytes]) -> None:
 
 
 def main() -> dict[str, float]:
-    lines = corpus()
+    lines = golden_repeated(TARGET)
     results = {
         "json.loads": rate(run_json_loads, lines),
         "jsonschema": rate(run_jsonschema, lines[:10_000], repeat=1),

@@ -546,10 +546,10 @@ class _Lane:
 _LIMITS_NAMESPACE: Final = "outbox-limits"
 #: settled rows deleted in one statement at most (SQLite's variable limit is 32,766)
 _DELETE_BATCH: Final = 500
-#: restored calls count as this much later than they were made (the wall clock is not exact)
 #: how often (seconds) the recent calls are saved while sending: after a crash, at most the
 #: calls of this last stretch are forgotten (a clean stop saves them all)
 LIMITS_SAVE_EVERY: Final = 1.0
+#: restored calls count as this much later than they were made (the wall clock is not exact)
 _RESTORE_SLACK: Final = 0.05
 _STATS: Final = ("sent", "split", "coalesced", "dropped", "rate_limited", "retried", "failed")
 

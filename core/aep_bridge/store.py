@@ -190,6 +190,7 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     """,
 )
 
+#: an event's place in its session's stream: `(epoch, seq)`
 Position = tuple[int, int]
 #: `(source, session)` -> the last position handled (see `Store.floors`)
 Floors = dict[tuple[str, str], Position]
@@ -806,6 +807,7 @@ __all__ = [
     "DB_NAME",
     "MIGRATIONS",
     "Floors",
+    "Position",
     "Store",
     "StoreError",
     "StoreState",

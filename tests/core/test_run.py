@@ -21,9 +21,9 @@ import httpx
 import pytest
 
 from aep_bridge.tinyagent import TinyAgent
-from tests.bridge_process import BridgeProcess, write_config
+from tests.bridge_process import BridgeProcess, free_port, write_config
 
-from .recording_channel import FakePlatform, free_port, serve_platform
+from .recording_channel import FakePlatform, serve_platform
 
 FLUSH_TIMEOUT = 5.0  # server.FLUSH_TIMEOUT: what a first signal gives the whole stop
 

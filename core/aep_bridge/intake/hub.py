@@ -37,7 +37,7 @@ from ..aep.errors import InvalidEvent, InvalidFilter
 from ..aep.filters import Filter
 from ..aep.registry import AEP_VERSION, CAPTURE_ORDER, SEVERITY_RANK, Capture
 from ..aep.validation import parse_event
-from ..store import Floors, floor_of
+from ..store import Floors, Position, floor_of
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -47,7 +47,6 @@ log = logging.getLogger("aep_bridge.intake")
 #: `notice` and above may never be dropped toward a slow consumer (AEP-0003 §8.4).
 _DROPPABLE_BELOW: Final = SEVERITY_RANK["notice"]
 
-Position = tuple[int, int]
 SessionKey = tuple[str, str]
 
 #: SQLite integers are signed 64-bit: the store does not keep a position beyond this.
