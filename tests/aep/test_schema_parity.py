@@ -53,6 +53,26 @@ def test_fixture_events_agree(event: dict[str, Any]):
     assert our_verdict(event) == official.is_valid(event)
 
 
+@pytest.mark.parametrize(
+    ("expires_at", "valid"),
+    [
+        ("2026-07-03T10:20:00Z", True),
+        ("2026-07-03T10:20:00.5+02:00", True),
+        ("", False),  # found by the mutation test below: it was accepted
+        ("in ten minutes", False),
+        ("2026-07-03T10:20:00", False),  # no zone
+        ("2026-02-30T10:20:00Z", False),
+    ],
+)
+def test_a_payload_date_time_is_checked_as_the_schema_says(expires_at: str, valid: bool):
+    """`attention.requested.expires_at` is `format: date-time`, asserted like the envelope's
+    `time`: a card must not take a string it cannot read for an expiry."""
+    request = next(e for e in BASES if e["type"] == "attention.requested" and "data" in e)
+    event = {**request, "data": {**request["data"], "expires_at": expires_at}}
+    assert official.is_valid(event) is valid
+    assert our_verdict(event) is valid
+
+
 TYPES = [
     *sorted(official.PAYLOADS),
     "x.acme.session.thing",

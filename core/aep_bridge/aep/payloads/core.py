@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from .._types import NonNegInt, Opt, gated, opt
+from .._types import DateTime, NonNegInt, Opt, gated, opt
 from .common import Accounted, Answer, ErrorInfo, FieldSpec, Option, Payload, SessionRef, ToolRef
 
 
@@ -92,7 +92,7 @@ class AttentionRequested(Payload):
     prompt: str
     options: Opt[list[Option]] = None
     fields: Opt[list[FieldSpec]] = None
-    expires_at: Opt[str] = None
+    expires_at: Opt[DateTime] = None
     respond_via: Opt[list[Literal["control", "oob"]]] = None
     context: Opt[dict[str, Any]] = gated("full")
 
