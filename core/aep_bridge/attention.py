@@ -328,6 +328,12 @@ class Attention:
                 "RETURNING id",
                 (recorded, user.display, command.id, command.raw, time.time(), card_id),
             )
+            if claimed:
+                self.store.execute(
+                    "INSERT INTO answers (command_id, request_id, answer, answered_by) "
+                    "VALUES (?, ?, ?, ?)",
+                    (command.id, card_id, recorded, user.display),
+                )
         if not claimed:  # someone else's answer got there first
             latest = self.get(card_id)
             return (self._closed_resolution(latest) if latest else None) or Resolution(
@@ -410,6 +416,12 @@ class Attention:
         log.warning(
             "answer to %s was not taken: %s", request.id, shown.detail_at(content=True) or status
         )
+        if current.expires_at is not None and current.expires_at <= time.time():
+            # it expired while the answer was on its way: opening it again would offer
+            # buttons that can only say "expired"
+            expired = Outcome(OutcomeStatus.EXPIRED, detail=detail, said=said)
+            self._close(current, "expired", expired)
+            return
         reopened = self._set(
             current, status="open", answer=None, answered_by=None, command_id=None, command_raw=None
         )
@@ -445,16 +457,28 @@ class Attention:
         elif event.type == "attention.timeout" and request.status in ("open", "sending"):
             self._close(request, "expired", Outcome(OutcomeStatus.EXPIRED))
 
+    def _author(self, request: Request, command_id: str | None) -> str | None:
+        """Who sent answer `command_id` to `request` from chat; None if it was not ours."""
+        if command_id is None:
+            return None
+        rows = self.store.execute(
+            "SELECT answered_by FROM answers WHERE command_id = ? AND request_id = ?",
+            (command_id, request.id),
+        )
+        return str(rows[0][0]) if rows else None
+
     def _answered(self, request: Request, event: Event) -> None:
         data = event.data or {}
         answer = data.get("answer") if isinstance(data.get("answer"), dict) else {}
         option = answer.get("option") if isinstance(answer, dict) else None
         index = request.options.index(option) if option in request.options else None
-        ours = request.command_id is not None and event.cause == request.command_id
-        if request.status == "answered" and ours:
+        if request.status == "answered" and event.cause == request.command_id:
             return  # already shown when the agent acknowledged our command
+        # `cause` names the command it answers (AEP-0004 §5): an earlier answer of ours,
+        # acknowledged after its ack window had reopened the request, is still ours
+        by = self._author(request, event.cause)
+        ours = by is not None
         if request.status in ("open", "sending") or (request.status == "answered" and not ours):
-            by = request.answered_by if ours else None
             status = OutcomeStatus.ANSWERED if ours else OutcomeStatus.ANSWERED_ELSEWHERE
             text = answer.get("text") if isinstance(answer, dict) else None
             self._close(

@@ -188,6 +188,16 @@ MIGRATIONS: Final[tuple[str, ...]] = (
 
     ALTER TABLE positions_by_source RENAME TO positions;
     """,
+    # 6: every answer sent for a request, by its command id: an agent that acknowledges an
+    # answer late (after the ack window reopened the request) is still credited to its author
+    """
+    CREATE TABLE answers (
+        command_id  TEXT PRIMARY KEY,
+        request_id  TEXT NOT NULL REFERENCES requests (id),
+        answer      TEXT NOT NULL,
+        answered_by TEXT NOT NULL
+    ) WITHOUT ROWID;
+    """,
 )
 
 #: an event's place in its session's stream: `(epoch, seq)`

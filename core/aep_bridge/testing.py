@@ -302,7 +302,9 @@ class MemoryChannel(ChannelAdapter):
         _, _, message_id = self.cards[request.id]
         for stored in self.messages:
             if stored.id == message_id:
-                stored.text = f"{request.title}\n{outcome.summary()}"
+                # an edited card keeps its question, as a platform's edited message does
+                question = f"{request.title}\n{request.description}".strip()
+                stored.text = f"{question}\n{outcome.summary()}"
                 if outcome.closed:
                     stored.buttons = []
 

@@ -15,7 +15,7 @@ from typing import Any
 from aep_bridge import hookimpl
 from aep_bridge.bridge import Bridge
 from aep_bridge.config import BridgeConfig
-from aep_bridge.intake.hub import Hub, HubLimits
+from aep_bridge.intake.hub import Hub, HubLimits, Participant
 from aep_bridge.intake.source import LocalSource
 from aep_bridge.plugins import ChannelRegistration, PluginHost
 from aep_bridge.store import Store
@@ -80,6 +80,7 @@ class Rig:
         ack_timeout: float = 2.0,
         outbox_options: dict[str, Any] | None = None,
         secrets: tuple[str, ...] = (),
+        connected: tuple[Participant, ...] = (),
         **config: Any,
     ) -> None:
         self.state_dir = state_dir
@@ -90,11 +91,14 @@ class Rig:
         self.host = host or memory_host()
         self.ack_timeout = ack_timeout
         self.outbox_options = outbox_options
+        self.connected = connected  # agents already connected when the bridge starts
 
     async def __aenter__(self) -> Rig:
         self.store = Store.open(self.state_dir) if self.state_dir else Store.memory()
         self.hub = Hub(HubLimits(), self.store)
         self.source = LocalSource(self.hub)
+        for participant in self.connected:
+            self.hub.join(participant)
         self.bridge = Bridge(
             self.config,
             self.host,

@@ -465,6 +465,30 @@ async def test_silence_from_the_agent_is_shown_after_the_ack_window(tmp_path):
         assert len(rig.buttons("alpha")) == 2
 
 
+@pytest.mark.parametrize("meanwhile", ["nobody", "bob answers again"])
+async def test_an_answer_the_agent_takes_after_its_ack_window_is_credited_to_its_author(
+    tmp_path, meanwhile
+):
+    async with Rig(tmp_path, ack_timeout=0.2) as rig:
+        agent = rig.agent()
+        agent.start()
+        agent.ask()
+        await rig.settle()
+        held: list[Any] = []
+        agent.participant.push = lambda item: held.append(item.event)  # taken, not acked yet
+        await rig.channel("alpha").press(rig.buttons("alpha")[0][1], ALICE)
+        await rig.settle()
+        assert "did not acknowledge" in rig.card_text("beta")  # open again, after the window
+        if meanwhile == "bob answers again":
+            await rig.channel("beta").press(rig.buttons("beta")[1][1], BOB)  # on its way
+            await asyncio.sleep(0.01)
+        agent._react(held[0])  # the agent wakes up and takes Alice's answer
+        await rig.settle()
+        for name in ("alpha", "beta"):
+            assert "Answered by Alice: Allow" in rig.card_text(name)  # not "in the terminal"
+            assert rig.buttons(name) == []
+
+
 async def test_an_answer_given_in_the_terminal_closes_every_card(tmp_path):
     async with Rig(tmp_path) as rig:
         agent = rig.agent()
@@ -499,6 +523,25 @@ async def test_a_timeout_from_the_agent_or_expires_at_closes_the_card_as_expired
         late = await rig.channel("alpha").press(f"{rig.card('alpha', 1)[1].id}:0", ALICE)
         assert late.status is ResolutionStatus.EXPIRED
         assert agent.commands == []
+
+
+async def test_a_request_that_expires_while_its_answer_is_unacknowledged_closes_as_expired(
+    tmp_path,
+):
+    async with Rig(tmp_path, ack_timeout=0.4) as rig:
+        agent = rig.agent()
+        agent.start()
+        soon = (datetime.now(UTC) + timedelta(milliseconds=200)).isoformat().replace("+00:00", "Z")
+        agent.ask(expires_at=soon)
+        await rig.settle()
+        agent.participant.push = lambda item: None  # it takes the answer and never acks it
+        pressed = await rig.channel("alpha").press(rig.buttons("alpha")[0][1], ALICE)
+        assert pressed.status is ResolutionStatus.ACCEPTED
+        await rig.settle()  # the expiry passes while the answer waits for its ack
+        for name in ("alpha", "beta"):
+            assert "Expired without an answer" in rig.card_text(name)
+            assert "did not acknowledge" in rig.card_text(name)
+            assert rig.buttons(name) == []  # no invitation to answer what cannot be answered
 
 
 async def test_a_request_answered_only_in_the_terminal_gets_a_card_without_buttons(tmp_path):

@@ -1,0 +1,382 @@
+"""The attention loop against a model of what a person should see, in random orders.
+
+Hypothesis drives a whole bridge (`Rig`: the real hub, store, bridge, outboxes and memory
+channels) through random sequences of questions, presses and text replies by approvers and
+strangers in either channel, an agent that accepts, refuses, or answers only after the ack
+window has passed, answers in the terminal, timeouts, the end of the session and restarts
+of the bridge. After every step the cards in both channels, the presses' results and the
+commands the agent received are compared with a small model of the loop's promises: the
+first allowed answer wins and is credited to whoever gave it, exactly one command goes out
+per answer taken, a refusal or silence opens the request again, a closed card has no
+buttons, and a restart loses no card and makes no second thread or card.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from aep_bridge.aep import Event
+from aep_bridge.intake.hub import Delivery, Participant
+from aep_bridge.types import ResolutionStatus
+
+from .rig import ALICE, BOB, MALLORY, Rig, memory_host
+
+CHANNELS = ("alpha", "beta")
+PEOPLE = {"alice": ALICE, "bob": BOB, "mallory": MALLORY}
+APPROVERS = ("alice", "bob")  # on both channels (`two_channels`)
+REPLY = "only the staging one"
+#: the agent's behaviour towards the next answer: take it, refuse it, or stay silent past
+#: the ack window and take it later (when the model says the agent catches up)
+AGENT = ("accepts", "refuses", "is slow")
+#: short, so a silent agent does not slow the run down
+ACK_WINDOW = 0.05
+
+
+@dataclass
+class Asked:
+    """What the model expects of one question."""
+
+    event: Event
+    options: tuple[str, ...]
+    state: str = "open"  # open, answered (from chat), elsewhere, expired, dismissed
+    by: str | None = None  # who answered it from chat
+    shown: str | None = None  # the answer its card shows
+    commands: int = 0  # commands the agent should have received for it
+    last: str | None = None  # what became of the last answer that did not close it
+
+
+@dataclass
+class Held:
+    """An answer the slow agent received and has not acknowledged yet."""
+
+    command: Event
+    asked: Asked
+    by: str
+    shown: str
+
+
+class AttentionLoop(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.loop = asyncio.new_event_loop()
+        self.tmp = tempfile.TemporaryDirectory(prefix="aep-model-")
+        self.state_dir = Path(self.tmp.name) / "state"
+        self.host = memory_host()  # the memory "platform" outlives each bridge
+        self.asked: list[Asked] = []
+        self.held: list[Held] = []
+        self.ended = False
+        self.behaviour = "accepts"
+        self.received: list[Event] = []
+        self.rig = self._run(self._start())
+        self.agent = self.rig.agent(decide=self._decide)
+        self.agent.participant.push = self._push
+        self.agent.start()
+        self._settle()
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    def _run(self, coroutine: Any) -> Any:
+        return self.loop.run_until_complete(coroutine)
+
+    async def _start(self, connected: tuple[Participant, ...] = ()) -> Rig:
+        rig = Rig(self.state_dir, host=self.host, ack_timeout=ACK_WINDOW, connected=connected)
+        return await rig.__aenter__()
+
+    def _settle(self) -> None:
+        self._run(self.rig.settle())
+
+    def _push(self, item: object) -> None:
+        if isinstance(item, Delivery) and self.behaviour == "is slow":
+            self.received.append(item.event)  # taken, not acknowledged until it catches up
+            return
+        self.agent._push(item)
+
+    def _decide(self, command: Event) -> str | None:
+        """A real agent takes one answer per request and refuses any after it."""
+        asked = self._asked(command.subject)
+        if self.behaviour == "refuses" or asked.state != "open":
+            return "invalid"
+        return None
+
+    def _asked(self, request_id: str | None) -> Asked:
+        return next(a for a in self.asked if a.event.id == request_id)
+
+    def teardown(self) -> None:
+        try:
+            self._run(self.rig.stop())
+        finally:
+            self.loop.close()
+            self.tmp.cleanup()
+
+    # -- the agent -------------------------------------------------------------------------
+
+    @precondition(lambda self: not self.ended and len(self.asked) < 6)
+    @rule(options=st.integers(min_value=1, max_value=3))
+    def ask(self, options: int) -> None:
+        ids = tuple(f"opt{n}" for n in range(options))
+        event = self.agent.ask(f"question {len(self.asked)}?", options=ids)
+        self.asked.append(Asked(event, ids))
+        self._settle()
+
+    @precondition(lambda self: self.asked)
+    @rule(data=st.data())
+    def answer_in_the_terminal(self, data: st.DataObject) -> None:
+        asked = data.draw(st.sampled_from(self.asked))
+        option = data.draw(st.sampled_from(asked.options))
+        if asked.state != "open":
+            return  # the agent has moved on from it
+        request = asked.event.id
+        self.agent.emit("attention.answered", {"answer": {"option": option}}, subject=request)
+        self.agent.emit("attention.resolved", {"resolution": "answered"}, subject=request)
+        asked.state, asked.shown = "elsewhere", option.capitalize()
+        self._settle()
+
+    @precondition(lambda self: self.asked)
+    @rule(data=st.data())
+    def time_out(self, data: st.DataObject) -> None:
+        asked = data.draw(st.sampled_from(self.asked))
+        if asked.state != "open":
+            return
+        self.agent.emit("attention.timeout", {}, subject=asked.event.id)
+        asked.state = "expired"
+        self._settle()
+
+    @precondition(lambda self: not self.ended)
+    @rule()
+    def end_the_session(self) -> None:
+        self.agent.emit("session.ended", {"reason": "normal"})
+        self.ended = True
+        for asked in self.asked:
+            if asked.state == "open":
+                asked.state = "dismissed"
+        self._settle()
+
+    @precondition(lambda self: self.held)
+    @rule()
+    def the_slow_agent_catches_up(self) -> None:
+        """It acknowledges what it was sent, in order: the first answer still open wins."""
+        held, self.held = self.held, []
+        self.behaviour = "accepts"
+        for answer in held:
+            taken = answer.asked.state == "open"
+            self.agent._react(answer.command)  # its ack, and its answered and resolved
+            if taken:
+                answer.asked.state, answer.asked.by = "answered", answer.by
+                answer.asked.shown = answer.shown
+        self._settle()
+
+    # -- people ------------------------------------------------------------------------
+
+    @precondition(lambda self: self.asked)
+    @rule(
+        data=st.data(),
+        channel=st.sampled_from(CHANNELS),
+        who=st.sampled_from(sorted(PEOPLE)),
+        behaviour=st.sampled_from(AGENT),
+    )
+    def press(self, data: st.DataObject, channel: str, who: str, behaviour: str) -> None:
+        k = data.draw(st.integers(min_value=0, max_value=len(self.asked) - 1))
+        asked = self.asked[k]
+        index = data.draw(st.integers(min_value=0, max_value=len(asked.options) - 1))
+        card_id = self.rig.card(channel, k)[1].id
+        expected = self._expected(asked, who)
+        pressing = self.rig.channel(channel).press(f"{card_id}:{index}", PEOPLE[who])
+        result = self._answer(behaviour, pressing)
+        assert result.status is expected, (result, expected, asked)
+        if expected is ResolutionStatus.ACCEPTED:
+            self._taken(asked, who, behaviour, asked.options[index].capitalize())
+
+    @precondition(lambda self: self.asked)
+    @rule(
+        data=st.data(),
+        channel=st.sampled_from(CHANNELS),
+        who=st.sampled_from(sorted(PEOPLE)),
+        behaviour=st.sampled_from(AGENT),
+    )
+    def reply_to_the_card(
+        self, data: st.DataObject, channel: str, who: str, behaviour: str
+    ) -> None:
+        k = data.draw(st.integers(min_value=0, max_value=len(self.asked) - 1))
+        asked = self.asked[k]
+        message_id = self.rig.card(channel, k)[2]
+        thread = self.rig.thread_of(channel)
+        taken = self._expected(asked, who) is ResolutionStatus.ACCEPTED
+        self._answer(
+            behaviour, self.rig.channel(channel).reply(thread, REPLY, PEOPLE[who], message_id)
+        )
+        if taken:
+            self._taken(asked, who, behaviour, REPLY)
+
+    @precondition(lambda self: self.asked)
+    @rule(data=st.data(), behaviour=st.sampled_from(AGENT))
+    def alice_and_bob_press_at_once(self, data: st.DataObject, behaviour: str) -> None:
+        """One press in each channel in the same turn of the loop: one wins, one is told."""
+        k = data.draw(st.integers(min_value=0, max_value=len(self.asked) - 1))
+        asked = self.asked[k]
+        options = st.integers(min_value=0, max_value=len(asked.options) - 1)
+        picks = {"alice": data.draw(options), "bob": data.draw(options)}
+        cards = {name: self.rig.card(name, k)[1].id for name in CHANNELS}
+        expected = self._expected(asked, "alice")
+        alpha, beta = self.rig.channel("alpha"), self.rig.channel("beta")
+
+        async def both() -> list[Any]:
+            return await asyncio.gather(
+                alpha.press(f"{cards['alpha']}:{picks['alice']}", ALICE),
+                beta.press(f"{cards['beta']}:{picks['bob']}", BOB),
+            )
+
+        statuses = [r.status for r in self._answer(behaviour, both())]
+        if expected is not ResolutionStatus.ACCEPTED:
+            assert statuses == [expected, expected], statuses
+            return
+        assert sorted(statuses) == [ResolutionStatus.ACCEPTED, ResolutionStatus.ALREADY_ANSWERED]
+        who = "alice" if statuses[0] is ResolutionStatus.ACCEPTED else "bob"
+        self._taken(asked, who, behaviour, asked.options[picks[who]].capitalize())
+
+    def _expected(self, asked: Asked, who: str) -> ResolutionStatus:
+        if who not in APPROVERS:
+            return ResolutionStatus.NOT_ALLOWED
+        if asked.state == "expired":
+            return ResolutionStatus.EXPIRED
+        if asked.state != "open":
+            return ResolutionStatus.ALREADY_ANSWERED
+        return ResolutionStatus.ACCEPTED
+
+    def _answer(self, behaviour: str, answering: Any) -> Any:
+        """Answer (press or reply) with the agent behaving so; wait until all is settled."""
+        self.behaviour = behaviour
+        try:
+            result = self._run(answering)
+            self._settle()  # a slow agent's ack window passes here
+        finally:
+            self.behaviour = "accepts"
+        return result
+
+    def _taken(self, asked: Asked, who: str, behaviour: str, shown: str) -> None:
+        """`who`'s answer to `asked` was taken and sent: what the model expects of it."""
+        asked.commands += 1
+        if behaviour == "accepts":
+            asked.state, asked.by, asked.shown = "answered", PEOPLE[who].name, shown
+        elif behaviour == "refuses":
+            asked.last = "refused the answer"
+        else:
+            asked.last = "did not reach the agent"
+            [command] = self.received
+            self.held.append(Held(command, asked, PEOPLE[who].name, shown))
+        self.received.clear()
+
+    # -- the bridge ------------------------------------------------------------------------
+
+    @precondition(lambda self: self.asked)
+    @rule(
+        data=st.data(),
+        channel=st.sampled_from(CHANNELS),
+        who=st.sampled_from(APPROVERS),
+        behaviour=st.sampled_from(("accepts", "is slow")),
+        steps=st.integers(min_value=0, max_value=6),
+    )
+    def restart_with_an_answer_on_its_way(
+        self, data: st.DataObject, channel: str, who: str, behaviour: str, steps: int
+    ) -> None:
+        """Stop the bridge `steps` turns of the loop after a press, before the agent's ack
+        (a slow agent has not acked when the bridge stops): the answer is sent again after
+        the restart, with the same id, and the agent acts on it once."""
+        k = data.draw(st.integers(min_value=0, max_value=len(self.asked) - 1))
+        asked = self.asked[k]
+        index = data.draw(st.integers(min_value=0, max_value=len(asked.options) - 1))
+        card_id = self.rig.card(channel, k)[1].id
+        expected = self._expected(asked, who)
+        self.behaviour = behaviour
+        result = self._run(self.rig.channel(channel).press(f"{card_id}:{index}", PEOPLE[who]))
+        assert result.status is expected, (result, expected, asked)
+        for _ in range(steps):
+            self._run(asyncio.sleep(0))
+        self._run(self.rig.stop(flush_timeout=0))
+        self.behaviour = "accepts"
+        self.rig = self._run(self._start(connected=(self.agent.participant,)))
+        self.agent.hub = self.rig.hub
+        for command in {c.id: c for c in self.received}.values():
+            self.agent._react(command)  # it wakes up and takes it
+        self.received.clear()
+        self._settle()
+        if expected is ResolutionStatus.ACCEPTED:
+            asked.commands += 1
+            asked.state, asked.by = "answered", PEOPLE[who].name
+            asked.shown = asked.options[index].capitalize()
+
+    @rule()
+    def restart(self) -> None:
+        self._restart()
+
+    def _restart(self) -> None:
+        self._run(self.rig.stop())
+        self.rig = self._run(self._start())
+        self._rejoin()
+        self._settle()
+
+    def _rejoin(self) -> None:
+        self.rig.hub.join(self.agent.participant)  # the agent is still connected
+        self.agent.hub = self.rig.hub
+
+    # -- what everyone sees ------------------------------------------------------------------
+
+    @invariant()
+    def one_thread_and_one_card_per_question_in_each_channel(self) -> None:
+        for name in CHANNELS:
+            memory = self.rig.channel(name)
+            assert len(memory.threads) == 1, memory.threads
+            assert len(memory.cards) == len(self.asked), (name, list(memory.cards))
+
+    @invariant()
+    def each_card_shows_what_became_of_its_question(self) -> None:
+        for name in CHANNELS:
+            for k, asked in enumerate(self.asked):
+                text = self.rig.card_text(name, k)
+                buttons = self.rig.buttons(name, k)
+                where = (name, k, asked, text, buttons)
+                assert f"question {k}?" in text, where  # a closed card keeps its question
+                if asked.state == "open":
+                    assert len(buttons) == len(asked.options), where
+                    if asked.last:
+                        assert asked.last in text, where
+                else:
+                    assert buttons == [], where
+                if asked.state == "answered":
+                    assert f"Answered by {asked.by}: " in text, where
+                    assert str(asked.shown) in text, where
+                elif asked.state == "elsewhere":
+                    assert f"Answered in the terminal: {asked.shown}" in text, where
+                elif asked.state == "expired":
+                    assert "Expired" in text, where
+                elif asked.state == "dismissed":
+                    assert "Dismissed" in text, where
+
+    @invariant()
+    def the_agent_got_exactly_one_command_per_answer_taken(self) -> None:
+        by_request: dict[str, set[str]] = {}
+        for command in [*self.agent.commands, *self.received]:
+            assert command.type == "control.attention.respond"
+            by_request.setdefault(command.subject or "", set()).add(command.id)
+        for answer in self.held:
+            by_request.setdefault(answer.command.subject or "", set()).add(answer.command.id)
+        for asked in self.asked:
+            assert len(by_request.pop(asked.event.id, set())) == asked.commands, asked
+        assert by_request == {}
+
+
+TestAttentionLoop = AttentionLoop.TestCase
+TestAttentionLoop.settings = settings(
+    max_examples=int(os.environ.get("MODEL_EXAMPLES", "60")),
+    stateful_step_count=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
