@@ -12,8 +12,10 @@ import asyncio
 import itertools
 import json
 import logging
+import os
 import random
 import re
+import tempfile
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -726,6 +728,146 @@ async def test_stop_delivers_what_it_can_within_the_flush_timeout(
     await outbox.stop(flush_timeout=4.5)
     assert [c.at for c in adapter.calls] == [0.0, 1.0, 2.0, 3.0, 4.0]
     assert rows(store) == 5
+
+
+# -- all of it at once ----------------------------------------------------------------
+
+SCRIPT_SESSIONS = ("g0/a", "g0/b", "g1/c")
+
+
+def _step() -> st.SearchStrategy[tuple[Any, ...]]:
+    session = st.sampled_from(SCRIPT_SESSIONS)
+    return st.one_of(
+        st.tuples(st.just("say"), session, st.sampled_from(["text", "thought", "notify"])),
+        st.tuples(st.just("edit"), session, st.sampled_from(["k0", "k1"])),
+        st.tuples(st.just("ask"), session),
+        st.tuples(st.just("tell"), session),
+        st.tuples(st.just("fail"), st.integers(1, 4), st.sampled_from(["429", "5xx"])),
+        st.tuples(st.just("run"), st.floats(0.0, 5.0)),
+        st.tuples(st.just("hang")),
+        st.tuples(st.just("restart"), st.booleans()),
+    )
+
+
+@settings(
+    max_examples=int(os.environ.get("OUTBOX_EXAMPLES", "150")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(script=st.lists(_step(), min_size=1, max_size=40))
+def test_any_mix_of_messages_failures_and_restarts_arrives_in_order_within_the_limits(
+    script: list[tuple[Any, ...]],
+) -> None:
+    """A random script of messages (chatter, notifying answers, a tool card edited again and
+    again), cards, heads-ups, 429s and 5xx, calls that take effect and never return, and
+    restarts (clean, or killed with nothing flushed), all on Telegram's limits. At the end
+    every thread shows its messages in the order they were submitted, each edited card its
+    latest text, every card and heads-up arrived, no declared limit was exceeded across the
+    restarts, and the table is empty. A message shows twice only when its call was cut off
+    by a stop between the two."""
+    asyncio.run(asyncio.wait_for(_play(script), HANG))
+
+
+async def _play(script: list[tuple[Any, ...]]) -> None:
+    vt = VirtualTime()
+    failures: list[BaseException] = []
+    recorders: list[Recorder] = []
+    stops: list[float] = []  # when the outbox was stopped
+    hangs: list[None] = []  # the next calls take effect, then never return
+    release = asyncio.Event()  # ... until the end of the script
+    said: dict[str, list[str]] = {s: [] for s in SCRIPT_SESSIONS}
+    edits: dict[tuple[str, str], list[str]] = {}
+    cards: list[str] = []
+    heads_ups: list[str] = []
+
+    class Hanging(Recorder):
+        async def _record(
+            self, op: str, session: str | None, text: str, notify: bool = False
+        ) -> None:
+            await super()._record(op, session, text, notify)
+            if hangs:
+                hangs.pop()
+                await release.wait()  # it took effect; the outbox never hears back
+
+    def recorder() -> Recorder:
+        adapter = Hanging(vt)
+        adapter.fail = lambda call: failures.pop(0) if failures else None
+        recorders.append(adapter)
+        return adapter
+
+    with tempfile.TemporaryDirectory(prefix="aep-outbox-") as state:
+        store = Store.open(Path(state))
+        outbox = outbox_for(recorder(), store, concurrency=4)
+        await outbox.start()
+        for n, step in enumerate(script):
+            match step:
+                case ("say", session, kind):
+                    text = f"{session} #{n}"
+                    said[session].append(text)
+                    if kind == "thought":
+                        outbox.submit(message(session, text, type="thought"))
+                    else:
+                        outbox.submit(message(session, text, notify=kind == "notify"))
+                case ("edit", session, key):
+                    text = f"{session} {key} v{n}"
+                    edits.setdefault((session, key), []).append(text)
+                    outbox.submit(message(session, text, key=key))
+                case ("ask", session):
+                    cards.append(f"card {n}")
+                    outbox.submit(card(session, f"card {n}"))
+                case ("tell", session):
+                    heads_ups.append(f"heads-up {n}")
+                    outbox.submit(
+                        Job.notification(
+                            NotificationMessage(
+                                session_id=session, type="permission", summary=f"heads-up {n}"
+                            )
+                        )
+                    )
+                case ("fail", count, kind):
+                    for _ in range(count):
+                        failures.append(
+                            RateLimited(2.5) if kind == "429" else ChannelError("502 Bad Gateway")
+                        )
+                case ("run", seconds):
+                    await vt.sleep(seconds)
+                case ("hang",):
+                    hangs.append(None)
+                case ("restart", clean):
+                    await outbox.stop(flush_timeout=1.0 if clean else 0.0)
+                    stops.append(vt.now)
+                    outbox = outbox_for(recorder(), store, concurrency=4)
+                    await outbox.start()
+        release.set()
+        await drain(outbox)
+        await outbox.stop()
+        left = rows(store)
+        store.close()
+
+    attempts = [c for r in recorders for c in r.attempts]
+    calls = [c for r in recorders for c in r.calls]
+    assert left == 0
+    for session, texts in said.items():
+        shown = [c for c in calls if c.session == session and c.text in texts]
+        first = list(dict.fromkeys(c.text for c in shown))
+        assert first == texts, (session, first, texts)
+        for earlier, later in itertools.combinations(shown, 2):
+            if earlier.text == later.text:  # the one repeat: a call cut off by a stop
+                assert any(earlier.at <= stop <= later.at for stop in stops), (earlier, later)
+    for (session, _), versions in edits.items():
+        sent = [c.text for c in calls if c.session == session and c.text in versions]
+        assert sent[-1] == versions[-1], (sent, versions)  # the latest text wins
+        order = [versions.index(text) for text in sent]
+        assert order == sorted(order), (sent, versions)  # never an older text after a newer
+    assert {c.text for c in calls if c.op == "send_permission_request"} == set(cards)
+    assert {c.text for c in calls if c.op == "send_notification"} == set(heads_ups)
+    for limit, key in (
+        (TELEGRAM.per_chat, lambda c: c.chat),
+        (TELEGRAM.per_group, lambda c: c.group),
+        (TELEGRAM.global_, lambda c: "all"),
+    ):
+        assert limit is not None
+        assert busiest(attempts, key, limit.per_seconds) <= limit.count
 
 
 # -- backpressure ----------------------------------------------------------------------
