@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
+import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
+
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import RuleBasedStateMachine
 
 from aep_bridge import hookimpl
 from aep_bridge.bridge import Bridge
@@ -171,3 +176,47 @@ class Rig:
     def buttons(self, channel: str, index: int = -1) -> list[tuple[str, str]]:
         _, _, message_id = self.card(channel, index)
         return next(m.buttons for m in self.channel(channel).messages if m.id == message_id)
+
+
+class BridgeMachine(RuleBasedStateMachine):
+    """A whole bridge under a Hypothesis state machine: a loop and a state directory of its
+    own, and a memory platform that outlives the bridge's restarts. Rules call `_run` and
+    `_settle`; `_start` makes a `Rig` with the machine's options (and `extra` ones)."""
+
+    rig_options: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loop = asyncio.new_event_loop()
+        self.tmp = tempfile.TemporaryDirectory(prefix="aep-machine-")
+        self.state_dir = Path(self.tmp.name) / "state"
+        self.host = memory_host()
+        self.rig = self._run(self._start())
+
+    def _run(self, coroutine: Any) -> Any:
+        return self.loop.run_until_complete(coroutine)
+
+    async def _start(self, **extra: Any) -> Rig:
+        rig = Rig(self.state_dir, host=self.host, **self.rig_options, **extra)
+        return await rig.__aenter__()
+
+    def _settle(self) -> None:
+        self._run(self.rig.settle())
+
+    def teardown(self) -> None:
+        try:
+            self._run(self.rig.stop())
+        finally:
+            self.loop.close()
+            self.tmp.cleanup()
+
+
+def machine_settings(examples: int, steps: int) -> settings:
+    """A state machine's settings: `examples` runs of up to `steps` steps each, or as many
+    runs as `MODEL_EXAMPLES` says (a longer bug hunt by hand)."""
+    return settings(
+        max_examples=int(os.environ.get("MODEL_EXAMPLES", examples)),
+        stateful_step_count=steps,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )

@@ -14,21 +14,17 @@ buttons, and a restart loses no card and makes no second thread or card.
 from __future__ import annotations
 
 import asyncio
-import os
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import invariant, precondition, rule
 
 from aep_bridge.aep import Event
-from aep_bridge.intake.hub import Delivery, Participant
+from aep_bridge.intake.hub import Delivery
 from aep_bridge.types import ResolutionStatus
 
-from .rig import ALICE, BOB, MALLORY, Rig, memory_host
+from .rig import ALICE, BOB, MALLORY, BridgeMachine, machine_settings
 
 CHANNELS = ("alpha", "beta")
 PEOPLE = {"alice": ALICE, "bob": BOB, "mallory": MALLORY}
@@ -39,6 +35,12 @@ REPLY = "only the staging one"
 AGENT = ("accepts", "refuses", "is slow")
 #: short, so a silent agent does not slow the run down
 ACK_WINDOW = 0.05
+#: who answers and how the agent takes it, for a press or a reply
+ANSWERING = {
+    "channel": st.sampled_from(CHANNELS),
+    "who": st.sampled_from(sorted(PEOPLE)),
+    "behaviour": st.sampled_from(AGENT),
+}
 
 
 @dataclass
@@ -64,35 +66,22 @@ class Held:
     shown: str
 
 
-class AttentionLoop(RuleBasedStateMachine):
+class AttentionLoop(BridgeMachine):
+    rig_options: ClassVar[dict[str, Any]] = {"ack_timeout": ACK_WINDOW}
+
     def __init__(self) -> None:
         super().__init__()
-        self.loop = asyncio.new_event_loop()
-        self.tmp = tempfile.TemporaryDirectory(prefix="aep-model-")
-        self.state_dir = Path(self.tmp.name) / "state"
-        self.host = memory_host()  # the memory "platform" outlives each bridge
         self.asked: list[Asked] = []
         self.held: list[Held] = []
         self.ended = False
         self.behaviour = "accepts"
         self.received: list[Event] = []
-        self.rig = self._run(self._start())
         self.agent = self.rig.agent(decide=self._decide)
         self.agent.participant.push = self._push
         self.agent.start()
         self._settle()
 
     # -- plumbing ------------------------------------------------------------------------
-
-    def _run(self, coroutine: Any) -> Any:
-        return self.loop.run_until_complete(coroutine)
-
-    async def _start(self, connected: tuple[Participant, ...] = ()) -> Rig:
-        rig = Rig(self.state_dir, host=self.host, ack_timeout=ACK_WINDOW, connected=connected)
-        return await rig.__aenter__()
-
-    def _settle(self) -> None:
-        self._run(self.rig.settle())
 
     def _push(self, item: object) -> None:
         if isinstance(item, Delivery) and self.behaviour == "is slow":
@@ -109,13 +98,6 @@ class AttentionLoop(RuleBasedStateMachine):
 
     def _asked(self, request_id: str | None) -> Asked:
         return next(a for a in self.asked if a.event.id == request_id)
-
-    def teardown(self) -> None:
-        try:
-            self._run(self.rig.stop())
-        finally:
-            self.loop.close()
-            self.tmp.cleanup()
 
     # -- the agent -------------------------------------------------------------------------
 
@@ -177,12 +159,7 @@ class AttentionLoop(RuleBasedStateMachine):
     # -- people ------------------------------------------------------------------------
 
     @precondition(lambda self: self.asked)
-    @rule(
-        data=st.data(),
-        channel=st.sampled_from(CHANNELS),
-        who=st.sampled_from(sorted(PEOPLE)),
-        behaviour=st.sampled_from(AGENT),
-    )
+    @rule(data=st.data(), **ANSWERING)
     def press(self, data: st.DataObject, channel: str, who: str, behaviour: str) -> None:
         k = data.draw(st.integers(min_value=0, max_value=len(self.asked) - 1))
         asked = self.asked[k]
@@ -196,12 +173,7 @@ class AttentionLoop(RuleBasedStateMachine):
             self._taken(asked, who, behaviour, asked.options[index].capitalize())
 
     @precondition(lambda self: self.asked)
-    @rule(
-        data=st.data(),
-        channel=st.sampled_from(CHANNELS),
-        who=st.sampled_from(sorted(PEOPLE)),
-        behaviour=st.sampled_from(AGENT),
-    )
+    @rule(data=st.data(), **ANSWERING)
     def reply_to_the_card(
         self, data: st.DataObject, channel: str, who: str, behaviour: str
     ) -> None:
@@ -374,9 +346,4 @@ class AttentionLoop(RuleBasedStateMachine):
 
 
 TestAttentionLoop = AttentionLoop.TestCase
-TestAttentionLoop.settings = settings(
-    max_examples=int(os.environ.get("MODEL_EXAMPLES", "60")),
-    stateful_step_count=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+TestAttentionLoop.settings = machine_settings(examples=60, steps=25)

@@ -12,19 +12,15 @@ an ended session's thread says so and is archived or kept as its channel is conf
 from __future__ import annotations
 
 import asyncio
-import os
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import invariant, rule
 
 from aep_bridge.testing import LocalAgent
 
-from .rig import Rig, memory_host
+from .rig import BridgeMachine, machine_settings
 
 CHANNELS = {
     "alpha": {"type": "memory", "approvers": ["alice"], "on_session_end": "archive"},
@@ -46,35 +42,16 @@ class Mirrored:
     ended: bool = False
 
 
-class SessionsMirrored(RuleBasedStateMachine):
+class SessionsMirrored(BridgeMachine):
+    rig_options: ClassVar[dict[str, Any]] = {"channels": CHANNELS}
+
     def __init__(self) -> None:
         super().__init__()
-        self.loop = asyncio.new_event_loop()
-        self.tmp = tempfile.TemporaryDirectory(prefix="aep-sessions-")
-        self.state_dir = Path(self.tmp.name) / "state"
-        self.host = memory_host()  # the memory "platform" outlives each bridge
         self.killed = False  # a restart flushed nothing: a message may show twice
-        self.rig = self._run(self._start())
         self.sessions = [
             Mirrored(self.rig.agent(session, agent=agent, host=host), f"{agent} {session}")
             for agent, host, session in AGENTS
         ]
-
-    def _run(self, coroutine: Any) -> Any:
-        return self.loop.run_until_complete(coroutine)
-
-    async def _start(self) -> Rig:
-        return await Rig(self.state_dir, host=self.host, channels=CHANNELS).__aenter__()
-
-    def _settle(self) -> None:
-        self._run(self.rig.settle())
-
-    def teardown(self) -> None:
-        try:
-            self._run(self.rig.stop())
-        finally:
-            self.loop.close()
-            self.tmp.cleanup()
 
     # -- agents ------------------------------------------------------------------------------
 
@@ -167,9 +144,4 @@ class SessionsMirrored(RuleBasedStateMachine):
 
 
 TestSessionsMirrored = SessionsMirrored.TestCase
-TestSessionsMirrored.settings = settings(
-    max_examples=int(os.environ.get("MODEL_EXAMPLES", "40")),
-    stateful_step_count=20,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+TestSessionsMirrored.settings = machine_settings(examples=40, steps=20)
