@@ -489,38 +489,43 @@ class _Connection:
                     }
                 )
                 continue
-            try:
-                frame = json.loads(data)
-            except (ValueError, RecursionError) as exc:  # not JSON, huge ints, deep nesting
-                self.send(
-                    {"type": "error", "code": "invalid-event", "detail": f"not valid JSON: {exc}"}
-                )
+            try:  # most frames are events: parse them once, as events
+                event = parse_event(data, max_bytes=limit)
+            except InvalidEvent as invalid:
+                self._other_frame(data, invalid)
                 continue
-            if not isinstance(frame, dict):
-                self.send(
-                    {"type": "error", "code": "invalid-event", "detail": "a frame is a JSON object"}
-                )
-                continue
-            kind = frame.get("type")
-            if isinstance(kind, str) and "." in kind:
-                await self._event(data, frame)
-            else:
-                self._frame(frame)
+            await self._event(event)
 
-    async def _event(self, data: bytes, frame: dict[str, Any]) -> None:
+    def _other_frame(self, data: bytes, invalid: InvalidEvent) -> None:
+        """A frame that is not a valid event: a protocol frame (subscribe, roster, ...), or an
+        event frame that breaks a rule, answered with what `parse_event` found."""
         try:
-            event = parse_event(data, max_bytes=self.endpoint.limits.max_event_bytes)
-        except InvalidEvent as exc:
+            frame = json.loads(data)
+        except (ValueError, RecursionError) as exc:  # not JSON, huge ints, deep nesting
+            self.send(
+                {"type": "error", "code": "invalid-event", "detail": f"not valid JSON: {exc}"}
+            )
+            return
+        if not isinstance(frame, dict):
+            self.send(
+                {"type": "error", "code": "invalid-event", "detail": "a frame is a JSON object"}
+            )
+            return
+        kind = frame.get("type")
+        if isinstance(kind, str) and "." in kind:
             self.send(
                 {
                     "type": "error",
                     "code": "invalid-event",
                     "id": frame.get("id"),
-                    "detail": str(exc),
-                    "violations": [v.to_dict() for v in exc.violations],
+                    "detail": str(invalid),
+                    "violations": [v.to_dict() for v in invalid.violations],
                 }
             )
-            return
+        else:
+            self._frame(frame)
+
+    async def _event(self, event: Event) -> None:
         if event.is_command:
             refusal = self.hub.route_command(event, self.participant)
             if refusal is not None:
