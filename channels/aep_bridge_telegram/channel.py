@@ -508,7 +508,8 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
             if card is None:
                 return
             icon = _OUTCOME_ICONS.get(str(outcome.status), "•")
-            text = f"{_card_html(request)}\n\n{icon} {html.escape(outcome.summary())}"
+            question = _card_html(request, closed=outcome.closed)
+            text = f"{question}\n\n{icon} {html.escape(outcome.summary())}"
             keyboard = None if outcome.closed else _keyboard(request, None)
             await self._call(
                 self.bot.edit_message_text(
@@ -950,10 +951,13 @@ def _message_html(content: OutgoingMessage) -> str:
     return f"{prefix} {body}" if prefix else body
 
 
-def _card_html(request: PermissionRequest) -> str:
+def _card_html(request: PermissionRequest, *, closed: bool = False) -> str:
+    """The card's text; a closed card keeps its question and drops how to answer it."""
     parts = [f"❓ {html.bold(request.title)}"]
     if request.description:
         parts.append(html.to_html(request.description))
+    if closed:
+        return "\n".join(parts)
     if request.informational:
         parts.append(html.italic("Answer it in the agent's own terminal."))
     elif request.accepts_text and not request.fields:

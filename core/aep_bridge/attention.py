@@ -36,6 +36,10 @@ log = logging.getLogger("aep_bridge.attention")
 
 Status = Literal["open", "sending", "answered", "resolved", "expired", "dismissed", "informational"]
 CLOSED: frozenset[str] = frozenset({"answered", "resolved", "expired", "dismissed"})
+#: what the agent's own events (answered, resolved, timeout, the session's end) and expiry
+#: can still close: an informational card, too, must say what became of its question
+PENDING: frozenset[str] = frozenset({"open", "sending", "informational"})
+_PENDING_SQL = "('open', 'sending', 'informational')"
 
 
 #: after a restart, how long an answer already on its way waits for its agent to reconnect
@@ -174,9 +178,10 @@ class Attention:
         return _row(rows[0]) if rows else None
 
     def open_requests(self, session_id: str) -> list[Request]:
+        """The session's questions still waiting for an answer, from chat or the terminal."""
         rows = self.store.execute(
             f"SELECT {_COLUMNS} FROM requests WHERE session_id = ? "
-            "AND status IN ('open', 'sending') ORDER BY updated",
+            f"AND status IN {_PENDING_SQL} ORDER BY updated",
             (session_id,),
         )
         return [_row(r) for r in rows]
@@ -445,7 +450,7 @@ class Attention:
             self._answered(request, event)
         elif event.type == "attention.resolved":
             resolution = (event.data or {}).get("resolution")
-            if request.status in ("open", "sending"):
+            if request.status in PENDING:
                 status = (
                     OutcomeStatus.DISMISSED
                     if resolution == "dismissed"
@@ -454,7 +459,7 @@ class Attention:
                 self._close(request, "resolved", Outcome(status))
             elif request.status == "answered":
                 self._set(request, status="resolved")
-        elif event.type == "attention.timeout" and request.status in ("open", "sending"):
+        elif event.type == "attention.timeout" and request.status in PENDING:
             self._close(request, "expired", Outcome(OutcomeStatus.EXPIRED))
 
     def _author(self, request: Request, command_id: str | None) -> str | None:
@@ -478,7 +483,7 @@ class Attention:
         # acknowledged after its ack window had reopened the request, is still ours
         by = self._author(request, event.cause)
         ours = by is not None
-        if request.status in ("open", "sending") or (request.status == "answered" and not ours):
+        if request.status in PENDING or (request.status == "answered" and not ours):
             status = OutcomeStatus.ANSWERED if ours else OutcomeStatus.ANSWERED_ELSEWHERE
             text = answer.get("text") if isinstance(answer, dict) else None
             self._close(
@@ -497,7 +502,7 @@ class Attention:
     # -- expiry and restarts --------------------------------------------------------------
 
     def _schedule_expiry(self, request: Request) -> None:
-        if request.expires_at is None or request.status not in ("open", "sending"):
+        if request.expires_at is None or request.status not in PENDING:
             return
         try:
             loop = asyncio.get_running_loop()
@@ -509,15 +514,13 @@ class Attention:
     def _expire(self, card_id: str) -> None:
         self._timers.pop(card_id, None)
         request = self.get(card_id)
-        if request is not None and request.status == "open":
+        if request is not None and request.status in ("open", "informational"):
             self._close(request, "expired", Outcome(OutcomeStatus.EXPIRED))
 
     def recover(self) -> int:
         """After a restart: re-send claimed commands (same id) and re-arm expiry timers."""
         resent = 0
-        rows = self.store.execute(
-            f"SELECT {_COLUMNS} FROM requests WHERE status IN ('open', 'sending')"
-        )
+        rows = self.store.execute(f"SELECT {_COLUMNS} FROM requests WHERE status IN {_PENDING_SQL}")
         for request in (_row(r) for r in rows):
             self._schedule_expiry(request)
             if request.status == "sending" and request.command_raw is not None:

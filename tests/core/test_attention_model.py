@@ -49,6 +49,7 @@ class Asked:
 
     event: Event
     options: tuple[str, ...]
+    informational: bool = False  # answered only in the agent's terminal: a card, no buttons
     state: str = "open"  # open, answered (from chat), elsewhere, expired, dismissed
     by: str | None = None  # who answered it from chat
     shown: str | None = None  # the answer its card shows
@@ -102,11 +103,12 @@ class AttentionLoop(BridgeMachine):
     # -- the agent -------------------------------------------------------------------------
 
     @precondition(lambda self: not self.ended and len(self.asked) < 6)
-    @rule(options=st.integers(min_value=1, max_value=3))
-    def ask(self, options: int) -> None:
+    @rule(options=st.integers(min_value=1, max_value=3), informational=st.booleans())
+    def ask(self, options: int, informational: bool) -> None:
         ids = tuple(f"opt{n}" for n in range(options))
-        event = self.agent.ask(f"question {len(self.asked)}?", options=ids)
-        self.asked.append(Asked(event, ids))
+        how = {"respond_via": ["oob"]} if informational else {}
+        event = self.agent.ask(f"question {len(self.asked)}?", options=ids, **how)
+        self.asked.append(Asked(event, ids, informational))
         self._settle()
 
     @precondition(lambda self: self.asked)
@@ -221,6 +223,8 @@ class AttentionLoop(BridgeMachine):
             return ResolutionStatus.EXPIRED
         if asked.state != "open":
             return ResolutionStatus.ALREADY_ANSWERED
+        if asked.informational:  # a press forged on a card that has no buttons
+            return ResolutionStatus.INFORMATIONAL
         return ResolutionStatus.ACCEPTED
 
     def _answer(self, behaviour: str, answering: Any) -> Any:
@@ -317,7 +321,7 @@ class AttentionLoop(BridgeMachine):
                 where = (name, k, asked, text, buttons)
                 assert f"question {k}?" in text, where  # a closed card keeps its question
                 if asked.state == "open":
-                    assert len(buttons) == len(asked.options), where
+                    assert len(buttons) == (0 if asked.informational else len(asked.options)), where
                     if asked.last:
                         assert asked.last in text, where
                 else:

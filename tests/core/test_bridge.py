@@ -560,6 +560,25 @@ async def test_a_request_answered_only_in_the_terminal_gets_a_card_without_butto
         assert agent.commands == []
 
 
+async def test_a_card_answered_only_in_the_terminal_still_shows_what_became_of_it(tmp_path):
+    async with Rig(tmp_path) as rig:
+        agent = rig.agent()
+        agent.start()
+        answered = agent.ask("first?", respond_via=["oob"])
+        timed_out = agent.ask("second?", respond_via=["oob"])
+        agent.ask("third?", respond_via=["oob"])
+        await rig.settle()
+        agent.emit("attention.answered", {"answer": {"option": "deny"}}, subject=answered.id)
+        agent.emit("attention.resolved", {"resolution": "answered"}, subject=answered.id)
+        agent.emit("attention.timeout", {}, subject=timed_out.id)
+        agent.emit("session.ended", {"reason": "normal"})
+        await rig.settle()
+        for name in ("alpha", "beta"):
+            assert "Answered in the terminal: Deny" in rig.card_text(name, 0)
+            assert "Expired without an answer" in rig.card_text(name, 1)
+            assert "Dismissed by the agent" in rig.card_text(name, 2)
+
+
 async def test_a_reply_to_a_card_is_sent_as_text_never_mapped_to_an_option(tmp_path):
     async with Rig(tmp_path) as rig:
         agent = rig.agent()

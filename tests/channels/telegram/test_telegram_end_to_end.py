@@ -114,6 +114,7 @@ async def test_a_session_becomes_a_topic_and_one_tap_answers_the_agent(tmp_path)
         assert card.callback_data
         assert all(len(d.encode()) <= 64 for d in card.callback_data)
         assert "rm -rf build/" in card.text
+        assert "Reply to this message to answer in words" in card.text
         assert [b["text"] for b in card.buttons] == ["Allow", "Deny"]
         # a heads-up in the Notifications topic, linking to the session's topic
         notes = await r.until("the Notifications topic", lambda: r.topic("Notifications"))
@@ -138,7 +139,10 @@ async def test_a_session_becomes_a_topic_and_one_tap_answers_the_agent(tmp_path)
             lambda: "Answered by Alice" in r.fake.message(FORUM_ID, card.message_id).text,
         )
         assert shown
-        assert r.fake.message(FORUM_ID, card.message_id).buttons == []  # buttons gone
+        closed = r.fake.message(FORUM_ID, card.message_id)
+        assert closed.buttons == []  # buttons gone
+        assert "rm -rf build/" in closed.text  # the question stays
+        assert "Reply to this message" not in closed.text  # how to answer it goes
 
 
 async def test_a_stranger_is_refused_with_a_toast_and_nothing_is_sent(tmp_path):
