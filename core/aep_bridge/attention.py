@@ -39,7 +39,7 @@ CLOSED: frozenset[str] = frozenset({"answered", "resolved", "expired", "dismisse
 #: what the agent's own events (answered, resolved, timeout, the session's end) and expiry
 #: can still close: an informational card, too, must say what became of its question
 PENDING: frozenset[str] = frozenset({"open", "sending", "informational"})
-_PENDING_SQL = "('open', 'sending', 'informational')"
+_PENDING_SQL = "(" + ", ".join(f"'{status}'" for status in sorted(PENDING)) + ")"
 
 
 #: after a restart, how long an answer already on its way waits for its agent to reconnect
@@ -76,6 +76,11 @@ class Request:
     @property
     def event(self) -> Event:
         return parse_event(self.raw)
+
+    @property
+    def past_expiry(self) -> bool:
+        """Whether its `expires_at` has passed (whatever its status says)."""
+        return self.expires_at is not None and self.expires_at <= time.time()
 
     @property
     def fields(self) -> list[dict[str, Any]]:
@@ -271,11 +276,7 @@ class Attention:
     def _closed_resolution(self, request: Request) -> Resolution | None:
         if request.status == "informational":
             return Resolution(status=ResolutionStatus.INFORMATIONAL)
-        if request.status == "expired" or (
-            request.expires_at is not None
-            and request.expires_at <= time.time()
-            and request.status == "open"
-        ):
+        if request.status == "expired" or (request.past_expiry and request.status == "open"):
             return Resolution(status=ResolutionStatus.EXPIRED)
         if request.status in ("sending", "answered", "resolved", "dismissed"):
             by = request.answered_by or ("the agent" if request.status == "dismissed" else None)
@@ -421,7 +422,7 @@ class Attention:
         log.warning(
             "answer to %s was not taken: %s", request.id, shown.detail_at(content=True) or status
         )
-        if current.expires_at is not None and current.expires_at <= time.time():
+        if current.past_expiry:
             # it expired while the answer was on its way: opening it again would offer
             # buttons that can only say "expired"
             expired = Outcome(OutcomeStatus.EXPIRED, detail=detail, said=said)

@@ -222,6 +222,11 @@ class _Stored:
     buttons: list[tuple[str, str]] = field(default_factory=list)  # (label, data)
 
 
+def _question(request: PermissionRequest) -> str:
+    """What a memory card says before its outcome: its title and its question."""
+    return f"{request.title}\n{request.description}".strip()
+
+
 class MemoryChannel(ChannelAdapter):
     """A channel that keeps everything in memory: the core's tests drive it and look inside."""
 
@@ -292,8 +297,7 @@ class MemoryChannel(ChannelAdapter):
             if request.informational
             else [(o.label, f"{request.id}:{i}") for i, o in enumerate(request.options)]
         )
-        text = f"{request.title}\n{request.description}".strip()
-        message_id = self._post(self._thread(session_id), text, buttons)
+        message_id = self._post(self._thread(session_id), _question(request), buttons)
         self.cards[request.id] = (session_id, request, message_id)
 
     async def update_permission_request(
@@ -303,8 +307,7 @@ class MemoryChannel(ChannelAdapter):
         for stored in self.messages:
             if stored.id == message_id:
                 # an edited card keeps its question, as a platform's edited message does
-                question = f"{request.title}\n{request.description}".strip()
-                stored.text = f"{question}\n{outcome.summary()}"
+                stored.text = f"{_question(request)}\n{outcome.summary()}"
                 if outcome.closed:
                     stored.buttons = []
 

@@ -203,6 +203,14 @@ class BridgeMachine(RuleBasedStateMachine):
     def _settle(self) -> None:
         self._run(self.rig.settle())
 
+    def _restart(self, agents: list[LocalAgent], *, flush_timeout: float = 5.0) -> None:
+        """Stop the bridge (flushing for up to `flush_timeout`) and start it again on the same
+        state, with `agents` still connected, as they are when a real bridge restarts."""
+        self._run(self.rig.stop(flush_timeout))
+        self.rig = self._run(self._start(connected=tuple(a.participant for a in agents)))
+        for agent in agents:
+            agent.hub = self.rig.hub
+
     def teardown(self) -> None:
         try:
             self._run(self.rig.stop())

@@ -276,10 +276,8 @@ class AttentionLoop(BridgeMachine):
         assert result.status is expected, (result, expected, asked)
         for _ in range(steps):
             self._run(asyncio.sleep(0))
-        self._run(self.rig.stop(flush_timeout=0))
+        self._restart([self.agent], flush_timeout=0)
         self.behaviour = "accepts"
-        self.rig = self._run(self._start(connected=(self.agent.participant,)))
-        self.agent.hub = self.rig.hub
         for command in {c.id: c for c in self.received}.values():
             self.agent._react(command)  # it wakes up and takes it
         self.received.clear()
@@ -291,17 +289,8 @@ class AttentionLoop(BridgeMachine):
 
     @rule()
     def restart(self) -> None:
-        self._restart()
-
-    def _restart(self) -> None:
-        self._run(self.rig.stop())
-        self.rig = self._run(self._start())
-        self._rejoin()
+        self._restart([self.agent])
         self._settle()
-
-    def _rejoin(self) -> None:
-        self.rig.hub.join(self.agent.participant)  # the agent is still connected
-        self.agent.hub = self.rig.hub
 
     # -- what everyone sees ------------------------------------------------------------------
 

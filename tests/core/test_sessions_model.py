@@ -100,12 +100,8 @@ class SessionsMirrored(BridgeMachine):
             mirrored.started = True
         for _ in range(before_settling):
             self._run(asyncio.sleep(0))
-        self._run(self.rig.stop(5.0 if flush else 0.0))
+        self._restart([m.agent for m in self.sessions], flush_timeout=5.0 if flush else 0.0)
         self.killed = self.killed or not flush
-        self.rig = self._run(self._start())
-        for mirrored in self.sessions:
-            self.rig.hub.join(mirrored.agent.participant)  # the agents are still connected
-            mirrored.agent.hub = self.rig.hub
         self._settle()
 
     # -- what everyone sees ------------------------------------------------------------------
