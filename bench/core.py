@@ -150,7 +150,7 @@ class BenchChannel(MemoryChannel):
     async def rename_session_thread(self, session_id: str, new_name: str) -> None:
         self.calls["rename"] += 1
 
-    async def archive_session_topic(self, session_id: str) -> None:
+    async def archive_session_thread(self, session_id: str) -> None:
         self.calls["archive"] += 1
 
 

@@ -123,8 +123,29 @@ def test_an_unknown_channel_type_says_what_to_install(tmp_path, host):
         write(tmp_path, {"channels": {"tg": {"type": "telegram"}, "x": {"type": "nosuch"}}})
     )
     problems = {p.key: p.message for p in resolve_channels(config, host, {}).problems}
-    assert "pip install 'aep-bridge[telegram]'" in problems["channels.tg"]
-    assert "no installed plugin provides channel 'nosuch'" in problems["channels.x"]
+    assert "pip install 'aep-bridge[telegram]'" in problems["channels.tg.type"]
+    assert problems["channels.x.type"] == (
+        "unknown channel type 'nosuch': the installed channel types are pager, failing; "
+        "pip install the package that provides it, then check `aep-bridge plugins`"
+    )
+
+
+def test_a_channel_that_is_not_built_is_unknown_not_an_extra_to_install(tmp_path, host):
+    """No `aep-bridge[discord]` exists: the fix offered is never to install it."""
+    config = read_config(
+        write(tmp_path, {"channels": {"team": {"type": "discord"}, "slack": {"token": "t"}}})
+    )
+    plan = resolve_channels(config, host, {})
+    problems = {p.key: str(p) for p in plan.problems}
+    assert set(problems) == {"channels.team.type", "channels.slack"}
+    assert problems["channels.team.type"].startswith(
+        "channels.team.type: unknown channel type 'discord': the installed channel types are "
+        "pager, failing; pip install the package that provides it"
+    )
+    assert "unknown channel type 'slack'" in problems["channels.slack"]
+    for text in problems.values():
+        assert "aep-bridge[" not in text
+    assert not plan.channels
 
 
 def test_top_level_mistakes_are_caught_with_line_and_column(tmp_path):

@@ -2,8 +2,10 @@
 
 A question is printed with a short code per option (`c7Qa 1 = Allow`); typing the code
 presses that button, and typing the card id followed by other words sends those words as a
-free-text answer. The person at the keyboard is the user `local`, which the embedded
-defaults list as the console's approver.
+free-text answer. The core resolves either from the card id alone (contract 1.2), so the
+console keeps nothing to take an answer, and a card printed before a restart still takes one.
+The person at the keyboard is the user `local`, which the embedded defaults list as the
+console's approver.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import getpass
-import json
 import sys
 from typing import TextIO
 
@@ -28,6 +29,7 @@ from aep_bridge import (
     PermissionOutcome,
     PermissionRequest,
     Resolution,
+    ResolutionStatus,
     split_text,
 )
 
@@ -58,6 +60,7 @@ class ConsoleChannel(ChannelAdapter[ConsoleConfig]):
 
     name = "console"
     config_model = ConsoleConfig
+    contract_version = "1.2"
     capabilities = ChannelCapabilities(
         threads=False,
         buttons=True,
@@ -84,7 +87,8 @@ class ConsoleChannel(ChannelAdapter[ConsoleConfig]):
         self._answers = answers
         self._reader: asyncio.Task[None] | None = None
         self._names: dict[str, str] = {}
-        self._cards: dict[str, tuple[str, PermissionRequest]] = {}
+        #: the session each card on screen belongs to, to label what an answer got (display)
+        self._card_sessions: dict[str, str] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -124,10 +128,7 @@ class ConsoleChannel(ChannelAdapter[ConsoleConfig]):
         self._print(await self._name(session_id), f"{mark}{content.text}")
 
     async def send_permission_request(self, session_id: str, request: PermissionRequest) -> None:
-        self._cards[request.id] = (session_id, request)
-        await self.core.state(self.instance_name).set(
-            f"card:{request.id}", json.dumps([session_id, request.model_dump(mode="json")])
-        )
+        self._card_sessions[request.id] = session_id
         lines = [f"? {request.title}"]
         if request.description:
             lines.append(request.description)
@@ -148,8 +149,7 @@ class ConsoleChannel(ChannelAdapter[ConsoleConfig]):
     ) -> None:
         self._print(await self._name(session_id), f"{request.title}: {outcome.summary()}")
         if outcome.closed:
-            self._cards.pop(request.id, None)
-            await self.core.state(self.instance_name).delete(f"card:{request.id}")
+            self._card_sessions.pop(request.id, None)
 
     async def send_notification(self, notification: NotificationMessage) -> None:
         self._print(None, f"! {notification.summary}")
@@ -172,26 +172,25 @@ class ConsoleChannel(ChannelAdapter[ConsoleConfig]):
             await self.handle_line(line.decode(errors="replace"))
 
     async def handle_line(self, line: str) -> Resolution | None:
-        """One typed line: `<card> <n>` presses option n, `<card> <words>` answers in words."""
+        """One typed line: `<card> <n>` presses option n, `<card> <words>` answers in words.
+
+        Both go to the core by card id, which says what became of them (an unknown card
+        too). A number that is none of the card's options is words ("how many retries?").
+        """
         card, _, answer = line.strip().partition(" ")
-        entry = self._cards.get(card)
-        if entry is None:  # a card shown before a restart
-            saved = await self.core.state(self.instance_name).get(f"card:{card}")
-            if saved is not None:
-                session, request_data = json.loads(saved)
-                entry = (session, PermissionRequest.model_validate(request_data))
-        if entry is None or not answer.strip():
-            return None
-        session_id, request = entry
         answer = answer.strip()
-        if answer.isdigit() and 1 <= int(answer) <= len(request.options):
-            option = request.options[int(answer) - 1]
-            resolution: Resolution = await self.core.resolve_permission(
-                session_id, request.id, option.id, self.user
-            )
+        if not card or not answer:
+            return None
+        resolution: Resolution
+        if answer.isascii() and answer.isdigit():
+            resolution = await self.core.resolve_permission(card, int(answer) - 1, self.user)
+            if resolution.status is ResolutionStatus.REJECTED:  # no such option
+                resolution = await self.core.answer_text(card, answer, self.user)
         else:
-            resolution = await self.core.answer_text(session_id, request.id, answer, self.user)
-        self._print(await self._name(session_id), resolution.message)
+            resolution = await self.core.answer_text(card, answer, self.user)
+        session_id = self._card_sessions.get(card)
+        label = await self._name(session_id) if session_id is not None else card
+        self._print(label, resolution.message)
         return resolution
 
 

@@ -7,9 +7,11 @@ commands) are long-polled by python-telegram-bot and handled concurrently: a han
 press to the core, which decides at once (it never waits for the agent), and answers the
 callback query with what the core said.
 
-What must survive a restart lives in the channel's state in the bridge's store: which topic
-belongs to which session, which message is which card (so a button pressed after a restart
-still works), which keyed message to edit.
+A button carries its card's id and the option's position, and the core resolves a press from
+those alone (contract 1.2): nothing the adapter keeps is needed to answer it. What the adapter
+keeps, in the channel's state in the bridge's store, is for its own display and survives a
+restart: which topic belongs to which session, which message is which card (to edit it with
+its outcome, and to recognise a reply to it), a form's progress, which keyed message to edit.
 """
 
 from __future__ import annotations
@@ -118,7 +120,8 @@ T = TypeVar("T")
 
 @dataclass
 class CardRecord:
-    """A card on the platform: enough to edit it and to take presses after a restart."""
+    """A card on the platform, for display: enough to edit it (its outcome, a form's next
+    field) and to place a reply to it in its session. Never needed to answer a press."""
 
     session: str
     message: int
@@ -160,6 +163,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         ),
     )
     config_model: ClassVar[type[ChannelConfig]] = TelegramConfig
+    contract_version: ClassVar[str] = "1.2"
 
     def __init__(self, core: BridgeCore, config: TelegramConfig) -> None:
         super().__init__(core, config)
@@ -399,7 +403,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
             )
         await self._remember_session(session_id, thread, name)
 
-    async def archive_session_topic(self, session_id: str) -> None:
+    async def archive_session_thread(self, session_id: str) -> None:
         thread = self._thread(session_id)
         if thread is not None and self._topics:
             await self._call(
@@ -541,18 +545,19 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
             return
         user = _user(query.from_user)
         key, _, action = (query.data or "").partition(":")
-        async with self._lock:
-            card_id = await self._state().get(f"cardkey:{key}") if key.startswith("#") else key
-            card = await self._card(card_id or "")
-            if card is None or card_id is None:
-                resolution = Resolution(status=ResolutionStatus.UNKNOWN)
-            elif action.isdigit():
-                options = card.permission.options
-                index = int(action)
-                option = options[index].id if index < len(options) else action
-                resolution = await self.core.resolve_permission(card.session, card_id, option, user)
-            else:
-                resolution = await self._form_press(card_id, card, action, user)
+        # the button names its card (a long id by its digest) and the option by position
+        card_id = await self._state().get(f"cardkey:{key}") if key.startswith("#") else key
+        if not card_id:
+            resolution = Resolution(status=ResolutionStatus.UNKNOWN)
+        elif action.isascii() and action.isdigit():  # an option: the core knows the rest
+            resolution = await self.core.resolve_permission(card_id, int(action), user)
+        else:  # a form's control: the person's progress is this adapter's own display
+            async with self._lock:
+                card = await self._card(card_id)
+                if card is None:
+                    resolution = Resolution(status=ResolutionStatus.UNKNOWN)
+                else:
+                    resolution = await self._form_press(card_id, card, action, user)
         await _toast(query, resolution.message)  # a refusal is logged by the core
 
     async def _on_text(self, update: Update, context: Any) -> None:
@@ -572,8 +577,10 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         reply_card: str | None = None
         if message.reply_to_message is not None:
             reply_card = await self._state().get(f"cardmsg:{message.reply_to_message.message_id}")
-        if not verb and session is not None:
-            card_id = reply_card or await self._only_open_card(session)
+        if not verb:
+            card_id = reply_card
+            if card_id is None and session is not None:
+                card_id = await self._only_open_card(session)
             if card_id is not None:
                 resolution = await self._text_answer(card_id, text, user)
                 if resolution is not None:
@@ -597,13 +604,13 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         log.error("telegram %s: an update failed: %s", self.instance_name, context.error)
 
     async def _text_answer(self, card_id: str, text: str, user: ChannelUser) -> Resolution | None:
+        """Words for card `card_id`: a text answer, the value of a form's field, or (None) not
+        an answer at all, for a card that takes no words."""
         async with self._lock:
             card = await self._card(card_id)
-            if card is None:
-                return None
+            if card is None or card.closed:  # the core decides (answered, expired, unknown)
+                return await self.core.answer_text(card_id, text, user)
             request = card.permission
-            if card.closed:  # the core decides what to tell them (answered, expired, refused)
-                return await self.core.answer_text(card.session, card_id, text, user)
             progress = card.forms.get(user.id)
             if request.fields and progress is not None:
                 return await self._form_value(card_id, card, user, text)
@@ -611,7 +618,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
                 return await self._form_press(card_id, card, "f", user)
             if not request.accepts_text:
                 return None
-            return await self.core.answer_text(card.session, card_id, text, user)
+            return await self.core.answer_text(card_id, text, user)
 
     # -- forms: one field at a time --------------------------------------------------------
 
@@ -622,8 +629,10 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         of a multi-select and `!` is done with it; `-` skips an optional field. Each action
         applies to the person's current field, so a stale button cannot fill another one."""
         request = card.permission
-        if card.closed or not request.fields:  # the core says why not (answered, expired)
-            return await self.core.answer_form(card.session, card_id, {}, user)
+        if card.closed:  # the core says why not (answered, expired)
+            return await self.core.answer_form(card_id, {}, user)
+        if not request.fields:  # a form's control on a card that is no form
+            return Resolution(status=ResolutionStatus.REJECTED, reason="use the buttons")
         progress = card.forms.setdefault(user.id, {"field": 0, "values": {}})
         index = int(progress["field"])
         current = request.fields[index] if index < len(request.fields) else None
@@ -673,7 +682,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         if index >= len(request.fields):
             del card.forms[user.id]
             await self._save_card(card_id, card)
-            return await self.core.answer_form(card.session, card_id, progress["values"], user)
+            return await self.core.answer_form(card_id, progress["values"], user)
         await self._save_card(card_id, card)
         current = request.fields[index]
         text = (

@@ -1,20 +1,27 @@
 """aep-bridge: watch and steer AI coding agents from chat.
 
 This module is the public API for channel plugins: the adapter contract, its types, the
-hook markers, and the helpers every channel needs. A channel imports only from here (and
+hook markers, and the helpers every channel needs. Every name a hook or a contract method
+hands a plugin is exported here (`Event` for vendor rendering, `BridgeView` for the
+lifecycle hooks, Starlette's `BaseRoute` for routes). A channel imports only from here (and
 `aep_bridge.testing` in its tests).
 """
 
+from starlette.routing import BaseRoute
+
 from .adapter import (
     CONTRACT_VERSION,
+    DEFAULT_SIGNATURE_TTL,
     AdapterFactory,
     BridgeCore,
+    BridgeView,
     ChannelAdapter,
+    ChannelRegistration,
     ChannelState,
     ContractMismatch,
 )
+from .aep.envelope import Event
 from .hookspecs import hookimpl
-from .plugins import ChannelRegistration
 from .text import measure, split_text
 from .types import (
     OUTGOING_KINDS,
@@ -40,17 +47,21 @@ from .types import (
     RateLimits,
     Resolution,
     ResolutionStatus,
+    SignedPress,
 )
 
 __version__ = "0.1.0"
 
 __all__ = [
     "CONTRACT_VERSION",
+    "DEFAULT_SIGNATURE_TTL",
     "OUTGOING_KINDS",
     "AdapterFactory",
     "AgentCommand",
     "Attachment",
+    "BaseRoute",
     "BridgeCore",
+    "BridgeView",
     "ChannelAdapter",
     "ChannelCapabilities",
     "ChannelConfig",
@@ -60,6 +71,7 @@ __all__ = [
     "ChannelUser",
     "ContractMismatch",
     "DoctorCheck",
+    "Event",
     "FormChoice",
     "FormField",
     "IncomingMessage",
@@ -75,6 +87,7 @@ __all__ = [
     "RateLimits",
     "Resolution",
     "ResolutionStatus",
+    "SignedPress",
     "__version__",
     "hookimpl",
     "measure",

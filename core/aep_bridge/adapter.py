@@ -9,9 +9,11 @@ core's outbox decides what happens next.
 
 from __future__ import annotations
 
+import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, Protocol, runtime_checkable
 
 from typing_extensions import TypeVar
 
@@ -27,6 +29,7 @@ from .types import (
     PermissionOutcome,
     PermissionRequest,
     Resolution,
+    SignedPress,
 )
 
 if TYPE_CHECKING:
@@ -34,11 +37,16 @@ if TYPE_CHECKING:
 
 #: The contract this core speaks, `major.minor`. An adapter built for the same major and an
 #: equal or older minor loads; anything else is refused with a message saying what to do.
-CONTRACT_VERSION: Final = "1.1"
+CONTRACT_VERSION: Final = "1.2"
+#: How long a `BridgeCore.sign` token is good for, by default: a day.
+DEFAULT_SIGNATURE_TTL: Final = 86_400.0
 
 
 class ChannelState(Protocol):
-    """A channel's own small persistent key-value store (platform message ids and the like)."""
+    """A channel's own small persistent key-value store (platform message ids and the like).
+
+    A write is durable when its call returns: a bridge killed right after still has it.
+    """
 
     async def get(self, key: str) -> str | None: ...
 
@@ -48,28 +56,33 @@ class ChannelState(Protocol):
 
 
 class BridgeCore(Protocol):
-    """What an adapter may call on the core."""
+    """What an adapter may call on the core (each adapter gets its own, bound to its channel).
+
+    Presses are resolved by card id alone: a button carries the card id and the option's
+    index, and the core knows which session and request the card belongs to and what each
+    option means. An adapter stores nothing to answer a press. (Contract 1.2.)
+    """
 
     async def handle_incoming_message(self, message: IncomingMessage) -> None:
         """Text a person wrote in a session's thread (a reply to a card is a text answer)."""
         ...
 
     async def resolve_permission(
-        self, session_id: str, request_id: str, option_id: str, user: ChannelUser
+        self, card_id: str, option: int | str, user: ChannelUser
     ) -> Resolution:
-        """A button was pressed. The answer tells the adapter what to show the presser."""
+        """A button was pressed: `option` is the option's index on the card (0 for the first)
+        or its id (`request.options[i].id`). The answer tells the adapter what to show the
+        presser."""
         ...
 
-    async def answer_text(
-        self, session_id: str, request_id: str, text: str, user: ChannelUser
-    ) -> Resolution:
+    async def answer_text(self, card_id: str, text: str, user: ChannelUser) -> Resolution:
         """A free-text answer (AEP-0008): sent to the agent as text, never mapped to an option."""
         ...
 
     async def answer_form(
-        self, session_id: str, request_id: str, values: dict[str, Any], user: ChannelUser
+        self, card_id: str, values: Mapping[str, Any], user: ChannelUser
     ) -> Resolution:
-        """A completed form (AEP-0006): field id to value."""
+        """A completed form (AEP-0006): the card's field ids (`f1`) to values (choice ids)."""
         ...
 
     def thread_id(self, channel: str, session_id: str) -> str | None:
@@ -77,7 +90,7 @@ class BridgeCore(Protocol):
         ...
 
     def state(self, channel: str) -> ChannelState:
-        """The persistent key-value store of one channel."""
+        """The persistent key-value store of one channel: a write is durable when it returns."""
         ...
 
     async def call(self, channel: str, op: str, *args: Any, session_id: str | None = None) -> Any:
@@ -88,6 +101,41 @@ class BridgeCore(Protocol):
         limits like everything else, ahead of chatter, and a `RateLimited` is waited out.
         Returns what the method returned. (Contract 1.1.)
         """
+        ...
+
+    def sign(self, card_id: str, option: str, *, ttl: float = DEFAULT_SIGNATURE_TTL) -> str:
+        """A token for a press URL: an HMAC over this channel, the card id, the option and an
+        expiry, keyed with the bridge's own secret. Channel routes are not authenticated by
+        the bridge; a channel that takes presses over HTTP signs its URLs with this and checks
+        them with `verify`. (Contract 1.2.)"""
+        ...
+
+    def verify(self, token: str) -> SignedPress | None:
+        """The press a `sign` token stands for, or None if it was forged, altered, made for
+        another channel or has expired."""
+        ...
+
+
+@runtime_checkable
+class BridgeView(Protocol):
+    """What a plugin may ask of the running bridge, in `startup`, `shutdown` and
+    `register_routes`: which channels run, their adapters, their state and threads."""
+
+    @property
+    def running(self) -> Sequence[str]:
+        """The names of the channel instances that started."""
+        ...
+
+    def adapter(self, channel: str) -> ChannelAdapter[Any] | None:
+        """The running adapter of a channel instance, or None."""
+        ...
+
+    def state(self, channel: str) -> ChannelState:
+        """The persistent key-value store of one channel."""
+        ...
+
+    def thread_id(self, channel: str, session_id: str) -> str | None:
+        """The platform thread a channel created for a session, if any."""
         ...
 
 
@@ -164,9 +212,15 @@ class ChannelAdapter(ABC, Generic[ConfigT]):
         """Remove the session's thread (when the config asks for deletion at the end)."""
         return None
 
-    async def archive_session_topic(self, session_id: str) -> None:
+    async def archive_session_thread(self, session_id: str) -> None:
         """Close or archive the session's thread at `session.ended`."""
-        return None
+        legacy = type(self).archive_session_topic
+        if legacy is not ChannelAdapter.archive_session_topic:  # a contract 1.1 adapter
+            await legacy(self, session_id)
+
+    async def archive_session_topic(self, session_id: str) -> None:
+        """Deprecated since contract 1.2 (removed in 1.3): implement `archive_session_thread`."""
+        await self.archive_session_thread(session_id)
 
     async def doctor(self) -> Sequence[DoctorCheck]:
         """Check the platform side of the config (token, chat, rights) without starting.
@@ -204,6 +258,32 @@ class ChannelAdapter(ABC, Generic[ConfigT]):
 
 #: Anything that builds an adapter from the core and a validated config block.
 AdapterFactory = Callable[[BridgeCore, Any], ChannelAdapter[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelRegistration:
+    """A channel a plugin provides: how to build it and how to check its config."""
+
+    name: str
+    factory: AdapterFactory
+    capabilities: ChannelCapabilities
+    config_model: type[ChannelConfig] = ChannelConfig
+    contract_version: str = CONTRACT_VERSION
+    description: str = ""
+    plugin: str = ""
+
+    @classmethod
+    def of(cls, adapter: type[ChannelAdapter[Any]]) -> ChannelRegistration:
+        """The registration of an adapter class, read from its class attributes."""
+        doc = inspect.getdoc(adapter) or ""
+        return cls(
+            name=adapter.name,
+            factory=adapter,
+            capabilities=adapter.capabilities,
+            config_model=adapter.config_model,
+            contract_version=adapter.contract_version,
+            description=doc.split("\n", 1)[0],
+        )
 
 
 class ContractMismatch(ValueError):

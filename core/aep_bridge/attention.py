@@ -286,22 +286,25 @@ class Attention:
     async def answer(
         self,
         channel: str,
-        session_id: str,
         card_id: str,
         user: ChannelUser,
         *,
+        session_id: str | None = None,
         option: str | None = None,
         text: str | None = None,
         values: dict[str, Any] | None = None,
     ) -> Resolution:
-        """A person answered on `channel`. The first allowed answer wins; the rest are told.
+        """A person answered card `card_id` on `channel`. The first allowed answer wins; the
+        rest are told. The card says which request and session it is: a channel passes
+        `session_id` only in the old (contract 1.1) form, and then it must match.
 
         Who may answer is checked first: someone who may not is refused whatever became of
         the card (answered, expired, unknown), so a refusal tells them nothing about it.
         """
         request = self.get(card_id)
         if request is not None and (
-            request.session_id != session_id or channel not in self.cards(request)
+            (session_id is not None and request.session_id != session_id)
+            or channel not in self.cards(request)
         ):
             request = None  # not a card of this session in this channel
         if not self._approve(channel, user, request):
@@ -322,7 +325,7 @@ class Attention:
         if isinstance(built, Resolution):
             return built
         answer, index = built
-        session = self.sessions.get(session_id)
+        session = self.sessions.get(request.session_id)
         if session is None:
             return Resolution(status=ResolutionStatus.UNKNOWN)
         command = make_respond_command(request.event, answer, source=self.source, agent=self.agent)
@@ -369,6 +372,12 @@ class Attention:
                 return Resolution(status=ResolutionStatus.REJECTED, reason="no such option")
             return Answer(option=request.options[index]), index
         if values is not None:
+            fields = request.fields
+            if not fields:
+                return Resolution(status=ResolutionStatus.REJECTED, reason="this is not a form")
+            known = {f"f{index}" for index in range(1, len(fields) + 1)}
+            if any(key not in known for key in values):
+                return Resolution(status=ResolutionStatus.REJECTED, reason="no such field")
             mapped = aep_form_values(request.event, values)  # card ids (f1, c2) to AEP ids
             problem = _form_problem(request.fields, mapped)
             if problem:

@@ -15,14 +15,22 @@ import dataclasses
 import inspect
 import logging
 import socket
+import warnings
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import BaseModel, SecretBytes, SecretStr
 from starlette.routing import BaseRoute, Mount
 
-from .adapter import ChannelAdapter, ChannelState
+from . import signing
+from .adapter import (
+    DEFAULT_SIGNATURE_TTL,
+    BridgeCore,
+    BridgeView,
+    ChannelAdapter,
+    ChannelState,
+)
 from .aep.build import make_command, make_routed
 from .aep.envelope import Event
 from .aep.ids import source_uri
@@ -47,6 +55,7 @@ from .types import (
     PermissionOutcome,
     PermissionRequest,
     Resolution,
+    SignedPress,
 )
 
 log = logging.getLogger("aep_bridge")
@@ -65,6 +74,8 @@ _DROPPABLE_SEVERITIES = frozenset({"debug", "info"})
 #: The most of an agent's (or a relay's) refusal text a card or a reply shows.
 MAX_REFUSAL = 200
 _REDACTED_RANK = CAPTURE_RANK["redacted"]
+#: The store key of the bridge's signing secret (`BridgeCore.sign`).
+SECRET_KEY = "press-signing"
 
 
 @dataclass(slots=True)
@@ -78,7 +89,12 @@ class Channel:
 
 
 class ChannelCore:
-    """The `BridgeCore` one channel instance is given: every call knows which channel it is."""
+    """The `BridgeCore` one channel instance is given: every call knows which channel it is.
+
+    Presses arrive by card id; the attention loop finds the request, its session and its
+    options. The contract 1.1 forms (`session_id, request_id, option_id, user`) still work
+    for one minor version, with a `DeprecationWarning`.
+    """
 
     def __init__(self, bridge: Bridge, channel: str) -> None:
         self._bridge = bridge
@@ -88,28 +104,47 @@ class ChannelCore:
         await self._bridge.chat.handle(self._channel, message)
 
     async def resolve_permission(
-        self, session_id: str, request_id: str, option_id: str, user: ChannelUser
+        self, card_id: str, option: int | str, user: ChannelUser, *legacy: Any
     ) -> Resolution:
+        session_id: str | None = None
+        if legacy:  # 1.1: (session_id, request_id, option_id, user)
+            _deprecated("resolve_permission(session_id, request_id, option_id, user)")
+            session_id, card_id, option, user = card_id, str(option), cast(str, user), legacy[0]
+        if isinstance(option, int) and not isinstance(option, bool):
+            option = f"o{option + 1}" if option >= 0 else ""
         return await self._bridge.attention.answer(
-            self._channel, session_id, request_id, user, option=option_id
+            self._channel, card_id, user, session_id=session_id, option=str(option)
         )
 
     async def answer_text(
-        self, session_id: str, request_id: str, text: str, user: ChannelUser
+        self, card_id: str, text: str, user: ChannelUser, *legacy: Any
     ) -> Resolution:
+        session_id: str | None = None
+        if legacy:  # 1.1: (session_id, request_id, text, user)
+            _deprecated("answer_text(session_id, request_id, text, user)")
+            session_id, card_id, text, user = card_id, text, cast(str, user), legacy[0]
         return await self._bridge.attention.answer(
-            self._channel, session_id, request_id, user, text=text
+            self._channel, card_id, user, session_id=session_id, text=text
         )
 
     async def answer_form(
-        self, session_id: str, request_id: str, values: dict[str, Any], user: ChannelUser
+        self, card_id: str, values: Mapping[str, Any], user: ChannelUser, *legacy: Any
     ) -> Resolution:
+        session_id: str | None = None
+        if legacy:  # 1.1: (session_id, request_id, values, user)
+            _deprecated("answer_form(session_id, request_id, values, user)")
+            session_id, card_id, values, user = (
+                card_id,
+                cast(str, values),
+                cast(Mapping[str, Any], user),
+                legacy[0],
+            )
         return await self._bridge.attention.answer(
-            self._channel, session_id, request_id, user, values=values
+            self._channel, card_id, user, session_id=session_id, values=dict(values)
         )
 
     def thread_id(self, channel: str, session_id: str) -> str | None:
-        return self._bridge.sessions.thread_id(channel, session_id)
+        return self._bridge.thread_id(channel, session_id)
 
     async def call(self, channel: str, op: str, *args: Any, session_id: str | None = None) -> Any:
         running = self._bridge.channels.get(channel)
@@ -121,6 +156,44 @@ class ChannelCore:
 
     def state(self, channel: str) -> ChannelState:
         return self._bridge.state(channel)
+
+    def sign(self, card_id: str, option: str, *, ttl: float = DEFAULT_SIGNATURE_TTL) -> str:
+        return signing.sign(self._bridge.secret, self._channel, card_id, option, ttl=ttl)
+
+    def verify(self, token: str) -> SignedPress | None:
+        return signing.verify(self._bridge.secret, self._channel, token)
+
+
+class PluginView:
+    """The `BridgeView` plugins get in `startup`, `shutdown` and `register_routes`: the few
+    things a plugin may ask of the bridge, and nothing else of it."""
+
+    __slots__ = ("_bridge",)
+
+    def __init__(self, bridge: Bridge) -> None:
+        self._bridge = bridge
+
+    @property
+    def running(self) -> Sequence[str]:
+        return self._bridge.running
+
+    def adapter(self, channel: str) -> ChannelAdapter[Any] | None:
+        return self._bridge.adapter(channel)
+
+    def state(self, channel: str) -> ChannelState:
+        return self._bridge.state(channel)
+
+    def thread_id(self, channel: str, session_id: str) -> str | None:
+        return self._bridge.thread_id(channel, session_id)
+
+
+def _deprecated(form: str) -> None:
+    warnings.warn(
+        f"BridgeCore.{form} is channel contract 1.1 and goes in 1.3: pass the card id alone "
+        "(see docs/writing-a-channel.md, Changes)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
 
 
 def secrets_in(*values: object) -> list[str]:
@@ -196,7 +269,15 @@ class Bridge:
             source=self.identity,
             agent=BRIDGE_AGENT,
         )
-        self.chat = ChatCommands(self)
+        self.chat = ChatCommands(
+            self.sessions,
+            self.attention,
+            approve=self.may_answer,
+            reply=self.reply,
+            command=self.control,
+            send=self.send_command,
+            shows_content=self.shows_content,
+        )
         self.channels: dict[str, Channel] = {}
         #: channels that could not be built or started, with the reason
         self.failed: dict[str, str] = {}
@@ -211,6 +292,9 @@ class Bridge:
         self._grouped = 0
         #: per stream, each session's position when the bridge started (`_handled_before`)
         self._floors: dict[str, Floors] = {}
+        self._secret: bytes | None = None
+        #: what the lifecycle hooks hand plugins
+        self.view: BridgeView = PluginView(self)
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -289,7 +373,7 @@ class Bridge:
         self._started = False
 
     async def _call_hook(self, name: str) -> None:
-        for result in getattr(self.host.hook, name)(bridge=self):
+        for result in getattr(self.host.hook, name)(bridge=self.view):
             if inspect.isawaitable(result):
                 try:
                     await result
@@ -303,7 +387,7 @@ class Bridge:
             for name, channel in self.channels.items()
             if channel.adapter.routes()
         ]
-        for extra in self.host.hook.register_routes(bridge=self):
+        for extra in self.host.hook.register_routes(bridge=self.view):
             mounted += list(extra or ())
         return mounted
 
@@ -313,6 +397,20 @@ class Bridge:
 
     def state(self, channel: str) -> ChannelState:
         return StoreState(self.store, f"channel:{channel}")
+
+    def adapter(self, channel: str) -> ChannelAdapter[Any] | None:
+        running = self.channels.get(channel)
+        return running.adapter if running is not None else None
+
+    def thread_id(self, channel: str, session_id: str) -> str | None:
+        return self.sessions.thread_id(channel, session_id)
+
+    @property
+    def secret(self) -> bytes:
+        """The bridge's own key for signed press URLs: made once, kept in the store."""
+        if self._secret is None:
+            self._secret = self.store.secret(SECRET_KEY)
+        return self._secret
 
     async def idle(self) -> None:
         """Wait until nothing is in flight: threads created, answers sent, outboxes empty."""
@@ -637,29 +735,27 @@ class Bridge:
             channel.outbox.submit(Job.permission_update(request.session_id, card, shown))
 
     def may_answer(self, channel: str, user: ChannelUser, request: Request | None) -> bool:
-        """The approver policy, asked on every press: a plugin's decision, else the channel's
-        `approvers` and `approver_roles`. Anyone else is refused (fail closed)."""
+        """The approver policy, asked on every press: the `approver_decision` hook, whose
+        last word is `aep_bridge.defaults` (the channel's `approvers` and `approver_roles`).
+        No decision, or a failing hook, refuses (fail closed)."""
         running = self.channels.get(channel)
         if running is None:
             return False
         config = running.config
-        if self.host.hook.approver_decision.get_hookimpls():
-            if request is not None:
-                card, _ = self.renderer.permission_request(
-                    request.event, request.id, ceiling=config.capture
-                )
-            else:
-                card = PermissionRequest(id="control", kind="other", title="session control")
-            try:
-                decision = self.host.hook.approver_decision(
-                    channel=channel, user=user, request=card, config=config
-                )
-            except Exception:
-                log.exception("an approver_decision hook failed; refusing %s", user.id)
-                return False
-            if decision is not None:
-                return bool(decision)
-        return user.id in config.approvers or any(r in config.approver_roles for r in user.roles)
+        if request is not None:
+            card, _ = self.renderer.permission_request(
+                request.event, request.id, ceiling=config.capture
+            )
+        else:
+            card = PermissionRequest(id="control", kind="other", title="session control")
+        try:
+            decision = self.host.hook.approver_decision(
+                channel=channel, user=user, request=card, config=config
+            )
+        except Exception:
+            log.exception("an approver_decision hook failed; refusing %s", user.id)
+            return False
+        return decision is True
 
     def _sent(self, channel: str, job: Job) -> None:
         """A card was posted: tell the agent's side, best effort (`attention.routed`)."""
@@ -730,3 +826,14 @@ async def _until(waiting: Awaitable[Any], deadline: float, hurry: asyncio.Event 
         for wait in waits:
             wait.cancel()
         await asyncio.gather(*waits, return_exceptions=True)
+
+
+if TYPE_CHECKING:
+
+    def _is_bridge_view(view: PluginView) -> BridgeView:
+        """mypy checks here that `PluginView` is what the hooks promise plugins."""
+        return view
+
+    def _is_bridge_core(core: ChannelCore) -> BridgeCore:
+        """mypy checks here that `ChannelCore` satisfies the `BridgeCore` contract."""
+        return core

@@ -9,14 +9,20 @@ their cards, never guessed from loose text.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Final
+from collections.abc import Awaitable, Callable
+from typing import Final
 
+from .aep.envelope import Event
+from .attention import Approver, Attention
 from .intake.source import CommandResult
+from .sessions import SessionRecord, Sessions
 from .types import IncomingMessage
 
-if TYPE_CHECKING:
-    from .bridge import Bridge
-    from .sessions import SessionRecord
+#: A line from the bridge in one channel's thread of a session: (channel, session id, text).
+Replier = Callable[[str, str, str], None]
+#: The command for `/verb` in a session: (session, verb) -> `control.*` event.
+CommandMaker = Callable[[SessionRecord, str], Event]
+Sender = Callable[[SessionRecord, Event], Awaitable[CommandResult]]
 
 log = logging.getLogger("aep_bridge.chat")
 
@@ -51,13 +57,32 @@ def describe(verb: str, result: CommandResult, *, content: bool = True) -> str:
 
 
 class ChatCommands:
-    """Handles `IncomingMessage`s for the bridge."""
+    """Handles `IncomingMessage`s. What it needs of the bridge is handed in, as `Attention`
+    has it: the session registry, the pending requests, and the functions that decide who
+    may act (`approve`), build and send a command, reply in a thread, and tell whether a
+    channel's ceiling lets an agent's words through (`shows_content`)."""
 
-    def __init__(self, bridge: Bridge) -> None:
-        self.bridge = bridge
+    def __init__(
+        self,
+        sessions: Sessions,
+        attention: Attention,
+        *,
+        approve: Approver,
+        reply: Replier,
+        command: CommandMaker,
+        send: Sender,
+        shows_content: Callable[[str], bool],
+    ) -> None:
+        self.sessions = sessions
+        self.attention = attention
+        self._approve = approve
+        self._reply = reply
+        self._command = command
+        self._send = send
+        self._shows_content = shows_content
 
     async def handle(self, channel: str, message: IncomingMessage) -> None:
-        sessions = self.bridge.sessions
+        sessions = self.sessions
         session_id = message.session_id
         if session_id is None and message.thread_id is not None:
             session_id = sessions.session_of_thread(channel, message.thread_id)
@@ -70,18 +95,16 @@ class ChatCommands:
         words = message.text.strip().split()
         verb = words[0][1:].split("@", 1)[0].lower() if words and words[0][:1] == "/" else ""
         if verb == "status":
-            self.bridge.reply(channel, session.id, self.status(session))
+            self._reply(channel, session.id, self.status(session))
         elif verb in CONTROL_VERBS:
             await self.control(channel, session, verb, message)
         else:
-            self.bridge.reply(channel, session.id, HELP)
+            self._reply(channel, session.id, HELP)
 
     def status(self, session: SessionRecord) -> str:
-        thread = self.bridge.sessions.thread(
-            session.id, self.bridge.sessions.channels(session.id)[0]
-        )
+        thread = self.sessions.thread(session.id, self.sessions.channels(session.id)[0])
         name = thread.name if thread else session.session
-        waiting = self.bridge.attention.open_requests(session.id)
+        waiting = self.attention.open_requests(session.id)
         state = "ended" if session.state == "ended" else "running"
         questions = f"{len(waiting)} question(s) waiting" if waiting else "no question waiting"
         return f"{name}: {session.agent}, {state}; {questions}"
@@ -89,8 +112,7 @@ class ChatCommands:
     async def control(
         self, channel: str, session: SessionRecord, verb: str, message: IncomingMessage
     ) -> None:
-        bridge = self.bridge
-        if not bridge.may_answer(channel, message.user, None):
+        if not self._approve(channel, message.user, None):
             log.warning(
                 "refused /%s on %s from %s (%s): not an approver",
                 verb,
@@ -98,17 +120,17 @@ class ChatCommands:
                 message.user.id,
                 message.user.display,
             )
-            bridge.reply(
+            self._reply(
                 channel, session.id, f"/{verb}: refused: you are not an approver for this channel"
             )
             return
-        current = bridge.sessions.get(session.id)
+        current = self.sessions.get(session.id)
         if current is not None and current.state == "ended":
-            bridge.reply(channel, session.id, f"/{verb}: the session has ended")
+            self._reply(channel, session.id, f"/{verb}: the session has ended")
             return
-        command = bridge.control(session, verb)
+        command = self._command(session, verb)
         log.info("/%s for session %s from %s on %s", verb, session.id, message.user.id, channel)
-        result = await bridge.send_command(session, command)
-        bridge.reply(
-            channel, session.id, describe(verb, result, content=bridge.shows_content(channel))
+        result = await self._send(session, command)
+        self._reply(
+            channel, session.id, describe(verb, result, content=self._shows_content(channel))
         )

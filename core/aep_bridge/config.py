@@ -22,10 +22,11 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
+from .adapter import ChannelRegistration
 from .aep.errors import InvalidFilter
 from .aep.filters import Filter
 from .aep.registry import Capture
-from .plugins import ChannelRegistration, PluginHost
+from .plugins import PluginHost
 from .types import ChannelConfig
 
 CONFIG_ENV: Final = "AEP_BRIDGE_CONFIG"
@@ -335,13 +336,17 @@ def resolve_channels(
             plan.problems.append(ConfigProblem(key, "must be an object of channel options"))
             continue
         kind = block.get("type", name)
+        # an unavailable type is reported at `type` when the block names one, else at the key
+        type_key = f"{key}.type" if "type" in block else key
         if block.get("enabled", True) is False:
             if kind not in host.channels:
-                plan.warnings.append(ConfigProblem(key, f"disabled; {host.problem(str(kind))}"))
+                plan.warnings.append(
+                    ConfigProblem(type_key, f"disabled; {host.problem(str(kind))}")
+                )
             continue
         registration = host.channels.get(kind) if isinstance(kind, str) else None
         if registration is None:
-            plan.problems.append(ConfigProblem(key, host.problem(str(kind))))
+            plan.problems.append(ConfigProblem(type_key, host.problem(str(kind))))
             continue
         found: list[ConfigProblem] = []
         values = interpolate(block, key, environ, found)

@@ -9,9 +9,13 @@ of these hooks with the `hookimpl` marker:
     def register_channels():
         return [NtfyChannel]
 
-The built-in channels are plugins of exactly this kind. Hooks are synchronous functions;
-`startup` and `shutdown` may return an awaitable, which the bridge awaits. An implementation
-may take any subset of a hook's arguments, so arguments added later break no plugin.
+The built-in channels are plugins of exactly this kind, and so is the default behaviour
+(`aep_bridge.defaults`: who may answer, how vendor events look), registered `trylast` so any
+plugin's answer comes first. Every name in these signatures is exported by `aep_bridge`.
+
+Hooks are synchronous functions; `startup` and `shutdown` may return an awaitable, which the
+bridge awaits. An implementation may take any subset of a hook's arguments, so arguments added
+later break no plugin.
 """
 
 from __future__ import annotations
@@ -24,10 +28,8 @@ import pluggy
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute
 
-    from .adapter import ChannelAdapter
+    from .adapter import BridgeView, ChannelAdapter, ChannelRegistration
     from .aep.envelope import Event
-    from .bridge import Bridge
-    from .plugins import ChannelRegistration
     from .types import ChannelConfig, ChannelUser, OutgoingMessage, PermissionRequest
 
 PROJECT = "aep_bridge"
@@ -46,17 +48,17 @@ def register_channels() -> Sequence[type[ChannelAdapter[Any]] | ChannelRegistrat
 
 
 @hookspec
-def startup(bridge: Bridge) -> Awaitable[None] | None:
+def startup(bridge: BridgeView) -> Awaitable[None] | None:
     """The bridge has started its channels and is about to serve."""
 
 
 @hookspec
-def shutdown(bridge: Bridge) -> Awaitable[None] | None:
+def shutdown(bridge: BridgeView) -> Awaitable[None] | None:
     """The bridge is stopping; its channels are still there."""
 
 
 @hookspec
-def register_routes(bridge: Bridge) -> Sequence[BaseRoute] | None:
+def register_routes(bridge: BridgeView) -> Sequence[BaseRoute] | None:
     """Extra HTTP routes on the bridge's server (Starlette routes), outside any channel."""
 
 
@@ -64,8 +66,9 @@ def register_routes(bridge: Bridge) -> Sequence[BaseRoute] | None:
 def render_vendor_event(event: Event, verbosity: str) -> Sequence[OutgoingMessage] | None:
     """How to show a vendor `x.*` event; the first plugin to return a list wins.
 
-    Return None to leave the event to other plugins and, failing all, the core's compact
-    default. An empty list hides the event.
+    Return None to leave the event to other plugins and, failing all, the default
+    (`aep_bridge.defaults`: one line at `verbose`, hidden otherwise). An empty list hides the
+    event.
     """
 
 
@@ -78,8 +81,10 @@ def approver_decision(
 ) -> bool | None:
     """Whether `user` may answer `request` on `channel`: True, False, or None for no opinion.
 
-    The first plugin with an opinion decides. With none, the channel's `approvers` and
-    `approver_roles` decide, and anyone not listed is refused (fail closed).
+    The first plugin with an opinion decides. With none, the default (`aep_bridge.defaults`)
+    does: the channel's `approvers` and `approver_roles`, and anyone not listed is refused
+    (fail closed). `request` is the card being answered; for session control (`/cancel`) it
+    is a stand-in card with id `control`.
     """
 
 

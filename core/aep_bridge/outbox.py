@@ -100,10 +100,12 @@ Op = Literal[
     "update_permission_request",
     "send_notification",
     "rename_session_thread",
-    "archive_session_topic",
+    "archive_session_thread",
     "delete_session_thread",
 ]
 OPS: Final[frozenset[str]] = frozenset(get_args(Op))
+#: ops saved under an older name (contract 1.1), read back under today's
+_RENAMED: Final = {"archive_session_topic": "archive_session_thread"}
 _FINAL_KINDS: Final = frozenset({"session_end", "error"})
 
 
@@ -208,7 +210,7 @@ class Job:
     @classmethod
     def archive(cls, session_id: str) -> Job:
         """Close or archive the session's thread."""
-        return cls("archive_session_topic", session_id, {}, Priority.FINAL)
+        return cls("archive_session_thread", session_id, {}, Priority.FINAL)
 
     @classmethod
     def delete(cls, session_id: str) -> Job:
@@ -947,7 +949,7 @@ class Outbox:
                 row = int(str(row_id))
                 try:
                     job = Job(
-                        op,  # type: ignore[arg-type]  # checked by _arguments
+                        _RENAMED.get(str(op), op),  # type: ignore[arg-type]  # see _arguments
                         None if session_id is None else str(session_id),
                         json.loads(str(payload)),
                         Priority(int(str(priority))),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import logging
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -23,11 +24,10 @@ from typing import Any, Final, Literal
 import pluggy
 from pydantic import ValidationError
 
-from . import hookspecs
+from . import defaults, hookspecs
 from .adapter import (
-    CONTRACT_VERSION,
-    AdapterFactory,
     ChannelAdapter,
+    ChannelRegistration,
     ContractMismatch,
     check_contract,
 )
@@ -37,32 +37,9 @@ ENTRY_POINT_GROUP: Final = "aep_bridge"
 DISABLE_AUTOLOAD_ENV: Final = "AEP_BRIDGE_DISABLE_PLUGIN_AUTOLOAD"
 PLUGINS_ENV: Final = "AEP_BRIDGE_PLUGINS"
 OWN_DISTRIBUTION: Final = "aep-bridge"
+DEFAULTS_PLUGIN: Final = "aep_bridge.defaults"
 
-
-@dataclass(frozen=True, slots=True)
-class ChannelRegistration:
-    """A channel a plugin provides: how to build it and how to check its config."""
-
-    name: str
-    factory: AdapterFactory
-    capabilities: ChannelCapabilities
-    config_model: type[ChannelConfig] = ChannelConfig
-    contract_version: str = CONTRACT_VERSION
-    description: str = ""
-    plugin: str = ""
-
-    @classmethod
-    def of(cls, adapter: type[ChannelAdapter]) -> ChannelRegistration:
-        """The registration of an adapter class, read from its class attributes."""
-        doc = inspect.getdoc(adapter) or ""
-        return cls(
-            name=adapter.name,
-            factory=adapter,
-            capabilities=adapter.capabilities,
-            config_model=adapter.config_model,
-            contract_version=adapter.contract_version,
-            description=doc.split("\n", 1)[0],
-        )
+log = logging.getLogger("aep_bridge.plugins")
 
 
 @dataclass(slots=True)
@@ -96,6 +73,8 @@ class PluginHost:
     def __init__(self) -> None:
         self.manager = pluggy.PluginManager(hookspecs.PROJECT)
         self.manager.add_hookspecs(hookspecs)
+        # the default behaviour is a plugin too (trylast): any plugin's answer comes first
+        self.manager.register(defaults, name=DEFAULTS_PLUGIN)
         self.records: list[PluginRecord] = []
         self.channels: dict[str, ChannelRegistration] = {}
 
@@ -205,9 +184,15 @@ class PluginHost:
                 f"no plugin provides channel {channel_type!r}: "
                 f"install it with pip install 'aep-bridge[{channel_type}]'"
             )
+        installed = loaded_channels(self.records)
+        known = (
+            f"the installed channel types are {', '.join(installed)}"
+            if installed
+            else "no channel type is installed"
+        )
         return (
-            f"no installed plugin provides channel {channel_type!r}: pip install the package "
-            "that provides it, then check `aep-bridge plugins`"
+            f"unknown channel type {channel_type!r}: {known}; pip install the package that "
+            "provides it, then check `aep-bridge plugins`"
         )
 
 
@@ -228,6 +213,12 @@ def _registration(item: object, plugin: str) -> ChannelRegistration:
             if not hasattr(item, attribute):
                 raise PluginLoadError(f"channel class {item.__name__} has no {attribute!r}")
         registration = ChannelRegistration.of(item)
+        if item.archive_session_topic is not ChannelAdapter.archive_session_topic:
+            log.warning(
+                "channel %s implements archive_session_topic, which contract 1.2 renames "
+                "archive_session_thread: it is still called, until contract 1.3",
+                item.name,
+            )
     else:
         raise PluginLoadError(
             f"register_channels returned {item!r}: expected a ChannelAdapter subclass "
@@ -266,12 +257,20 @@ def _registration(item: object, plugin: str) -> ChannelRegistration:
 
 
 def _extras() -> set[str]:
-    from importlib.metadata import PackageNotFoundError, metadata
+    """The extras of aep-bridge that install a built-in channel's platform SDK.
+
+    An extra counts only when aep-bridge also registers a channel of that name, so an extra
+    for a channel that is not built (or stale metadata naming one) is never offered as a fix.
+    """
+    from importlib.metadata import PackageNotFoundError, distribution
 
     try:
-        return set(metadata(OWN_DISTRIBUTION).get_all("Provides-Extra") or [])
+        own = distribution(OWN_DISTRIBUTION)
     except PackageNotFoundError:
         return set()
+    extras = set(own.metadata.get_all("Provides-Extra") or [])
+    builtin = {ep.name for ep in own.entry_points if ep.group == ENTRY_POINT_GROUP}
+    return extras & builtin
 
 
 def _is_builtin_extra(name: str) -> bool:

@@ -37,6 +37,7 @@ from typing import Any, Final, Literal, TypeVar
 
 from pydantic import BaseModel
 
+from . import defaults
 from .aep.capture import degrade_to_metadata, downlevel, field_levels, synthesize_prompt
 from .aep.envelope import Event
 from .aep.payloads import (
@@ -433,19 +434,21 @@ class Renderer:
     # -- vendor and unknown types ----------------------------------------------------------
 
     def _vendor(self, draft: _Draft, verbosity: str) -> None:
+        """A vendor or unknown event: the plugins' rendering (`render_vendor_event`), whose
+        last resort is `aep_bridge.defaults`; that default, too, if the plugins fail."""
         event = draft.event
+        shown: Sequence[OutgoingMessage] | None = None
         if self.vendor is not None:
             try:
                 shown = self.vendor(event, verbosity)
             except Exception:
                 log.exception("rendering %s: the vendor renderer failed", event.type)
-                shown = None
-            if shown is not None:
-                if all(isinstance(m, OutgoingMessage) for m in shown):
-                    draft.items.extend((QUIET, m) for m in shown)
-                    return
+            if shown is not None and not all(isinstance(m, OutgoingMessage) for m in shown):
                 log.warning("rendering %s: the vendor renderer returned a non-message", event.type)
-        draft.add(VERBOSE, "system_message", f"{event.type} ({self._line(event.agent)})")
+                shown = None
+        if shown is None:
+            shown = defaults.render_vendor_event(event, verbosity)
+        draft.items.extend((QUIET, m) for m in shown)
 
     # -- session ---------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ import asyncio
 import json
 import logging
 import os
+import secrets
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -33,6 +34,8 @@ log = logging.getLogger(__name__)
 
 #: The database file's name inside the state directory.
 DB_NAME: Final = "state.db"
+#: The kv namespace of the bridge's own keys (`Store.secret`); channels use `channel:{name}`.
+SECRETS_NAMESPACE: Final = "bridge:secrets"
 #: How long a statement waits for another connection's write lock before failing, in ms.
 BUSY_TIMEOUT_MS: Final = 5000
 #: Seconds between WAL checkpoints (see `_Checkpointer`).
@@ -778,6 +781,17 @@ class Store:
             "ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value",
             (namespace, key, value),
         )
+
+    def secret(self, name: str) -> bytes:
+        """A random 32-byte key kept under `name`: made on first use, the same after a
+        restart (the bridge signs press URLs with one)."""
+        known = self.kv_get(SECRETS_NAMESPACE, name)
+        if known is None:
+            known = secrets.token_hex(32)
+            with self.transaction():
+                self.kv_set(SECRETS_NAMESPACE, name, known)
+            self.commit_group()
+        return bytes.fromhex(known)
 
     def kv_delete(self, namespace: str, key: str) -> None:
         """Remove `key` from `namespace`; a missing key is not an error."""

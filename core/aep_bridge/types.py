@@ -13,7 +13,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
 
 from .aep.registry import Capture
 
@@ -262,6 +262,13 @@ class Resolution(_Model):
         return text[:200]
 
 
+class SignedPress(_Model):
+    """What a verified press token (`BridgeCore.sign`) stands for: a card and an option."""
+
+    card_id: str
+    option: str
+
+
 class DoctorCheck(_Model):
     """One thing `aep-bridge doctor` checked about a channel, and the fix when it failed."""
 
@@ -289,11 +296,15 @@ class RateLimits(_Model):
     counts together (all topics of a Telegram supergroup), `global_` to the channel instance.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
-
     per_chat: RateLimit | None = None
     per_group: RateLimit | None = None
-    global_: RateLimit | None = Field(default=None, alias="global")
+    # `global` in config files and dumps, `global_` in Python: no plain `alias`, which
+    # `dataclass_transform` would make the `__init__` keyword (`RateLimits(global=...)`)
+    global_: RateLimit | None = Field(
+        default=None,
+        validation_alias=AliasChoices("global", "global_"),
+        serialization_alias="global",
+    )
 
 
 class ChannelCapabilities(_Model):

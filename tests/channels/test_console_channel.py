@@ -16,7 +16,13 @@ from aep_bridge.testing import (
     MessageView,
     ThreadView,
 )
-from aep_bridge.types import ChannelUser, PermissionOption, PermissionRequest
+from aep_bridge.types import (
+    ChannelUser,
+    PermissionOption,
+    PermissionRequest,
+    Resolution,
+    ResolutionStatus,
+)
 from aep_bridge_console import ConsoleChannel, ConsoleConfig
 
 
@@ -77,9 +83,18 @@ class TestConsoleConformance(ChannelConformance):
         core = FakeCore()
         config = ConsoleConfig(name="console", approvers=["local"], read_input=False)
         channel = ConsoleChannel(core, config, output=screen)
+        probe = ConsoleProbe(channel, screen)
         await channel.start()
+
+        async def restart() -> ConsoleChannel:
+            """A bridge restart: a new console on the same terminal; lines typed go to it."""
+            await channel.stop()
+            probe.channel = ConsoleChannel(core, config, output=screen)
+            await probe.channel.start()
+            return probe.channel
+
         # The console has one user, the person at the keyboard: presses come as `local`.
-        yield Harness(channel, core, ConsoleProbe(channel, screen), approver=channel.user)
+        yield Harness(channel, core, probe, approver=channel.user, restart=restart)
         await channel.stop()
 
 
@@ -103,14 +118,42 @@ async def test_typed_answers_reach_the_core_as_options_or_words(screen: Screen):
     await channel.start()
     await channel.send_permission_request("s1", _request())
     assert "answer with: c7Qa 1 = Allow   c7Qa 2 = Deny" in "\n".join(screen.lines)
-    reader.feed_data(b"c7Qa 2\nnot-a-card 1\nc7Qa use the staging registry\n")
+    reader.feed_data(b"c7Qa 2\nc7Qa use the staging registry\n")
     async with asyncio.timeout(5):
         while len(core.presses) < 2:
             await asyncio.sleep(0.01)
-    assert [(p.answer, p.via, p.user.id) for p in core.presses] == [
-        ("deny", "button", "local"),
-        ("use the staging registry", "text", "local"),
+    # by card id and the option's index (0-based): the core knows the session and options
+    assert [(p.card_id, p.answer, p.via, p.user.id) for p in core.presses] == [
+        ("c7Qa", 1, "button", "local"),
+        ("c7Qa", "use the staging registry", "text", "local"),
     ]
-    assert screen.lines[-1].endswith("Sent to the agent")
+    assert screen.lines[-1] == "[s1] Sent to the agent"
     await channel.stop()
+    await channel.stop()
+
+
+async def test_a_number_that_is_no_option_is_sent_as_words(screen: Screen):
+    core = FakeCore()  # the card has no option 42
+    core.next_resolution = Resolution(status=ResolutionStatus.REJECTED, reason="no such option")
+    channel = ConsoleChannel(core, ConsoleConfig(name="console", read_input=False), output=screen)
+    await channel.start()
+    await channel.handle_line("c7Qa 42")
+    assert [(p.card_id, p.answer, p.via) for p in core.presses] == [
+        ("c7Qa", 41, "button"),
+        ("c7Qa", "42", "text"),
+    ]
+    await channel.stop()
+
+
+async def test_the_core_says_what_became_of_a_line_for_an_unknown_card(screen: Screen):
+    core = FakeCore()
+    core.next_resolution = Resolution(status=ResolutionStatus.UNKNOWN)
+    channel = ConsoleChannel(core, ConsoleConfig(name="console", read_input=False), output=screen)
+    await channel.start()
+    assert await channel.handle_line("not-a-card") is None  # no answer: nothing to send
+    resolution = await channel.handle_line("not-a-card 1")
+    assert resolution is not None
+    assert resolution.status is ResolutionStatus.UNKNOWN
+    assert [(p.card_id, p.answer) for p in core.presses] == [("not-a-card", 0)]
+    assert screen.lines[-1] == f"[not-a-card] {resolution.message}"
     await channel.stop()

@@ -66,6 +66,26 @@ class StickyButtons(MemoryChannel):
                 stored.text += "\n" + outcome.summary()  # shown, but the buttons stay
 
 
+class RemembersCards(MemoryChannel):
+    """Answers a press from a card map of its own (contract 1.1 style): a restart loses it."""
+
+    async def press(self, data: str, user: ChannelUser) -> Resolution:
+        card, _, index = data.rpartition(":")
+        if card not in self.cards:
+            return Resolution(status=ResolutionStatus.UNKNOWN)
+        return await self.core.resolve_permission(card, int(index), user)
+
+
+class ForgetsCards(MemoryChannel):
+    """Keeps which message is which card in memory only: after a restart it cannot edit."""
+
+    async def update_permission_request(
+        self, session_id: str, request: PermissionRequest, outcome: PermissionOutcome
+    ) -> None:
+        if request.id in self.cards:
+            await super().update_permission_request(session_id, request, outcome)
+
+
 class EatsMarkup(MemoryChannel):
     async def send_message(self, session_id: str, content: OutgoingMessage) -> None:
         cleaned = re.sub(r"<[^>]+>", "", content.text)
@@ -85,7 +105,21 @@ CASES = [
     (StickyButtons, "test_the_outcome_is_shown_and_the_buttons_go"),
     (EatsMarkup, "test_agent_text_is_shown_verbatim_not_as_markup"),
     (TwoThreads, "test_a_thread_is_created_once_and_renamed"),
+    (RemembersCards, "test_a_press_is_resolved_by_card_id_alone"),
+    (ForgetsCards, "test_a_card_from_before_a_restart_still_shows_its_outcome"),
 ]
+
+
+def _harness(adapter: MemoryChannel, core: FakeCore) -> Harness:
+    probe = MemoryProbe(adapter)
+
+    async def restart() -> MemoryChannel:
+        await probe.channel.stop()
+        probe.channel = probe.channel.restarted()
+        await probe.channel.start()
+        return probe.channel
+
+    return Harness(adapter, core, probe, ChannelUser(id="alice"), timeout=0.5, restart=restart)
 
 
 @pytest.mark.parametrize(("channel", "test"), CASES, ids=[c[1] for c in CASES])
@@ -93,7 +127,7 @@ async def test_the_kit_fails_a_channel_with_this_mistake(channel: type[MemoryCha
     core = FakeCore()
     adapter = channel(core, ChannelConfig(name="memory", approvers=["alice"]))
     await adapter.start()
-    harness = Harness(adapter, core, MemoryProbe(adapter), ChannelUser(id="alice"), timeout=0.5)
+    harness = _harness(adapter, core)
     with pytest.raises((AssertionError, TimeoutError)):
         await getattr(ChannelConformance(), test)(harness)
 
@@ -103,5 +137,5 @@ async def test_and_passes_the_correct_channel(channel: type[MemoryChannel], test
     core = FakeCore()
     adapter = MemoryChannel(core, ChannelConfig(name="memory", approvers=["alice"]))
     await adapter.start()
-    harness = Harness(adapter, core, MemoryProbe(adapter), ChannelUser(id="alice"), timeout=0.5)
+    harness = _harness(adapter, core)
     await getattr(ChannelConformance(), test)(harness)

@@ -16,5 +16,13 @@ class TestMemoryChannel(ChannelConformance):
         core = FakeCore()
         channel = MemoryChannel(core, ChannelConfig(name="memory", approvers=["alice"]))
         await channel.start()
-        yield Harness(channel, core, MemoryProbe(channel), approver=ChannelUser(id="alice"))
+        probe = MemoryProbe(channel)
+
+        async def restart() -> MemoryChannel:
+            await probe.channel.stop()
+            probe.channel = probe.channel.restarted()
+            await probe.channel.start()
+            return probe.channel
+
+        yield Harness(channel, core, probe, approver=ChannelUser(id="alice"), restart=restart)
         await channel.stop()

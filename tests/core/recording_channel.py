@@ -155,7 +155,7 @@ class RecordingChannel(ChannelAdapter[RecordingConfig]):
     async def rename_session_thread(self, session_id: str, new_name: str) -> None:
         await self._post(f"/threads/{self._thread(session_id)}/rename", {"name": new_name})
 
-    async def archive_session_topic(self, session_id: str) -> None:
+    async def archive_session_thread(self, session_id: str) -> None:
         await self._post(f"/threads/{self._thread(session_id)}/archive", {})
 
     async def delete_session_thread(self, session_id: str) -> None:

@@ -18,11 +18,12 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine
 
 from aep_bridge import hookimpl
+from aep_bridge.adapter import ChannelRegistration
 from aep_bridge.bridge import Bridge
 from aep_bridge.config import BridgeConfig
 from aep_bridge.intake.hub import Hub, HubLimits, Participant
 from aep_bridge.intake.source import LocalSource
-from aep_bridge.plugins import ChannelRegistration, PluginHost
+from aep_bridge.plugins import PluginHost
 from aep_bridge.store import Store
 from aep_bridge.testing import LocalAgent, MemoryChannel
 from aep_bridge.types import ChannelConfig, ChannelUser

@@ -19,9 +19,9 @@ import pytest
 from pydantic import BaseModel, Field, SecretStr
 
 from aep_bridge import attention, hookimpl
+from aep_bridge.adapter import ChannelRegistration
 from aep_bridge.intake.hub import Delivery, Participant
 from aep_bridge.intake.source import CommandResult
-from aep_bridge.plugins import ChannelRegistration
 from aep_bridge.testing import LocalAgent, MemoryChannel
 from aep_bridge.types import ChannelConfig, ResolutionStatus
 
@@ -554,7 +554,7 @@ async def test_a_request_answered_only_in_the_terminal_gets_a_card_without_butto
         assert card.informational
         assert rig.buttons("alpha") == []
         resolution = await rig.bridge.channels["alpha"].adapter.core.resolve_permission(
-            rig.card("alpha")[0], card.id, "o1", ALICE
+            card.id, 0, ALICE
         )
         assert resolution.status is ResolutionStatus.INFORMATIONAL
         assert agent.commands == []
@@ -619,13 +619,13 @@ async def test_a_form_answer_is_sent_with_the_agents_own_field_and_choice_ids(tm
             capture="full",
         )
         await rig.settle()
-        session_id, card, _ = rig.card("alpha")
+        _, card, _ = rig.card("alpha")
         assert [f.id for f in card.fields] == ["f1", "f2"]
         core = rig.bridge.channels["alpha"].adapter.core
-        missing = await core.answer_form(session_id, card.id, {"f2": 3}, ALICE)
+        missing = await core.answer_form(card.id, {"f2": 3}, ALICE)
         assert missing.status is ResolutionStatus.REJECTED
         assert "Environment is required" in missing.message
-        ok = await core.answer_form(session_id, card.id, {"f1": "c2", "f2": 3}, ALICE)
+        ok = await core.answer_form(card.id, {"f1": "c2", "f2": 3}, ALICE)
         assert ok.status is ResolutionStatus.ACCEPTED
         await rig.settle()
         assert agent.answers == [{"values": {"env": "prod", "replicas": 3}}]

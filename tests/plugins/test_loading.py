@@ -127,7 +127,7 @@ def test_a_config_naming_a_plugin_channel_runs_it_and_a_broken_one_is_reported(
     )
     result = bridge(site, "check", str(config))
     assert result.returncode == 1
-    assert "channels.crash: its plugin 'crashplug' failed to load: " in result.stdout
+    assert "channels.crash.type: its plugin 'crashplug' failed to load: " in result.stdout
     config.write_text(json.dumps({"channels": {"pager": {"approvers": ["alice"]}}}))
     result = bridge(site, "check", str(config))
     assert result.returncode == 0, result.stdout
@@ -167,3 +167,47 @@ def test_a_builtin_channel_with_its_sdk_missing_says_which_extra_to_install(monk
     assert "pip install 'aep-bridge[telegram]'" in (record.error or "")
     assert "pip install 'aep-bridge[telegram]'" in host.problem("telegram")
     assert "pip install 'aep-bridge[telegram]'" in PluginHost().problem("telegram")
+
+
+def test_a_channel_that_is_not_built_is_reported_unknown_with_the_installed_types(
+    site: Path, tmp_path: Path
+):
+    """`aep-bridge check` on a config naming Discord: an unknown type, never an extra."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"channels": {"team": {"type": "discord"}}}))
+    result = bridge(site, "check", str(config))
+    assert result.returncode == 1
+    [line] = [line for line in result.stdout.splitlines() if "channels.team" in line]
+    assert "error: channels.team.type: unknown channel type 'discord': " in line
+    installed = line.split("the installed channel types are ", 1)[1].split(";", 1)[0]
+    assert {"console", "telegram", "pager"} <= set(installed.split(", "))
+    assert "aep-bridge[discord]" not in result.stdout
+    assert "then check `aep-bridge plugins`" in line
+
+
+def test_an_extra_is_offered_only_for_a_channel_aep_bridge_has(monkeypatch):
+    """Metadata naming an extra for a channel that is not built (a stale install) is ignored."""
+    import importlib.metadata
+    from email.message import Message
+    from types import SimpleNamespace
+
+    headers = Message()
+    for extra in ("telegram", "discord", "all", "dev"):
+        headers["Provides-Extra"] = extra
+    stale = SimpleNamespace(metadata=headers, entry_points=distribution("aep-bridge").entry_points)
+    monkeypatch.setattr(importlib.metadata, "distribution", lambda name: stale)
+    assert plugin_module._extras() == {"telegram"}
+    assert "unknown channel type 'discord'" in PluginHost().problem("discord")
+    assert "pip install 'aep-bridge[telegram]'" in PluginHost().problem("telegram")
+
+
+def test_the_extras_are_the_built_channels():
+    """Every extra but `dev` and `all` installs a channel aep-bridge has; `all` is those."""
+    import tomllib
+
+    project = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    extras = project["project"]["optional-dependencies"]
+    builtin = set(project["project"]["entry-points"]["aep_bridge"])
+    channels = set(extras) - {"dev", "all"}
+    assert channels <= builtin, f"extras for channels that are not built: {channels - builtin}"
+    assert extras["all"] == [f"aep-bridge[{','.join(sorted(channels))}]"]

@@ -16,10 +16,11 @@ import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, StringConstraints, model_validator
+from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError, model_validator
 
 from ._types import NonNegInt, Opt
 from .formats import is_rfc3339, is_uri
+from .payloads import PAYLOAD_MODELS, RESERVED_MODELS
 from .registry import (
     AEP_VERSION,
     CATEGORIES,
@@ -158,8 +159,6 @@ class Event(BaseModel):
         """The typed payload when the type has a model and `data` fits it, else `data` as is."""
         private = self._private
         if private.get("_payload") is None:
-            from .validation import parse_payload
-
             private["_payload"] = parse_payload(self)
         return private["_payload"]
 
@@ -244,3 +243,16 @@ def now_rfc3339() -> str:
 
 
 __all__ = ["AEP_VERSION", "Event", "now_rfc3339", "type_violation"]
+
+
+def parse_payload(event: Event) -> Any:
+    """The typed payload if `data` fits a known model (reserved types leniently), else `data`."""
+    if event.data is None:
+        return None
+    model = PAYLOAD_MODELS.get(event.type) or RESERVED_MODELS.get(event.type)
+    if model is None:
+        return event.data
+    try:
+        return model.model_validate(event.data)
+    except ValidationError:
+        return event.data

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from .envelope import Event
 from .errors import InvalidEvent, Violation
-from .payloads import PAYLOAD_MODELS, RESERVED_MODELS, Payload
+from .payloads import PAYLOAD_MODELS, Payload
 from .registry import CORE_ATTRIBUTES, REGISTERED_TYPES
 from .rules import RULE_ERROR
 
@@ -140,19 +140,6 @@ def check_payload(event: Event) -> tuple[Payload | None, list[Violation]]:
         return model.model_validate(event.data), []
     except ValidationError as exc:
         return None, violations_of(exc, payload_of=event.type)
-
-
-def parse_payload(event: Event) -> Any:
-    """The typed payload if `data` fits a known model (reserved types leniently), else `data`."""
-    if event.data is None:
-        return None
-    model = PAYLOAD_MODELS.get(event.type) or RESERVED_MODELS.get(event.type)
-    if model is None:
-        return event.data
-    try:
-        return model.model_validate(event.data)
-    except ValidationError:
-        return event.data
 
 
 def _finish(event: Event, raw: bytes | None) -> Event:

@@ -1,4 +1,9 @@
-"""Fixtures: a fake ntfy server and the bridge side, both on real loopback ports."""
+"""Fixtures: a fake ntfy server and the bridge side, both on real loopback ports.
+
+The end-to-end tests use aep-bridge's own `bridge` fixture (the real core, from the
+`aep_bridge.testing.fixture` pytest plugin); `routes` here is only the HTTP side of a bridge,
+serving one adapter's routes to the phone for the tests that drive the adapter directly.
+"""
 
 from __future__ import annotations
 
@@ -24,7 +29,7 @@ async def ntfy() -> AsyncIterator[FakeNtfy]:
 
 
 @pytest.fixture
-async def bridge() -> AsyncIterator[BridgeRoutes]:
+async def routes() -> AsyncIterator[BridgeRoutes]:
     routes = BridgeRoutes()
     async with LoopbackServer(routes) as server:
         routes.url = server.url
@@ -48,14 +53,14 @@ def probe(ntfy: FakeNtfy, phone: Phone) -> NtfyProbe:
 
 @pytest.fixture
 async def make_adapter(
-    ntfy: FakeNtfy, bridge: BridgeRoutes, core: FakeCore
+    ntfy: FakeNtfy, routes: BridgeRoutes, core: FakeCore
 ) -> AsyncIterator[AdapterFactory]:
     """Start adapters as the bridge does: routes mounted, then `start()`; all stopped after."""
     started: list[NtfyChannel] = []
 
     async def make(**overrides: Any) -> NtfyChannel:
-        adapter = NtfyChannel(core, ntfy_config(ntfy, bridge, **overrides))
-        bridge.mount(adapter)
+        adapter = NtfyChannel(core, ntfy_config(ntfy, routes.url, **overrides))
+        routes.mount(adapter)
         await adapter.start()
         started.append(adapter)
         return adapter

@@ -51,15 +51,27 @@ class NtfyProbe:
         ]
 
     async def press(self, message: MessageView, button: ButtonView, user: ChannelUser) -> None:
-        """Tap the button on the phone. ntfy does not say who tapped, so `user` goes nowhere."""
+        """Tap the button on the phone. ntfy does not say who tapped, so `user` goes nowhere.
+
+        A button whose data was altered (`button.data` is not what the notification carries)
+        is sent as altered: its request's URL and body, with the change where it falls.
+        """
         for notification in await self.notifications():
             if notification["id"] != message.id:
                 continue
             for action in notification.get("actions", ()):
-                if action["label"] == button.label and button_data(action) == button.data:
-                    response = await self.phone.tap(action)
-                    assert response.status_code == 200, response.text
-                    return
+                if action["label"] != button.label:
+                    continue
+                genuine = button_data(action)
+                if button.data != genuine and len(button.data) == len(genuine):
+                    cut = len(str(action["url"]).encode())
+                    url, body = button.data[:cut].decode(), button.data[cut:].decode()
+                    action = {**action, "url": url, "body": body}
+                elif button.data != genuine:
+                    continue
+                response = await self.phone.tap(action)
+                assert response.status_code == 200, response.text
+                return
         raise AssertionError(f"no button {button.label!r} on notification {message.id}")
 
     async def reply(

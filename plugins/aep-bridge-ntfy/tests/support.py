@@ -6,7 +6,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fake_ntfy import FakeNtfy
-from servers import BridgeRoutes
 
 from aep_bridge_ntfy import NtfyChannel, NtfyConfig
 
@@ -17,12 +16,18 @@ INSTANCE = "ntfy"
 AdapterFactory = Callable[..., Awaitable[NtfyChannel]]
 
 
-def ntfy_config(ntfy: FakeNtfy, bridge: BridgeRoutes, **overrides: Any) -> NtfyConfig:
+def ntfy_block(ntfy: FakeNtfy, public_url: str, **overrides: Any) -> dict[str, Any]:
+    """The channel's block in a config file: the fake server, the topic, the bridge's address
+    as the phone reaches it; the topic's presses (`ntfy`) may answer."""
     values: dict[str, Any] = {
-        "name": INSTANCE,
         "server": ntfy.url,
         "topic": TOPIC,
-        "public_url": bridge.url,
+        "public_url": public_url,
         "approvers": ["ntfy"],
     }
-    return NtfyConfig.model_validate({**values, **overrides})
+    return {**values, **overrides}
+
+
+def ntfy_config(ntfy: FakeNtfy, public_url: str, **overrides: Any) -> NtfyConfig:
+    block = ntfy_block(ntfy, public_url, **overrides)
+    return NtfyConfig.model_validate({"name": INSTANCE, **block})

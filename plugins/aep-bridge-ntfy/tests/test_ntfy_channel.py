@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import traceback
@@ -18,6 +19,7 @@ from support import TOPIC, AdapterFactory
 from aep_bridge import (
     ChannelError,
     ChannelRegistration,
+    ChannelUser,
     NotificationMessage,
     OutcomeStatus,
     OutgoingMessage,
@@ -28,7 +30,7 @@ from aep_bridge import (
     Resolution,
     ResolutionStatus,
 )
-from aep_bridge.testing import FakeCore
+from aep_bridge.testing import ButtonView, FakeCore
 from aep_bridge_ntfy import NtfyChannel, NtfyConfig
 
 SESSION = "s-42"
@@ -70,6 +72,22 @@ async def card(adapter: NtfyChannel, probe: NtfyProbe, req: PermissionRequest) -
     return (await probe.notifications())[-1]
 
 
+def forge(token: str, card: str | None = None, option: str | None = None) -> str:
+    """`token` with its card id or option changed and its signature kept: what someone who
+    read a button could make of it."""
+    signed, _, mac = token.partition(".")
+    fields = base64.urlsafe_b64decode(signed + "=" * (-len(signed) % 4)).decode().split("\x1f")
+    fields[0] = card if card is not None else fields[0]
+    fields[1] = option if option is not None else fields[1]
+    altered = base64.urlsafe_b64encode("\x1f".join(fields).encode()).rstrip(b"=").decode()
+    return f"{altered}.{mac}"
+
+
+def press_of(action: dict[str, Any]) -> dict[str, Any]:
+    body: dict[str, Any] = json.loads(action["body"])
+    return body
+
+
 # -- presses -------------------------------------------------------------------------------
 
 
@@ -79,24 +97,52 @@ async def test_a_forged_press_is_refused_with_403_and_never_reaches_the_core(
     adapter = await make_adapter()
     await session(adapter, core)
     allow = (await card(adapter, probe, request()))["actions"][0]
-    genuine = json.loads(allow["body"])
+    genuine = press_of(allow)
+    token = genuine["press"]
+    another_channel = FakeCore()  # the same bridge's key, signing for another channel
+    another_channel.secret, another_channel.channel = core.secret, "ntfy-2"
     forged = {
-        "bad signature": {**genuine, "sig": "A" * len(genuine["sig"])},
-        "signature of another button": {**genuine, "option": 1},
-        "signature of another card": {**genuine, "card": "cZ9"},
-        "no signature": {"card": genuine["card"], "option": 0},
+        "bad signature": token[:-4] + ("AAAA" if token[-4:] != "AAAA" else "BBBB"),
+        "signature of another button": forge(token, option="1"),
+        "signature of another card": forge(token, card="cZ9"),
+        "an unsigned option": forge(token, option="x"),
+        "no signature": token.partition(".")[0],
+        "signed by another key": FakeCore().sign("cA1", "0"),
+        "signed for another channel": another_channel.sign("cA1", "0"),
+        "expired": core.sign("cA1", "0", ttl=-1),
     }
-    for case, body in forged.items():
-        response = await phone.tap({**allow, "body": json.dumps(body)})
+    for case, forgery in forged.items():
+        response = await phone.tap({**allow, "body": json.dumps({**genuine, "press": forgery})})
         assert response.status_code == 403, case
         assert "forbidden" in response.json()["error"]
-    for raw in ("not json", "[1, 2]", json.dumps({**genuine, "pad": "x" * 5000})):
+    for raw in ("not json", "[1, 2]", "{}", json.dumps({**genuine, "pad": "x" * 5000})):
         assert (await phone.tap({**allow, "body": raw})).status_code == 403
     assert core.presses == []
 
     response = await phone.tap(allow)
     assert response.status_code == 200
-    assert [(p.request_id, p.answer) for p in core.presses] == [("cA1", "opt-0-allow")]
+    assert [(p.card_id, p.answer, p.via) for p in core.presses] == [("cA1", 0, "button")]
+
+
+async def test_an_altered_button_is_refused_wherever_it_was_changed(
+    make_adapter: AdapterFactory, core: FakeCore, probe: NtfyProbe, phone: Phone
+) -> None:
+    """What the kit's altered-press test does (one byte of the button's data changed), at
+    every byte of the token: each is refused before the core hears of it."""
+    adapter = await make_adapter()
+    await session(adapter, core)
+    await card(adapter, probe, request())
+    [shown] = [m for m in await probe.messages() if m.buttons]
+    button = shown.buttons[1]
+    token = press_of((await probe.notifications())[-1]["actions"][1])["press"]
+    start = button.data.index(token.encode())
+    for at in range(start, start + len(token)):
+        changed = b"A" if button.data[at : at + 1] != b"A" else b"B"
+        flipped = button.data[:at] + changed + button.data[at + 1 :]
+        with pytest.raises(AssertionError):  # the probe asserts a 200
+            await probe.press(shown, ButtonView(button.label, flipped), ChannelUser(id="x"))
+        assert phone.responses[-1].status_code == 403, f"byte {at - start} of the token"
+    assert core.presses == []
 
 
 async def test_a_button_works_from_the_ntfy_web_app_in_a_browser(
@@ -125,23 +171,26 @@ async def test_a_button_works_from_the_ntfy_web_app_in_a_browser(
         )
     assert tap.headers["access-control-allow-origin"] == "*"
     assert tap.json()["status"] == "accepted"
-    assert core.presses[-1].answer == "opt-0-allow"
+    assert core.presses[-1].answer == 0
 
 
-async def test_buttons_carry_neither_the_option_id_nor_the_key(
+async def test_buttons_carry_neither_the_option_id_nor_a_key_and_nothing_is_stored(
     make_adapter: AdapterFactory, core: FakeCore, probe: NtfyProbe
 ) -> None:
     adapter = await make_adapter()
     await session(adapter, core)
+    before = dict(core.state("ntfy").values)  # type: ignore[attr-defined]
     note = await card(adapter, probe, request())
-    key = core.state("ntfy").values["signing-key"]  # type: ignore[attr-defined]
     for action in note["actions"]:
         data = button_data(action).decode()
         assert "opt-" not in data
-        assert key not in data
+        assert core.secret.hex() not in data
+        assert base64.urlsafe_b64encode(core.secret).decode().rstrip("=") not in data
         assert "opt-" not in action["url"]
         assert "cA1" not in action["url"]
         assert action["url"].endswith("/channels/ntfy/press")
+    assert core.state("ntfy").values == before, "a card costs no state"  # type: ignore[attr-defined]
+    assert before == {f"session:{SESSION}": NAME}, "only the session's name, for titles"
 
 
 async def test_buttons_still_work_after_the_bridge_restarts(
@@ -158,12 +207,7 @@ async def test_buttons_still_work_after_the_bridge_restarts(
     assert response.status_code == 200
     assert response.json()["status"] == "accepted"
     press = core.presses[-1]
-    assert (press.session_id, press.request_id, press.answer, press.user.id) == (
-        SESSION,
-        "cA1",
-        "opt-1-deny",
-        "ntfy",
-    )
+    assert (press.card_id, press.answer, press.user.id) == ("cA1", 1, "ntfy")
     await second.send_message(SESSION, OutgoingMessage(type="text", text="back again"))
     assert (await probe.notifications())[-1]["title"] == NAME
 
@@ -188,6 +232,13 @@ async def test_a_refused_press_is_explained_in_a_new_notification(
     assert notifications[-1]["message"] == refused
     assert notifications[-1]["title"] == NAME
 
+    # the session a button names is unsigned, so only a name this channel gave is shown
+    forged_session = {**press_of(allow), "session": "Click evil.example now"}
+    core.next_resolution = Resolution(status=ResolutionStatus.EXPIRED)
+    await phone.tap({**allow, "body": json.dumps(forged_session)})
+    assert (await probe.notifications())[-1]["title"] == "aep-bridge"
+    before += 1
+
     core.next_resolution = Resolution(status=ResolutionStatus.ACCEPTED)
     assert (await phone.tap(allow)).json()["status"] == "accepted"
     assert len(await probe.notifications()) == before + 1, "an accepted press needs no note"
@@ -207,7 +258,7 @@ async def test_an_answer_that_did_not_arrive_offers_the_buttons_again(
     assert lost.summary() in again["message"]
     assert [a["label"] for a in again["actions"]] == ["Allow", "Deny"]
     assert (await phone.tap(again["actions"][0])).json()["status"] == "accepted"
-    assert core.presses[-1].answer == "opt-0-allow"
+    assert (core.presses[-1].card_id, core.presses[-1].answer) == ("cA1", 0)
 
     done = PermissionOutcome(status=OutcomeStatus.ANSWERED, option_label="Allow", by="ntfy")
     await adapter.update_permission_request(SESSION, req, done)
@@ -216,10 +267,11 @@ async def test_an_answer_that_did_not_arrive_offers_the_buttons_again(
     assert "actions" not in closed
 
 
-async def test_a_stale_button_asks_the_core_until_the_session_is_deleted(
+async def test_a_stale_button_always_asks_the_core(
     make_adapter: AdapterFactory, core: FakeCore, probe: NtfyProbe, phone: Phone
 ) -> None:
-    """The adapter never decides a card is closed: the core says so, with who answered."""
+    """The adapter never decides a card is closed: the core says so, with who answered, even
+    once the session's thread is gone (the adapter has nothing of the card to forget)."""
     adapter = await make_adapter()
     await session(adapter, core)
     req = request()
@@ -229,13 +281,16 @@ async def test_a_stale_button_asks_the_core_until_the_session_is_deleted(
 
     core.next_resolution = Resolution(status=ResolutionStatus.ALREADY_ANSWERED, answered_by="al")
     assert (await phone.tap(deny)).json()["message"] == "Already answered by al"
-    assert [p.answer for p in core.presses] == ["opt-1-deny"]
+    assert [p.answer for p in core.presses] == [1]
     assert (await probe.notifications())[-1]["message"] == "Already answered by al"
 
     await adapter.delete_session_thread(SESSION)
+    assert core.state("ntfy").values == {}  # type: ignore[attr-defined]
+    core.next_resolution = Resolution(status=ResolutionStatus.UNKNOWN)
     forgotten = await phone.tap(deny)
     assert forgotten.json()["status"] == "unknown"
-    assert len(core.presses) == 1, "a forgotten card cannot be mapped to an option"
+    assert [p.answer for p in core.presses] == [1, 1], "the core, not the adapter, said so"
+    assert (await probe.notifications())[-1]["title"] == "aep-bridge", "no name left to show"
 
 
 async def test_a_fourth_option_is_offered_in_the_text(
@@ -248,7 +303,8 @@ async def test_a_fourth_option_is_offered_in_the_text(
     assert [a["label"] for a in note["actions"]] == ["Allow", "Deny", "Allow for session"]
     assert "4. Always deny" in note["message"]
     await phone.tap(note["actions"][2])
-    assert core.presses[-1].answer == "opt-2-allow-for-session"
+    assert core.presses[-1].answer == 2
+    assert request(labels=labels).options[2].id == "opt-2-allow-for-session"
 
 
 async def test_a_long_card_arrives_in_parts_with_the_buttons_under_its_end(

@@ -2,7 +2,8 @@
 
 The adapter publishes to a fake ntfy server over a loopback socket; the probe reads the topic
 as a phone would and taps buttons by sending the action's HTTP request to the bridge side,
-where the adapter's routes are mounted as the bridge mounts them.
+where the adapter's routes are mounted as the bridge mounts them. `restart` stops the adapter
+and starts a new one on the same core, server and address, as a bridge restart does.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ import pytest
 from ntfy_probe import NtfyProbe
 from support import AdapterFactory
 
-from aep_bridge import ChannelUser, PermissionOption, PermissionRequest, Resolution
+from aep_bridge import ChannelAdapter, ChannelUser, PermissionOption, PermissionRequest, Resolution
 from aep_bridge import ResolutionStatus as Status
-from aep_bridge.testing import SESSION, ChannelConformance, FakeCore, Harness
+from aep_bridge.testing import ChannelConformance, FakeCore, Harness
 
 #: every press from the topic is reported as the configured identity (default "ntfy")
 NTFY_USER = ChannelUser(id="ntfy", name="ntfy")
@@ -27,7 +28,12 @@ class TestNtfyConformance(ChannelConformance):
         self, make_adapter: AdapterFactory, core: FakeCore, probe: NtfyProbe
     ) -> AsyncIterator[Harness]:
         adapter = await make_adapter()
-        yield Harness(adapter, core, probe, approver=NTFY_USER)
+
+        async def restart() -> ChannelAdapter:
+            await adapter.stop()
+            return await make_adapter()
+
+        yield Harness(adapter, core, probe, approver=NTFY_USER, restart=restart)
         await adapter.stop()
 
     async def test_presses_by_anyone_go_to_the_core_which_decides(self, harness: Harness) -> None:
@@ -51,5 +57,5 @@ class TestNtfyConformance(ChannelConformance):
         await h.probe.press(card, card.buttons[0], stranger)
         await self._wait_for_press(h, 1)
         press = h.core.presses[-1]
-        assert (press.session_id, press.request_id, press.answer) == (SESSION, "c8Qb", "o1")
+        assert (press.card_id, press.answer, press.via) == ("c8Qb", 0, "button")
         assert press.user.id == NTFY_USER.id

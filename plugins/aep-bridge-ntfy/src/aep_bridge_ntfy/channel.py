@@ -2,7 +2,10 @@
 
 ntfy has no threads and cannot edit a notification, so every message, card and outcome is a
 new notification whose title names the session. A card's buttons are ntfy `http` actions:
-the phone POSTs a signed press to this instance's `/press` route, which hands it to the core.
+the phone POSTs a press to this instance's `/press` route, carrying a token the core signed
+for the card and the button's index (`core.sign`); the route checks it (`core.verify`) and
+hands the card id and index to the core, which knows the rest. Nothing is stored to answer a
+press: what the channel keeps (session names, for titles) is for display only.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from aep_bridge import (
     ChannelCapabilities,
     ChannelConfig,
     ChannelError,
+    ChannelState,
     ChannelUser,
     NotificationMessage,
     OutgoingMessage,
@@ -30,17 +34,13 @@ from aep_bridge import (
     PermissionRequest,
     RateLimit,
     RateLimits,
-    Resolution,
-    ResolutionStatus,
     split_text,
 )
 
 from . import render
 from .client import MAX_ACTIONS, MAX_MESSAGE_BYTES, NtfyClient
 from .config import NtfyConfig
-from .press import press_route
-from .signing import Signer
-from .store import Card, ChannelStore
+from .press import parse_press, press_body, press_route
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +49,7 @@ _RESUME_SLOTS: Final = 32
 #: how many (card, refusal) pairs to remember, so a replayed press is reported once
 _TOLD_SLOTS: Final = 1024
 _URGENT_NOTIFICATIONS: Final = frozenset({"permission", "input_required", "error"})
+_FORBIDDEN: Final[dict[str, Any]] = {"error": "forbidden: not a press this bridge signed"}
 
 
 class NtfyChannel(ChannelAdapter[NtfyConfig]):
@@ -72,12 +73,12 @@ class NtfyChannel(ChannelAdapter[NtfyConfig]):
         rate_limits=RateLimits(global_=RateLimit(count=1, per_seconds=5, burst=60)),
     )
     config_model: ClassVar[type[ChannelConfig]] = NtfyConfig
+    #: presses are answered by card id alone, with tokens from `core.sign`
+    contract_version: ClassVar[str] = "1.2"
 
     def __init__(self, core: BridgeCore, config: NtfyConfig) -> None:
         super().__init__(core, config)
         self._client = NtfyClient(config.server, config.token)
-        self._signer: Signer | None = None
-        self._state_store: ChannelStore | None = None
         self._names: dict[str, str] = {}
         self._sent_parts: dict[str, int] = {}
         self._told: dict[tuple[str, str], None] = {}
@@ -88,7 +89,6 @@ class NtfyChannel(ChannelAdapter[NtfyConfig]):
         await self._client.connect()
         try:
             await self._client.check_health()
-            await self._get_signer()
         except BaseException:
             await self._client.close()
             raise
@@ -118,7 +118,7 @@ class NtfyChannel(ChannelAdapter[NtfyConfig]):
 
     async def delete_session_thread(self, session_id: str) -> None:
         self._names.pop(session_id, None)
-        await self._store.forget_session(session_id)
+        await self._state.delete(_name_key(session_id))
 
     # -- messages ------------------------------------------------------------------------
 
@@ -181,16 +181,11 @@ class NtfyChannel(ChannelAdapter[NtfyConfig]):
         )
 
     async def _offer(self, session_id: str, request: PermissionRequest) -> list[dict[str, Any]]:
-        """One ntfy `http` action per buttoned option: a signed POST to this instance's route.
-
-        The card's option ids are stored first, so a press can be mapped back to them.
-        """
+        """One ntfy `http` action per buttoned option: a POST to this instance's route whose
+        body carries the core's token for (card id, option index). Nothing is stored."""
         options = render.buttoned(request)
         if not options:
             return []
-        card = Card(session_id, request.id, tuple(option.id for option in options))
-        await self._store.save_card(request.id, card)
-        signer = await self._get_signer()
         url = f"{self.config.public_url}/channels/{self.instance_name}/press"
         return [
             {
@@ -199,7 +194,7 @@ class NtfyChannel(ChannelAdapter[NtfyConfig]):
                 "url": url,
                 "method": "POST",
                 "headers": {"Content-Type": "application/json"},
-                "body": signer.body(request.id, index),
+                "body": press_body(self.core.sign(request.id, str(index)), session_id),
                 "clear": True,
             }
             for index, option in enumerate(options)
@@ -208,22 +203,18 @@ class NtfyChannel(ChannelAdapter[NtfyConfig]):
     # -- presses -------------------------------------------------------------------------
 
     async def handle_press(self, raw: bytes) -> tuple[int, dict[str, Any]]:
-        """A tapped button: verify it, map it to the option, and let the core decide."""
-        press = (await self._get_signer()).verify(raw)
-        if press is None:
-            return 403, {"error": "forbidden: not a press this bridge signed"}
-        card = await self._store.card(press.card)
-        if card is None or press.option >= len(card.options):
-            resolution = Resolution(status=ResolutionStatus.UNKNOWN)
-        else:
-            resolution = await self.core.resolve_permission(
-                card.session_id,
-                card.request_id,
-                card.options[press.option],
-                ChannelUser(id=self.config.identity, name="ntfy"),
-            )
-        if not resolution.accepted and self._first_time(press.card, resolution.status.value):
-            await self._tell(card.session_id if card else None, resolution.message)
+        """A tapped button: check the core signed it, then let the core decide by card id and
+        option index. A press it did not sign (forged, altered, expired, another channel's)
+        never reaches it."""
+        body = parse_press(raw)
+        press = self.core.verify(body.token) if body is not None else None
+        if body is None or press is None or not _is_index(press.option):
+            return 403, _FORBIDDEN
+        resolution = await self.core.resolve_permission(
+            press.card_id, int(press.option), ChannelUser(id=self.config.identity, name="ntfy")
+        )
+        if not resolution.accepted and self._first_time(press.card_id, resolution.status.value):
+            await self._tell(body.session, resolution.message)
         return 200, {"status": resolution.status.value, "message": resolution.message}
 
     def _first_time(self, card: str, status: str) -> bool:
@@ -242,8 +233,13 @@ class NtfyChannel(ChannelAdapter[NtfyConfig]):
         return True
 
     async def _tell(self, session_id: str | None, text: str) -> None:
-        """Tell the phone what became of a press; a failure here is logged, not raised."""
-        title = await self._title(session_id) if session_id else "aep-bridge"
+        """Tell the phone what became of a press; a failure here is logged, not raised.
+
+        The note is titled with the session the button named, if it is one this channel
+        titled (the name is unsigned: an unknown one gets the bridge's name, never its text).
+        """
+        name = await self._name(session_id) if session_id else None
+        title = name or "aep-bridge"
         try:
             await self._publish(title, text, tags=["warning"], priority=self.config.priority)
         except ChannelError as exc:
@@ -252,27 +248,24 @@ class NtfyChannel(ChannelAdapter[NtfyConfig]):
     # -- helpers -------------------------------------------------------------------------
 
     @property
-    def _store(self) -> ChannelStore:
-        if self._state_store is None:
-            self._state_store = ChannelStore(self.core.state(self.instance_name))
-        return self._state_store
-
-    async def _get_signer(self) -> Signer:
-        if self._signer is None:
-            self._signer = Signer(await self._store.signing_key())
-        return self._signer
+    def _state(self) -> ChannelState:
+        """Where session names are kept, so titles survive a restart (display only)."""
+        return self.core.state(self.instance_name)
 
     async def _set_name(self, session_id: str, name: str) -> None:
         self._names[session_id] = name
-        await self._store.set_session_name(session_id, name)
+        await self._state.set(_name_key(session_id), name)
 
-    async def _title(self, session_id: str) -> str:
+    async def _name(self, session_id: str) -> str | None:
         name = self._names.get(session_id)
         if name is None:
-            name = await self._store.session_name(session_id)
+            name = await self._state.get(_name_key(session_id))
             if name is not None:
                 self._names[session_id] = name
-        return name or f"Session {session_id}"
+        return name
+
+    async def _title(self, session_id: str) -> str:
+        return await self._name(session_id) or f"Session {session_id}"
 
     async def _publish(
         self,
@@ -317,6 +310,15 @@ class NtfyChannel(ChannelAdapter[NtfyConfig]):
         self._sent_parts[fingerprint] = sent
         while len(self._sent_parts) > _RESUME_SLOTS:
             del self._sent_parts[next(iter(self._sent_parts))]
+
+
+def _is_index(option: str) -> bool:
+    """Whether a signed option is a button index, as this channel signs them ("0" to "2")."""
+    return option.isascii() and option.isdigit() and len(option) <= 2
+
+
+def _name_key(session_id: str) -> str:
+    return f"session:{session_id}"
 
 
 def _fingerprint(

@@ -26,22 +26,25 @@ the bridge itself.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import itertools
 import re
-from collections.abc import Callable
+import secrets
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import pytest
 
-from .adapter import ChannelAdapter, ChannelState
-from .aep.build import make_event
-from .aep.envelope import Event
-from .aep.ids import source_uri
-from .intake.hub import Delivery, Hub, Participant
-from .text import measure, split_text
-from .types import (
+from .. import signing
+from ..adapter import DEFAULT_SIGNATURE_TTL, ChannelAdapter, ChannelState
+from ..aep.build import make_event
+from ..aep.envelope import Event
+from ..aep.ids import source_uri
+from ..intake.hub import Delivery, Hub, Participant
+from ..text import measure, split_text
+from ..types import (
     OUTGOING_KINDS,
     ChannelCapabilities,
     ChannelConfig,
@@ -55,6 +58,7 @@ from .types import (
     PermissionRequest,
     Resolution,
     ResolutionStatus,
+    SignedPress,
 )
 
 # -- the fake core ---------------------------------------------------------------------
@@ -78,17 +82,25 @@ class MemoryState:
 
 @dataclass(frozen=True, slots=True)
 class Press:
-    """One call an adapter made to report a person's answer."""
+    """One call an adapter made to report a person's answer: the card, and what was chosen
+    (an option's index or id, the text, or the form's values)."""
 
-    session_id: str
-    request_id: str
-    answer: str | dict[str, Any]
+    card_id: str
+    answer: int | str | dict[str, Any]
     user: ChannelUser
     via: str  # "button", "text" or "form"
 
+    @property
+    def request_id(self) -> str:
+        """Deprecated (contract 1.1's name for the card id): use `card_id`."""
+        return self.card_id
+
 
 class FakeCore:
-    """A `BridgeCore` that records every report and answers with `next_resolution`."""
+    """A `BridgeCore` that records every report and answers with `next_resolution`.
+
+    It signs and verifies press tokens as the real core does, with a key of its own.
+    """
 
     def __init__(self) -> None:
         self.presses: list[Press] = []
@@ -98,6 +110,9 @@ class FakeCore:
         self.adapters: dict[str, ChannelAdapter] = {}
         self.next_resolution = Resolution(status=ResolutionStatus.ACCEPTED)
         self.pressed = asyncio.Event()
+        self.secret = secrets.token_bytes(32)
+        #: the channel `sign` and `verify` act for (the real core gives each channel its own)
+        self.channel = ""
 
     def _record(self, press: Press) -> Resolution:
         self.presses.append(press)
@@ -109,19 +124,23 @@ class FakeCore:
         self.pressed.set()
 
     async def resolve_permission(
-        self, session_id: str, request_id: str, option_id: str, user: ChannelUser
+        self, card_id: str, option: int | str, user: ChannelUser
     ) -> Resolution:
-        return self._record(Press(session_id, request_id, option_id, user, "button"))
+        return self._record(Press(card_id, option, user, "button"))
 
-    async def answer_text(
-        self, session_id: str, request_id: str, text: str, user: ChannelUser
-    ) -> Resolution:
-        return self._record(Press(session_id, request_id, text, user, "text"))
+    async def answer_text(self, card_id: str, text: str, user: ChannelUser) -> Resolution:
+        return self._record(Press(card_id, text, user, "text"))
 
     async def answer_form(
-        self, session_id: str, request_id: str, values: dict[str, Any], user: ChannelUser
+        self, card_id: str, values: Mapping[str, Any], user: ChannelUser
     ) -> Resolution:
-        return self._record(Press(session_id, request_id, values, user, "form"))
+        return self._record(Press(card_id, dict(values), user, "form"))
+
+    def sign(self, card_id: str, option: str, *, ttl: float = DEFAULT_SIGNATURE_TTL) -> str:
+        return signing.sign(self.secret, self.channel, card_id, option, ttl=ttl)
+
+    def verify(self, token: str) -> SignedPress | None:
+        return signing.verify(self.secret, self.channel, token)
 
     def thread_id(self, channel: str, session_id: str) -> str | None:
         return self.threads.get((channel, session_id))
@@ -130,8 +149,10 @@ class FakeCore:
         return self.states.setdefault(channel, MemoryState())
 
     def attach(self, adapter: ChannelAdapter) -> None:
-        """Make `adapter` the one `call` runs methods of (`create_thread` does it too)."""
+        """Make `adapter` the one `call` runs methods of, and the channel `sign` acts for
+        (`create_thread` does it too)."""
         self.adapters[adapter.instance_name] = adapter
+        self.channel = adapter.instance_name
 
     async def call(self, channel: str, op: str, *args: Any, session_id: str | None = None) -> Any:
         """At once, without limits: the kit calls adapters directly too."""
@@ -209,6 +230,10 @@ class Harness:
     approver: ChannelUser
     #: how long to wait for a press to travel through the platform to the core
     timeout: float = 5.0
+    #: stop `adapter` and start a new one of the same config, on the same platform and
+    #: core, and return it (the kit stops it): what a bridge restart does to a channel.
+    #: Without it, the kit skips the restart tests.
+    restart: Callable[[], Awaitable[ChannelAdapter]] | None = None
 
 
 # -- the memory channel ----------------------------------------------------------------
@@ -299,11 +324,15 @@ class MemoryChannel(ChannelAdapter):
         )
         message_id = self._post(self._thread(session_id), _question(request), buttons)
         self.cards[request.id] = (session_id, request, message_id)
+        # which message is which card, for edits and replies after a restart
+        state = self.core.state(self.instance_name)
+        await state.set(f"card:{request.id}", message_id)
+        await state.set(f"message:{message_id}", request.id)
 
     async def update_permission_request(
         self, session_id: str, request: PermissionRequest, outcome: PermissionOutcome
     ) -> None:
-        _, _, message_id = self.cards[request.id]
+        message_id = await self.core.state(self.instance_name).get(f"card:{request.id}")
         for stored in self.messages:
             if stored.id == message_id:
                 # an edited card keeps its question, as a platform's edited message does
@@ -324,26 +353,25 @@ class MemoryChannel(ChannelAdapter):
         if thread in self.threads:
             self.threads[thread] = ThreadView(thread, new_name)
 
-    async def archive_session_topic(self, session_id: str) -> None:
+    async def archive_session_thread(self, session_id: str) -> None:
         thread = self._thread(session_id)
         if thread in self.threads:
             self.threads[thread] = ThreadView(thread, self.threads[thread].name, closed=True)
 
     async def press(self, data: str, user: ChannelUser) -> Resolution:
-        """What the platform does when a button is pressed: hand the press to the core."""
+        """What the platform does when a button is pressed: hand the press to the core, by
+        the card id and option index the button carries (nothing looked up)."""
         card, _, index = data.rpartition(":")
-        session_id, request, _ = self.cards[card]
-        option = request.options[int(index)]
-        return await self.core.resolve_permission(session_id, request.id, option.id, user)
+        return await self.core.resolve_permission(card, int(index), user)
 
     async def reply(
         self, thread: str | None, text: str, user: ChannelUser, reply_to: str | None
     ) -> None:
         """What the platform does when someone writes: a reply to a card is a text answer."""
-        card = next((c for c, (_, _, m) in self.cards.items() if m == reply_to), None)
+        state = self.core.state(self.instance_name)
+        card = await state.get(f"message:{reply_to}") if reply_to is not None else None
         if card is not None:
-            session_id, request, _ = self.cards[card]
-            await self.core.answer_text(session_id, request.id, text, user)
+            await self.core.answer_text(card, text, user)
             return
         await self.core.handle_incoming_message(
             IncomingMessage(
@@ -354,6 +382,17 @@ class MemoryChannel(ChannelAdapter):
                 text=text,
             )
         )
+
+    def restarted(self) -> MemoryChannel:
+        """A new instance on the same "platform" (threads and messages), as after a bridge
+        restart: nothing of this instance's memory carries over, only its `ChannelState`."""
+        successor = type(self)(self.core, self.config)
+        successor.threads, successor.messages, successor._ids = (
+            self.threads,
+            self.messages,
+            self._ids,
+        )
+        return successor
 
 
 class MemoryProbe:
@@ -574,6 +613,14 @@ def _request(card: str, options: list[tuple[str, str]], **extra: Any) -> Permiss
     )
 
 
+def _chosen(press: Press, request: PermissionRequest) -> int | None:
+    """The index of the option a press chose, whether the adapter sent its index or its id."""
+    if isinstance(press.answer, int):
+        return press.answer
+    ids = [o.id for o in request.options]
+    return ids.index(press.answer) if press.answer in ids else None
+
+
 def _visible(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
@@ -665,18 +712,90 @@ class ChannelConformance:
         if not h.adapter.capabilities.buttons:
             pytest.skip("this channel has no buttons")
         await self._thread(h)
-        card = await self._card(h, _request("c7Qa", [("o1", "Allow"), ("o2", "Deny")]))
+        request = _request("c7Qa", [("o1", "Allow"), ("o2", "Deny")])
+        card = await self._card(h, request)
         assert [b.label for b in card.buttons] == ["Allow", "Deny"]
         await h.probe.press(card, card.buttons[1], h.approver)
         await self._wait_for_press(h, 1)
         press = h.core.presses[-1]
-        assert (press.session_id, press.request_id, press.answer, press.user.id, press.via) == (
-            SESSION,
+        assert (press.card_id, _chosen(press, request), press.user.id, press.via) == (
             "c7Qa",
-            "o2",
+            1,
             h.approver.id,
             "button",
         )
+
+    async def test_a_press_is_resolved_by_card_id_alone(self, harness: Harness) -> None:
+        """A button carries the card id and the option; the core knows the rest. After the
+        adapter restarts with its state wiped, a press on an old card still reaches the core
+        as that card and option: the adapter kept nothing to answer it. (Contract 1.2.)"""
+        h = harness
+        if not h.adapter.capabilities.buttons:
+            pytest.skip("this channel has no buttons")
+        if h.restart is None:
+            pytest.skip("the harness has no `restart`")
+        await self._thread(h)
+        request = _request("cDQf", [("o1", "Allow"), ("o2", "Deny"), ("o3", "Always")])
+        card = await self._card(h, request)
+        h.core.states.clear()
+        adapter = await h.restart()
+        try:
+            await h.probe.press(card, card.buttons[2], h.approver)
+            await self._wait_for_press(h, 1)
+            press = h.core.presses[-1]
+            assert (press.card_id, _chosen(press, request), press.via) == ("cDQf", 2, "button")
+        finally:
+            await adapter.stop()
+
+    async def test_a_card_from_before_a_restart_still_shows_its_outcome(
+        self, harness: Harness
+    ) -> None:
+        """What an adapter keeps in its `ChannelState` is there after a restart: a card
+        posted before it is still edited with its outcome, its buttons gone."""
+        h = harness
+        if not h.adapter.capabilities.edits:
+            pytest.skip("this channel cannot edit a card")
+        if h.restart is None:
+            pytest.skip("the harness has no `restart`")
+        await self._thread(h)
+        request = _request("cEQg", [("o1", "Allow"), ("o2", "Deny")])
+        await self._card(h, request)
+        count = len(await h.probe.messages())
+        adapter = await h.restart()
+        try:
+            outcome = PermissionOutcome(
+                status=OutcomeStatus.ANSWERED, option_id="o2", option_label="Deny", by="alice"
+            )
+            await adapter.update_permission_request(SESSION, request, outcome)
+            messages = await h.probe.messages()
+            assert len(messages) == count, "the card is edited, not posted again"
+            shown = [m for m in messages if outcome.summary() in m.text]
+            assert shown, "the outcome is shown on the card"
+            assert all(m.buttons == () for m in shown), "a closed card keeps no buttons"
+        finally:
+            await adapter.stop()
+
+    async def test_an_altered_press_never_reaches_the_core(self, harness: Harness) -> None:
+        """Presses that come over HTTP (the channel's own routes, which the bridge does not
+        authenticate) carry a token from `core.sign`: altered, they are refused before the
+        core hears of them. Channels without routes get presses from their platform."""
+        h = harness
+        if not h.adapter.capabilities.buttons or not h.adapter.routes():
+            pytest.skip("this channel takes no presses over its own HTTP routes")
+        await self._thread(h)
+        card = await self._card(h, _request("cFQh", [("o1", "Allow"), ("o2", "Deny")]))
+        button = card.buttons[0]
+        data = button.data
+        # one byte changed at a time, at a dozen places spread over the data (and its end)
+        for at in sorted({*range(0, len(data), max(1, len(data) // 12)), len(data) - 1}):
+            altered = data[:at] + (b"A" if data[at : at + 1] != b"A" else b"B") + data[at + 1 :]
+            with contextlib.suppress(Exception):  # the platform may report the refusal
+                await h.probe.press(card, ButtonView(button.label, altered), h.approver)
+        await asyncio.sleep(0.2)
+        assert h.core.presses == [], "a press with altered data reached the core"
+        await h.probe.press(card, button, h.approver)
+        await self._wait_for_press(h, 1)
+        assert h.core.presses[-1].card_id == "cFQh"
 
     async def test_presses_by_anyone_go_to_the_core_which_decides(self, harness: Harness) -> None:
         """Adapters never decide who may answer: a stranger's press reaches the core too."""
@@ -743,13 +862,14 @@ class ChannelConformance:
         await self._thread(h)
         count = min(caps.max_buttons, 3)
         options = [(f"option-{i}-" + "x" * 60, f"Choice {i}") for i in range(count)]
-        card = await self._card(h, _request("cBQe" + "z" * 20, options))
+        request = _request("cBQe" + "z" * 20, options)
+        card = await self._card(h, request)
         assert len(card.buttons) == count
         for button in card.buttons:
             assert len(button.data) <= caps.max_button_data
         await h.probe.press(card, card.buttons[-1], h.approver)
         await self._wait_for_press(h, 1)
-        assert h.core.presses[-1].answer == options[-1][0]
+        assert _chosen(h.core.presses[-1], request) == count - 1
 
     async def test_a_notification_is_delivered(self, harness: Harness) -> None:
         h = harness
