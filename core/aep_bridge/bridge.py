@@ -18,7 +18,7 @@ import socket
 import warnings
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, SecretBytes, SecretStr
 from starlette.routing import BaseRoute, Mount
@@ -55,6 +55,7 @@ from .types import (
     PermissionOutcome,
     PermissionRequest,
     Resolution,
+    ResolutionStatus,
     SignedPress,
 )
 
@@ -103,42 +104,26 @@ class ChannelCore:
     async def handle_incoming_message(self, message: IncomingMessage) -> None:
         await self._bridge.chat.handle(self._channel, message)
 
-    async def resolve_permission(
-        self, card_id: str, option: int | str, user: ChannelUser, *legacy: Any
-    ) -> Resolution:
-        session_id: str | None = None
-        if legacy:  # 1.1: (session_id, request_id, option_id, user)
-            _deprecated("resolve_permission(session_id, request_id, option_id, user)")
-            session_id, card_id, option, user = card_id, str(option), cast(str, user), legacy[0]
+    async def resolve_permission(self, *args: Any, **kwargs: Any) -> Resolution:
+        card_id, option, user, session_id = _press(
+            "resolve_permission", "option", "option_id", args, kwargs
+        )
         if isinstance(option, int) and not isinstance(option, bool):
             option = f"o{option + 1}" if option >= 0 else ""
         return await self._bridge.attention.answer(
             self._channel, card_id, user, session_id=session_id, option=str(option)
         )
 
-    async def answer_text(
-        self, card_id: str, text: str, user: ChannelUser, *legacy: Any
-    ) -> Resolution:
-        session_id: str | None = None
-        if legacy:  # 1.1: (session_id, request_id, text, user)
-            _deprecated("answer_text(session_id, request_id, text, user)")
-            session_id, card_id, text, user = card_id, text, cast(str, user), legacy[0]
+    async def answer_text(self, *args: Any, **kwargs: Any) -> Resolution:
+        card_id, text, user, session_id = _press("answer_text", "text", "text", args, kwargs)
         return await self._bridge.attention.answer(
-            self._channel, card_id, user, session_id=session_id, text=text
+            self._channel, card_id, user, session_id=session_id, text=str(text)
         )
 
-    async def answer_form(
-        self, card_id: str, values: Mapping[str, Any], user: ChannelUser, *legacy: Any
-    ) -> Resolution:
-        session_id: str | None = None
-        if legacy:  # 1.1: (session_id, request_id, values, user)
-            _deprecated("answer_form(session_id, request_id, values, user)")
-            session_id, card_id, values, user = (
-                card_id,
-                cast(str, values),
-                cast(Mapping[str, Any], user),
-                legacy[0],
-            )
+    async def answer_form(self, *args: Any, **kwargs: Any) -> Resolution:
+        card_id, values, user, session_id = _press("answer_form", "values", "values", args, kwargs)
+        if not isinstance(values, Mapping):
+            return Resolution(status=ResolutionStatus.REJECTED, reason="not a form's values")
         return await self._bridge.attention.answer(
             self._channel, card_id, user, session_id=session_id, values=dict(values)
         )
@@ -187,13 +172,33 @@ class PluginView:
         return self._bridge.thread_id(channel, session_id)
 
 
-def _deprecated(form: str) -> None:
+def _press(
+    method: str, value: str, old_value: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[str, Any, ChannelUser, str | None]:
+    """The arguments of a press, `(card_id, value, user, session_id)`, in either contract's
+    form: 1.2's `(card_id, value, user)`, or 1.1's `(session_id, request_id, value, user)`,
+    whose names still work, with a `DeprecationWarning`, until 1.3."""
+    old = len(args) == 4 or "request_id" in kwargs or "session_id" in kwargs
+    names = ("session_id", "request_id", old_value, "user") if old else ("card_id", value, "user")
+    if len(args) > len(names):
+        raise TypeError(f"{method}() takes {len(names)} arguments, {len(args)} given")
+    bound = dict(zip(names, args, strict=False))
+    for name, given in kwargs.items():
+        if name not in names or name in bound:
+            raise TypeError(f"{method}() got an unexpected or repeated argument {name!r}")
+        bound[name] = given
+    missing = [name for name in names if name not in bound]
+    if missing:
+        raise TypeError(f"{method}() is missing {', '.join(missing)}")
+    if not old:
+        return str(bound["card_id"]), bound[value], bound["user"], None
     warnings.warn(
-        f"BridgeCore.{form} is channel contract 1.1 and goes in 1.3: pass the card id alone "
-        "(see docs/writing-a-channel.md, Changes)",
+        f"BridgeCore.{method}({', '.join(names)}) is channel contract 1.1 and goes in 1.3: "
+        "pass the card id alone (see docs/writing-a-channel.md, Changes)",
         DeprecationWarning,
         stacklevel=3,
     )
+    return str(bound["request_id"]), bound[old_value], bound["user"], str(bound["session_id"])
 
 
 def secrets_in(*values: object) -> list[str]:

@@ -43,6 +43,15 @@ ANSWERING = {
 }
 
 
+#: presses by card id that fit no option of the request (a crafted button or callback)
+FORGED = (
+    "past the last option",
+    "a negative index",
+    "an option id it does not have",
+    "form values on a permission card",
+)
+
+
 @dataclass
 class Asked:
     """What the model expects of one question."""
@@ -189,6 +198,37 @@ class AttentionLoop(BridgeMachine):
         )
         if taken:
             self._taken(asked, who, behaviour, REPLY)
+
+    @precondition(lambda self: self.asked)
+    @rule(
+        data=st.data(),
+        channel=st.sampled_from(CHANNELS),
+        who=st.sampled_from(sorted(PEOPLE)),
+        forged=st.sampled_from(FORGED),
+    )
+    def press_something_the_card_does_not_offer(
+        self, data: st.DataObject, channel: str, who: str, forged: str
+    ) -> None:
+        """A crafted press by card id (contract 1.2) that fits no option of the request: the
+        core refuses it, after the approver check, and sends nothing."""
+        k = data.draw(st.integers(min_value=0, max_value=len(self.asked) - 1))
+        asked = self.asked[k]
+        card_id = self.rig.card(channel, k)[1].id
+        core, user = self.rig.channel(channel).core, PEOPLE[who]
+        match forged:
+            case "past the last option":
+                pressing = core.resolve_permission(card_id, len(asked.options), user)
+            case "a negative index":
+                pressing = core.resolve_permission(card_id, -1, user)
+            case "an option id it does not have":
+                pressing = core.resolve_permission(card_id, "zz", user)
+            case _:  # "form values on a permission card"
+                pressing = core.answer_form(card_id, {"f1": "c1"}, user)
+        result = self._answer("accepts", pressing)
+        expected = self._expected(asked, who)
+        if expected is ResolutionStatus.ACCEPTED:
+            expected = ResolutionStatus.REJECTED
+        assert result.status is expected, (forged, result, expected, asked)
 
     @precondition(lambda self: self.asked)
     @rule(data=st.data(), behaviour=st.sampled_from(AGENT))

@@ -5,6 +5,7 @@ still work for one minor version."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 
@@ -12,10 +13,27 @@ from aep_bridge import BridgeView, hookimpl
 from aep_bridge.adapter import ChannelAdapter
 from aep_bridge.bridge import Bridge
 from aep_bridge.plugins import DEFAULTS_PLUGIN, PluginHost
-from aep_bridge.testing import MemoryChannel
+from aep_bridge.testing import LocalAgent, MemoryChannel
 from aep_bridge.types import ChannelConfig, OutgoingMessage, ResolutionStatus
 
 from .rig import ALICE, MALLORY, Rig, memory_host
+
+
+async def _asking(rig: Rig, **ask: Any) -> LocalAgent:
+    """An agent that started a session and asked a question, the bridge settled after it."""
+    agent = rig.agent()
+    agent.start()
+    agent.ask(**ask)
+    await rig.settle()
+    return agent
+
+
+def _ask_form(agent: LocalAgent, prompt: str, *fields: dict[str, Any]) -> None:
+    agent.emit(
+        "attention.requested",
+        {"kind": "form", "prompt": prompt, "fields": list(fields)},
+        capture="full",
+    )
 
 
 def _core(rig: Rig, channel: str = "alpha"):
@@ -28,10 +46,7 @@ def _core(rig: Rig, channel: str = "alpha"):
 
 async def test_a_press_by_card_id_and_index_answers_the_agent(tmp_path):
     async with Rig(tmp_path) as rig:
-        agent = rig.agent()
-        agent.start()
-        agent.ask(options=("allow", "deny", "always"))
-        await rig.settle()
+        agent = await _asking(rig, options=("allow", "deny", "always"))
         card_id = rig.card("alpha")[1].id
         resolution = await _core(rig).resolve_permission(card_id, 2, ALICE)
         assert resolution.status is ResolutionStatus.ACCEPTED
@@ -41,10 +56,7 @@ async def test_a_press_by_card_id_and_index_answers_the_agent(tmp_path):
 
 async def test_a_press_by_card_id_and_option_id_answers_the_agent(tmp_path):
     async with Rig(tmp_path) as rig:
-        agent = rig.agent()
-        agent.start()
-        agent.ask()
-        await rig.settle()
+        agent = await _asking(rig)
         card = rig.card("beta")[1]
         await _core(rig, "beta").resolve_permission(card.id, card.options[1].id, ALICE)
         await rig.settle()
@@ -54,10 +66,7 @@ async def test_a_press_by_card_id_and_option_id_answers_the_agent(tmp_path):
 @pytest.mark.parametrize("option", [5, -1, "o9", "zz", "", True])
 async def test_an_option_that_is_not_on_the_card_is_refused_and_nothing_is_sent(tmp_path, option):
     async with Rig(tmp_path) as rig:
-        agent = rig.agent()
-        agent.start()
-        agent.ask()
-        await rig.settle()
+        agent = await _asking(rig)
         card_id = rig.card("alpha")[1].id
         resolution = await _core(rig).resolve_permission(card_id, option, ALICE)
         assert resolution.status is ResolutionStatus.REJECTED
@@ -68,10 +77,7 @@ async def test_an_option_that_is_not_on_the_card_is_refused_and_nothing_is_sent(
 async def test_a_card_of_another_channel_is_unknown_here(tmp_path):
     """Card ids are global, but a channel answers only its own cards."""
     async with Rig(tmp_path, channels={"alpha": {"type": "memory", "approvers": ["alice"]}}) as rig:
-        agent = rig.agent()
-        agent.start()
-        agent.ask()
-        await rig.settle()
+        await _asking(rig)
         card_id = rig.card("alpha")[1].id
         resolution = await rig.bridge.attention.answer("gamma", card_id, ALICE, option="o1")
         assert resolution.status is ResolutionStatus.NOT_ALLOWED  # no such channel: nobody
@@ -81,30 +87,16 @@ async def test_a_card_of_another_channel_is_unknown_here(tmp_path):
 
 async def test_text_and_form_answers_by_card_id(tmp_path):
     async with Rig(tmp_path) as rig:
-        agent = rig.agent()
-        agent.start()
-        agent.ask(options=())
-        await rig.settle()
+        agent = await _asking(rig, options=())
         card_id = rig.card("alpha")[1].id
         resolution = await _core(rig).answer_text(card_id, "use port 8080", ALICE)
         assert resolution.accepted
         await rig.settle()
-        agent.emit(
-            "attention.requested",
-            {
-                "kind": "form",
-                "prompt": "Deploy where?",
-                "fields": [
-                    {
-                        "id": "env",
-                        "type": "select",
-                        "label": "Env",
-                        "required": True,
-                        "choices": [{"id": "prod", "label": "Prod"}, {"id": "dev", "label": "Dev"}],
-                    },
-                ],
-            },
-            capture="full",
+        choices = [{"id": "prod", "label": "Prod"}, {"id": "dev", "label": "Dev"}]
+        _ask_form(
+            agent,
+            "Deploy where?",
+            {"id": "env", "type": "select", "label": "Env", "required": True, "choices": choices},
         )
         await rig.settle()
         form = rig.card("alpha")[1]
@@ -117,10 +109,7 @@ async def test_text_and_form_answers_by_card_id(tmp_path):
 
 async def test_a_stranger_pressing_by_card_id_is_refused(tmp_path):
     async with Rig(tmp_path) as rig:
-        agent = rig.agent()
-        agent.start()
-        agent.ask()
-        await rig.settle()
+        agent = await _asking(rig)
         card_id = rig.card("alpha")[1].id
         resolution = await _core(rig).resolve_permission(card_id, 0, MALLORY)
         assert resolution.status is ResolutionStatus.NOT_ALLOWED
@@ -133,10 +122,7 @@ async def test_a_stranger_pressing_by_card_id_is_refused(tmp_path):
 
 async def test_the_contract_1_1_forms_still_work_with_a_deprecation_warning(tmp_path):
     async with Rig(tmp_path) as rig:
-        agent = rig.agent()
-        agent.start()
-        agent.ask()
-        await rig.settle()
+        agent = await _asking(rig)
         session_id, card, _ = rig.card("alpha")
         with pytest.warns(DeprecationWarning, match="contract 1.1"):
             resolution = await _core(rig).resolve_permission(session_id, card.id, "o2", ALICE)  # type: ignore[call-arg]
@@ -210,10 +196,7 @@ async def test_a_plugin_overrides_the_default_approver_policy(tmp_path):
             return True if channel == "alpha" else None
 
     async with Rig(tmp_path, host=memory_host(EveryoneOnAlpha())) as rig:
-        agent = rig.agent()
-        agent.start()
-        agent.ask()
-        await rig.settle()
+        agent = await _asking(rig)
         # beta: the plugin has no opinion, the default (the approvers list) refuses Mallory
         refused = await _core(rig, "beta").resolve_permission(rig.card("beta")[1].id, 0, MALLORY)
         assert refused.status is ResolutionStatus.NOT_ALLOWED
@@ -230,10 +213,7 @@ async def test_a_failing_approver_plugin_refuses(tmp_path):
             raise RuntimeError("directory unreachable")
 
     async with Rig(tmp_path, host=memory_host(Broken())) as rig:
-        agent = rig.agent()
-        agent.start()
-        agent.ask()
-        await rig.settle()
+        await _asking(rig)
         resolution = await _core(rig).resolve_permission(rig.card("alpha")[1].id, 0, ALICE)
         assert resolution.status is ResolutionStatus.NOT_ALLOWED
 
@@ -346,10 +326,7 @@ async def test_the_lifecycle_hooks_get_a_bridge_view_and_not_the_bridge(tmp_path
 )
 async def test_form_values_on_a_card_that_is_no_form_are_refused(tmp_path, values, reason):
     async with Rig(tmp_path) as rig:
-        agent = rig.agent()
-        agent.start()
-        agent.ask()
-        await rig.settle()
+        agent = await _asking(rig)
         resolution = await _core(rig).answer_form(rig.card("alpha")[1].id, values, ALICE)
         assert (resolution.status, resolution.reason) == (ResolutionStatus.REJECTED, reason)
         await rig.settle()
@@ -360,15 +337,7 @@ async def test_a_value_for_a_field_the_form_does_not_have_is_refused(tmp_path):
     async with Rig(tmp_path) as rig:
         agent = rig.agent()
         agent.start()
-        agent.emit(
-            "attention.requested",
-            {
-                "kind": "form",
-                "prompt": "Name?",
-                "fields": [{"id": "name", "type": "string", "label": "Name"}],
-            },
-            capture="full",
-        )
+        _ask_form(agent, "Name?", {"id": "name", "type": "string", "label": "Name"})
         await rig.settle()
         card_id = rig.card("alpha")[1].id
         resolution = await _core(rig).answer_form(card_id, {"f1": "ok", "f2": "x"}, ALICE)
@@ -379,3 +348,26 @@ async def test_a_value_for_a_field_the_form_does_not_have_is_refused(tmp_path):
         assert (await _core(rig).answer_form(card_id, {"f1": "ok"}, ALICE)).accepted
         await rig.settle()
         assert agent.answers == [{"values": {"name": "ok"}}]
+
+
+async def test_the_1_1_keyword_names_still_work_and_the_1_2_ones_too(tmp_path):
+    async with Rig(tmp_path) as rig:
+        agent = await _asking(rig, options=("allow", "deny", "always"))
+        session_id, card, _ = rig.card("alpha")
+        core = _core(rig)
+        with pytest.raises(TypeError, match="unexpected or repeated argument 'option_id'"):
+            await core.resolve_permission(card_id=card.id, option_id="o1", user=ALICE)
+        with pytest.raises(TypeError, match="missing user"):
+            await core.resolve_permission(card.id, 1)
+        with pytest.warns(DeprecationWarning, match="request_id"):
+            old = await core.resolve_permission(
+                session_id=session_id, request_id=card.id, option_id="o3", user=ALICE
+            )
+        assert old.accepted
+        await rig.settle()
+        agent.ask()
+        await rig.settle()
+        new = await core.resolve_permission(card_id=rig.card("alpha")[1].id, option=1, user=ALICE)
+        assert new.accepted
+        await rig.settle()
+        assert agent.answers == [{"option": "always"}, {"option": "deny"}]
