@@ -1,43 +1,66 @@
 # Two commands on a fresh machine: `make run` and `make test`. Every target makes
-# .venv when it is missing and installs what it needs, so nothing else comes first.
+# .venv when it is missing and installs what it needs, so nothing else comes first:
+# `make run` the package and its channel extras, `make test`, `make lint` and `make bench`
+# the test tools as well. Each says so the first time; after that nothing is installed.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-dev
+RUN_STAMP := $(VENV)/.installed-run
+DEV_STAMP := $(VENV)/.installed-dev
 
 .PHONY: run test bench lint venv clean
 
-$(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+# setuptools makes a plain .pth editable install only of a project with one package root.
+# Ours has two (core, channels), so it installs an import hook, and says so in a warning box
+# ("Please be careful with folders in your working directory ..."), whatever the package
+# config. The box is only information, so it is filtered out; pip shows any other warning.
+PIP := PYTHONWARNINGS="$${PYTHONWARNINGS:+$$PYTHONWARNINGS,}ignore:Editable installation" \
+	$(BIN)/python -m pip install --quiet
+NEW_VENV := [ -x $(BIN)/python ] || { $(PYTHON) -m venv $(VENV) \
+	&& $(BIN)/python -m pip install --quiet --upgrade pip; }
 
-# Reinstall when the project's metadata changes. The example third-party plugin is installed
-# beside it, the way a user installs one, so its tests run with the rest.
+# Reinstall when the project's metadata changes. A .venv whose test tools are up to date has
+# everything running needs.
+$(RUN_STAMP): pyproject.toml
+	@if [ $(DEV_STAMP) -nt pyproject.toml ]; then :; \
+	elif [ -e $@ ]; then echo "updating aep-bridge in $(VENV) (pyproject.toml changed)"; \
+	else echo "installing aep-bridge into $(VENV) (first run, about 20 seconds)"; fi
+	@$(NEW_VENV)
+	@[ $(DEV_STAMP) -nt pyproject.toml ] || $(PIP) -e '.[telegram]'
+	@touch $@
+
+# The example third-party plugin is installed beside it, the way a user installs one, so its
+# tests run with the rest.
 # setuptools makes the editable install of our two package roots (core, channels) an import
 # hook, which mypy cannot follow, and its `compat` mode would name the project folder, not
 # the roots (`strict` links each file, so a new module would need a reinstall). A .pth that
 # names the roots lets mypy find aep_bridge as installed, the way a plugin author's does.
 PLUGINS := plugins/aep-bridge-ntfy
 SOURCE_ROOTS := core channels
-$(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS)) | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[dev,telegram]' $(addprefix -e ,$(PLUGINS))
-	$(BIN)/python -c 'import os, sys, sysconfig; open(os.path.join(sysconfig.get_path("purelib"), "aep_bridge_sources.pth"), "w").writelines(os.path.abspath(r) + "\n" for r in sys.argv[1:])' $(SOURCE_ROOTS)
-	touch $@
+$(DEV_STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS))
+	@if [ -e $@ ]; then echo "updating the test tools in $(VENV) (a pyproject.toml changed)"; \
+	elif [ -x $(BIN)/python ]; then echo "adding the test tools to $(VENV) (first run, about 20 seconds)"; \
+	else echo "installing aep-bridge and the test tools into $(VENV) (first run, about 30 seconds)"; fi
+	@$(NEW_VENV)
+	@$(PIP) -e '.[dev,telegram]' $(addprefix -e ,$(PLUGINS))
+	@$(BIN)/python -c 'import os, sys, sysconfig; open(os.path.join(sysconfig.get_path("purelib"), "aep_bridge_sources.pth"), "w").writelines(os.path.abspath(r) + "\n" for r in sys.argv[1:])' $(SOURCE_ROOTS)
+	@touch $@ $(RUN_STAMP)
 
-venv: $(STAMP)
+venv: $(DEV_STAMP)
 
-run: $(STAMP)
-	$(BIN)/aep-bridge run
+# `make run PORT=8801 CONFIG=path/to/config.json`: each is passed on only when set.
+run: $(RUN_STAMP)
+	$(BIN)/aep-bridge run$(if $(CONFIG), --config "$(CONFIG)")$(if $(PORT), --port $(PORT))
 
-test: $(STAMP)
+test: $(DEV_STAMP)
 	$(BIN)/python -m pytest
 
-bench: $(STAMP)
+bench: $(DEV_STAMP)
 	$(BIN)/python bench/run.py
 
 # The ntfy plugin is checked as its author checks it: plain --strict with no config file (so
 # no pydantic mypy plugin) against aep_bridge as installed (no MYPYPATH).
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(BIN)/ruff check core channels plugins tests bench
 	$(BIN)/ruff format --check core channels plugins tests bench
 	$(BIN)/mypy

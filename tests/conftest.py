@@ -15,6 +15,15 @@ _passed: Counter[str] = Counter()
 _ran: Counter[str] = Counter()
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _no_user_config(tmp_path_factory: pytest.TempPathFactory):
+    """A config at the default location (`~/.config/aep-bridge/config.json`) is read by every
+    command without `--config`: the tests (and the processes they start) see an empty one."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg-config")))
+        yield
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "conformance(kind): a case from the official AEP conformance fixtures"

@@ -1,11 +1,19 @@
 """The console channel: one line per message, answers typed back on standard input.
 
-A question is printed with a short code per option (`c7Qa 1 = Allow`); typing the code
-presses that button, and typing the card id followed by other words sends those words as a
-free-text answer. The core resolves either from the card id alone (contract 1.2), so the
-console keeps nothing to take an answer, and a card printed before a restart still takes one.
+A question is printed with a short id and a code per option (`k3f9 1 = Allow`); typing the
+code presses that button, and typing the short id followed by other words sends those words
+as a free-text answer.
+
+The short id (4 to 6 characters, unique among the questions still open) stands for the
+core's card id (`c` and 16 hex digits, too long to type), which is what the answer goes to:
+the core resolves it from the card id alone (contract 1.2). The alias is kept in the
+channel's `ChannelState`, so a card printed before a restart still takes an answer; a card id
+of 6 characters or fewer is printed as it is. A line whose first word is no short id goes to
+the core as a card id, which says what became of it.
+
 The person at the keyboard is the user `local`, which the embedded defaults list as the
-console's approver.
+console's approver. Answers are read only when standard input is a terminal; otherwise the
+channel says so once at start.
 """
 
 from __future__ import annotations
@@ -13,7 +21,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import getpass
+import logging
+import secrets
 import sys
+from collections.abc import Iterator
 from typing import TextIO
 
 from pydantic import Field
@@ -32,6 +43,16 @@ from aep_bridge import (
     ResolutionStatus,
     split_text,
 )
+
+log = logging.getLogger("aep_bridge.console")
+
+#: what short ids are made of: lower-case letters and digits that are not read as each
+#: other (no i, l, o, 0 or 1); each starts with a letter
+_ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"
+_LETTERS = "abcdefghjkmnpqrstuvwxyz"
+SHORT_LENGTHS = (4, 5, 6)
+#: tries at each length before a longer id is drawn
+_DRAWS = 20
 
 _MARKS = {
     "text": "",
@@ -93,9 +114,16 @@ class ConsoleChannel(ChannelAdapter[ConsoleConfig]):
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
-        reads = self._answers is not None or (self.config.read_input and sys.stdin.isatty())
-        if reads:
+        terminal = sys.stdin is not None and sys.stdin.isatty()
+        if self._answers is not None or (self.config.read_input and terminal):
             self._reader = asyncio.create_task(self._read_answers(), name="console-answers")
+        elif self.config.read_input:
+            log.warning(
+                "console %s: standard input is not a terminal, so answers cannot be typed "
+                "here; questions are still shown (run the bridge in a terminal to answer "
+                "them here, or set read_input to false if another channel answers them)",
+                self.instance_name,
+            )
 
     async def stop(self) -> None:
         reader, self._reader = self._reader, None
@@ -127,6 +155,35 @@ class ConsoleChannel(ChannelAdapter[ConsoleConfig]):
         mark = _MARKS.get(content.type, f"{content.type}: ")
         self._print(await self._name(session_id), f"{mark}{content.text}")
 
+    # -- short ids ---------------------------------------------------------------------
+    #
+    # In the channel's state: `short:<id>` is the card a short id stands for (kept after the
+    # card closes, so a late answer hears what became of it, until the id is drawn again),
+    # and `open:<card>` the short id of a card still open.
+
+    async def _short_id(self, card_id: str) -> str:
+        """The id the person types for `card_id`: unique among the open cards."""
+        state = self.core.state(self.instance_name)
+        known = await state.get(f"open:{card_id}")
+        if known is not None:
+            return known
+        for short in _candidates(card_id):
+            if await self._free(short.lower()):
+                await state.set(f"short:{short.lower()}", card_id)
+                await state.set(f"open:{card_id}", short)
+                return short
+        return card_id  # every draw taken (millions of open cards): the card id itself
+
+    async def _free(self, short: str) -> bool:
+        """Whether no open card uses `short` (a closed card's id may be drawn again)."""
+        state = self.core.state(self.instance_name)
+        holder = await state.get(f"short:{short}")
+        return holder is None or await state.get(f"open:{holder}") is None
+
+    async def _card_of(self, typed: str) -> str:
+        """The card a typed id stands for: a short id's card, else the words as a card id."""
+        return await self.core.state(self.instance_name).get(f"short:{typed.lower()}") or typed
+
     async def send_permission_request(self, session_id: str, request: PermissionRequest) -> None:
         self._card_sessions[request.id] = session_id
         lines = [f"? {request.title}"]
@@ -135,13 +192,14 @@ class ConsoleChannel(ChannelAdapter[ConsoleConfig]):
         if request.informational:
             lines.append("(answered in the agent's own terminal)")
         else:
+            short = await self._short_id(request.id)
             choices = "   ".join(
-                f"{request.id} {i} = {o.label}" for i, o in enumerate(request.options, 1)
+                f"{short} {i} = {o.label}" for i, o in enumerate(request.options, 1)
             )
             if choices:
                 lines.append(f"answer with: {choices}")
             if request.accepts_text or not request.options:
-                lines.append(f"or type: {request.id} <your answer>")
+                lines.append(f"or type: {short} <your answer>")
         self._print(await self._name(session_id), "\n".join(lines))
 
     async def update_permission_request(
@@ -150,6 +208,8 @@ class ConsoleChannel(ChannelAdapter[ConsoleConfig]):
         self._print(await self._name(session_id), f"{request.title}: {outcome.summary()}")
         if outcome.closed:
             self._card_sessions.pop(request.id, None)
+            # the short id may be drawn again; until then it still names this card
+            await self.core.state(self.instance_name).delete(f"open:{request.id}")
 
     async def send_notification(self, notification: NotificationMessage) -> None:
         self._print(None, f"! {notification.summary}")
@@ -172,15 +232,17 @@ class ConsoleChannel(ChannelAdapter[ConsoleConfig]):
             await self.handle_line(line.decode(errors="replace"))
 
     async def handle_line(self, line: str) -> Resolution | None:
-        """One typed line: `<card> <n>` presses option n, `<card> <words>` answers in words.
+        """One typed line: `<id> <n>` presses option n, `<id> <words>` answers in words.
 
-        Both go to the core by card id, which says what became of them (an unknown card
-        too). A number that is none of the card's options is words ("how many retries?").
+        `<id>` is a card's short id (or its card id). Both go to the core by card id, which
+        says what became of them (an unknown card too). A number that is none of the card's
+        options is words ("how many retries?").
         """
-        card, _, answer = line.strip().partition(" ")
+        typed, _, answer = line.strip().partition(" ")
         answer = answer.strip()
-        if not card or not answer:
+        if not typed or not answer:
             return None
+        card = await self._card_of(typed)
         resolution: Resolution
         if answer.isascii() and answer.isdigit():
             resolution = await self.core.resolve_permission(card, int(answer) - 1, self.user)
@@ -189,9 +251,24 @@ class ConsoleChannel(ChannelAdapter[ConsoleConfig]):
         else:
             resolution = await self.core.answer_text(card, answer, self.user)
         session_id = self._card_sessions.get(card)
-        label = await self._name(session_id) if session_id is not None else card
+        label = await self._name(session_id) if session_id is not None else typed
         self._print(label, resolution.message)
         return resolution
+
+
+def _candidates(card_id: str) -> Iterator[str]:
+    """The card id itself when it is short enough to type, then random ids, longer ones
+    after `_DRAWS` tries at each length."""
+    if len(card_id) <= SHORT_LENGTHS[-1]:
+        yield card_id
+    for length in SHORT_LENGTHS:
+        for _ in range(_DRAWS):
+            yield _draw(length)
+
+
+def _draw(length: int) -> str:
+    """A random short id: a letter, then letters and digits."""
+    return secrets.choice(_LETTERS) + "".join(secrets.choice(_ALPHABET) for _ in range(length - 1))
 
 
 async def _stdin_reader() -> asyncio.StreamReader:

@@ -9,6 +9,7 @@ from aep_bridge import hookimpl
 
 from .channel import TelegramChannel
 from .config import TelegramConfig
+from .setup import TelegramSetup
 
 
 @hookimpl
@@ -16,4 +17,16 @@ def register_channels() -> list[type[TelegramChannel]]:
     return [TelegramChannel]
 
 
-__all__ = ["TelegramChannel", "TelegramConfig", "register_channels"]
+@hookimpl
+def register_setup_wizards() -> list[TelegramSetup]:
+    """`aep-bridge setup telegram`."""
+    return [TelegramSetup()]
+
+
+__all__ = [
+    "TelegramChannel",
+    "TelegramConfig",
+    "TelegramSetup",
+    "register_channels",
+    "register_setup_wizards",
+]

@@ -3,8 +3,8 @@
 This module is the public API for channel plugins: the adapter contract, its types, the
 hook markers, and the helpers every channel needs. Every name a hook or a contract method
 hands a plugin is exported here (`Event` for vendor rendering, `BridgeView` for the
-lifecycle hooks, Starlette's `BaseRoute` for routes). A channel imports only from here (and
-`aep_bridge.testing` in its tests).
+lifecycle hooks, Starlette's `BaseRoute` for routes, the `Setup*` types for setup wizards).
+A channel imports only from here (and `aep_bridge.testing` in its tests).
 """
 
 from starlette.routing import BaseRoute
@@ -49,6 +49,7 @@ from .types import (
     ResolutionStatus,
     SignedPress,
 )
+from .wizard import SetupContext, SetupError, SetupIO, SetupOption, SetupWizard
 
 __version__ = "0.1.0"
 
@@ -87,6 +88,11 @@ __all__ = [
     "RateLimits",
     "Resolution",
     "ResolutionStatus",
+    "SetupContext",
+    "SetupError",
+    "SetupIO",
+    "SetupOption",
+    "SetupWizard",
     "SignedPress",
     "__version__",
     "hookimpl",

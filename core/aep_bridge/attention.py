@@ -191,6 +191,14 @@ class Attention:
         )
         return [_row(r) for r in rows]
 
+    def pending(self) -> list[Request]:
+        """Every session's questions still waiting for an answer (or its delivery), oldest
+        change first."""
+        rows = self.store.execute(
+            f"SELECT {_COLUMNS} FROM requests WHERE status IN {_PENDING_SQL} ORDER BY updated"
+        )
+        return [_row(r) for r in rows]
+
     def _set(self, request: Request, **changes: Any) -> Request:
         updated = replace(request, **changes)
         self.store.execute(

@@ -13,11 +13,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
+import json
 import logging
 import socket
+import time
 import warnings
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, SecretBytes, SecretStr
@@ -287,6 +290,8 @@ class Bridge:
         #: channels that could not be built or started, with the reason
         self.failed: dict[str, str] = {}
         self.sources: dict[str, EventSource] = {}
+        #: sources that stopped on an error no retry fixes, with the reason
+        self.source_errors: dict[str, str] = {}
         self._outbox_options = outbox_options or {}
         self._consumers: dict[str, asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -327,6 +332,16 @@ class Bridge:
             self._hold_uncreated(channel)
             await outbox.start()
             log.info("channel %s started (%s)", resolved.name, resolved.registration.name)
+        if not self.channels:
+            log.warning(
+                "no channel is running (%s): events are taken in but shown nowhere, and no "
+                "question can be answered; set one up with `aep-bridge setup telegram`, or run "
+                'the bridge in a terminal with the console channel (a "console" entry under '
+                'channels, with approvers ["local"])',
+                "the config has none"
+                if not self.config.channels
+                else "each configured channel is disabled or could not start",
+            )
         self._started = True
         self._create_threads([(t.channel, t.session_id) for t in self.sessions.threads("creating")])
         resent = self.attention.recover()
@@ -399,6 +414,82 @@ class Bridge:
     @property
     def running(self) -> Sequence[str]:
         return list(self.channels)
+
+    def status(self) -> dict[str, Any]:
+        """What `aep-bridge status` shows (`GET /status`), as JSON: every source and its
+        state, every configured channel (running, with its outbox's depth; failed, with the
+        reason; disabled), and the questions waiting, per session, with the oldest's age."""
+        names = dict.fromkeys([*self.config.channels, *self.channels, *self.failed])
+        now = time.time()
+        waiting: dict[str, list[float]] = {}
+        for request in self.attention.pending():
+            waiting.setdefault(request.session_id, []).append(_asked_at(request.raw) or now)
+        sessions: list[dict[str, Any]] = []
+        for session_id, asked in waiting.items():
+            record = self.sessions.get(session_id)
+            sessions.append(
+                {
+                    "session_id": session_id,
+                    "session": record.session if record else session_id,
+                    "agent": record.agent if record else "",
+                    "name": record.name if record else "",
+                    "count": len(asked),
+                    "oldest_age": round(max(0.0, now - min(asked)), 1),
+                }
+            )
+        sessions.sort(key=lambda s: -s["oldest_age"])
+        return {
+            "sources": [self._source_status(n, s) for n, s in self.sources.items()],
+            "channels": [self._channel_status(name) for name in names],
+            "running_channels": len(self.channels),
+            "pending": {
+                "count": sum(s["count"] for s in sessions),
+                "oldest_age": sessions[0]["oldest_age"] if sessions else None,
+                "sessions": sessions,
+            },
+        }
+
+    def _channel_status(self, name: str) -> dict[str, Any]:
+        block = self.config.channels.get(name)
+        kind = block.get("type", name) if isinstance(block, dict) else name
+        entry: dict[str, Any] = {"name": name, "type": str(kind)}
+        running = self.channels.get(name)
+        if running is not None:
+            entry["type"] = running.config.type or entry["type"]
+            entry["state"] = "running"
+            entry["outbox"] = {"queued": running.outbox.backlog}
+        elif name in self.failed:
+            entry["state"], entry["reason"] = "failed", self.failed[name]
+        elif isinstance(block, dict) and block.get("enabled", True) is False:
+            entry["state"] = "disabled"
+        else:  # left out for a problem in its block, or the bridge is not started
+            key = f"channels.{name}"
+            problems = [
+                str(p) for p in self.plan.problems if p.key == key or p.key.startswith(f"{key}.")
+            ]
+            entry["state"] = "failed" if problems or self._started else "stopped"
+            if problems:
+                entry["reason"] = "config: " + "; ".join(problems)
+        return entry
+
+    def _source_status(self, name: str, source: EventSource) -> dict[str, Any]:
+        kind = name.partition(":")[0] if ":" in name else name
+        consumer = self._consumers.get(name)
+        entry: dict[str, Any] = {"name": name, "kind": kind}
+        if name in self.source_errors:
+            entry["state"], entry["reason"] = "failed", self.source_errors[name]
+        elif source.closed:
+            entry["state"] = "closed"
+        elif consumer is None:
+            entry["state"] = "waiting"  # not consumed yet: the endpoint is not listening
+        elif consumer.done():
+            entry["state"] = "stopped"
+        else:
+            entry["state"] = "consuming"
+        report = getattr(source, "status", None)  # a source's own word (a relay's link)
+        if callable(report) and entry["state"] == "consuming":
+            entry.update(report())
+        return entry
 
     def state(self, channel: str) -> ChannelState:
         return StoreState(self.store, f"channel:{channel}")
@@ -475,6 +566,7 @@ class Bridge:
                         )
             except Exception as exc:  # the source gave up (a relay refusing our token)
                 log.error("stopped consuming %s: %s", source.name, exc)
+                self.source_errors[source.name] = str(exc) or type(exc).__name__
                 return
             if source.closed:
                 return
@@ -816,6 +908,15 @@ class Bridge:
             agent=BRIDGE_AGENT,
             data=data,
         )
+
+
+def _asked_at(raw: bytes) -> float | None:
+    """When the agent asked (the event's `time`), in seconds since the epoch."""
+    try:
+        value = json.loads(raw).get("time")
+        return datetime.fromisoformat(value).timestamp() if isinstance(value, str) else None
+    except (ValueError, AttributeError):
+        return None
 
 
 async def _until(waiting: Awaitable[Any], deadline: float, hurry: asyncio.Event | None) -> None:

@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import json
-import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -23,10 +23,17 @@ from .config import (
     BridgeConfig,
     ConfigError,
     config_path,
+    default_config_path,
     read_config,
     resolve_channels,
 )
 from .plugins import PluginHost
+
+#: `--config`: every command that reads a config finds it the same way (`config_path`)
+CONFIG_HELP = (
+    f"config file (default ${CONFIG_ENV}, else ~/.config/aep-bridge/config.json if it "
+    "exists, else built-in; `aep-bridge config path` says which)"
+)
 
 EXIT_OK = 0
 EXIT_VIOLATIONS = 1
@@ -108,11 +115,21 @@ def _load(config_file: str | None) -> tuple[BridgeConfig, PluginHost]:
     return read_config(config_path(config_file)), host
 
 
-def run(config_file: str | None = None, host: str | None = None, port: int | None = None) -> int:
+def run(
+    config_file: str | None = None,
+    host: str | None = None,
+    port: int | None = None,
+    *,
+    log_level: str | None = None,
+    verbose: bool = False,
+    quiet: bool = False,
+) -> int:
     """Serve the bridge: the embedded AEP endpoint and the configured channels."""
-    logging.basicConfig(level=logging.INFO, format="aep-bridge: %(message)s", stream=sys.stderr)
-    for noisy in ("httpx", "httpcore"):  # their INFO lines print URLs, and URLs can hold tokens
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    from . import log_setup
+
+    # the bridge at INFO (or as asked), the libraries at WARNING; httpx and httpcore at
+    # WARNING unless DEBUG is asked for: their INFO lines are URLs, and URLs can hold tokens
+    log_setup.configure(log_level, verbose=verbose, quiet=quiet)
     try:
         config, plugins = _load(config_file)
     except ConfigError as exc:
@@ -150,16 +167,61 @@ def token(config_file: str | None, *, rotate: bool = False) -> int:
         return EXIT_USAGE
     state_dir = _state_dir(config)
     print(rotate_token(state_dir) if rotate else load_or_create_token(state_dir))
+    running = _running_bridge(state_dir, "token")
+    if running is not None:
+        print(
+            f"aep-bridge token: the bridge listening at {running} "
+            + ("keeps using the old token until it is restarted" if rotate else "uses it"),
+            file=sys.stderr,
+        )
     return EXIT_OK
 
 
-def _endpoint(config_file: str | None, url: str | None, token: str | None) -> tuple[str, str]:
-    """The base URL and token a client command uses: flags, else the local bridge's own."""
+def _answers(base: str) -> bool:
+    """Whether an AEP endpoint answers discovery at `base` within 2 s."""
+    import httpx
+
+    try:
+        return httpx.get(f"{base}/.well-known/aep", timeout=2.0).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _running_bridge(state_dir: Path, command: str) -> str | None:
+    """The URL a running bridge with this state directory wrote to its `listen.json`, if one
+    answers there. A file left by a bridge that was killed is said so, and not used."""
+    from .listening import listen_path, read_listening
+
+    found = read_listening(state_dir)
+    if found is None:
+        return None
+    if _answers(found.url):
+        return found.url
+    print(
+        f"aep-bridge {command}: {listen_path(state_dir)} says a bridge"
+        f"{f' (pid {found.pid})' if found.pid else ''} listens at {found.url}, but nothing "
+        "answers there (it was killed?); ignoring it",
+        file=sys.stderr,
+    )
+    return None
+
+
+def _endpoint(
+    config_file: str | None, url: str | None, token: str | None, command: str = "client"
+) -> tuple[str, str]:
+    """The base URL and token a client command uses: the flags, else the running bridge's
+    own (where its `listen.json` says it listens), else the config's `listen` address."""
     from .intake.auth import load_or_create_token
+    from .listening import base_url
 
     config = read_config(config_path(config_file))
-    base = url or f"http://{config.listen.host}:{config.listen.port}"
-    return base.rstrip("/"), token or load_or_create_token(_state_dir(config))
+    state_dir = _state_dir(config)
+    base = (
+        url
+        or _running_bridge(state_dir, command)
+        or base_url(config.listen.host, config.listen.port)
+    )
+    return base.rstrip("/"), token or load_or_create_token(state_dir)
 
 
 def emit(
@@ -169,12 +231,24 @@ def emit(
     url: str | None,
     token: str | None,
     batch: int = 500,
+    demo: bool = False,
 ) -> int:
-    """Send events from JSONL files (or stdin) to an endpoint's POST /events."""
+    """Send events from JSONL files (or stdin) to an endpoint's POST /events; with `demo`,
+    first a recorded coding session (`aep_bridge.demo`), with fresh ids each time."""
     import httpx
 
+    if not files and not demo:
+        print(
+            "aep-bridge emit: give the FILE.jsonl to send (- for stdin), or --demo", file=sys.stderr
+        )
+        return EXIT_USAGE
+    given: list[tuple[str, list[bytes] | None]] = [(name, None) for name in files]
+    if demo:
+        from .demo import fresh_session
+
+        given.insert(0, ("the demo session", fresh_session()))
     try:
-        base, secret = _endpoint(config_file, url, token)
+        base, secret = _endpoint(config_file, url, token, "emit")
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return EXIT_USAGE
@@ -185,15 +259,16 @@ def emit(
         "Authorization": f"Bearer {secret}",
     }
     with httpx.Client(base_url=base, headers=headers, timeout=30) as client:
-        for name in files:
-            try:
-                stream = _open(name)
-            except OSError as exc:
-                print(f"aep-bridge emit: cannot read {name}: {exc.strerror}", file=sys.stderr)
-                return EXIT_USAGE
-            lines = [line for line in stream.read().splitlines() if line.strip()]
-            if name != "-":
-                stream.close()
+        for name, lines in given:
+            if lines is None:
+                try:
+                    stream = _open(name)
+                except OSError as exc:
+                    print(f"aep-bridge emit: cannot read {name}: {exc.strerror}", file=sys.stderr)
+                    return EXIT_USAGE
+                lines = [line for line in stream.read().splitlines() if line.strip()]
+                if name != "-":
+                    stream.close()
             for start in range(0, len(lines), batch):
                 body = b"\n".join(lines[start : start + batch]) + b"\n"
                 try:
@@ -214,6 +289,29 @@ def emit(
     return EXIT_OK
 
 
+def _unseen(config_file: str | None) -> list[str]:
+    """Why a question put to the local bridge would be shown nowhere, or answered by
+    nobody, going by the config it runs (the running bridge itself is not asked)."""
+    try:
+        config, host = _load(config_file)
+    except ConfigError:
+        return []
+    plan = resolve_channels(config, host)
+    if not plan.channels:
+        return [
+            "the bridge's config runs no channel, so nothing will show this question and "
+            "nobody can answer it: set one up with `aep-bridge setup telegram`, or run the "
+            "bridge in a terminal with the console channel (`aep-bridge check` says what is "
+            "configured)"
+        ]
+    if not any(c.config.approvers or c.config.approver_roles for c in plan.channels):
+        return [
+            "no channel in the bridge's config lists an approver, so nobody can answer this "
+            "question: add your platform user id to a channel's approvers (`aep-bridge check`)"
+        ]
+    return []
+
+
 def ask(
     question: str,
     options: Sequence[str],
@@ -228,10 +326,13 @@ def ask(
     from .tinyagent import AgentError, Cancelled, TinyAgent
 
     try:
-        base, secret = _endpoint(config_file, url, token)
+        base, secret = _endpoint(config_file, url, token, "ask")
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return EXIT_USAGE
+    if url is None:  # the local bridge: its config says whether anything can show the question
+        for warning in _unseen(config_file):
+            print(f"aep-bridge ask: warning: {warning}", file=sys.stderr)
     socket_url = base.replace("http://", "ws://", 1).replace("https://", "wss://", 1) + "/socket"
 
     async def go() -> int:
@@ -369,6 +470,166 @@ def plugins(*, as_json: bool = False, out: TextIO | None = None) -> int:
     return EXIT_OK
 
 
+def show_config_path(
+    config_file: str | None = None, *, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
+    """Print the config file the other commands would read; say on stderr where that choice
+    comes from and whether the file exists."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    chosen = config_file or os.environ.get(CONFIG_ENV)
+    if config_file:
+        path, origin = Path(config_file).expanduser(), "--config"
+    elif chosen:
+        path, origin = Path(chosen).expanduser(), f"${CONFIG_ENV}"
+    else:
+        path, origin = default_config_path(), "the default location"
+    print(path, file=out)
+    if path.exists():
+        print(f"aep-bridge config path: exists (from {origin})", file=err)
+    elif chosen:
+        print(
+            f"aep-bridge config path: does not exist (from {origin}): "
+            "the commands that read it will say they cannot",
+            file=err,
+        )
+    else:
+        print(
+            "aep-bridge config path: does not exist (the default location): the built-in "
+            "defaults apply until you create it",
+            file=err,
+        )
+    return EXIT_OK
+
+
+NO_CHANNEL = (
+    "no channel is running: nothing shows your agents' sessions; fix the channels listed "
+    "(`aep-bridge check`, `aep-bridge doctor`, the bridge's log) and restart the bridge"
+)
+
+
+def _age(seconds: float | None) -> str:
+    """45s, 3m 05s, 2h 10m, 3d 4h."""
+    if seconds is None:
+        return "-"
+    whole = int(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m {whole % 60:02d}s"
+    if whole < 86400:
+        return f"{whole // 3600}h {whole % 3600 // 60:02d}m"
+    return f"{whole // 86400}d {whole % 86400 // 3600}h"
+
+
+def status(
+    *,
+    config_file: str | None,
+    url: str | None,
+    token: str | None,
+    as_json: bool = False,
+    out: TextIO | None = None,
+) -> int:
+    """Ask the running bridge for its sources, channels, pending questions and outboxes.
+
+    Exit 0 when it runs with at least one channel and nothing failed, 1 when no channel is
+    running or a channel or source failed, 2 when no bridge answers (or it refuses the token).
+    """
+    import httpx
+
+    out = out or sys.stdout
+    try:
+        base, secret = _endpoint(config_file, url, token, "status")
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        reply = httpx.get(
+            f"{base}/status", headers={"Authorization": f"Bearer {secret}"}, timeout=10.0
+        )
+    except httpx.HTTPError as exc:
+        print(
+            f"aep-bridge status: no bridge answers at {base} ({exc}); is `aep-bridge run` "
+            "running (with this config)?",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    try:
+        report = reply.json()
+    except ValueError:
+        report = None
+    if reply.status_code != 200 or not isinstance(report, dict):
+        detail = report.get("detail", "") if isinstance(report, dict) else reply.text[:200]
+        print(
+            f"aep-bridge status: {base}/status answered {reply.status_code}: {detail}",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    channels = report.get("channels", [])
+    sources = report.get("sources", [])
+    failed = [c for c in channels if c.get("state") == "failed"] + [
+        s for s in sources if s.get("state") == "failed"
+    ]
+    idle = not report.get("running_channels")
+    if as_json:
+        json.dump(report, out, indent=2, ensure_ascii=False)
+        out.write("\n")
+        if idle:
+            print(f"aep-bridge status: {NO_CHANNEL}", file=sys.stderr)
+        return EXIT_VIOLATIONS if idle or failed else EXIT_OK
+    head = f"bridge at {base}"
+    if report.get("version"):
+        head += f": aep-bridge {report['version']}"
+    if report.get("pid"):
+        head += f", pid {report['pid']}"
+    if report.get("uptime") is not None:
+        head += f", up {_age(report['uptime'])}"
+    print(head, file=out)
+    if idle:
+        print(f"\n  !!! {NO_CHANNEL}\n", file=out)
+    print("sources:", file=out)
+    for source in sources:
+        line = f"  {source.get('name')}: {source.get('state')}"
+        if source.get("reason"):
+            line += f": {source['reason']}"
+        if "files" in source:
+            line += f" ({source['files']} log(s) open, {source.get('bad_lines', 0)} bad line(s))"
+        print(line, file=out)
+    print("channels:", file=out)
+    if not channels:
+        print("  none configured", file=out)
+    for channel in channels:
+        line = f"  {channel.get('name')} ({channel.get('type')}): {channel.get('state')}"
+        if channel.get("state") == "failed":
+            line = line.replace(": failed", ": FAILED")
+        if channel.get("reason"):
+            line += f": {channel['reason']}"
+        if "outbox" in channel:
+            line += f", outbox {channel['outbox'].get('queued', 0)} queued"
+        print(line, file=out)
+    pending = report.get("pending", {})
+    sessions = pending.get("sessions", [])
+    print(
+        f"pending questions: {pending.get('count', 0)}"
+        + (
+            f" in {len(sessions)} session(s), oldest waiting {_age(pending.get('oldest_age'))}"
+            if sessions
+            else ""
+        ),
+        file=out,
+    )
+    for session in sessions:
+        who = " ".join(str(part) for part in (session.get("agent"), session.get("session")) if part)
+        name = session.get("name")
+        named = f" {name!r}" if name and name != session.get("session") else ""
+        print(
+            f"  {who}{named}: {session.get('count')} waiting, the oldest for "
+            f"{_age(session.get('oldest_age'))}",
+            file=out,
+        )
+    return EXIT_VIOLATIONS if idle or failed else EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="aep-bridge",
@@ -380,21 +641,41 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser(
         "run", help="run the bridge: the embedded AEP endpoint and the configured channels"
     )
-    serve.add_argument("--config", help=f"config file (default ${CONFIG_ENV}, else built-in)")
+    serve.add_argument("--config", help=CONFIG_HELP)
     serve.add_argument("--host", help=f"listen address (default {DEFAULT_HOST})")
     serve.add_argument("--port", type=int, help=f"port (default {DEFAULT_PORT})")
+    loudness = serve.add_mutually_exclusive_group()
+    loudness.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="debug lines from the bridge, and the libraries' INFO lines (not httpx's)",
+    )
+    loudness.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors")
+    loudness.add_argument(
+        "--log-level",
+        type=str.upper,
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="the bridge's level (default INFO); DEBUG is everything, URLs with tokens included",
+    )
 
     verify = commands.add_parser("check", help="validate a config file as `run` would use it")
-    verify.add_argument("config", nargs="?", help=f"the file (default ${CONFIG_ENV})")
+    verify.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
+    verify.add_argument("file", nargs="?", metavar="FILE", help="the same as --config FILE")
 
     medic = commands.add_parser(
         "doctor",
         help="check each channel's platform side (token, chat, rights) and print the fixes",
     )
-    medic.add_argument("--config", help=f"config file (default ${CONFIG_ENV}, else built-in)")
+    medic.add_argument("--config", help=CONFIG_HELP)
 
     sender = commands.add_parser("emit", help="send events from JSONL files to an endpoint")
-    sender.add_argument("files", nargs="+", metavar="FILE", help="a .jsonl file, or - for stdin")
+    sender.add_argument("files", nargs="*", metavar="FILE", help="a .jsonl file, or - for stdin")
+    sender.add_argument(
+        "--demo",
+        action="store_true",
+        help="send a recorded coding session (new ids and session each time; no FILE needed)",
+    )
     question = commands.add_parser(
         "ask", help="ask a question as a tiny agent and print the answer it gets"
     )
@@ -404,17 +685,40 @@ def build_parser() -> argparse.ArgumentParser:
         "--kind", default="permission", choices=["permission", "input", "review", "other"]
     )
     question.add_argument("--timeout", type=float, help="seconds to wait (default: forever)")
-    for client in (sender, question):
-        client.add_argument("--url", help="the endpoint (default: this bridge's listen address)")
+    report = commands.add_parser(
+        "status",
+        help="ask the running bridge for its sources, channels, pending questions, outboxes",
+    )
+    report.add_argument("--json", action="store_true", help="print the bridge's JSON report")
+    for client in (sender, question, report):
+        client.add_argument(
+            "--url",
+            help="the endpoint (default: where the running bridge listens, from its "
+            "listen.json, else the config's listen address)",
+        )
         client.add_argument("--token", help="the endpoint's token (default: this bridge's)")
-        client.add_argument("--config", help="config file (for listen and state_dir)")
+        client.add_argument("--config", help=CONFIG_HELP + "; for listen and state_dir")
 
     secret = commands.add_parser("token", help="print the bridge's bearer token")
-    secret.add_argument("--config", help="config file (for its state_dir)")
+    secret.add_argument("--config", help=CONFIG_HELP + "; for its state_dir")
     secret.add_argument("--rotate", action="store_true", help="replace the token with a new one")
+
+    configs = commands.add_parser(
+        "config", help="where the config file is (`aep-bridge config path`)"
+    )
+    config_commands = configs.add_subparsers(dest="config_command", required=True, metavar="WHAT")
+    where = config_commands.add_parser(
+        "path",
+        help="print the config file the other commands read (whether it exists: on stderr)",
+    )
+    where.add_argument("--config", help=CONFIG_HELP)
 
     listing = commands.add_parser("plugins", help="list plugins, their packages and status")
     listing.add_argument("--json", action="store_true", help="print JSON")
+
+    from . import setup_command
+
+    setup_command.add_parser(commands)  # `setup NAME ...`: the wizard parses its own options
 
     check = commands.add_parser(
         "validate",
@@ -435,22 +739,44 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     try:
         if args.command == "validate":
             return validate(args.files, as_json=args.json, max_bytes=args.max_bytes)
         if args.command == "run":
-            return run(args.config, args.host, args.port)
+            return run(
+                args.config,
+                args.host,
+                args.port,
+                log_level=args.log_level,
+                verbose=args.verbose,
+                quiet=args.quiet,
+            )
         if args.command == "check":
-            return check(args.config)
+            if args.config and args.file:
+                parser.error("check: give the config file once, as --config FILE or as CONFIG")
+            return check(args.config or args.file)
+        if args.command == "config":
+            return show_config_path(args.config)
+        if args.command == "status":
+            return status(
+                config_file=args.config, url=args.url, token=args.token, as_json=args.json
+            )
         if args.command == "doctor":
             return doctor(args.config)
         if args.command == "plugins":
             return plugins(as_json=args.json)
+        if args.command == "setup":
+            from . import setup_command
+
+            return setup_command.main(args)
         if args.command == "token":
             return token(args.config, rotate=args.rotate)
         if args.command == "emit":
-            return emit(args.files, config_file=args.config, url=args.url, token=args.token)
+            return emit(
+                args.files, config_file=args.config, url=args.url, token=args.token, demo=args.demo
+            )
         if args.command == "ask":
             return ask(
                 args.question,

@@ -11,7 +11,6 @@ the console channel.
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import re
@@ -26,10 +25,13 @@ from .adapter import ChannelRegistration
 from .aep.errors import InvalidFilter
 from .aep.filters import Filter
 from .aep.registry import Capture
+from .config_errors import explain
 from .plugins import PluginHost
 from .types import ChannelConfig
 
 CONFIG_ENV: Final = "AEP_BRIDGE_CONFIG"
+#: the file name under `$XDG_CONFIG_HOME/aep-bridge` (`default_config_path`)
+CONFIG_FILE: Final = "config.json"
 DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 8787
 
@@ -201,10 +203,27 @@ class ChannelPlan:
     warnings: list[ConfigProblem] = field(default_factory=list)
 
 
+def default_config_path(environ: Mapping[str, str] | None = None) -> Path:
+    """`$XDG_CONFIG_HOME/aep-bridge/config.json`, else `~/.config/aep-bridge/config.json`.
+
+    A relative `XDG_CONFIG_HOME` is ignored, as the XDG specification says it must be.
+    """
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_CONFIG_HOME", "")
+    if base and Path(base).is_absolute():
+        return Path(base) / "aep-bridge" / CONFIG_FILE
+    home = env.get("HOME")
+    return (Path(home) if home else Path.home()) / ".config" / "aep-bridge" / CONFIG_FILE
+
+
 def config_path(explicit: str | None = None) -> Path | None:
-    """The config file to use: the argument, else `$AEP_BRIDGE_CONFIG`, else none."""
+    """The config file to use: the argument, else `$AEP_BRIDGE_CONFIG`, else the default
+    file (`default_config_path`) when it exists, else none (the embedded defaults)."""
     chosen = explicit or os.environ.get(CONFIG_ENV)
-    return Path(chosen).expanduser() if chosen else None
+    if chosen:
+        return Path(chosen).expanduser()
+    default = default_config_path()
+    return default if default.exists() else None
 
 
 def read_config(path: Path | None) -> BridgeConfig:
@@ -276,52 +295,9 @@ def _join(key: str, part: object) -> str:
 
 
 def problems_of(error: ValidationError, prefix: str, model: type[BaseModel]) -> list[ConfigProblem]:
-    """Pydantic's errors as config problems: a dotted key, plain words, a fix where we can."""
-    problems = []
-    for detail in error.errors(include_url=False):
-        loc = [str(p) for p in detail["loc"]]
-        key = _join(prefix, ".".join(loc)) if loc else prefix
-        kind = detail["type"]
-        fix = None
-        if kind == "missing":
-            message = "is required"
-            description = _field_description(model, loc)
-            fix = description or None
-        elif kind == "extra_forbidden":
-            message = "is not a known key"
-            known = _known_keys(model, loc[:-1])
-            close = difflib.get_close_matches(loc[-1], known, n=1)
-            fix = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(known)}"
-        else:
-            message = detail["msg"].removeprefix("Value error, ")
-        problems.append(ConfigProblem(key, message, fix))
-    return problems
-
-
-def _submodel(model: type[BaseModel], path: list[str]) -> type[BaseModel] | None:
-    current: type[BaseModel] | None = model
-    for part in path:
-        if current is None or part not in current.model_fields:
-            return None
-        annotation = current.model_fields[part].annotation
-        current = (
-            annotation
-            if isinstance(annotation, type) and issubclass(annotation, BaseModel)
-            else None
-        )
-    return current
-
-
-def _known_keys(model: type[BaseModel], path: list[str]) -> list[str]:
-    sub = _submodel(model, path)
-    return sorted(sub.model_fields) if sub is not None else []
-
-
-def _field_description(model: type[BaseModel], loc: list[str]) -> str | None:
-    parent = _submodel(model, loc[:-1])
-    if parent is None or not loc or loc[-1] not in parent.model_fields:
-        return None
-    return parent.model_fields[loc[-1]].description
+    """Pydantic's errors as config problems: the key, plain words and the fix, never
+    pydantic's own phrasing (`config_errors`)."""
+    return [ConfigProblem(key, message, fix) for key, message, fix in explain(error, prefix, model)]
 
 
 def resolve_channels(

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .adapter import BridgeView, ChannelAdapter, ChannelRegistration
     from .aep.envelope import Event
     from .types import ChannelConfig, ChannelUser, OutgoingMessage, PermissionRequest
+    from .wizard import SetupWizard
 
 PROJECT = "aep_bridge"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -43,6 +44,17 @@ def register_channels() -> Sequence[type[ChannelAdapter[Any]] | ChannelRegistrat
 
     A class is registered under its `name` with its `config_model`; a `ChannelRegistration`
     names a factory instead, for adapters built some other way.
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def register_setup_wizards() -> Sequence[SetupWizard]:
+    """The setup wizards this plugin offers: `aep-bridge setup NAME` runs the one named NAME.
+
+    A wizard (a `SetupWizard` instance) asks for what its channel needs, checks it against
+    the platform, writes the channel block through the `SetupContext` it is given, and runs
+    the channel's doctor. The core parses the wizard's `options` and owns the config file.
     """
     raise NotImplementedError
 
@@ -95,6 +107,7 @@ __all__ = [
     "hookspec",
     "register_channels",
     "register_routes",
+    "register_setup_wizards",
     "render_vendor_event",
     "shutdown",
     "startup",

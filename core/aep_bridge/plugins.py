@@ -11,6 +11,7 @@ Set `AEP_BRIDGE_DISABLE_PLUGIN_AUTOLOAD=1` to skip entry points (tests do), and
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import inspect
 import logging
@@ -190,6 +191,9 @@ class PluginHost:
             if installed
             else "no channel type is installed"
         )
+        close = difflib.get_close_matches(channel_type, installed, n=1)
+        if close:  # a typing slip, most likely
+            return f"unknown channel type {channel_type!r}: did you mean {close[0]!r}? ({known})"
         return (
             f"unknown channel type {channel_type!r}: {known}; pip install the package that "
             "provides it, then check `aep-bridge plugins`"

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 import math
+import os
 import signal
 import socket
 from collections.abc import Callable, Iterator
@@ -31,6 +32,7 @@ from .intake.hub import Hub, HubLimits
 from .intake.relay import RelayClient
 from .intake.source import EventSource, LocalSource
 from .intake.tail import LogSource
+from .listening import remove_listening, write_listening
 from .plugins import PluginHost
 from .store import Store, default_state_dir
 
@@ -176,6 +178,17 @@ async def serve(config: BridgeConfig, plugins: PluginHost, host: str, port: int)
             len(bridge.running),
         )
         bridge.consume()
+        try:  # where clients (`ask`, `emit`, `status`) find this bridge without --url
+            write_listening(state_dir, host, bound)
+        except OSError as exc:
+            log.warning("could not write where the bridge listens: %s", exc)
+
+    began = asyncio.get_running_loop().time()
+
+    def report() -> dict[str, object]:
+        """`GET /status`: which bridge process this is, and `Bridge.status`."""
+        uptime = round(asyncio.get_running_loop().time() - began, 1)
+        return {"version": __version__, "pid": os.getpid(), "uptime": uptime, **bridge.status()}
 
     def end_streams() -> None:
         """End every SSE response: a client still reading must not hold the stop up."""
@@ -190,13 +203,18 @@ async def serve(config: BridgeConfig, plugins: PluginHost, host: str, port: int)
             AuthPolicy(token, open_without_token=open_without_token),
             limits=IngestLimits(intake.max_body_bytes, intake.max_event_bytes),
             extra_routes=bridge.routes(),
+            status=report,
+            hosts=[host],
         )
         server = _Server(
             uvicorn.Config(
                 endpoint.app,
                 host=host,
                 port=port,
-                log_level="warning",
+                # uvicorn logs through the bridge's handler, at the libraries' level
+                # (log_setup): no handler or level of its own
+                log_config=None,
+                log_level=None,
                 access_log=False,
                 ws_max_size=intake.max_event_bytes + 4096,
             ),
@@ -208,6 +226,8 @@ async def serve(config: BridgeConfig, plugins: PluginHost, host: str, port: int)
         if not stopping.requested:
             await server.serve()
     finally:
+        with contextlib.suppress(OSError):  # no longer listening: clients must not find it
+            remove_listening(state_dir)
         if not stopping.hurry.is_set():
             log.info("stopping (up to %ds to deliver)", math.ceil(stopping.remaining()))
         for source in sources:

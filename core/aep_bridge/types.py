@@ -13,7 +13,15 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    field_validator,
+)
 
 from .aep.registry import Capture
 
@@ -346,13 +354,27 @@ class ChannelConfig(BaseModel):
     enabled: bool = True
     #: the capture ceiling for this channel: content above it never reaches the platform
     capture: Capture = "redacted"
-    #: platform user ids allowed to answer requests here; empty means nobody can
-    approvers: list[str] = Field(default_factory=list)
+    #: platform user ids allowed to answer requests here; empty means nobody can. Numbers
+    #: are taken as ids too (bots print numeric ids), and kept as their decimal text
+    approvers: list[str] = Field(
+        default_factory=list,
+        description='the platform user ids allowed to answer, such as ["123456789"] '
+        "(numbers are accepted too; true and false are not ids)",
+    )
     #: platform roles whose members may answer (where the platform has roles)
     approver_roles: list[str] = Field(default_factory=list)
     verbosity: Literal["quiet", "normal", "verbose"] = "normal"
     #: what happens to a session's thread at `session.ended`
     on_session_end: Literal["archive", "delete", "keep"] = "archive"
+
+    @field_validator("approvers", mode="before")
+    @classmethod
+    def _numeric_ids(cls, value: Any) -> Any:
+        """`[123456789]` as `["123456789"]`: ids that platforms number (Telegram's) are
+        pasted as numbers. A boolean is no id: it is left for the `str` check to refuse."""
+        if isinstance(value, list):
+            return [str(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in value]
+        return value
 
 
 class ChannelError(Exception):

@@ -1,4 +1,4 @@
-"""The official AEP conformance fixtures, one test per case (read from ../shared/aep).
+"""The official AEP conformance fixtures, one test per case (read from tests/aep_data).
 
 Golden events must validate and fold with no violation, twice over with nothing changing;
 invalid cases must be rejected, or reported by the stream checker, under the rule the case

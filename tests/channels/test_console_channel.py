@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import logging
 from collections.abc import AsyncIterator
 
 import pytest
@@ -18,7 +19,9 @@ from aep_bridge.testing import (
 )
 from aep_bridge.types import (
     ChannelUser,
+    OutcomeStatus,
     PermissionOption,
+    PermissionOutcome,
     PermissionRequest,
     Resolution,
     ResolutionStatus,
@@ -157,3 +160,107 @@ async def test_the_core_says_what_became_of_a_line_for_an_unknown_card(screen: S
     assert [(p.card_id, p.answer) for p in core.presses] == [("not-a-card", 0)]
     assert screen.lines[-1] == f"[not-a-card] {resolution.message}"
     await channel.stop()
+
+
+# -- short ids ---------------------------------------------------------------------------
+
+
+def _core_card(card_id: str, title: str = "claude-code wants to run Bash") -> PermissionRequest:
+    """A card with the core's kind of id: `c` and 16 hex digits, too long to type."""
+    return _request().model_copy(update={"id": card_id, "title": title})
+
+
+def _short_of(screen: Screen, title: str) -> str:
+    """The short id the screen shows for the card titled `title`."""
+    text = "\n".join(screen.lines)
+    card = text.split(f"? {title}", 1)[1]
+    return card.split("answer with: ", 1)[1].split(" ", 1)[0]
+
+
+async def test_a_card_shows_a_short_id_that_answers_it(screen: Screen):
+    core = FakeCore()
+    channel = ConsoleChannel(core, ConsoleConfig(name="console", read_input=False), output=screen)
+    await channel.start()
+    await channel.send_permission_request("s1", _core_card("c0123456789abcdef", "Run make?"))
+    await channel.send_permission_request("s1", _core_card("cfedcba9876543210", "Push?"))
+    first, second = _short_of(screen, "Run make?"), _short_of(screen, "Push?")
+    for short in (first, second):
+        assert 4 <= len(short) <= 6
+        assert short.isalnum()
+        assert short == short.lower()
+        assert not set(short) & set("ilo01"), "no characters read as each other"
+    assert first != second
+    assert f"or type: {first} <your answer>" in "\n".join(screen.lines)
+    await channel.handle_line(f"{first} 2")
+    await channel.handle_line(f"{second.upper()} not on Fridays")  # any case
+    assert [(p.card_id, p.answer) for p in core.presses] == [
+        ("c0123456789abcdef", 1),
+        ("cfedcba9876543210", "not on Fridays"),
+    ]
+    assert screen.lines[-1] == "[s1] Sent to the agent"
+    await channel.stop()
+
+
+async def test_a_short_id_still_answers_after_a_restart(screen: Screen):
+    core = FakeCore()
+    config = ConsoleConfig(name="console", read_input=False)
+    before = ConsoleChannel(core, config, output=screen)
+    await before.start()
+    await before.send_permission_request("s1", _core_card("c0123456789abcdef"))
+    short = _short_of(screen, "claude-code wants to run Bash")
+    await before.stop()
+    after = ConsoleChannel(core, config, output=screen)  # a new process: only the state is left
+    await after.start()
+    await after.handle_line(f"{short} 1")
+    assert [(p.card_id, p.answer) for p in core.presses] == [("c0123456789abcdef", 0)]
+    # the card shown again (re-sent after the restart) keeps its short id
+    await after.send_permission_request("s1", _core_card("c0123456789abcdef", "Again?"))
+    assert _short_of(screen, "Again?") == short
+    await after.stop()
+
+
+async def test_short_ids_are_unique_among_open_cards_and_drawn_again_when_closed(
+    screen: Screen, monkeypatch: pytest.MonkeyPatch
+):
+    from aep_bridge_console import channel as console
+
+    draws = iter(["kaaa"] * 3 + ["kbbb"] + ["kaaa"] * 10)
+    monkeypatch.setattr(console, "_draw", lambda length: next(draws))
+    core = FakeCore()
+    channel = ConsoleChannel(core, ConsoleConfig(name="console", read_input=False), output=screen)
+    await channel.start()
+    await channel.send_permission_request("s1", _core_card("c" + "1" * 16, "One?"))
+    await channel.send_permission_request("s1", _core_card("c" + "2" * 16, "Two?"))
+    assert (_short_of(screen, "One?"), _short_of(screen, "Two?")) == ("kaaa", "kbbb")
+    answered = PermissionOutcome(
+        status=OutcomeStatus.ANSWERED, option_id="allow", option_label="Allow", by="local"
+    )
+    await channel.update_permission_request("s1", _core_card("c" + "1" * 16, "One?"), answered)
+    # until drawn again, a closed card's id still names it: the core says what became of it
+    await channel.handle_line("kaaa 1")
+    assert core.presses[-1].card_id == "c" + "1" * 16
+    await channel.send_permission_request("s1", _core_card("c" + "3" * 16, "Three?"))
+    assert _short_of(screen, "Three?") == "kaaa"  # free again: its card is closed
+    await channel.handle_line("kaaa 1")
+    assert core.presses[-1].card_id == "c" + "3" * 16
+    await channel.stop()
+
+
+async def test_a_console_that_cannot_read_says_so_once_at_start(
+    screen: Screen, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr("sys.stdin", io.StringIO())  # not a terminal
+    core = FakeCore()
+    with caplog.at_level(logging.INFO, logger="aep_bridge"):
+        channel = ConsoleChannel(core, ConsoleConfig(name="console"), output=screen)
+        await channel.start()
+        await channel.send_permission_request("s1", _core_card("c0123456789abcdef"))
+        await channel.stop()
+        quiet = ConsoleChannel(core, ConsoleConfig(name="quiet", read_input=False), output=screen)
+        await quiet.start()
+        await quiet.stop()
+    said = [r for r in caplog.records if "standard input is not a terminal" in r.getMessage()]
+    assert [(r.levelno, r.getMessage().split(":")[0]) for r in said] == [
+        (logging.WARNING, "console console")
+    ]
+    assert "answer with: " in "\n".join(screen.lines)  # the question is still shown

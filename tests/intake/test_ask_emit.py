@@ -170,6 +170,8 @@ async def test_ask_says_so_in_one_line_when_the_bridge_stops_under_it(running):
     )
     assert asker.stderr is not None
     first = await asyncio.wait_for(asker.stderr.readline(), 20)
+    assert b"warning: the bridge's config runs no channel" in first  # this one has none
+    first = await asyncio.wait_for(asker.stderr.readline(), 20)
     assert b"waiting for an answer" in first
     proc.terminate()  # SIGTERM: the bridge stops and closes the agent's WebSocket
     out, err = await asyncio.wait_for(asker.communicate(), 20)

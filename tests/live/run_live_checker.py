@@ -107,7 +107,10 @@ def main() -> int:
                 text=True,
             )
             assert agent.stderr is not None
-            session = re.search(r"session (\S+);", agent.stderr.readline())
+            said = agent.stderr.readline()
+            while said.startswith("aep-bridge ask: warning: "):  # this bridge has no channel
+                said = agent.stderr.readline()
+            session = re.search(r"session (\S+);", said)
             if session is None:
                 raise RuntimeError("the tiny agent did not start")
             base = f"http://127.0.0.1:{json.loads(locked.read_text())['listen']['port']}"

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from aep_bridge.plugins import PluginHost
+from aep_bridge.setup_command import find_wizards
 
 PLUGIN = '''
 """A plugin written the way the docs say, checked by plain mypy --strict."""
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field, SecretStr
@@ -70,6 +72,10 @@ from aep_bridge import (
     RateLimits,
     Resolution,
     ResolutionStatus,
+    SetupContext,
+    SetupError,
+    SetupOption,
+    SetupWizard,
     SignedPress,
     hookimpl,
     measure,
@@ -348,6 +354,34 @@ def approver_decision(
     return user.id in config.approvers or None
 
 
+class PagerSetup(SetupWizard):
+    """`aep-bridge setup pager`."""
+
+    name = "pager"
+    description = "a pager token and a room"
+    options = (
+        SetupOption("--room", "the room", metavar="ROOM"),
+        SetupOption("--retries", "how often", kind=int, default=2),
+        SetupOption("--member", "a member", repeat=True),
+    )
+
+    async def run(self, setup: SetupContext) -> bool:
+        room: str = setup.options["room"] or setup.ask("Room", default="ops")
+        token = setup.secret("Pager token", flag="--token-env")
+        if not token:
+            raise SetupError("a token is needed")
+        if setup.confirm("Keep the token in the env file?", default=True):
+            setup.save_secret("PAGER_TOKEN", token)
+        path: Path = setup.write_channel({"token": "${PAGER_TOKEN}", "room": room})
+        setup.say(f"wrote {path}")
+        return await setup.doctor(environ={"PAGER_TOKEN": token})
+
+
+@hookimpl
+def register_setup_wizards() -> Sequence[SetupWizard]:
+    return [PagerSetup()]
+
+
 if TYPE_CHECKING:
     reveal_type(LIMITS.global_)
 '''
@@ -409,6 +443,7 @@ def test_the_type_checked_plugin_loads(tmp_path: Path, monkeypatch: pytest.Monke
     record = host.register(module, "pagerplugin")
     assert record.status == "loaded", record.error
     assert record.channels == ["pager", "pager2"]
+    assert list(find_wizards(host)[0]) == ["pager"]
     limits = host.channels["pager"].capabilities.rate_limits
     assert limits.global_ is not None
     assert limits.global_.count == 30

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import collections.abc
 import inspect
+import pathlib
 import re
 import typing
 from pathlib import Path
@@ -27,6 +28,8 @@ _STANDARD = {
         name: getattr(collections.abc, name)
         for name in ("Awaitable", "Callable", "Iterable", "Mapping", "Sequence")
     },
+    "Path": pathlib.Path,  # a setup wizard's config and env files
+    "TextIO": typing.TextIO,
     "ConfigT": ConfigT,  # the adapter's own type parameter
 }
 _EXPORTED = {name: getattr(aep_bridge, name) for name in aep_bridge.__all__}
@@ -50,6 +53,9 @@ CONTRACT = [
         aep_bridge.BridgeCore,
         aep_bridge.BridgeView,
         aep_bridge.ChannelState,
+        aep_bridge.SetupWizard,
+        aep_bridge.SetupContext,
+        aep_bridge.SetupIO,
     )
     for name, _ in inspect.getmembers(owner, inspect.isfunction)
     if not name.startswith("_") or name == "__init__"
@@ -64,6 +70,7 @@ def test_the_hooks_are_all_found():
         "register_routes",
         "render_vendor_event",
         "approver_decision",
+        "register_setup_wizards",
     }
 
 

@@ -2,7 +2,7 @@
 
 The bridge cannot read the specification's JSON files at run time (they are not part of an
 installed package), so the closed sets live here; `tests/aep/test_registry.py` checks them
-against `../shared/aep/registry/` so they can never drift from the specification.
+against `tests/aep_data/registry/` so they can never drift from the specification.
 """
 
 from __future__ import annotations

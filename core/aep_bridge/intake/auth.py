@@ -12,6 +12,7 @@ import hmac
 import ipaddress
 import os
 import secrets
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -44,6 +45,29 @@ def rotate_token(state_dir: Path) -> str:
         handle.write(token + "\n")
     os.replace(temporary, path)
     return token
+
+
+def host_allowed(header: str | None, names: Iterable[str] = ()) -> bool:
+    """Whether a request's `Host` names this machine: an IP address, `localhost`, or one of
+    `names` (the listen address, the machine's name). Anything else is a name that only
+    resolves here by someone's design (DNS rebinding: a web page's own domain pointed at
+    127.0.0.1), so a browser on that page must not reach the bridge through it."""
+    if not header:
+        return True  # not a browser: every browser sends Host
+    host = header.strip().lower()
+    if host.startswith("["):  # [v6]:port
+        host = host[1 : host.find("]")] if "]" in host else host[1:]
+    elif host.count(":") == 1:
+        host = host.partition(":")[0]
+    host = host.rstrip(".")
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        pass
+    return host in {n.strip("[]").lower().rstrip(".") for n in names if n}
 
 
 def is_loopback(host: str) -> bool:

@@ -13,6 +13,7 @@ import io
 import json
 import logging
 import re
+import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from ..aep.errors import InvalidEvent
 from ..aep.jsonl import oversized, read_lines
 from ..aep.registry import AEP_VERSION, SUPPORTED_MAJOR
 from ..aep.validation import DEFAULT_MAX_EVENT_BYTES, parse_event
-from .auth import AuthPolicy
+from .auth import AuthPolicy, host_allowed
 from .hub import Frame, Hub, Outbound, Participant, SubscribeError, Subscription
 
 log = logging.getLogger("aep_bridge.intake")
@@ -39,6 +40,10 @@ NDJSON_TYPE: Final = "application/x-ndjson"
 
 #: Called with every batch the endpoint admitted (the console view; tests).
 EventSink = Callable[[Sequence[Event]], Awaitable[None]]
+
+#: What `GET /status` answers: the running bridge's report (`Bridge.status`), as JSON. The
+#: endpoint is given it (it never imports the bridge).
+StatusProvider = Callable[[], dict[str, Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,12 +151,18 @@ class Endpoint:
         timing: Timing | None = None,
         sink: EventSink | None = None,
         extra_routes: Sequence[BaseRoute] = (),
+        status: StatusProvider | None = None,
+        hosts: Sequence[str] = (),
     ) -> None:
+        """`status` answers `GET /status`; `hosts` are names besides IP addresses and
+        `localhost` a request to it may give as `Host` (the listen address)."""
         self.hub = hub
         self.auth = auth
         self.limits = limits or IngestLimits()
         self.timing = timing or Timing()
         self.sink = sink
+        self.status_provider = status
+        self.hosts = (*hosts, socket.gethostname())
         self._flush_handle: asyncio.TimerHandle | None = None
         self.app = Starlette(
             routes=[
@@ -160,6 +171,7 @@ class Endpoint:
                 Route("/events", self.ingest, methods=["POST"]),
                 Route("/stream", self.stream, methods=["GET"]),
                 WebSocketRoute("/socket", self.socket),
+                Route("/status", self.status, methods=["GET"]),
                 *extra_routes,
             ]
         )
@@ -184,10 +196,12 @@ class Endpoint:
     def _admitted_without_token(self) -> bool:
         return self.auth is None or self.auth.open_without_token
 
-    def _refuse(self, request: Request) -> Response | None:
+    def _refuse(self, request: Request, *, always: bool = False) -> Response | None:
+        """401 (no token) or 403 (a wrong one), unless the request may go on; `always`:
+        the token is needed even where the policy admits requests without it."""
         if self._authenticated(request.headers, request.query_params):
             return None
-        if self._admitted_without_token():
+        if self._admitted_without_token() and not always:
             return None
         presented = "authorization" in request.headers or "access_token" in request.query_params
         if presented:
@@ -201,7 +215,26 @@ class Endpoint:
             headers={"WWW-Authenticate": "Bearer"},
         )
 
+    def _refuse_foreign(self, request: Request) -> Response | None:
+        """A browser's request (an `Origin`), or one through a name that is not this
+        machine's (`Host`, DNS rebinding), is refused whatever it presents."""
+        if not host_allowed(request.headers.get("host"), self.hosts):
+            return _problem(403, "forbidden-host", "the Host header does not name this machine")
+        if "origin" in request.headers:
+            return _problem(403, "forbidden-origin", "requests from web pages are refused")
+        return None
+
     # -- HTTP ---------------------------------------------------------------------------
+
+    async def status(self, request: Request) -> Response:
+        """The bridge's sources, channels, pending questions and outboxes. Always needs the
+        token (as control does), even where `open_on_loopback` admits events without it."""
+        refused = self._refuse_foreign(request) or self._refuse(request, always=True)
+        if refused is not None:
+            return refused
+        if self.status_provider is None:
+            return _problem(404, "not-found", "this endpoint has no bridge behind it")
+        return JSONResponse(self.status_provider())
 
     async def discovery(self, request: Request) -> Response:
         return JSONResponse(self.hub.discovery())

@@ -863,6 +863,13 @@ class RelayClient:
     def closed(self) -> bool:
         return self._closed.is_set()
 
+    def status(self) -> dict[str, Any]:
+        """For `aep-bridge status`: `connected` (events flowing), `connecting` (retrying
+        with backoff), or `failed` with what no retry can fix (a refused token)."""
+        if self._fatal is not None:
+            return {"state": "failed", "reason": str(self._fatal)}
+        return {"state": "connected" if self._sockets else "connecting"}
+
     async def close(self) -> None:
         """Stop: end every `events()` iteration, drop the connections, settle what waits."""
         self._closed.set()

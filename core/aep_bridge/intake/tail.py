@@ -142,6 +142,11 @@ class LogTailer:
         self._wake = asyncio.Event()
 
     @property
+    def files(self) -> int:
+        """How many logs are being followed now."""
+        return len(self._tracked)
+
+    @property
     def problems(self) -> list[Finding]:
         """Bad lines seen, oldest first: file, line number, and the broken rule."""
         return list(self._problems)
@@ -452,6 +457,14 @@ class LogSource:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    def status(self) -> dict[str, Any]:
+        """For `aep-bridge status`: the folder, the logs open now, the bad lines seen."""
+        return {
+            "root": str(self.root),
+            "files": self._tailer.files,
+            "bad_lines": len(self._tailer.problems),
+        }
 
     async def events(
         self,

@@ -50,7 +50,8 @@ marked "(fake)" in `_FAKE_WORDING` below so nobody matches on them by accident.
 Inspection: `calls`, `messages()`, `message()`, `topics()`, `topic()`, `answers`, `pressed`,
 `violations`, `violation_counts`, `allowed_updates`, `dropped_updates`, `conflicts`,
 `commands`. Injection: `press()` (a button press), `say()` (a user's message), `fail_next()`,
-`set_admin()`, `set_forum()`, `set_bot_status()`, `add_chat()`. Waiting: `wait_until()`.
+`set_admin()`, `set_forum()`, `set_bot_status()`, `add_chat()`, `upgrade()` (a basic group
+becomes a supergroup with a new id). Waiting: `wait_until()`.
 """
 
 from __future__ import annotations
@@ -705,11 +706,18 @@ class _Failure:
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, description: str, retry_after: int | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        description: str,
+        retry_after: int | None = None,
+        migrate_to_chat_id: int | None = None,
+    ) -> None:
         super().__init__(description)
         self.status = status
         self.description = description
         self.retry_after = retry_after
+        self.migrate_to_chat_id = migrate_to_chat_id
 
 
 def _bad(description: str) -> ApiError:
@@ -782,6 +790,8 @@ class FakeBotApi:
         self.commands: dict[tuple[str, str], list[dict[str, str]]] = {}
         #: deleteWebhook calls: drop_pending_updates of each
         self.webhook_deletes: list[bool] = []
+        #: basic groups that became supergroups: old id -> new id (`upgrade()`)
+        self.migrated: dict[int, int] = {}
 
         self._topics: dict[int, dict[int, FakeTopic]] = defaultdict(dict)
         self._messages: dict[int, dict[int, FakeMessage]] = defaultdict(dict)
@@ -1004,6 +1014,27 @@ class FakeBotApi:
 
     def set_forum(self, chat_id: int, is_forum: bool = True) -> None:
         self.chats[chat_id].is_forum = is_forum
+
+    def upgrade(self, chat_id: int, new_id: int | None = None, *, forum: bool = True) -> FakeChat:
+        """A basic group becomes a supergroup (turning on Topics does that): a new chat with a
+        new id (`-100` and the old digits by default), the same title, members and bot status.
+        Calls naming the old id get Telegram's 400 with `migrate_to_chat_id`."""
+        old = self.chats.pop(chat_id)
+        if old.type != "group":
+            raise ValueError(f"chat {chat_id} is a {old.type}, not a basic group")
+        new = FakeChat(
+            new_id if new_id is not None else int(f"-100{abs(chat_id)}"),
+            "supergroup",
+            old.title,
+            is_forum=forum,
+            bot_status=old.bot_status,
+            can_manage_topics=old.can_manage_topics,
+            can_delete_messages=old.can_delete_messages,
+            owner=old.owner,
+            members=list(old.members),
+        )
+        self.migrated[chat_id] = new.id
+        return self.add_chat(new)
 
     def fail_next(
         self,
@@ -1251,6 +1282,8 @@ class FakeBotApi:
         }
         if error.retry_after is not None:
             body["parameters"] = {"retry_after": error.retry_after}
+        if error.migrate_to_chat_id is not None:
+            body["parameters"] = {"migrate_to_chat_id": error.migrate_to_chat_id}
         return JSONResponse(body, status_code=error.status)
 
     def _injected_failure(self, method: str) -> None:
@@ -1352,6 +1385,12 @@ class FakeBotApi:
         except (TypeError, ValueError):
             raise _bad("chat not found") from None
         chat = self.chats.get(chat_id)
+        if chat is None and chat_id in self.migrated:
+            raise ApiError(
+                400,
+                "Bad Request: group chat was upgraded to a supergroup chat",
+                migrate_to_chat_id=self.migrated[chat_id],
+            )
         if chat is None:
             raise _bad("chat not found")
         return chat

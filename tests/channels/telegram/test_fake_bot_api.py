@@ -26,6 +26,7 @@ from telegram import (
 )
 from telegram.error import (
     BadRequest,
+    ChatMigrated,
     Conflict,
     EndPointNotFound,
     InvalidToken,
@@ -257,6 +258,23 @@ async def test_topics_need_a_forum_rights_and_a_fitting_name(fake: FakeBotApi, b
         "Not enough rights to create a topic"
     )
     assert len(fake.topics(FORUM_ID)) == 1
+
+
+async def test_a_basic_group_upgraded_to_a_supergroup_answers_with_its_new_id(
+    fake: FakeBotApi, bot: Bot
+) -> None:
+    upgraded = fake.upgrade(GROUP_ID)
+    assert upgraded.id == int(f"-100{abs(GROUP_ID)}")
+    with pytest.raises(ChatMigrated) as caught:
+        await bot.get_chat(GROUP_ID)
+    assert caught.value.new_chat_id == upgraded.id
+    assert fake.calls[-1].description == (
+        "Bad Request: group chat was upgraded to a supergroup chat"
+    )
+    chat = await bot.get_chat(upgraded.id)
+    assert (chat.type, chat.title, chat.is_forum) == ("supergroup", "Plain group", True)
+    with pytest.raises(ValueError, match="not a basic group"):
+        fake.upgrade(SUPERGROUP_ID)
 
 
 # -- text -----------------------------------------------------------------------------------

@@ -94,7 +94,7 @@ ASK = {
 async def start_and_ask(
     r: Running, agent: TinyAgent, *, label: str = "fix the flaky test", **ask: Any
 ) -> tuple[Event, FakeMessage]:
-    await agent.emit("session.started", {"label": label, "cwd": "/work/app"}, capture="redacted")
+    await agent.emit("session.started", {"label": label, "cwd": "/srv/app"}, capture="redacted")
     request = await agent.emit(
         "attention.requested", {**ASK, **ask}, capture="full", severity="notice"
     )

@@ -1,0 +1,103 @@
+"""How `aep-bridge run` logs: one line per message on standard error, at a level you choose.
+
+The bridge's own loggers (every name that starts with `aep_bridge`: the core, the built-in
+channels, and plugins that name theirs so) log at the chosen level, INFO by default. The
+libraries under it log only their warnings and errors, unless `-v` (INFO) or
+`--log-level DEBUG` (everything). httpx and httpcore are the exception: their INFO lines are
+request URLs, and Telegram's Bot API URLs carry the bot token
+(`https://api.telegram.org/bot<TOKEN>/getUpdates`), so they stay at WARNING even with `-v`,
+and only `--log-level DEBUG`, which asks for everything, lets them through.
+
+A line is `aep-bridge: MESSAGE` at INFO, `aep-bridge: warning: MESSAGE` (`error:`,
+`debug:`) at the other levels, and a library's line says which library:
+`aep-bridge: error: uvicorn: ...`.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Final, TextIO
+
+#: the prefix of the bridge's own logger names
+OWN_PREFIX: Final = "aep_bridge"
+#: the libraries' loggers, quiet unless verbose
+LIBRARIES: Final = (
+    "asyncio",
+    "telegram",  # python-telegram-bot: telegram, telegram.ext and their children
+    "telegram.ext",
+    "uvicorn",  # uvicorn.error and uvicorn.access are its children
+    "uvicorn.error",
+    "uvicorn.access",
+    "websockets",
+)
+#: libraries whose INFO lines print URLs, which can hold a token (Telegram's bot URLs do)
+URL_LOGGERS: Final = ("httpx", "httpcore")
+LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+class _Format(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        if not record.name.startswith(OWN_PREFIX):
+            text = f"{record.name.partition('.')[0]}: {text}"
+        if record.levelno != logging.INFO:
+            text = f"{record.levelname.lower()}: {text}"
+        return f"aep-bridge: {text}"
+
+
+class _Libraries(logging.Filter):
+    """Holds any other library (one not in `LIBRARIES`) to the libraries' level."""
+
+    def __init__(self, level: int) -> None:
+        super().__init__()
+        self.level = level
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.name.startswith(OWN_PREFIX) or record.levelno >= self.level
+
+
+class _Handler(logging.StreamHandler[TextIO]):
+    """The handler `configure` installs (and replaces when called again)."""
+
+
+def levels(
+    level: str | None = None, *, verbose: bool = False, quiet: bool = False
+) -> tuple[int, int, int]:
+    """The bridge's level, the libraries' level, and httpx's and httpcore's level.
+
+    Default INFO, WARNING, WARNING; `verbose` DEBUG, INFO, WARNING; `quiet` WARNING for all;
+    `level` is the bridge's level, the libraries logging at it too but never below WARNING,
+    except DEBUG, which is everything, httpx included.
+    """
+    if verbose:
+        return logging.DEBUG, logging.INFO, logging.WARNING
+    own = logging.WARNING if quiet else logging.getLevelNamesMapping()[(level or "INFO").upper()]
+    if own <= logging.DEBUG:
+        return own, own, own
+    quiet_level = max(own, logging.WARNING)
+    return own, quiet_level, quiet_level
+
+
+def configure(
+    level: str | None = None,
+    *,
+    verbose: bool = False,
+    quiet: bool = False,
+    stream: TextIO | None = None,
+) -> None:
+    """Log to `stream` (standard error) at the levels `levels` gives."""
+    own, libraries, urls = levels(level, verbose=verbose, quiet=quiet)
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if isinstance(h, _Handler)]:
+        root.removeHandler(old)
+    handler = _Handler(stream or sys.stderr)
+    handler.setFormatter(_Format("%(message)s"))
+    handler.addFilter(_Libraries(libraries))
+    root.addHandler(handler)
+    root.setLevel(own)
+    logging.getLogger(OWN_PREFIX).setLevel(own)
+    for name in LIBRARIES:
+        logging.getLogger(name).setLevel(libraries)
+    for name in URL_LOGGERS:
+        logging.getLogger(name).setLevel(urls)
