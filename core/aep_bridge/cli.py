@@ -11,7 +11,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, BinaryIO, TextIO
+from typing import BinaryIO, TextIO
 
 from . import __version__
 from .aep.jsonl import Finding, LogCheck
@@ -27,6 +27,7 @@ from .config import (
     read_config,
     resolve_channels,
 )
+from .doctor import check_channel
 from .plugins import PluginHost
 
 #: `--config`: every command that reads a config finds it the same way (`config_path`)
@@ -401,34 +402,15 @@ def doctor(config_file: str | None, *, out: TextIO | None = None) -> int:
     for problem in plan.problems:
         print(f"config: {problem}", file=out)
     for resolved in plan.channels:
-        print(f"{resolved.name}:", file=out)
-        try:
-            adapter = resolved.registration.factory(_OfflineCore(), resolved.config)
-            checks = list(asyncio.run(adapter.doctor()))
-        except Exception as exc:  # a plugin's doctor must not hide the other channels
-            print(f"  FAIL  {type(exc).__name__}: {exc}", file=out)
-            failed += 1
-            continue
-        if not checks:
-            print("  ok    nothing to check for this channel type", file=out)
-        for item in checks:
-            print(f"  {'ok  ' if item.ok else 'FAIL'}  {item.name}: {item.detail}", file=out)
-            if not item.ok:
-                failed += 1
-                if item.fix:
-                    print(f"        fix: {item.fix}", file=out)
+        failures, lines = asyncio.run(check_channel(resolved))
+        failed += failures
+        for line in lines:
+            print(line, file=out)
     if failed:
         print(f"{failed} problem(s) to fix", file=out)
         return EXIT_VIOLATIONS
     print("everything checked is ok", file=out)
     return EXIT_OK
-
-
-class _OfflineCore:
-    """The core a channel gets for `doctor`: it is checked, never run."""
-
-    def __getattr__(self, name: str) -> Any:
-        raise RuntimeError(f"a channel's doctor() may not use the core ({name})")
 
 
 def plugins(*, as_json: bool = False, out: TextIO | None = None) -> int:

@@ -25,6 +25,7 @@ from .config import (
     read_config,
     resolve_channels,
 )
+from .doctor import check_channel
 from .plugins import PluginHost
 from .wizard import SetupContext, SetupError, SetupIO, SetupOption, SetupWizard
 
@@ -313,27 +314,10 @@ class FileSetupContext(SetupContext):
         resolved = next((c for c in plan.channels if c.name == self.channel), None)
         if resolved is None:
             return False
-        self.say(f"{resolved.name}:")
-        try:
-            adapter = resolved.registration.factory(_OfflineCore(), resolved.config)
-            checks = list(await adapter.doctor())
-        except Exception as exc:  # a plugin's doctor failing is a finding, not a crash
-            self.say(f"  FAIL  {type(exc).__name__}: {exc}")
-            return False
-        if not checks:
-            self.say("  ok    nothing to check for this channel type")
-        for item in checks:
-            self.say(f"  {'ok  ' if item.ok else 'FAIL'}  {item.name}: {item.detail}")
-            if not item.ok and item.fix:
-                self.say(f"        fix: {item.fix}")
-        return all(item.ok for item in checks)
-
-
-class _OfflineCore:
-    """The core a channel gets for `doctor`: it is checked, never run."""
-
-    def __getattr__(self, name: str) -> Any:
-        raise RuntimeError(f"a channel's doctor() may not use the core ({name})")
+        failed, lines = await check_channel(resolved)
+        for line in lines:
+            self.say(line)
+        return failed == 0
 
 
 def _write_private(path: Path, text: str, *, mode: int | None = None) -> None:

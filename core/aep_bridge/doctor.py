@@ -1,0 +1,38 @@
+"""A channel's platform side checked without running it: `aep-bridge doctor`, and the setup
+wizards after they write a channel's block. One wording for both, every failure with its fix.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .config import ResolvedChannel
+
+
+class OfflineCore:
+    """The core a channel gets for `doctor()`: it is checked, never run."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError(f"a channel's doctor() may not use the core ({name})")
+
+
+async def check_channel(resolved: ResolvedChannel) -> tuple[int, list[str]]:
+    """Run one channel's `doctor()`: how many checks failed, and the lines to show (the
+    channel's name, then each check, a failure with its fix). A plugin's doctor that raises is
+    one failure, not a crash: the other channels are still checked."""
+    lines = [f"{resolved.name}:"]
+    try:
+        adapter = resolved.registration.factory(OfflineCore(), resolved.config)
+        checks = list(await adapter.doctor())
+    except Exception as exc:
+        return 1, [*lines, f"  FAIL  {type(exc).__name__}: {exc}"]
+    if not checks:
+        lines.append("  ok    nothing to check for this channel type")
+    failed = 0
+    for item in checks:
+        lines.append(f"  {'ok  ' if item.ok else 'FAIL'}  {item.name}: {item.detail}")
+        if not item.ok:
+            failed += 1
+            if item.fix:
+                lines.append(f"        fix: {item.fix}")
+    return failed, lines
