@@ -96,7 +96,7 @@ MISTAKES = [
         {"listen": []},
         "listen",
         "must be an object in braces, not a list",
-        "the keys host, port",
+        "the keys allowed_hosts, host, port",
         id="a list for an object",
     ),
     pytest.param(

@@ -21,6 +21,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Awaitable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC
@@ -37,7 +38,14 @@ from telegram import (
     ReplyParameters,
     Update,
 )
-from telegram.error import BadRequest, Forbidden, InvalidToken, RetryAfter, TelegramError
+from telegram.error import (
+    BadRequest,
+    Conflict,
+    Forbidden,
+    InvalidToken,
+    RetryAfter,
+    TelegramError,
+)
 from telegram.ext import Application, ApplicationBuilder, CallbackQueryHandler, MessageHandler
 from telegram.ext import filters as tg_filters
 
@@ -67,6 +75,10 @@ from . import html
 from .config import TelegramConfig
 
 log = logging.getLogger(__name__)
+#: python-telegram-bot's polling logger: getUpdates errors other than 409 are logged as it does
+_POLLING_LOG = logging.getLogger("telegram.ext.Updater")
+#: seconds before a 409 Conflict that persists is logged again (PTB retries every few seconds)
+CONFLICT_REPEAT: Final = 600.0
 
 #: Telegram's limit is 4096 UTF-16 units after the HTML is parsed; the rest is for the icon
 #: and heading the adapter puts before the core's text.
@@ -174,6 +186,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         self._creating_topic: asyncio.Future[None] | None = None
         self._lock = asyncio.Lock()  # card state: a press and an update may race
         self._tasks: set[asyncio.Future[None]] = set()
+        self._conflict_said: float | None = None  # when a 409 Conflict was last logged
         if config.chat_id > 0:  # a private chat: Telegram's 20 a minute is for groups
             limits = self.capabilities.rate_limits.model_copy(update={"per_group": None})
             self.capabilities = self.capabilities.model_copy(update={"rate_limits": limits})
@@ -231,6 +244,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
             timeout=self.config.poll_timeout,
             allowed_updates=["message", "callback_query"],
             drop_pending_updates=False,
+            error_callback=self._on_polling_error,
         )
         log.info(
             "telegram %s: @%s in chat %s (%s)",
@@ -598,6 +612,24 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
                 text=text,
                 reply_to=reply_card,
             )
+        )
+
+    def _on_polling_error(self, exc: TelegramError) -> None:
+        """getUpdates failed (PTB tries again, backing off up to 30 s). A 409 Conflict means
+        another program polls this bot: said in one line, again only if it lasts
+        `CONFLICT_REPEAT` seconds, not as a traceback at every retry."""
+        if not isinstance(exc, Conflict):
+            _POLLING_LOG.exception("Exception happened while polling for updates.", exc_info=exc)
+            return
+        now = time.monotonic()
+        if self._conflict_said is not None and now - self._conflict_said < CONFLICT_REPEAT:
+            log.debug("telegram %s: getUpdates: 409 Conflict again", self.instance_name)
+            return
+        self._conflict_said = now
+        log.error(
+            "telegram %s: another program is polling this bot (Telegram said 409 Conflict): "
+            "stop it, or give this bridge its own bot",
+            self.instance_name,
         )
 
     async def _on_error(self, update: object, context: Any) -> None:
@@ -972,8 +1004,12 @@ def _card_html(request: PermissionRequest, *, closed: bool = False) -> str:
     elif request.accepts_text and not request.fields:
         parts.append(html.italic("Reply to this message to answer in words."))
     if request.expires_at is not None:
-        when = request.expires_at.astimezone(UTC).strftime("%H:%M UTC")
-        parts.append(html.italic(f"Expires at {when}."))
+        try:
+            when = request.expires_at.astimezone(UTC).strftime("%H:%M UTC")
+        except (OverflowError, ValueError):  # beyond what UTC holds: it never expires, in effect
+            when = None
+        if when is not None:
+            parts.append(html.italic(f"Expires at {when}."))
     return "\n".join(parts)
 
 

@@ -47,7 +47,8 @@ class TelegramConfig(ChannelConfig):
         default=None,
         description=(
             "a self-hosted Bot API server's base URL, such as http://127.0.0.1:8081/bot "
-            "(the token is appended to it); leave unset for https://api.telegram.org/bot"
+            "(the token is appended to it; /bot is added if it is missing); leave unset for "
+            "https://api.telegram.org/bot"
         ),
     )
     poll_timeout: int = Field(
@@ -59,10 +60,24 @@ class TelegramConfig(ChannelConfig):
     def _url(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        try:
+            parts = urlsplit(value)
+            parts.port  # noqa: B018 - a port that is not a number raises here
+        except ValueError:
+            parts = None
+        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(
-                "api_base_url must be an http:// or https:// URL ending in /bot, such as "
+                "api_base_url must be an http:// or https:// URL with a host, such as "
                 "http://127.0.0.1:8081/bot"
             )
-        return value
+        if parts.query or parts.fragment or value.rstrip().endswith(("?", "#")):
+            raise ValueError(
+                "api_base_url must not have a query (?...) or a fragment (#...): the bot's "
+                "token and the method are appended to it, such as http://127.0.0.1:8081/bot"
+            )
+        # the token is appended right after it: without /bot, it would land in the host or
+        # port (and in the error that says so); so /bot is added where it is missing
+        path = parts.path.rstrip("/")
+        if not path.endswith("/bot"):
+            path += "/bot"
+        return parts._replace(path=path).geturl()

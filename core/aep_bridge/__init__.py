@@ -7,6 +7,10 @@ lifecycle hooks, Starlette's `BaseRoute` for routes, the `Setup*` types for setu
 A channel imports only from here (and `aep_bridge.testing` in its tests).
 """
 
+# first: in the `aep-bridge` command, Ctrl-C during the imports below ends it in one line
+from . import _startup  # noqa: F401
+
+# isort: split
 from starlette.routing import BaseRoute
 
 from .adapter import (

@@ -23,10 +23,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, SecretBytes, SecretStr
 from starlette.routing import BaseRoute, Mount
 
-from . import signing
+from . import scrub, signing
 from .adapter import (
     DEFAULT_SIGNATURE_TTL,
     BridgeCore,
@@ -47,6 +46,7 @@ from .outbox import Job, Outbox, Priority
 from .plugins import PluginHost
 from .render import Rendered, Renderer
 from .routing import Routes
+from .scrub import secrets_in
 from .sessions import SessionRecord, Sessions
 from .store import Floors, Store, StoreState, floor_of
 from .types import (
@@ -204,32 +204,6 @@ def _press(
     return str(bound["request_id"]), bound[old_value], bound["user"], str(bound["session_id"])
 
 
-def secrets_in(*values: object) -> list[str]:
-    """Every `SecretStr` (and `SecretBytes`) value in `values`, however deep: in models and
-    their sub-models, lists, tuples, sets and mappings."""
-    found: list[str] = []
-    seen: set[int] = set()
-    todo: list[object] = list(values)
-    while todo:
-        value = todo.pop()
-        if isinstance(value, SecretStr):
-            found.append(value.get_secret_value())
-        elif isinstance(value, SecretBytes):
-            found.append(value.get_secret_value().decode("utf-8", "replace"))
-        elif isinstance(value, BaseModel | Mapping | list | tuple | set | frozenset):
-            if id(value) in seen:
-                continue
-            seen.add(id(value))
-            if isinstance(value, BaseModel):
-                todo += vars(value).values()
-                todo += (value.model_extra or {}).values()
-            elif isinstance(value, Mapping):
-                todo += value.values()
-            else:
-                todo += value
-    return found
-
-
 def redaction_policy(
     config: BridgeConfig, plan: ChannelPlan, extra: Iterable[str] = ()
 ) -> RedactionPolicy:
@@ -237,6 +211,7 @@ def redaction_policy(
     in the config (relay tokens) and in every channel's config (its tokens, nested ones
     included), and `extra` (the endpoint's token)."""
     tokens = [*secrets_in(config, *(resolved.config for resolved in plan.channels)), *extra]
+    scrub.register(tokens)  # and out of every line logged or printed from now on
     return RedactionPolicy.from_environment(
         config.redaction.secret_env, extra_values=tokens, pii=config.redaction.pii
     )

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import signal
 import sys
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
-from . import __version__
+from . import __version__, _startup
 from .aep.jsonl import Finding, LogCheck
 from .aep.validation import DEFAULT_MAX_EVENT_BYTES
 from .config import (
@@ -21,6 +22,7 @@ from .config import (
     DEFAULT_HOST,
     DEFAULT_PORT,
     BridgeConfig,
+    ChannelPlan,
     ConfigError,
     config_path,
     default_config_path,
@@ -29,6 +31,9 @@ from .config import (
 )
 from .doctor import check_channel
 from .plugins import PluginHost
+from .scrub import scrub, secrets_in
+
+log = logging.getLogger("aep_bridge.cli")
 
 #: `--config`: every command that reads a config finds it the same way (`config_path`)
 CONFIG_HELP = (
@@ -131,23 +136,35 @@ def run(
     # the bridge at INFO (or as asked), the libraries at WARNING; httpx and httpcore at
     # WARNING unless DEBUG is asked for: their INFO lines are URLs, and URLs can hold tokens
     log_setup.configure(log_level, verbose=verbose, quiet=quiet)
-    try:
-        config, plugins = _load(config_file)
-    except ConfigError as exc:
-        print(exc, file=sys.stderr)
-        return EXIT_USAGE
-    listen = config.listen.model_copy(
-        update={k: v for k, v in (("host", host), ("port", port)) if v is not None}
-    )
-    from .server import serve
+    held: int | None = None
+    try:  # until the bridge handles signals itself, Ctrl-C ends it here, in one line
+        try:
+            config, plugins = _load(config_file)
+        except ConfigError as exc:
+            print(exc, file=sys.stderr)
+            return EXIT_USAGE
+        listen = config.listen.model_copy(
+            update={k: v for k, v in (("host", host), ("port", port)) if v is not None}
+        )
+        from .server import StartFailed, hold_state_dir, serve, state_dir_of
 
-    try:
-        with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(serve(config, plugins, listen.host, listen.port))
+        try:
+            # one bridge per state directory, for this process's life, before the store opens
+            held = hold_state_dir(state_dir_of(config))
+            with contextlib.suppress(KeyboardInterrupt):
+                asyncio.run(serve(config, plugins, listen.host, listen.port))
+        except StartFailed as failed:
+            return failed.status
+        finally:
+            # stopped (or failing): a Ctrl-C pressed once more on the way out changes nothing
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(signum, signal.SIG_IGN)
+    except KeyboardInterrupt:
+        log.info("interrupted while starting (Ctrl-C)")
+        return _startup.EXIT_INTERRUPTED
     finally:
-        # stopped (or failing): a Ctrl-C pressed once more on the way out changes nothing
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(signum, signal.SIG_IGN)
+        if held is not None:
+            os.close(held)
     return EXIT_OK
 
 
@@ -373,10 +390,11 @@ def check(config_file: str | None, *, out: TextIO | None = None) -> int:
         return EXIT_VIOLATIONS
     source = config_file or str(config_path(None) or "embedded defaults")
     plan = resolve_channels(config, plugins)
+    secrets = _secrets(config, plan)
     for problem in plan.problems:
-        print(f"{source}: error: {problem}", file=out)
+        print(scrub(f"{source}: error: {problem}", secrets), file=out)
     for warning in plan.warnings:
-        print(f"{source}: warning: {warning}", file=out)
+        print(scrub(f"{source}: warning: {warning}", secrets), file=out)
     if plan.problems:
         print(f"{source}: {len(plan.problems)} problem(s) to fix", file=out)
         return EXIT_VIOLATIONS
@@ -386,6 +404,12 @@ def check(config_file: str | None, *, out: TextIO | None = None) -> int:
         file=out,
     )
     return EXIT_OK
+
+
+def _secrets(config: BridgeConfig, plan: ChannelPlan) -> list[str]:
+    """The secrets `check` and `doctor` keep out of what they print (`scrub`): every secret
+    field of the config and of each channel's config."""
+    return secrets_in(config, *(resolved.config for resolved in plan.channels))
 
 
 def doctor(config_file: str | None, *, out: TextIO | None = None) -> int:
@@ -398,14 +422,15 @@ def doctor(config_file: str | None, *, out: TextIO | None = None) -> int:
         print(exc, file=out)
         return EXIT_VIOLATIONS
     plan = resolve_channels(config, host)
+    secrets = _secrets(config, plan)
     failed = len(plan.problems)
     for problem in plan.problems:
-        print(f"config: {problem}", file=out)
+        print(scrub(f"config: {problem}", secrets), file=out)
     for resolved in plan.channels:
         failures, lines = asyncio.run(check_channel(resolved))
         failed += failures
         for line in lines:
-            print(line, file=out)
+            print(scrub(line, secrets), file=out)
     if failed:
         print(f"{failed} problem(s) to fix", file=out)
         return EXIT_VIOLATIONS
@@ -721,6 +746,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    _startup.release()  # from here, Ctrl-C is a KeyboardInterrupt each command handles
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
@@ -41,6 +42,8 @@ EMBEDDED_DEFAULTS: Final[dict[str, Any]] = {
     "channels": {"console": {"approvers": ["local"]}},
 }
 
+#: a host name, an IPv4 address or a bracketed IPv6 one (`listen.allowed_hosts`)
+_HOST_NAME: Final = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_.])?|\[[0-9A-Fa-f:.]+\]")
 _VARIABLE: Final = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -51,6 +54,22 @@ class ListenConfig(BaseModel):
 
     host: str = DEFAULT_HOST
     port: int = Field(default=DEFAULT_PORT, ge=1, le=65535)
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="host names (no port) a request may give as Host besides the loopback "
+        "names and the listen address; a web page on them is the bridge's own origin",
+    )
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _host_names(cls, names: list[str]) -> list[str]:
+        for name in names:
+            if not _HOST_NAME.fullmatch(name):
+                raise ValueError(
+                    f"{name!r} is not a host name: write a name or address alone, "
+                    "with no scheme, port or path"
+                )
+        return names
 
 
 class RelaySourceConfig(BaseModel):
@@ -69,6 +88,28 @@ class RelaySourceConfig(BaseModel):
     capture: Capture | None = Field(
         default=None, description="a capture ceiling the relay applies before sending"
     )
+
+    @field_validator("url")
+    @classmethod
+    def _no_credentials(cls, url: str) -> str:
+        """A credential in the URL would be logged and shown wherever the URL is (the
+        relay's source name, `aep-bridge status`): it belongs in `token`. The message never
+        repeats it."""
+        parts = urlsplit(url)
+        if "@" in parts.netloc:
+            where = "a user name or password (user:pass@)"
+        elif any(key.lower() in _URL_SECRETS for key, _ in parse_qsl(parts.query, True)):
+            where = "a token in its query (?token=)"
+        else:
+            return url
+        raise ValueError(
+            f"carries {where}: remove it from the URL and put the relay's token in this "
+            "relay's `token` field instead"
+        )
+
+
+#: query parameters that carry a secret (`RelaySourceConfig.url` refuses them)
+_URL_SECRETS: Final = frozenset({"token", "access_token", "auth", "password", "api_key"})
 
 
 class LogSourceConfig(BaseModel):

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from .config import ResolvedChannel
+from .scrub import scrub, secrets_in
 
 
 class OfflineCore:
@@ -19,7 +20,15 @@ class OfflineCore:
 async def check_channel(resolved: ResolvedChannel) -> tuple[int, list[str]]:
     """Run one channel's `doctor()`: how many checks failed, and the lines to show (the
     channel's name, then each check, a failure with its fix). A plugin's doctor that raises is
-    one failure, not a crash: the other channels are still checked."""
+    one failure, not a crash: the other channels are still checked. Every line is scrubbed
+    (`scrub.scrub`): no secret of the channel's config, no credentials in a URL, no bot token.
+    """
+    failed, lines = await _check_channel(resolved)
+    secrets = secrets_in(resolved.config)
+    return failed, [scrub(line, secrets) for line in lines]
+
+
+async def _check_channel(resolved: ResolvedChannel) -> tuple[int, list[str]]:
     lines = [f"{resolved.name}:"]
     try:
         adapter = resolved.registration.factory(OfflineCore(), resolved.config)

@@ -10,6 +10,7 @@ address before trusting it, and otherwise says so and falls back to the config's
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import ipaddress
 import json
 import os
@@ -19,6 +20,9 @@ from typing import Final
 
 #: the file's name in the state directory
 LISTEN_FILE: Final = "listen.json"
+#: the file `aep-bridge run` holds an exclusive `flock` on for its whole life (one bridge per
+#: state directory); it holds that process's pid
+LOCK_FILE: Final = "bridge.lock"
 
 #: addresses that mean "every interface": a client on this machine connects to loopback
 _WILDCARDS: Final = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1", "[::]": "::1"}
@@ -90,11 +94,57 @@ def remove_listening(state_dir: Path) -> None:
         listen_path(state_dir).unlink()
 
 
+class StateDirBusy(Exception):
+    """Another process holds the state directory's lock: its pid (from the lock file) and
+    where it listens (from `listen.json`, when that file is its), each None when unknown."""
+
+    def __init__(self, pid: int | None, listening: Listening | None) -> None:
+        super().__init__(f"another aep-bridge (pid {pid}) is using the state directory")
+        self.pid = pid
+        self.listening = listening
+
+
+def lock_state_dir(state_dir: Path) -> int:
+    """Take the state directory's lock (creating the directory), for this process's life:
+    the descriptor returned holds it (closing it, or exiting, lets it go). Raises
+    `StateDirBusy` when another process holds it, OSError when the directory cannot be used.
+    Readers (`token`, `status`) never take it."""
+    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    descriptor = os.open(state_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(descriptor)
+        raise _busy(state_dir) from None
+    except BaseException:
+        os.close(descriptor)
+        raise
+    try:
+        os.ftruncate(descriptor, 0)
+        os.pwrite(descriptor, f"{os.getpid()}\n".encode(), 0)
+    except OSError:  # the lock is what counts; the pid is only for the other's message
+        pass
+    return descriptor
+
+
+def _busy(state_dir: Path) -> StateDirBusy:
+    pid: int | None = None
+    with contextlib.suppress(OSError, ValueError):
+        pid = int((state_dir / LOCK_FILE).read_text(encoding="utf-8").strip())
+    found = read_listening(state_dir)
+    if found is not None and pid is not None and found.pid not in (None, pid):
+        found = None  # left by an earlier bridge: the holder has not written its own yet
+    return StateDirBusy(pid if pid is not None else (found.pid if found else None), found)
+
+
 __all__ = [
     "LISTEN_FILE",
+    "LOCK_FILE",
     "Listening",
+    "StateDirBusy",
     "base_url",
     "listen_path",
+    "lock_state_dir",
     "read_listening",
     "remove_listening",
     "write_listening",

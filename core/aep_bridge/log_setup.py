@@ -11,6 +11,9 @@ and only `--log-level DEBUG`, which asks for everything, lets them through.
 A line is `aep-bridge: MESSAGE` at INFO, `aep-bridge: warning: MESSAGE` (`error:`,
 `debug:`) at the other levels, and a library's line says which library:
 `aep-bridge: error: uvicorn: ...`.
+
+Every line goes through `scrub.ScrubFilter` first: the secrets the bridge knows, credentials
+in URLs and bot tokens in URLs never reach the log, whoever logs them.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from __future__ import annotations
 import logging
 import sys
 from typing import Final, TextIO
+
+from .scrub import ScrubFilter
 
 #: the prefix of the bridge's own logger names
 OWN_PREFIX: Final = "aep_bridge"
@@ -94,6 +99,9 @@ def configure(
     handler = _Handler(stream or sys.stderr)
     handler.setFormatter(_Format("%(message)s"))
     handler.addFilter(_Libraries(libraries))
+    # every line, a library's too, without the secrets the bridge knows (`scrub.register`),
+    # credentials in URLs, and bot tokens
+    handler.addFilter(ScrubFilter())
     root.addHandler(handler)
     root.setLevel(own)
     logging.getLogger(OWN_PREFIX).setLevel(own)

@@ -32,7 +32,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Final, Literal, TypeVar
 
 from pydantic import BaseModel
@@ -128,6 +128,8 @@ MAX_PLAN_LINES: Final = 40
 MAX_PLANS: Final = 512
 MAX_TASKS: Final = 200
 MAX_HEADS: Final = 4096
+#: events whose card failed to render, remembered so the error is logged once per event
+_FAILED_CARDS_KEPT: Final = 1024
 
 _REDACTED_RANK: Final = CAPTURE_RANK["redacted"]
 _ERROR_RANK: Final = SEVERITY_RANK["error"]
@@ -223,6 +225,8 @@ class Renderer:
         )
         #: (source, session, ceiling, card key) -> the card's first line
         self._heads: OrderedDict[tuple[str, str, str, str], str] = OrderedDict()
+        #: ids of the events whose card could not be rendered (logged once each)
+        self._failed_cards: OrderedDict[str, None] = OrderedDict()
 
     # -- the API ---------------------------------------------------------------------------
 
@@ -282,7 +286,61 @@ class Renderer:
         of each, in the same order. Form fields are `f1`, `f2`, ... and the choices of each
         field `c1`, `c2`, ... (map answers back with `aep_form_values`). The prompt and labels
         honour both the event's capture and the ceiling, and all text is redacted.
+
+        A card that cannot be rendered (a bug, a value nobody foresaw) becomes a plain one,
+        its title and options and no more (`fallback_card`), so the question can still be
+        answered; the error is logged once per event.
         """
+        try:
+            return self._permission_card(event, card_id, ceiling=ceiling)
+        except Exception:
+            if event.id not in self._failed_cards:
+                self._failed_cards[event.id] = None
+                while len(self._failed_cards) > _FAILED_CARDS_KEPT:
+                    self._failed_cards.popitem(last=False)
+                log.exception(
+                    "rendering the card of %s failed; a plain card is shown instead", event.id
+                )
+            return self.fallback_card(event, card_id, ceiling=ceiling)
+
+    def fallback_card(
+        self, event: Event, card_id: str, *, ceiling: Capture
+    ) -> tuple[PermissionRequest, list[str]]:
+        """The plain card of an `attention.requested`: a title and the options (their labels,
+        redacted, where the ceiling and the event's capture show the agent's words, else their
+        ids), no prompt, no form, no expiry."""
+        data = event.data if isinstance(event.data, Mapping) else {}
+        words = min(CAPTURE_RANK[ceiling], CAPTURE_RANK.get(event.capture, 0)) >= _REDACTED_RANK
+        options: list[PermissionOption] = []
+        aep_ids: list[str] = []
+        raw_options = data.get("options")
+        for index, option in enumerate(raw_options if isinstance(raw_options, list) else []):
+            if not isinstance(option, Mapping) or not isinstance(option.get("id"), str):
+                continue
+            label = option.get("label") if words else None
+            shown = self._line(label if isinstance(label, str) else None, MAX_LABEL)
+            shown = shown or self._line(option["id"], MAX_LABEL)
+            options.append(
+                PermissionOption(
+                    id=f"o{len(options) + 1}",
+                    label=shown or f"Option {index + 1}",
+                    is_allow=_is_allow(option["id"]),
+                )
+            )
+            aep_ids.append(option["id"])
+        who = self._line(event.agent, MAX_LABEL) or "the agent"
+        request = PermissionRequest(
+            id=card_id,
+            kind="other",
+            title=f"{who} asks a question",
+            options=tuple(options),
+            accepts_text=not options,
+        )
+        return request, aep_ids
+
+    def _permission_card(
+        self, event: Event, card_id: str, *, ceiling: Capture
+    ) -> tuple[PermissionRequest, list[str]]:
         gated = self._gate(event, ceiling)
         payload = _typed(gated, AttentionRequested)
         kind = payload.kind if payload is not None else "other"
@@ -1450,11 +1508,15 @@ def _index(card_id: Any, prefix: str) -> int | None:
 
 
 def _parse_time(value: str | None) -> datetime | None:
+    """An RFC 3339 time as UTC, which every channel can format as it likes; None for a time
+    that does not parse or that UTC cannot hold (9999-12-31T23:59:59-14:00 is year 10000 in
+    UTC: an expiry nobody will wait for)."""
     if not value:
         return None
     try:
-        return datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
-    except ValueError:
+        when = datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
+        return (when if when.tzinfo else when.replace(tzinfo=UTC)).astimezone(UTC)
+    except (ValueError, OverflowError):
         return None
 
 

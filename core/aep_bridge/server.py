@@ -18,6 +18,7 @@ import math
 import os
 import signal
 import socket
+import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -32,9 +33,9 @@ from .intake.hub import Hub, HubLimits
 from .intake.relay import RelayClient
 from .intake.source import EventSource, LocalSource
 from .intake.tail import LogSource
-from .listening import remove_listening, write_listening
+from .listening import StateDirBusy, lock_state_dir, remove_listening, write_listening
 from .plugins import PluginHost
-from .store import Store, default_state_dir
+from .store import Store, StoreError, default_state_dir
 
 log = logging.getLogger("aep_bridge")
 
@@ -42,10 +43,77 @@ log = logging.getLogger("aep_bridge")
 #: their way to agents and the outboxes' queues all share it
 FLUSH_TIMEOUT = 5.0
 
+#: exit statuses of `aep-bridge run` that stop it before it serves (docs/cli.md); 2 (the
+#: config) and 3 (the port) are the config's and uvicorn's
+EXIT_BUSY = 4  # another bridge holds the state directory
+EXIT_STATE_DIR = 5  # the state directory cannot be created or written
+EXIT_STORE = 6  # the store is damaged, or written by a newer aep-bridge
+
+
+class StartFailed(Exception):
+    """The bridge cannot start; the reason is logged already, in one line. `status` is the
+    exit status."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
 
 def state_dir_of(config: BridgeConfig) -> Path:
     """Where the store and the token live."""
     return Path(config.state_dir).expanduser() if config.state_dir else default_state_dir()
+
+
+def hold_state_dir(state_dir: Path) -> int:
+    """Lock the state directory for this process's life (one bridge per state directory);
+    the descriptor returned holds the lock. Raises `StartFailed` (logged) when another
+    bridge holds it or the directory cannot be used."""
+    try:
+        return lock_state_dir(state_dir)
+    except StateDirBusy as busy:
+        where = busy.listening
+        log.error(
+            "another aep-bridge (pid %s, %s) is using %s",
+            busy.pid if busy.pid is not None else "unknown",
+            f"listening on {where.host}:{where.port}" if where else "not listening yet",
+            state_dir,
+        )
+        raise StartFailed(EXIT_BUSY) from None
+    except OSError as exc:
+        raise _unusable(state_dir, exc) from None
+
+
+def _unusable(state_dir: Path, error: object) -> StartFailed:
+    reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+    log.error(
+        "cannot use the state directory %s (%s): make it a directory this user can write, "
+        "or set state_dir in the config to one",
+        state_dir,
+        reason,
+    )
+    return StartFailed(EXIT_STATE_DIR)
+
+
+def _open_store(state_dir: Path) -> Store:
+    """`Store.open`, its failures said in one line each (`StartFailed`)."""
+    try:
+        return Store.open(state_dir)
+    except StoreError as exc:  # a newer aep-bridge's store
+        log.error("the store cannot be used: %s", exc)
+        raise StartFailed(EXIT_STORE) from None
+    except sqlite3.DatabaseError as exc:
+        name = getattr(exc, "sqlite_errorname", "") or ""
+        if not name.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")):
+            raise _unusable(state_dir, exc) from None  # read-only, cannot open, I/O
+        log.error(
+            "the store %s is damaged (%s): move it aside and start again (the bridge makes a "
+            "new one; the open questions and resume points kept in the old one are lost)",
+            state_dir / "state.db",
+            exc,
+        )
+        raise StartFailed(EXIT_STORE) from None
+    except OSError as exc:
+        raise _unusable(state_dir, exc) from None
 
 
 class _Server(uvicorn.Server):
@@ -131,6 +199,18 @@ class _NoCancellationTracebacks(logging.Filter):
         return not (record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError))
 
 
+class _RefusedHandshakes(logging.Filter):
+    """uvicorn logs a WebSocket the endpoint refused (a wrong token, a foreign Origin) as
+    an ERROR, `ASGI callable returned without completing handshake`: the refusal is the
+    endpoint doing its job, so the line is demoted to DEBUG (shown with `--log-level DEBUG`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.getMessage().startswith("ASGI callable returned without completing handshake"):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+        return True
+
+
 def sources_of(config: BridgeConfig, hub: Hub, store: Store) -> list[EventSource]:
     """The embedded endpoint, then each configured relay and log folder."""
     sources: list[EventSource] = [LocalSource(hub)]
@@ -146,11 +226,14 @@ async def serve(config: BridgeConfig, plugins: PluginHost, host: str, port: int)
     """Run until SIGINT or SIGTERM; return after a clean shutdown."""
     intake = config.intake
     state_dir = state_dir_of(config)
-    token = load_or_create_token(state_dir)
+    try:
+        token = load_or_create_token(state_dir)
+    except OSError as exc:
+        raise _unusable(state_dir, exc) from None
     open_without_token = intake.open_on_loopback and is_loopback(host)
     if intake.open_on_loopback and not open_without_token:
         log.warning("intake.open_on_loopback is ignored: %s is not a loopback address", host)
-    store = Store.open(state_dir)
+    store = _open_store(state_dir)
     log.info("store: %s (schema %d)", store.path, store.schema_version)
     hub = Hub(HubLimits(replay_buffer=intake.replay_buffer), store)
     bridge = Bridge(config, plugins, store=store, secrets=[token])
@@ -160,7 +243,9 @@ async def serve(config: BridgeConfig, plugins: PluginHost, host: str, port: int)
     stopping = _Stopping(FLUSH_TIMEOUT)
     stopping.install()
     quiet = _NoCancellationTracebacks()
+    refused = _RefusedHandshakes()
     logging.getLogger("uvicorn.error").addFilter(quiet)
+    logging.getLogger("uvicorn.error").addFilter(refused)
 
     def started(bound: int) -> None:
         log.info(
@@ -204,7 +289,8 @@ async def serve(config: BridgeConfig, plugins: PluginHost, host: str, port: int)
             limits=IngestLimits(intake.max_body_bytes, intake.max_event_bytes),
             extra_routes=bridge.routes(),
             status=report,
-            hosts=[host],
+            listen_host=host,
+            allowed_hosts=config.listen.allowed_hosts,
         )
         server = _Server(
             uvicorn.Config(
@@ -239,6 +325,7 @@ async def serve(config: BridgeConfig, plugins: PluginHost, host: str, port: int)
         store.close()
         log.info("stopped")
         logging.getLogger("uvicorn.error").removeFilter(quiet)
+        logging.getLogger("uvicorn.error").removeFilter(refused)
 
 
 async def _cancel(tasks: list[asyncio.Task[None]]) -> None:

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TextIO
 
+from .scrub import scrub
+
 
 class SetupError(Exception):
     """The wizard cannot go on. The message says why and what to do; `aep-bridge setup`
@@ -78,10 +80,10 @@ class SetupIO:
         self.stderr = stderr or sys.stderr
 
     def say(self, text: str = "") -> None:
-        print(text, file=self.stdout, flush=True)
+        print(scrub(text), file=self.stdout, flush=True)
 
     def error(self, text: str) -> None:
-        print(text, file=self.stderr, flush=True)
+        print(scrub(text), file=self.stderr, flush=True)
 
     def ask(self, prompt: str) -> str:
         self.stdout.write(prompt)

@@ -37,7 +37,7 @@ REPORT = {"channels": [], "sources": [], "running_channels": 0, "pending": {"cou
 
 def status_app(*, open_on_loopback: bool = False, hosts: tuple[str, ...] = ()) -> Any:
     policy = AuthPolicy(TOKEN, open_without_token=open_on_loopback)
-    return Endpoint(Hub(), policy, status=lambda: dict(REPORT), hosts=hosts).app
+    return Endpoint(Hub(), policy, status=lambda: dict(REPORT), allowed_hosts=hosts).app
 
 
 async def get(app: Any, headers: dict[str, str] | None = None, path: str = "/status"):
@@ -79,7 +79,7 @@ async def test_a_foreign_host_is_refused_even_with_the_token(host):
     "host", ["127.0.0.1:8787", "localhost:8787", "[::1]:8787", "10.0.0.7", "bridge.lan:8787"]
 )
 async def test_this_machines_names_are_admitted(host):
-    admitted = await get(status_app(hosts=("bridge.lan",)), {**BEARER, "Host": host})
+    admitted = await get(status_app(hosts=("bridge.lan", "10.0.0.7")), {**BEARER, "Host": host})
     assert admitted.status_code == 200
 
 

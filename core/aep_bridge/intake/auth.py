@@ -11,6 +11,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import os
+import re
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -47,27 +48,130 @@ def rotate_token(state_dir: Path) -> str:
     return token
 
 
-def host_allowed(header: str | None, names: Iterable[str] = ()) -> bool:
-    """Whether a request's `Host` names this machine: an IP address, `localhost`, or one of
-    `names` (the listen address, the machine's name). Anything else is a name that only
-    resolves here by someone's design (DNS rebinding: a web page's own domain pointed at
-    127.0.0.1), so a browser on that page must not reach the bridge through it."""
-    if not header:
-        return True  # not a browser: every browser sends Host
-    host = header.strip().lower()
-    if host.startswith("["):  # [v6]:port
-        host = host[1 : host.find("]")] if "]" in host else host[1:]
-    elif host.count(":") == 1:
-        host = host.partition(":")[0]
+def split_host(value: str) -> tuple[str, int | None] | None:
+    """A `Host` header (or an origin's authority) as (host, port): lower case, brackets and a
+    final dot removed; None when it is not one host with an optional port."""
+    value = value.strip().lower()
+    port_text: str | None = None
+    if value.startswith("["):  # [v6] or [v6]:port
+        end = value.find("]")
+        if end < 0:
+            return None
+        host, rest = value[1:end], value[end + 1 :]
+        if rest:
+            if not rest.startswith(":"):
+                return None
+            port_text = rest[1:]
+    elif ":" in value:
+        if value.count(":") > 1:  # a bare IPv6 address: never a valid Host
+            return None
+        host, _, port_text = value.partition(":")
+    else:
+        host = value
+    port = None
+    if port_text is not None:
+        if not _PORT.fullmatch(port_text):
+            return None
+        port = int(port_text)
     host = host.rstrip(".")
+    if not host or any(c in host for c in "/@\\ \t?#"):
+        return None
+    return host, port
+
+
+_PORT: Final = re.compile(r"[0-9]{1,5}")
+
+
+def _address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return None
+
+
+def is_loopback_name(host: str) -> bool:
+    """`localhost`, `*.localhost`, `127.0.0.0/8` or `::1` (host already split and lowered)."""
     if host == "localhost" or host.endswith(".localhost"):
         return True
-    try:
-        ipaddress.ip_address(host)
-        return True
-    except ValueError:
-        pass
-    return host in {n.strip("[]").lower().rstrip(".") for n in names if n}
+    address = _address(host)
+    return address is not None and address.is_loopback
+
+
+@dataclass(frozen=True, slots=True)
+class HostPolicy:
+    """Which names a request may give in `Host` (and a browser page in `Origin`).
+
+    Against DNS rebinding: a web page's own domain pointed at 127.0.0.1 reaches the
+    listener, but its requests carry that domain in `Host`. Admitted: the loopback names
+    and addresses, the listen address itself when it is an address, and the address the
+    connection came in on (`local`, when the listener is `0.0.0.0` or `::`); and the names
+    in `listen.allowed_hosts`. The port does not matter in `Host` (a port forwarder's is
+    another); in `Origin` it does (see `origin_is_own`).
+    """
+
+    #: `listen.host`
+    listen_host: str | None = None
+    #: `listen.allowed_hosts`: names (or addresses) besides the listener's own
+    allowed: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, listen_host: str | None, allowed_hosts: Iterable[str] = ()) -> HostPolicy:
+        names = set()
+        for name in allowed_hosts:
+            split = split_host(name)
+            if split is not None:
+                names.add(split[0])
+        return cls(listen_host, frozenset(names))
+
+    def admits(self, host: str, *, local: str | None = None) -> bool:
+        """Whether `host` names this bridge, at any port (a port forwarder's, a proxy's: a
+        rebound name is refused whatever its port); `local`: the address the connection
+        came in on, when the server says (ASGI `server`)."""
+        if host in self.allowed:
+            return True
+        if is_loopback_name(host):
+            return True
+        address = _address(host)
+        if address is None:
+            return False
+        for listener in (self.listen_host, local):
+            known = _address(listener) if listener else None
+            if known is not None and not known.is_unspecified and known == address:
+                return True
+        return False
+
+    def host_allowed(self, header: str | None, *, local: str | None = None) -> bool:
+        """Whether a request's `Host` names this bridge. No `Host` at all is admitted: every
+        browser sends one, and only a browser can be made to send a rebound name."""
+        if header is None:
+            return True
+        split = split_host(header)
+        return split is not None and self.admits(split[0], local=local)
+
+    def origin_is_own(self, origin: str, *, local: str | None = None, bound: int | None) -> bool:
+        """Whether a browser's `Origin` is the bridge's own: `http://` a name `Host` may give,
+        at the listening port (an allowed name: `http` or `https`, any port). An unknown
+        listening port, `null` and anything malformed are not."""
+        scheme, sep, authority = origin.strip().lower().partition("://")
+        if not sep or scheme not in ("http", "https"):
+            return False
+        split = split_host(authority)
+        if split is None:
+            return False
+        host, port = split
+        if host in self.allowed:
+            return True
+        if scheme != "http" or bound is None or (80 if port is None else port) != bound:
+            return False  # another port on this machine is another site (a dev server's)
+        return self.admits(host, local=local)
+
+
+def host_allowed(
+    header: str | None, names: Iterable[str] = (), *, listen_host: str | None = None
+) -> bool:
+    """Whether a request's `Host` names this machine (see `HostPolicy`): a loopback name or
+    address, `listen_host` when it is an address, or one of `names` (`listen.allowed_hosts`)."""
+    return HostPolicy.of(listen_host, names).host_allowed(header)
 
 
 def is_loopback(host: str) -> bool:

@@ -13,16 +13,18 @@ import io
 import json
 import logging
 import re
-import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from starlette.applications import Starlette
+from starlette.datastructures import Headers, QueryParams
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route, WebSocketRoute
+from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from ..aep.envelope import Event
@@ -30,7 +32,7 @@ from ..aep.errors import InvalidEvent
 from ..aep.jsonl import oversized, read_lines
 from ..aep.registry import AEP_VERSION, SUPPORTED_MAJOR
 from ..aep.validation import DEFAULT_MAX_EVENT_BYTES, parse_event
-from .auth import AuthPolicy, host_allowed
+from .auth import AuthPolicy, HostPolicy
 from .hub import Frame, Hub, Outbound, Participant, SubscribeError, Subscription
 
 log = logging.getLogger("aep_bridge.intake")
@@ -152,17 +154,19 @@ class Endpoint:
         sink: EventSink | None = None,
         extra_routes: Sequence[BaseRoute] = (),
         status: StatusProvider | None = None,
-        hosts: Sequence[str] = (),
+        listen_host: str | None = None,
+        allowed_hosts: Sequence[str] = (),
     ) -> None:
-        """`status` answers `GET /status`; `hosts` are names besides IP addresses and
-        `localhost` a request to it may give as `Host` (the listen address)."""
+        """`status` answers `GET /status`; `listen_host` (`listen.host`) and `allowed_hosts`
+        (`listen.allowed_hosts`): what a request may give as `Host` besides the loopback
+        names (see `HostPolicy`); the guard applies to every route, `extra_routes` too."""
         self.hub = hub
         self.auth = auth
         self.limits = limits or IngestLimits()
         self.timing = timing or Timing()
         self.sink = sink
         self.status_provider = status
-        self.hosts = (*hosts, socket.gethostname())
+        self.hosts = HostPolicy.of(listen_host, allowed_hosts)
         self._flush_handle: asyncio.TimerHandle | None = None
         self.app = Starlette(
             routes=[
@@ -173,7 +177,8 @@ class Endpoint:
                 WebSocketRoute("/socket", self.socket),
                 Route("/status", self.status, methods=["GET"]),
                 *extra_routes,
-            ]
+            ],
+            middleware=[Middleware(_Guard, endpoint=self)],
         )
 
     def schedule_flush(self, delay: float = 0.005) -> None:
@@ -215,11 +220,34 @@ class Endpoint:
             headers={"WWW-Authenticate": "Bearer"},
         )
 
+    def guard(self, scope: Scope) -> Response | None:
+        """The check in front of every route, HTTP and WebSocket handshakes alike: a `Host`
+        that does not name this bridge (DNS rebinding) is refused whatever the request
+        presents; a browser's `Origin` other than the bridge's own needs the token (a web
+        page cannot read it). Without a token to check (`auth` None), such an origin is
+        refused."""
+        headers = Headers(scope=scope)
+        server = scope.get("server")
+        local, bound = (server[0], server[1]) if server else (None, None)
+        if not self.hosts.host_allowed(headers.get("host"), local=local):
+            return _problem(
+                403,
+                "forbidden-host",
+                "the Host header does not name this bridge (list the name in listen.allowed_hosts)",
+            )
+        origin = headers.get("origin")
+        if origin is None or self.hosts.origin_is_own(origin, local=local, bound=bound):
+            return None
+        query = QueryParams(scope.get("query_string", b""))
+        if self.auth is not None and self._authenticated(headers, query):
+            return None
+        return _problem(
+            403, "forbidden-origin", "a web page from another origin needs the bridge's token"
+        )
+
     def _refuse_foreign(self, request: Request) -> Response | None:
-        """A browser's request (an `Origin`), or one through a name that is not this
-        machine's (`Host`, DNS rebinding), is refused whatever it presents."""
-        if not host_allowed(request.headers.get("host"), self.hosts):
-            return _problem(403, "forbidden-host", "the Host header does not name this machine")
+        """`GET /status` refuses every browser's request (an `Origin`), even with the token
+        and from the bridge's own origin; `Host` was checked by the guard."""
         if "origin" in request.headers:
             return _problem(403, "forbidden-origin", "requests from web pages are refused")
         return None
@@ -268,6 +296,17 @@ class Endpoint:
                 line=line,
                 violations=[v.to_dict() for v in exc.violations],
             )
+        if not self._authenticated(request.headers, request.query_params):
+            for number, event in enumerate(events, 1):
+                if event.is_command:  # control always needs the token, even as history
+                    return _problem(
+                        403,
+                        "unauthorized",
+                        f"event {number} of the batch is a command ({event.type}): commands "
+                        "need the bridge's token; nothing of the batch was taken",
+                        index=number,
+                        id=event.id,
+                    )
         self.hub.admit(events)  # commands posted here are history, never delivered (AEP-0004 §4.1)
         self.hub.flush()  # 202 means kept: the batch survives a restart of the bridge
         if self.sink is not None and events:
@@ -350,6 +389,31 @@ class Endpoint:
         await websocket.accept()
         connection = _Connection(self, websocket, authenticated)
         await connection.run()
+
+
+class _Guard:
+    """ASGI middleware: `Endpoint.guard` in front of every HTTP request and WebSocket
+    handshake (the channels' and plugins' routes included)."""
+
+    def __init__(self, app: ASGIApp, endpoint: Endpoint) -> None:
+        self.app = app
+        self.endpoint = endpoint
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        refusal = self.endpoint.guard(scope)
+        if refusal is None:
+            await self.app(scope, receive, send)
+        elif scope["type"] == "http":
+            await refusal(scope, receive, send)
+        else:
+            websocket = WebSocket(scope, receive, send)
+            try:
+                await websocket.send_denial_response(refusal)  # the status HTTP would get
+            except RuntimeError:  # a server without the denial extension: a plain refusal
+                await websocket.close(code=1008, reason="forbidden")
 
 
 class _Connection:

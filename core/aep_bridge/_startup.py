@@ -1,0 +1,55 @@
+"""Ctrl-C while `aep-bridge` is still importing itself (its first second or so).
+
+Imported first of all by the package, for its effect: `guard()` runs at import, before
+anything slow is imported (so this module imports only built-in modules).
+
+Python turns Ctrl-C into a KeyboardInterrupt, which, raised among the imports `cli.main`
+runs after, would end the command with a traceback. `guard` installs a SIGINT handler that
+ends the command in one line instead, only when the process is the command (`aep-bridge ...`
+or `python -m aep_bridge ...`), never in a program that imports the package; `cli.main` puts
+the usual KeyboardInterrupt back (`release`) once it runs, and each command handles it from
+there. (Ctrl-C in the few milliseconds Python takes to start, before this runs, is Python's.)
+"""
+
+import os
+import signal
+import sys
+from types import FrameType
+
+#: the exit status of a command interrupted by Ctrl-C before it could stop in its own order
+EXIT_INTERRUPTED = 130
+#: the line it prints (as `aep-bridge run` logs it: docs/cli.md lists it)
+LINE = "aep-bridge: interrupted while starting (Ctrl-C)\n"
+
+
+def _interrupted(signum: int, frame: FrameType | None) -> None:
+    try:
+        sys.stderr.write(LINE)
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    os._exit(EXIT_INTERRUPTED)  # nothing is open yet: there is nothing to clean up
+
+
+def _is_the_command() -> bool:
+    first = sys.argv[0] if sys.argv else ""
+    # `python -m aep_bridge`: argv[0] is "-m" while the package is being found and imported
+    return first == "-m" or os.path.basename(first) == "aep-bridge"
+
+
+def guard() -> None:
+    """In the command, until `release`: Ctrl-C prints `LINE` and exits 130."""
+    if _is_the_command() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        try:  # noqa: SIM105
+            signal.signal(signal.SIGINT, _interrupted)
+        except ValueError:  # not the main thread
+            pass
+
+
+def release() -> None:
+    """Ctrl-C raises KeyboardInterrupt again (if `guard` had changed it)."""
+    if signal.getsignal(signal.SIGINT) is _interrupted:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+guard()

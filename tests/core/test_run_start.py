@@ -1,0 +1,265 @@
+"""`aep-bridge run` at start: one bridge per state directory, and the failures a person
+meets there (a second bridge, a damaged store, a state directory that cannot be written,
+Ctrl-C while it loads, a relay URL with a credential in it) each end it at once with one
+line naming the fix and a documented exit status (docs/cli.md), never a traceback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import websockets
+
+from aep_bridge.server import EXIT_BUSY, EXIT_STATE_DIR, EXIT_STORE
+from tests.bridge_process import ROOT, BridgeProcess, free_port, write_config
+
+ROOT_DEFEATS_CHMOD = pytest.mark.skipif(
+    os.geteuid() == 0, reason="root writes to a read-only directory anyway (chmod does not stop it)"
+)
+
+
+def finished(bridge: BridgeProcess, timeout: float = 20) -> tuple[int, list[str]]:
+    """Wait for the process to end; its status and the lines it wrote."""
+    assert bridge.proc is not None
+    try:
+        status = bridge.proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        bridge.kill()
+        raise AssertionError(f"the bridge did not stop:\n{bridge.tail()}") from None
+    return status, bridge.log.read_text(errors="replace").splitlines()
+
+
+def one_line_failure(lines: list[str], *words: str) -> None:
+    assert not any("Traceback" in line for line in lines), "\n".join(lines)
+    errors = [line for line in lines if line.startswith("aep-bridge: error: ")]
+    assert len(errors) == 1, "\n".join(lines)
+    for word in words:
+        assert word in errors[0], errors[0]
+
+
+def run_once(folder: Path, config: Path, name: str = "run.log") -> tuple[int, list[str]]:
+    bridge = BridgeProcess(config, folder / name)
+    bridge.spawn()
+    return finished(bridge)
+
+
+async def test_a_second_bridge_on_the_same_state_dir_stops_and_the_first_keeps_serving(
+    tmp_path: Path,
+):
+    port = free_port()
+    first = BridgeProcess(write_config(tmp_path, port), tmp_path / "first.log")
+    base = f"http://127.0.0.1:{port}"
+    await first.start(base)
+    try:
+        await first.until("listen.json", (tmp_path / "state" / "listen.json").exists, 10)
+        # another port, the same state directory
+        second = BridgeProcess(
+            write_config(tmp_path, free_port(), name="second.json"), tmp_path / "second.log"
+        )
+        second.spawn()
+        status, lines = finished(second)
+        assert status == EXIT_BUSY, "\n".join(lines)
+        assert lines == [
+            f"aep-bridge: error: another aep-bridge (pid {first.proc.pid}, listening on "
+            f"127.0.0.1:{port}) is using {tmp_path / 'state'}"
+        ]
+        # the first still serves, and a reader of the state directory still works
+        import httpx
+
+        async with httpx.AsyncClient() as client:
+            assert (await client.get(f"{base}/.well-known/aep")).status_code == 200
+        assert first.token()
+        assert first.proc is not None
+        assert first.proc.poll() is None
+    finally:
+        assert await first.aclose() == 0
+    # once the first has stopped, the state directory is free again
+    port = free_port()
+    again = BridgeProcess(write_config(tmp_path, port), tmp_path / "again.log")
+    await again.start(f"http://127.0.0.1:{port}")
+    assert await again.aclose() == 0
+
+
+def test_the_busy_line_copes_without_a_pid_or_an_address(tmp_path: Path):
+    """A holder that wrote neither its pid nor listen.json (another tool, a bridge still
+    starting): the line says what it does not know."""
+    from aep_bridge.listening import LOCK_FILE
+
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / LOCK_FILE).write_text("")
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR); "
+            "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+            str(state / LOCK_FILE),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "held"
+        status, lines = run_once(tmp_path, write_config(tmp_path, free_port()))
+    finally:
+        holder.kill()
+        holder.wait()
+    assert status == EXIT_BUSY
+    assert lines == [
+        f"aep-bridge: error: another aep-bridge (pid unknown, not listening yet) is using {state}"
+    ]
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated"])
+async def test_a_damaged_store_is_one_line_naming_the_fix(tmp_path: Path, damage: str):
+    config = write_config(tmp_path, free_port())
+    db = tmp_path / "state" / "state.db"
+    if damage == "garbage":
+        db.parent.mkdir()
+        db.write_bytes(b"this is not a database, " * 400)
+    else:  # a real store, cut short
+        port = json.loads(config.read_text())["listen"]["port"]
+        bridge = BridgeProcess(config, tmp_path / "first.log")
+        await bridge.start(f"http://127.0.0.1:{port}")
+        assert await bridge.aclose() == 0
+        assert db.stat().st_size > 8192
+        os.truncate(db, 4096)
+    status, lines = run_once(tmp_path, config)
+    assert status == EXIT_STORE, "\n".join(lines)
+    one_line_failure(lines, f"the store {db} is damaged", "move it aside")
+
+
+def test_a_state_dir_that_cannot_be_created_is_one_line(tmp_path: Path):
+    """A path through a regular file: not even root can make it a directory."""
+    (tmp_path / "a-file").write_text("")
+    config = tmp_path / "bridge.json"
+    state = tmp_path / "a-file" / "state"
+    config.write_text(
+        json.dumps({"state_dir": str(state), "listen": {"port": free_port()}, "channels": {}})
+    )
+    status, lines = run_once(tmp_path, config)
+    assert status == EXIT_STATE_DIR, "\n".join(lines)
+    one_line_failure(lines, f"cannot use the state directory {state}", "set state_dir")
+
+
+@ROOT_DEFEATS_CHMOD
+@pytest.mark.parametrize("first_run", [True, False])
+async def test_a_read_only_state_dir_is_one_line(tmp_path: Path, first_run: bool):
+    config = write_config(tmp_path, free_port())
+    state = tmp_path / "state"
+    if first_run:
+        state.mkdir()
+    else:  # a state directory a bridge used, made read-only since
+        port = json.loads(config.read_text())["listen"]["port"]
+        bridge = BridgeProcess(config, tmp_path / "first.log")
+        await bridge.start(f"http://127.0.0.1:{port}")
+        assert await bridge.aclose() == 0
+    state.chmod(0o500)
+    try:
+        status, lines = run_once(tmp_path, config)
+    finally:
+        state.chmod(0o700)
+    assert status == EXIT_STATE_DIR, "\n".join(lines)
+    one_line_failure(lines, f"cannot use the state directory {state}")
+
+
+@pytest.mark.parametrize("delay", [0.15, 0.4, 0.7])
+def test_ctrl_c_while_starting_is_no_traceback(tmp_path: Path, delay: float):
+    bridge = BridgeProcess(write_config(tmp_path, free_port()), tmp_path / "run.log")
+    proc = bridge.spawn()
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    status, lines = finished(bridge)
+    assert "Traceback" not in "\n".join(lines), "\n".join(lines)
+    assert "KeyboardInterrupt" not in "\n".join(lines), "\n".join(lines)
+    if status == 130:  # while it loaded
+        assert lines[-1] == "aep-bridge: interrupted while starting (Ctrl-C)", lines
+    else:  # it had got as far as stopping in its own order
+        assert (status, lines[-1]) == (0, "aep-bridge: stopped"), lines
+
+
+SECRET = "hunter2-secret"
+
+
+@pytest.mark.parametrize(
+    ("url", "words"),
+    [
+        (f"wss://me:{SECRET}@relay.example/socket", "user:pass@"),
+        (f"wss://relay.example/socket?session=1&token={SECRET}", "?token="),
+    ],
+)
+def test_a_relay_url_with_a_credential_is_refused(tmp_path: Path, url: str, words: str):
+    config = tmp_path / "bridge.json"
+    config.write_text(
+        json.dumps(
+            {
+                "state_dir": str(tmp_path / "state"),
+                "listen": {"port": free_port()},
+                "channels": {},
+                "intake": {"relays": [{"url": url}]},
+            }
+        )
+    )
+    env = BridgeProcess(config, tmp_path / "x.log").env()
+    for command, expected in (("check", 1), ("run", 2)):
+        done = subprocess.run(
+            [sys.executable, "-m", "aep_bridge", command, "--config", str(config)],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        out = done.stdout + done.stderr
+        assert done.returncode == expected, out
+        assert "intake.relays[0].url: carries" in out, out
+        assert words in out, out
+        assert "`token` field instead" in out, out
+        assert SECRET not in out, out
+        assert "Traceback" not in out, out
+    assert not (tmp_path / "state").exists()  # run started nothing
+
+
+async def test_a_refused_websocket_is_not_an_error_in_the_log(tmp_path: Path):
+    port = free_port()
+    bridge = BridgeProcess(write_config(tmp_path, port), tmp_path / "run.log")
+    await bridge.start(f"http://127.0.0.1:{port}")
+    try:
+        for headers in ({"Authorization": "Bearer wrong"}, {"Origin": "https://evil.example"}):
+            with pytest.raises(websockets.InvalidStatus):
+                async with websockets.connect(
+                    f"ws://127.0.0.1:{port}/socket", additional_headers=headers
+                ):
+                    pass
+        await asyncio.sleep(0.3)
+    finally:
+        assert await bridge.aclose() == 0
+    log = bridge.log.read_text()
+    assert "without completing handshake" not in log, log
+    assert "error:" not in log, log
+
+
+def test_an_open_store_can_still_be_read_while_a_bridge_holds_the_lock(tmp_path: Path):
+    """The lock is `run`'s alone: opening the store (a test, a tool) does not take it."""
+    from aep_bridge.listening import lock_state_dir
+    from aep_bridge.store import Store
+
+    state = tmp_path / "state"
+    held = lock_state_dir(state)
+    try:
+        with Store.open(state) as store:
+            assert store.schema_version > 0
+        conn = sqlite3.connect(f"file:{state / 'state.db'}?mode=ro", uri=True)
+        conn.close()
+    finally:
+        os.close(held)
