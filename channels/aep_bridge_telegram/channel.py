@@ -72,7 +72,7 @@ from aep_bridge import (
 )
 
 from . import html
-from .config import TelegramConfig
+from .config import TelegramConfig, shared_id_reason
 
 log = logging.getLogger(__name__)
 #: python-telegram-bot's polling logger: getUpdates errors other than 409 are logged as it does
@@ -558,6 +558,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
             await _toast(query, "")
             return
         user = _user(query.from_user)
+        self._explain_shared_id(user)
         key, _, action = (query.data or "").partition(":")
         # the button names its card (a long id by its digest) and the option by position
         card_id = await self._state().get(f"cardkey:{key}") if key.startswith("#") else key
@@ -581,6 +582,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         if message.from_user.id == self.bot.id:
             return
         user = _user(message.from_user)
+        self._explain_shared_id(user)
         text = message.text.strip()
         words = text.split()
         verb = words[0][1:].split("@", 1)[0].lower() if text.startswith("/") else ""
@@ -631,6 +633,20 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
             "stop it, or give this bridge its own bot",
             self.instance_name,
         )
+
+    def _explain_shared_id(self, user: ChannelUser) -> None:
+        """Say why a press from one of Telegram's shared ids is refused: the core refuses it
+        like any non-approver's, and the log line alone would not tell the admin why."""
+        why = shared_id_reason(user.id)
+        if why is not None:
+            log.warning(
+                "telegram %s: %s answered as %s (%s): Telegram does not say who that is, so "
+                "it can never be an approver; turn off Remain anonymous to answer",
+                self.instance_name,
+                user.display,
+                user.id,
+                why,
+            )
 
     async def _on_error(self, update: object, context: Any) -> None:
         log.error("telegram %s: an update failed: %s", self.instance_name, context.error)

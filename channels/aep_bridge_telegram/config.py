@@ -6,11 +6,24 @@ fix when a required key is missing or wrong.
 
 from __future__ import annotations
 
+from typing import Final
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator
 
 from aep_bridge import ChannelConfig
+
+#: user ids Telegram shows for many people at once: none of them can stand for one approver
+SHARED_USER_IDS: Final = {
+    "1087968824": "GroupAnonymousBot, the id every anonymous admin of a group presses as",
+    "777000": "Telegram's service account, which posts what a linked channel forwards",
+    "136817688": "Channel_Bot, the id of anyone writing as a channel",
+}
+
+
+def shared_id_reason(user_id: str) -> str | None:
+    """Why `user_id` can never be an approver, if it is one of Telegram's shared ids."""
+    return SHARED_USER_IDS.get(user_id.strip())
 
 
 class TelegramConfig(ChannelConfig):
@@ -54,6 +67,19 @@ class TelegramConfig(ChannelConfig):
     poll_timeout: int = Field(
         default=30, ge=1, le=50, description="seconds each getUpdates long poll may wait"
     )
+
+    @field_validator("approvers")
+    @classmethod
+    def _one_person_each(cls, value: list[str]) -> list[str]:
+        for user_id in value:
+            why = shared_id_reason(str(user_id))
+            if why is not None:
+                raise ValueError(
+                    f"{user_id} can never be an approver: it is {why}, so Telegram does not "
+                    "say who pressed; list each person's own numeric user id (an admin who "
+                    "wants to answer turns off Remain anonymous in the group's admin rights)"
+                )
+        return value
 
     @field_validator("api_base_url")
     @classmethod

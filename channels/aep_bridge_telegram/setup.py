@@ -22,6 +22,8 @@ from telegram.error import ChatMigrated, Conflict, Forbidden, InvalidToken, Tele
 
 from aep_bridge import SetupContext, SetupError, SetupOption, SetupWizard
 
+from .config import shared_id_reason
+
 #: the variable the token is read from at run time, unless `--token-env` names another
 TOKEN_ENV = "TELEGRAM_BOT_TOKEN"
 DEFAULT_API = "https://api.telegram.org/bot"
@@ -301,8 +303,20 @@ class TelegramSetup(SetupWizard):
             wrong = [str(i) for i in given if int(i) <= 0]
             if wrong:
                 raise SetupError(f"--approver takes a user's numeric id, not {', '.join(wrong)}")
+            shared = [str(i) for i in given if shared_id_reason(str(int(i)))]
+            if shared:
+                raise SetupError(
+                    f"{', '.join(shared)} can never be an approver: Telegram shows it for many "
+                    "people (anonymous admins, channels); give each person's own user id"
+                )
             return [str(int(i)) for i in given]
-        if sender is not None:
+        if sender is not None and shared_id_reason(str(sender.id)) is not None:
+            setup.say(
+                f"That message came from {sender.id} ({shared_id_reason(str(sender.id))}): "
+                "Telegram does not say who wrote it, so it cannot be an approver. Turn off "
+                "Remain anonymous in your admin rights to be found, or give your id below."
+            )
+        elif sender is not None:
             if setup.confirm(
                 f"Make {_who(sender)} an approver, allowed to answer the agents' questions?",
                 default=True,
@@ -396,6 +410,12 @@ def _user_ids_problem(answer: str) -> str | None:
     wrong = [i for i in ids if not i.isdigit() or int(i) == 0]
     if wrong:
         return f"Not a numeric user id: {', '.join(wrong)} (usernames can change; ids cannot)."
+    shared = [i for i in ids if shared_id_reason(i)]
+    if shared:
+        return (
+            f"{', '.join(shared)} can never be an approver: Telegram shows it for many people "
+            "(anonymous admins, channels). Give each person's own user id."
+        )
     return None
 
 

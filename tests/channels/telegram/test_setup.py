@@ -226,6 +226,27 @@ async def test_with_chat_id_and_approver_nothing_is_waited_for(home, monkeypatch
     assert SECRET not in default_config(home).read_text()
 
 
+async def test_a_shared_telegram_id_is_never_made_an_approver(home, monkeypatch):
+    """1087968824 is every anonymous group admin: the wizard refuses it as --approver."""
+    monkeypatch.setenv("MY_TOKEN", DEFAULT_TOKEN)
+    io = ScriptedIO()
+    async with FakeBotApi() as fake:
+        code = await wizard(
+            fake,
+            io,
+            "--token-env",
+            "MY_TOKEN",
+            "--chat-id",
+            str(FORUM_ID),
+            "--approver",
+            "1087968824",
+            "--yes",
+        )
+    assert code == 1
+    assert "1087968824 can never be an approver" in io.errors[-1]
+    assert not default_config(home).exists()
+
+
 async def test_yes_without_a_token_names_the_flag(home):
     io = ScriptedIO()
     async with FakeBotApi() as fake:
