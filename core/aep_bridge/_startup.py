@@ -33,8 +33,16 @@ def _interrupted(signum: int, frame: FrameType | None) -> None:
 
 def _is_the_command() -> bool:
     first = sys.argv[0] if sys.argv else ""
-    # `python -m aep_bridge`: argv[0] is "-m" while the package is being found and imported
-    return first == "-m" or os.path.basename(first) == "aep-bridge"
+    if os.path.basename(first) == "aep-bridge":
+        return True
+    # `python -m aep_bridge`: argv[0] is "-m" while any `-m` package is being found, so the
+    # interpreter's own command line says which module it runs (another one may import us)
+    original = list(getattr(sys, "orig_argv", ()))
+    return (
+        first == "-m"
+        and "-m" in original
+        and original[original.index("-m") + 1 :][:1] == ["aep_bridge"]
+    )
 
 
 def guard() -> None:

@@ -263,3 +263,24 @@ def test_an_open_store_can_still_be_read_while_a_bridge_holds_the_lock(tmp_path:
         conn.close()
     finally:
         os.close(held)
+
+
+def test_another_program_run_with_dash_m_keeps_its_own_ctrl_c(tmp_path):
+    """A program of its own (`python -m tool`) that imports aep_bridge while it starts keeps
+    Python's KeyboardInterrupt: only the `aep-bridge` command itself ends in one line."""
+    package = tmp_path / "tool"
+    package.mkdir()
+    (package / "__init__.py").write_text(
+        "import signal\nimport aep_bridge\n"
+        "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n"
+    )
+    (package / "__main__.py").write_text("")
+    done = subprocess.run(
+        [sys.executable, "-m", "tool"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert done.stdout.strip() == "True", done.stdout + done.stderr
