@@ -62,6 +62,9 @@ def main() -> None:
     import outbox  # the outbox scheduler, on a simulated clock
 
     lines += outbox.section(outbox.main())
+    import flood  # floods: new sessions against a question, a burst against the outbox
+
+    lines += flood.section(flood.main())
     import core  # the core loop: throughput, attention latency, memory
 
     loop = core.main()
@@ -69,6 +72,9 @@ def main() -> None:
     import telegram_channel  # the Telegram channel: the real process, the fake Bot API
 
     lines += telegram_channel.section(telegram_channel.main())
+    import attacks  # attacks on the endpoint: never-reading consumers, idle connections
+
+    lines += attacks.section(attacks.main())
     RESULTS.write_text("\n".join(lines))
     print("\n".join(lines))
 

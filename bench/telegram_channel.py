@@ -58,10 +58,10 @@ from tests.channels.telegram.fake_bot_api import (
     FakeBotApi,
 )
 
+import results
 from aep_bridge.aep.envelope import Event
 from aep_bridge.tinyagent import TinyAgent
 
-RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 HEADING = "## Telegram channel (the real bridge process against the fake Bot API)"
 
 HOST = "bench-host"
@@ -615,22 +615,9 @@ def section(r: dict[str, Any]) -> list[str]:
     return lines
 
 
-def record(lines: list[str]) -> None:
-    """Put this section into RESULTS.md in place of the last one (for a run on its own)."""
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    start = text.find(HEADING)
-    if start < 0:
-        text = text.rstrip("\n") + "\n\n" + "\n".join(lines)
-    else:
-        end = text.find("\n## ", start + len(HEADING))
-        rest = "" if end < 0 else text[end + 1 :]
-        text = text[:start] + "\n".join(lines) + ("\n" + rest if rest else "")
-    RESULTS.write_text(text)
-
-
 if __name__ == "__main__":
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core, as run.py
     section_lines = section(main())
     print("\n".join(section_lines))
-    record(section_lines)
+    results.record(HEADING, section_lines)

@@ -96,7 +96,7 @@ MISTAKES = [
         {"listen": []},
         "listen",
         "must be an object in braces, not a list",
-        "the keys allowed_hosts, host, port",
+        "the keys allowed_hosts, host, max_connections, port, request_head_timeout",
         id="a list for an object",
     ),
     pytest.param(

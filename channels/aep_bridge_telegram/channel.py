@@ -142,6 +142,9 @@ class CardRecord:
     closed: bool = False
     #: form progress per person: user id -> {"field": index, "values": {...}}
     forms: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: the form field the card shows now (None: its "Fill in" button), so words replied to
+    #: it fill only the field that was on show
+    showing: int | None = None
 
     @property
     def permission(self) -> PermissionRequest:
@@ -540,7 +543,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
                 unchanged_ok=True,
                 missing_ok=True,
             )
-            card.html, card.closed = text, outcome.closed
+            card.html, card.closed, card.showing = text, outcome.closed, None
             if outcome.closed:
                 card.forms.clear()
             await self._save_card(request.id, card)
@@ -567,12 +570,17 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         elif action.isascii() and action.isdigit():  # an option: the core knows the rest
             resolution = await self.core.resolve_permission(card_id, int(action), user)
         else:  # a form's control: the person's progress is this adapter's own display
-            async with self._lock:
-                card = await self._card(card_id)
-                if card is None:
-                    resolution = Resolution(status=ResolutionStatus.UNKNOWN)
-                else:
-                    resolution = await self._form_press(card_id, card, action, user)
+            # asked before anything changes: a stranger moves no one's progress, nor the card
+            refused = await self.core.may_answer(card_id, user)
+            if refused is not None:
+                resolution = refused
+            else:
+                async with self._lock:
+                    card = await self._card(card_id)
+                    if card is None:
+                        resolution = Resolution(status=ResolutionStatus.UNKNOWN)
+                    else:
+                        resolution = await self._form_press(card_id, card, action, user)
         await _toast(query, resolution.message)  # a refusal is logged by the core
 
     async def _on_text(self, update: Update, context: Any) -> None:
@@ -654,6 +662,12 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
     async def _text_answer(self, card_id: str, text: str, user: ChannelUser) -> Resolution | None:
         """Words for card `card_id`: a text answer, the value of a form's field, or (None) not
         an answer at all, for a card that takes no words."""
+        card = await self._card(card_id)
+        if card is not None and not card.closed and card.permission.fields:
+            # a step of a form: asked before anything changes, as for a press
+            refused = await self.core.may_answer(card_id, user)
+            if refused is not None:
+                return refused
         async with self._lock:
             card = await self._card(card_id)
             if card is None or card.closed:  # the core decides (answered, expired, unknown)
@@ -673,9 +687,12 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
     async def _form_press(
         self, card_id: str, card: CardRecord, action: str, user: ChannelUser
     ) -> Resolution:
-        """`f` starts; `={c}` picks choice c (`=y`/`=n` for yes/no); `+{c}` toggles choice c
-        of a multi-select and `!` is done with it; `-` skips an optional field. Each action
-        applies to the person's current field, so a stale button cannot fill another one."""
+        """`f` starts (or shows the person's step again); the rest name the field they belong
+        to, by position: `={i}.{c}` picks choice c of field i (`={i}.y`/`={i}.n` for yes/no),
+        `+{i}.{c}` toggles choice c of a multi-select and `!{i}` is done with it, `-{i}` skips
+        an optional field. An action fills the person's current field only if it names it:
+        a button from someone else's step on the shared card, or a stale one, changes no
+        value and shows the person's own step."""
         request = card.permission
         if card.closed:  # the core says why not (answered, expired)
             return await self.core.answer_form(card_id, {}, user)
@@ -684,21 +701,28 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         progress = card.forms.setdefault(user.id, {"field": 0, "values": {}})
         index = int(progress["field"])
         current = request.fields[index] if index < len(request.fields) else None
-        if action != "f" and current is not None:
-            choices = current.choices
-            picked = action[1:]
-            if action.startswith("=") and current.type == "boolean" and picked in ("y", "n"):
-                progress["values"][current.id] = picked == "y"
-                progress["field"] = index + 1
-            elif action.startswith("=") and picked.isdigit() and int(picked) < len(choices):
-                progress["values"][current.id] = choices[int(picked)].id
-                progress["field"] = index + 1
-            elif action.startswith("+") and picked.isdigit() and int(picked) < len(choices):
-                chosen = progress["values"].setdefault(current.id, [])
-                choice = choices[int(picked)].id
-                chosen.remove(choice) if choice in chosen else chosen.append(choice)
-            elif action == "!" or (action == "-" and not current.required):
-                progress["field"] = index + 1
+        if action == "f" or current is None:
+            return await self._form_step(card_id, card, user)
+        op = action[:1]
+        named, _, picked = action[1:].partition(".")
+        if named != str(index):
+            shown = await self._form_step(card_id, card, user)
+            if not shown.accepted:
+                return shown
+            return Resolution(status=ResolutionStatus.REJECTED, reason=_OTHER_STEP)
+        choices = current.choices
+        if op == "=" and current.type == "boolean" and picked in ("y", "n"):
+            progress["values"][current.id] = picked == "y"
+            progress["field"] = index + 1
+        elif op == "=" and picked.isdigit() and int(picked) < len(choices):
+            progress["values"][current.id] = choices[int(picked)].id
+            progress["field"] = index + 1
+        elif op == "+" and picked.isdigit() and int(picked) < len(choices):
+            chosen = progress["values"].setdefault(current.id, [])
+            choice = choices[int(picked)].id
+            chosen.remove(choice) if choice in chosen else chosen.append(choice)
+        elif op == "!" or (op == "-" and not current.required):
+            progress["field"] = index + 1
         return await self._form_step(card_id, card, user)
 
     async def _form_value(
@@ -709,6 +733,11 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         index = int(progress["field"])
         if index >= len(request.fields):
             return await self._form_step(card_id, card, user)
+        if card.showing != index:  # the words were written to another field on show
+            shown = await self._form_step(card_id, card, user)
+            if not shown.accepted:
+                return shown
+            return Resolution(status=ResolutionStatus.REJECTED, reason=_OTHER_STEP)
         current = request.fields[index]
         if current.type == "number":
             try:
@@ -731,6 +760,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
             del card.forms[user.id]
             await self._save_card(card_id, card)
             return await self.core.answer_form(card_id, progress["values"], user)
+        card.showing = index
         await self._save_card(card_id, card)
         current = request.fields[index]
         text = (
@@ -962,6 +992,8 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
 
 
 _MISSING: Final = object()
+#: why a form's button or words from another person's step filled nothing
+_OTHER_STEP: Final = "that was another step of the form; the card shows yours now"
 
 
 async def _toast(query: CallbackQuery, text: str) -> None:
@@ -1042,8 +1074,9 @@ def _keyboard(
 ) -> InlineKeyboardMarkup | None:
     """The buttons of a card: its options, or the controls of the form field being filled.
 
-    Button data is `{card key}:{action}`, where the action names an option or choice by its
-    position, never by an id the producer chose: it stays far under 64 bytes.
+    Button data is `{card key}:{action}`, where the action names an option, or a form's
+    field and choice, by position, never by an id the producer chose: it stays far under 64
+    bytes. A form's control names its field, so a press fills only the field it was shown for.
     """
     if request.informational:
         return None
@@ -1057,24 +1090,26 @@ def _keyboard(
             current = request.fields[index]
             if current.type == "boolean":
                 buttons += [
-                    InlineKeyboardButton("Yes", callback_data=f"{key}:=y"),
-                    InlineKeyboardButton("No", callback_data=f"{key}:=n"),
+                    InlineKeyboardButton("Yes", callback_data=f"{key}:={index}.y"),
+                    InlineKeyboardButton("No", callback_data=f"{key}:={index}.n"),
                 ]
             elif current.type == "select" and current.multi:
                 chosen = values.get(current.id, [])
                 for i, choice in enumerate(current.choices):
                     mark = "☑️ " if choice.id in chosen else ""
                     buttons.append(
-                        InlineKeyboardButton(mark + choice.label, callback_data=f"{key}:+{i}")
+                        InlineKeyboardButton(
+                            mark + choice.label, callback_data=f"{key}:+{index}.{i}"
+                        )
                     )
-                buttons.append(InlineKeyboardButton("Done", callback_data=f"{key}:!"))
+                buttons.append(InlineKeyboardButton("Done", callback_data=f"{key}:!{index}"))
             elif current.type == "select":
                 buttons += [
-                    InlineKeyboardButton(c.label, callback_data=f"{key}:={i}")
+                    InlineKeyboardButton(c.label, callback_data=f"{key}:={index}.{i}")
                     for i, c in enumerate(current.choices)
                 ]
             if not current.required:
-                buttons.append(InlineKeyboardButton("Skip", callback_data=f"{key}:-"))
+                buttons.append(InlineKeyboardButton("Skip", callback_data=f"{key}:-{index}"))
     else:
         buttons = [
             InlineKeyboardButton(option.label, callback_data=f"{key}:{i}")

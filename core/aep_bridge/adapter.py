@@ -85,6 +85,13 @@ class BridgeCore(Protocol):
         """A completed form (AEP-0006): the card's field ids (`f1`) to values (choice ids)."""
         ...
 
+    async def may_answer(self, card_id: str, user: ChannelUser) -> Resolution | None:
+        """Ask before changing anything for a person's press or reply that is not yet an
+        answer (a step of a form kept on a shared card): None if `user` may answer card
+        `card_id`, else the refusal to show them, logged as a refused press is. The answer
+        itself is checked again. (Contract 1.2.)"""
+        ...
+
     def thread_id(self, channel: str, session_id: str) -> str | None:
         """The platform thread this channel created for a session, if any."""
         ...

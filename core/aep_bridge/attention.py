@@ -16,6 +16,7 @@ import asyncio
 import json
 import logging
 import secrets
+import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
@@ -42,10 +43,14 @@ PENDING: frozenset[str] = frozenset({"open", "sending", "informational"})
 _PENDING_SQL = "(" + ", ".join(f"'{status}'" for status in sorted(PENDING)) + ")"
 
 
-#: after a restart, how long an answer already on its way waits for its agent to reconnect
-RECOVERY_PATIENCE = 120.0
-#: how often it is sent again meanwhile
+#: how long an answer waits for its agent to reconnect (`attention.answer_hold`)
+ANSWER_HOLD = 300.0
+#: how often a waiting answer is tried again besides when its agent is seen
 RESEND_INTERVAL = 1.0
+#: what a card says while its answer waits for the agent (the outcome's detail)
+WAITING = "waiting for the agent to reconnect"
+#: why a waiting answer was given up, on its card
+NOT_BACK = "the agent did not reconnect in time"
 #: how many card ids a request draws before giving up: with 64 random bits each, even a
 #: second draw is rare
 CARD_ID_DRAWS = 8
@@ -72,6 +77,8 @@ class Request:
     command_id: str | None = None
     command_raw: bytes | None = None
     expires_at: float | None = None
+    #: until when its answer may wait for the agent to reconnect (set with the answer)
+    hold_until: float | None = None
 
     @property
     def event(self) -> Event:
@@ -114,12 +121,12 @@ Reporter = Callable[[Request, Outcome], None]
 
 _COLUMNS = (
     "id, session_id, event_id, raw, options, status, answer, answered_by, command_id, "
-    "command_raw, expires_at"
+    "command_raw, expires_at, hold_until"
 )
 
 
 def _row(row: tuple[object, ...]) -> Request:
-    (rid, session_id, event_id, raw, options, status, answer, by, cid, craw, expires) = row
+    (rid, session_id, event_id, raw, options, status, answer, by, cid, craw, expires, hold) = row
     return Request(
         str(rid),
         str(session_id),
@@ -132,6 +139,7 @@ def _row(row: tuple[object, ...]) -> Request:
         None if cid is None else str(cid),
         None if craw is None else bytes(cast(bytes, craw)),
         None if expires is None else float(expires),  # type: ignore[arg-type]
+        None if hold is None else float(hold),  # type: ignore[arg-type]
     )
 
 
@@ -158,7 +166,9 @@ class Attention:
         report: Reporter,
         source: str,
         agent: str = "aep-bridge",
+        hold: float = ANSWER_HOLD,
     ) -> None:
+        """`hold`: seconds an answer waits for its agent to reconnect (0: not at all)."""
         self.store = store
         self.sessions = sessions
         self._approve = approve
@@ -166,8 +176,16 @@ class Attention:
         self._report = report
         self.source = source
         self.agent = agent
+        self.hold = hold
         self._tasks: set[asyncio.Task[None]] = set()
         self._timers: dict[str, asyncio.TimerHandle] = {}
+        #: answers waiting for their agent: not "busy" (nothing is in flight), cancelled at
+        #: a stop and taken up again by `recover`
+        self._parked: set[asyncio.Task[None]] = set()
+        #: per `(source, session)` with answers waiting, set when the agent is seen again
+        self._back: dict[tuple[str, str], asyncio.Event] = {}
+        #: whether the last claim could not be written (logged once until one can)
+        self._unrecordable = False
 
     # -- the store ---------------------------------------------------------------------
 
@@ -309,21 +327,10 @@ class Attention:
         Who may answer is checked first: someone who may not is refused whatever became of
         the card (answered, expired, unknown), so a refusal tells them nothing about it.
         """
-        request = self.get(card_id)
-        if request is not None and (
-            (session_id is not None and request.session_id != session_id)
-            or channel not in self.cards(request)
-        ):
-            request = None  # not a card of this session in this channel
-        if not self._approve(channel, user, request):
-            log.warning(
-                "refused an answer to %s on %s from %s (%s): not an approver",
-                card_id,
-                channel,
-                user.id,
-                user.display,
-            )
-            return Resolution(status=ResolutionStatus.NOT_ALLOWED)
+        request = self._of_card(channel, card_id, session_id)
+        refused = self._refusal(channel, card_id, user, request)
+        if refused is not None:
+            return refused
         if request is None:
             return Resolution(status=ResolutionStatus.UNKNOWN)
         closed = self._closed_resolution(request)
@@ -338,19 +345,31 @@ class Attention:
             return Resolution(status=ResolutionStatus.UNKNOWN)
         command = make_respond_command(request.event, answer, source=self.source, agent=self.agent)
         recorded = json.dumps({"option_index": index, "text": text, "values": values})
-        with self.store.transaction():
-            claimed = self.store.execute(
-                "UPDATE requests SET status = 'sending', answer = ?, answered_by = ?, "
-                "command_id = ?, command_raw = ?, updated = ? WHERE id = ? AND status = 'open' "
-                "RETURNING id",
-                (recorded, user.display, command.id, command.raw, time.time(), card_id),
-            )
-            if claimed:
-                self.store.execute(
-                    "INSERT INTO answers (command_id, request_id, answer, answered_by) "
-                    "VALUES (?, ?, ?, ?)",
-                    (command.id, card_id, recorded, user.display),
+        now = time.time()
+        hold_until = now + self.hold
+        if request.expires_at is not None:
+            hold_until = min(hold_until, request.expires_at)
+        try:
+            with self.store.transaction():
+                claimed = self.store.execute(
+                    "UPDATE requests SET status = 'sending', answer = ?, answered_by = ?, "
+                    "command_id = ?, command_raw = ?, hold_until = ?, updated = ? "
+                    "WHERE id = ? AND status = 'open' RETURNING id",
+                    (recorded, user.display, command.id, command.raw, hold_until, now, card_id),
                 )
+                if claimed:
+                    self.store.execute(
+                        "INSERT INTO answers (command_id, request_id, answer, answered_by) "
+                        "VALUES (?, ?, ?, ?)",
+                        (command.id, card_id, recorded, user.display),
+                    )
+            if claimed:  # durable before anything is sent or said, even inside a group
+                self.store.commit_group(strict=True)
+        except sqlite3.Error as exc:
+            return self._unrecorded(card_id, exc)
+        if self._unrecordable:
+            self._unrecordable = False
+            log.info("the store records answers again")
         if not claimed:  # someone else's answer got there first
             latest = self.get(card_id)
             return (self._closed_resolution(latest) if latest else None) or Resolution(
@@ -363,9 +382,58 @@ class Attention:
             answered_by=user.display,
             command_id=command.id,
             command_raw=command.raw,
+            hold_until=hold_until,
         )
-        self._spawn(self._deliver(session, sending, command))
+        self._spawn(self._deliver(session, sending, command, deadline=hold_until))
         return Resolution(status=ResolutionStatus.ACCEPTED)
+
+    def _unrecorded(self, card_id: str, exc: sqlite3.Error) -> Resolution:
+        """The claim could not be written (a full disk): it was rolled back, so nothing
+        changed and nothing is sent; the person is told, and the log says why once until
+        a claim is written again."""
+        if not self._unrecordable:
+            self._unrecordable = True
+            log.error(
+                "cannot record answers: the store refuses writes (%s); presses are refused "
+                "until it can write again",
+                exc,
+            )
+        return Resolution(
+            status=ResolutionStatus.REJECTED,
+            reason=f"the bridge cannot record the answer ({exc}); nothing was sent",
+        )
+
+    def may_answer(self, channel: str, card_id: str, user: ChannelUser) -> Resolution | None:
+        """None if `user` may answer card `card_id` on `channel`, else the refusal to show
+        them, logged as a refused answer is. Asked by a channel before it changes anything
+        for a person (a form's progress on a shared card); the answer is checked again."""
+        return self._refusal(channel, card_id, user, self._of_card(channel, card_id, None))
+
+    def _of_card(self, channel: str, card_id: str, session_id: str | None) -> Request | None:
+        """The request card `card_id` stands for, if it is a card of `channel` (and of
+        `session_id`, when a contract 1.1 channel names one)."""
+        request = self.get(card_id)
+        if request is not None and (
+            (session_id is not None and request.session_id != session_id)
+            or channel not in self.cards(request)
+        ):
+            return None  # not a card of this session in this channel
+        return request
+
+    def _refusal(
+        self, channel: str, card_id: str, user: ChannelUser, request: Request | None
+    ) -> Resolution | None:
+        """The approver check every answer passes first, whatever became of the card."""
+        if self._approve(channel, user, request):
+            return None
+        log.warning(
+            "refused an answer to %s on %s from %s (%s): not an approver",
+            card_id,
+            channel,
+            user.id,
+            user.display,
+        )
+        return Resolution(status=ResolutionStatus.NOT_ALLOWED)
 
     def _answer_of(
         self,
@@ -396,24 +464,30 @@ class Attention:
         return Resolution(status=ResolutionStatus.REJECTED, reason="an empty answer")
 
     async def _deliver(
-        self, session: SessionRecord, request: Request, command: Event, *, patience: float = 0.0
+        self,
+        session: SessionRecord,
+        request: Request,
+        command: Event,
+        *,
+        deadline: float,
+        recovering: bool = False,
+        waited: bool = False,
     ) -> None:
         """Send the command and settle the request by what became of it.
 
-        With `patience` (after a restart), a command that finds no agent, or no ack, is sent
-        again (same id: the agent acts on it once) until the agent has had `patience` seconds
-        to reconnect; only then is the request opened again.
+        When no agent claims the session (`no-route`: it is not connected, as right after a
+        restart of either side) the answer is not dropped: it stays claimed in the store,
+        the cards say it waits for the agent, and it is sent again (same id: the agent acts
+        on it once) when the agent is seen again, until `deadline` (wall clock: the hold,
+        or the request's `expires_at`). After a restart (`recovering`) silence is waited
+        out the same way, since the command may have gone to a connection that is gone.
         """
-        deadline = time.monotonic() + patience
-        while True:
-            result = await self._send(session, command)
-            current = self.get(request.id)
-            if current is None or current.command_id != command.id or current.status != "sending":
-                return  # the agent moved on meanwhile (answered elsewhere, resolved, expired)
-            waiting = result.status == "timeout" or result.code == "no-route"
-            if not (waiting and time.monotonic() < deadline):
-                break
-            await asyncio.sleep(RESEND_INTERVAL)
+        if waited and not self._still_sending(request.id, command.id):
+            return  # the agent moved on while the answer waited
+        result = await self._send(session, command)
+        current = self.get(request.id)
+        if current is None or current.command_id != command.id or current.status != "sending":
+            return  # the agent moved on meanwhile (answered elsewhere, resolved, expired)
         recorded = json.loads(current.answer or "{}")
         outcome = Outcome(
             OutcomeStatus.ANSWERED,
@@ -421,12 +495,23 @@ class Attention:
             recorded.get("text"),
             current.answered_by,
         )
+        absent = result.code == "no-route" or (recovering and result.status == "timeout")
+        if absent and time.time() < deadline:
+            if not waited:
+                log.info("answer to %s waits for its agent to reconnect", request.id)
+                self._report(current, replace(outcome, detail=WAITING))
+            self._park(self._wait_for_agent(session, current, command, deadline, recovering))
+            return
         if result.status == "accepted":
             self._set(current, status="answered")
             self._report(current, outcome)
             return
         said = None
-        if result.status == "rejected":
+        detail: str | None
+        if absent and waited:
+            detail = NOT_BACK
+            status = OutcomeStatus.UNDELIVERED
+        elif result.status == "rejected":
             detail, said = result.code, result.detail
             status = OutcomeStatus.REFUSED
         elif result.status == "refused":
@@ -446,9 +531,58 @@ class Attention:
             self._close(current, "expired", expired)
             return
         reopened = self._set(
-            current, status="open", answer=None, answered_by=None, command_id=None, command_raw=None
+            current,
+            status="open",
+            answer=None,
+            answered_by=None,
+            command_id=None,
+            command_raw=None,
         )
         self._report(reopened, shown)
+
+    def _still_sending(self, card_id: str, command_id: str) -> bool:
+        current = self.get(card_id)
+        return (
+            current is not None and current.status == "sending" and current.command_id == command_id
+        )
+
+    async def _wait_for_agent(
+        self,
+        session: SessionRecord,
+        request: Request,
+        command: Event,
+        deadline: float,
+        recovering: bool,
+    ) -> None:
+        """Wait until the agent is seen on its session again (`agent_seen`), a resend
+        interval passes (a claim the bridge cannot see: a relay's) or the deadline comes,
+        then try the answer again."""
+        key = (session.source, session.session)
+        back = self._back.get(key)
+        if back is None:  # shared by the session's waiting answers; `agent_seen` drops it
+            back = self._back[key] = asyncio.Event()
+        try:
+            timeout = max(0.0, min(RESEND_INTERVAL, deadline - time.time()))
+            await asyncio.wait_for(back.wait(), timeout)
+        except TimeoutError:
+            pass
+        self._spawn(
+            self._deliver(
+                session, request, command, deadline=deadline, recovering=recovering, waited=True
+            )
+        )
+
+    @property
+    def waiting(self) -> bool:
+        """Whether answers wait for an agent to reconnect (`agent_seen` is worth calling)."""
+        return bool(self._back)
+
+    def agent_seen(self, source: str, session: str) -> None:
+        """The agent of `(source, session)` sent an event of its own: it is connected and
+        claims the session again, so the answers waiting for it go now."""
+        back = self._back.pop((source, session), None)
+        if back is not None:
+            back.set()
 
     # -- the agent's lifecycle events ----------------------------------------------------
 
@@ -536,7 +670,11 @@ class Attention:
             self._close(request, "expired", Outcome(OutcomeStatus.EXPIRED))
 
     def recover(self) -> int:
-        """After a restart: re-send claimed commands (same id) and re-arm expiry timers."""
+        """After a restart: re-send claimed commands (same id) and re-arm expiry timers.
+
+        An answer keeps the deadline it was given with (`hold_until`): a restart while it
+        waits for its agent neither loses it nor makes it wait longer.
+        """
         resent = 0
         rows = self.store.execute(f"SELECT {_COLUMNS} FROM requests WHERE status IN {_PENDING_SQL}")
         for request in (_row(r) for r in rows):
@@ -545,8 +683,13 @@ class Attention:
                 session = self.sessions.get(request.session_id)
                 if session is not None:
                     command = parse_event(request.command_raw)
+                    deadline = request.hold_until
+                    if deadline is None:  # claimed before answers had a deadline of their own
+                        deadline = time.time() + self.hold
+                        if request.expires_at is not None:
+                            deadline = min(deadline, request.expires_at)
                     self._spawn(
-                        self._deliver(session, request, command, patience=RECOVERY_PATIENCE)
+                        self._deliver(session, request, command, deadline=deadline, recovering=True)
                     )
                     resent += 1
         return resent
@@ -555,6 +698,12 @@ class Attention:
         task = asyncio.ensure_future(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def _park(self, coroutine: Awaitable[None]) -> None:
+        """Run a wait for an agent: not work in flight (`busy`, `idle`), but cancelled with it."""
+        task = asyncio.ensure_future(coroutine)
+        self._parked.add(task)
+        task.add_done_callback(self._parked.discard)
 
     @property
     def busy(self) -> bool:
@@ -573,8 +722,9 @@ class Attention:
         self._timers.clear()
 
     async def cancel(self) -> None:
-        """Abandon answers still on their way: they stay `sending` and `recover` resends them."""
-        tasks = list(self._tasks)
+        """Abandon answers still on their way or waiting for their agent: they stay
+        `sending` and `recover` takes them up again."""
+        tasks = [*self._tasks, *self._parked]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

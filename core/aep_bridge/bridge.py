@@ -50,6 +50,7 @@ from .scrub import secrets_in
 from .sessions import SessionRecord, Sessions
 from .store import Floors, Store, StoreState, floor_of
 from .types import (
+    OPEN_AGAIN,
     ChannelConfig,
     ChannelError,
     ChannelUser,
@@ -73,6 +74,8 @@ SEEN_WINDOW = 200_000
 PRUNE_EVERY = 10_000
 #: Events handled in one store transaction at most (see `Bridge._group_commit`).
 GROUP_MAX = 500
+#: Seconds the intake waits for a channel that is behind before it says so in the log.
+PACE_WARNING = 30.0
 #: Chatter that may be dropped under backpressure (the outbox counts what it drops).
 _DROPPABLE_SEVERITIES = frozenset({"debug", "info"})
 #: The most of an agent's (or a relay's) refusal text a card or a reply shows.
@@ -130,6 +133,9 @@ class ChannelCore:
         return await self._bridge.attention.answer(
             self._channel, card_id, user, session_id=session_id, values=dict(values)
         )
+
+    async def may_answer(self, card_id: str, user: ChannelUser) -> Resolution | None:
+        return self._bridge.attention.may_answer(self._channel, str(card_id), user)
 
     def thread_id(self, channel: str, session_id: str) -> str | None:
         return self._bridge.thread_id(channel, session_id)
@@ -251,6 +257,7 @@ class Bridge:
             report=self._show_outcome,
             source=self.identity,
             agent=BRIDGE_AGENT,
+            hold=config.attention.answer_hold,
         )
         self.chat = ChatCommands(
             self.sessions,
@@ -527,7 +534,12 @@ class Bridge:
     async def _read(self, source: EventSource) -> None:
         """Consume `source` until it closes. A subscription the source ended (we fell behind
         its queue) is taken up again from everything it still holds: the delivery records
-        skip what was already handled, so nothing is shown twice or missed."""
+        skip what was already handled, so nothing is shown twice or missed.
+
+        Backpressure: after each event, a channel whose outbox is `behind` (no declared limit,
+        too many jobs queued) is waited for until it has `caught_up`; meanwhile the events
+        wait in the source, and the endpoint holds its emitters back (docs/architecture.md).
+        """
         log.info("consuming events from %s", source.name)
         while True:
             try:
@@ -539,6 +551,9 @@ class Bridge:
                         log.exception(
                             "event %s from %s could not be handled", event.id, event.source
                         )
+                    for channel in list(self.channels.values()):
+                        if channel.outbox.behind:
+                            await self._keep_pace(channel)
             except Exception as exc:  # the source gave up (a relay refusing our token)
                 log.error("stopped consuming %s: %s", source.name, exc)
                 self.source_errors[source.name] = str(exc) or type(exc).__name__
@@ -547,6 +562,19 @@ class Bridge:
                 return
             log.warning("the subscription to %s ended; subscribing again", source.name)
             await asyncio.sleep(0.1)
+
+    async def _keep_pace(self, channel: Channel) -> None:
+        """Wait for `channel`'s outbox to catch up, or to start failing (a channel that is down
+        must not hold the others back); say so if that takes long."""
+        try:
+            await asyncio.wait_for(channel.outbox.caught_up(), PACE_WARNING)
+        except TimeoutError:
+            log.warning(
+                "channel %s: %d calls queued; events wait until it catches up",
+                channel.name,
+                channel.outbox.backlog,
+            )
+            await channel.outbox.caught_up()
 
     def _group_commit(self) -> None:
         """Handle a burst of events in one store transaction (group commit).
@@ -602,6 +630,10 @@ class Bridge:
 
     def handle_event(self, stream: str, event: Event) -> None:
         """Everything one event causes, in one transaction with its delivery record."""
+        if self.attention.waiting and event.seq is not None and event.session is not None:
+            # the agent's own event, even one seen before: it claims its session again,
+            # so answers waiting for it go now
+            self.attention.agent_seen(event.source, event.session)
         if self._handled_before(stream, event):
             return
         with self.store.transaction():
@@ -659,8 +691,9 @@ class Bridge:
     def _mirror(self, session: SessionRecord, event: Event) -> None:
         targets = self._targets(session)
         self.attention.on_event(event, session)
+        asked: str | None = None  # the request this event opened: its heads-up is keyed
         if event.type == "attention.requested" and event.seq is not None:
-            self._open_request(session, event, targets)
+            asked = self._open_request(session, event, targets)
         # channels alike (same capture ceiling and verbosity) share one rendering and its jobs
         renderings: dict[tuple[str, str], tuple[Rendered, list[Job]]] = {}
         for channel in targets:
@@ -694,7 +727,8 @@ class Bridge:
                         "session_name": thread.name if thread else None,
                     }
                 )
-                channel.outbox.submit(Job.notification(notification))
+                key = None if asked is None else _heads_up_key(asked)
+                channel.outbox.submit(Job.notification(notification, key=key))
             if rendered.rename and self.sessions.name_thread(
                 session.id, channel.name, rendered.rename
             ):
@@ -745,8 +779,14 @@ class Bridge:
             if thread is None or thread.state != "creating":
                 break
             try:
+                # above chatter, below questions: a question waiting for this thread lends
+                # the call its rank (`Outbox.promote`), a burst of new sessions does not
                 thread_id = await channel.outbox.call(
-                    "create_session_thread", session_id, thread.name, session_id=session_id
+                    "create_session_thread",
+                    session_id,
+                    thread.name,
+                    priority=Priority.FINAL,
+                    session_id=session_id,
                 )
             except asyncio.CancelledError:
                 raise
@@ -768,8 +808,9 @@ class Bridge:
 
     # -- requests -----------------------------------------------------------------------------
 
-    def _open_request(self, session: SessionRecord, event: Event, targets: list[Channel]) -> None:
-        """Store the request, then queue a card in every routed channel (same transaction)."""
+    def _open_request(self, session: SessionRecord, event: Event, targets: list[Channel]) -> str:
+        """Store the request, then queue a card in every routed channel (same transaction).
+        Returns the request's id."""
         _, option_ids = self.renderer.permission_request(event, "", ceiling="full")
         source = self.sources.get(session.stream)
         answerable = source is not None and getattr(source, "answers", True)
@@ -782,9 +823,13 @@ class Bridge:
                 card = card.model_copy(update={"informational": True, "accepts_text": False})
             self.attention.add_card(request, channel.name)
             channel.outbox.submit(Job.permission(session.id, card))
+        return request.id
 
     def _show_outcome(self, request: Request, outcome: Outcome) -> None:
-        """What became of a request, on every card of it."""
+        """What became of a request, on every card of it. A request that closed takes back
+        its heads-up where that is still unsent (an answer within a slot of the card must
+        not be followed by an "asks permission" that rings), in one transaction with the
+        card's update."""
         for name in self.attention.cards(request):
             channel = self.channels.get(name)
             if channel is None:
@@ -804,7 +849,10 @@ class Bridge:
                 by=outcome.by,
                 detail=outcome.detail_at(content=self.shows_content(name)),
             )
-            channel.outbox.submit(Job.permission_update(request.session_id, card, shown))
+            with self.store.transaction():
+                if outcome.status not in OPEN_AGAIN:
+                    channel.outbox.withdraw(request.session_id, _heads_up_key(request.id))
+                channel.outbox.submit(Job.permission_update(request.session_id, card, shown))
 
     def may_answer(self, channel: str, user: ChannelUser, request: Request | None) -> bool:
         """The approver policy, asked on every press: the `approver_decision` hook, whose
@@ -883,6 +931,11 @@ class Bridge:
             agent=BRIDGE_AGENT,
             data=data,
         )
+
+
+def _heads_up_key(request_id: str) -> str:
+    """The `coalesce` key of a request's heads-up: what `_show_outcome` withdraws."""
+    return f"heads-up:{request_id}"
 
 
 def _asked_at(raw: bytes) -> float | None:

@@ -12,7 +12,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import BinaryIO, TextIO
+from typing import TYPE_CHECKING, BinaryIO, TextIO
 
 from . import __version__, _startup
 from .aep.jsonl import Finding, LogCheck
@@ -32,6 +32,9 @@ from .config import (
 from .doctor import check_channel
 from .plugins import PluginHost
 from .scrub import scrub, secrets_in
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger("aep_bridge.cli")
 
@@ -290,7 +293,7 @@ def emit(
             for start in range(0, len(lines), batch):
                 body = b"\n".join(lines[start : start + batch]) + b"\n"
                 try:
-                    reply = client.post("/events", content=body)
+                    reply = _post_events(client, body)
                 except httpx.HTTPError as exc:
                     print(f"aep-bridge emit: cannot reach {base}: {exc}", file=sys.stderr)
                     return EXIT_VIOLATIONS
@@ -305,6 +308,25 @@ def emit(
                 sent += int(reply.json().get("accepted", 0))
     print(f"sent {sent} event(s) to {base}/events", file=sys.stderr)
     return EXIT_OK
+
+
+#: how often `emit` sends a batch again that the bridge answered 503 (busy catching up)
+EMIT_BUSY_RETRIES = 30
+
+
+def _post_events(client: httpx.Client, body: bytes) -> httpx.Response:
+    """POST a batch; a `503` (the bridge is catching up) is sent again, the same events, after
+    its `Retry-After`, as AEP-0003 §3.2 asks of an emitter (the bridge dedupes a repeat)."""
+    import time
+
+    reply = client.post("/events", content=body)
+    for _ in range(EMIT_BUSY_RETRIES):
+        if reply.status_code != 503:
+            return reply
+        wait = reply.headers.get("retry-after", "1")
+        time.sleep(min(30.0, float(wait)) if wait.isdigit() else 1.0)
+        reply = client.post("/events", content=body)
+    return reply
 
 
 def _unseen(config_file: str | None) -> list[str]:

@@ -59,6 +59,19 @@ class ListenConfig(BaseModel):
         description="host names (no port) a request may give as Host besides the loopback "
         "names and the listen address; a web page on them is the bridge's own origin",
     )
+    max_connections: int = Field(
+        default=1000,
+        ge=1,
+        description="connections the endpoint holds at once; more are answered 503 and "
+        "closed (lowered to stay below the process's open-file limit)",
+    )
+    request_head_timeout: float = Field(
+        default=10.0,
+        gt=0,
+        le=30,
+        description="seconds a new connection has to send its request head; one idle or "
+        "slower is closed",
+    )
 
     @field_validator("allowed_hosts")
     @classmethod
@@ -133,6 +146,12 @@ class IntakeConfig(BaseModel):
     max_body_bytes: int = Field(
         default=16 * 1024 * 1024, ge=1024, description="largest POST /events body accepted"
     )
+    max_queued_bytes: int = Field(
+        default=4 * 1024 * 1024,
+        ge=64 * 1024,
+        description="bytes of events waiting for one WebSocket or SSE connection's "
+        "subscriptions; past it the connection is dropped and resumes from its position",
+    )
     open_on_loopback: bool = Field(
         default=False,
         description="accept events and consumers without the token while listening on a "
@@ -184,6 +203,20 @@ class RedactionConfig(BaseModel):
     pii: bool = Field(default=True, description="also replace e-mail addresses and the like")
 
 
+class AttentionConfig(BaseModel):
+    """How answers from chat reach their agent (docs/architecture.md, the attention loop)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    answer_hold: float = Field(
+        default=300.0,
+        ge=0,
+        description="seconds an answer waits for its agent to reconnect when the agent is not "
+        "connected (no-route), as after a restart of either; the request's expires_at ends "
+        "the wait earlier; 0 opens the question again at once",
+    )
+
+
 class BridgeConfig(BaseModel):
     """The whole file. Channel blocks stay raw here; `resolve_channels` checks them."""
 
@@ -192,6 +225,7 @@ class BridgeConfig(BaseModel):
     listen: ListenConfig = Field(default_factory=ListenConfig)
     intake: IntakeConfig = Field(default_factory=IntakeConfig)
     redaction: RedactionConfig = Field(default_factory=RedactionConfig)
+    attention: AttentionConfig = Field(default_factory=AttentionConfig)
     routes: list[RouteConfig] | None = Field(
         default=None,
         description="which sessions go to which channels: a session goes to the channels of "

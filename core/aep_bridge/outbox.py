@@ -16,12 +16,20 @@ What it guarantees, and why:
   A backlog still goes out at the full declared rate.
 - **Questions before chatter.** The next call is the highest-priority one that may run now.
   A waiting higher-priority call also reserves its share of the buckets it needs, so chatter
-  in a free chat cannot take the last group slot a question is about to use.
+  in a free chat cannot take the last group slot a question is about to use. Every card
+  still queued is owed a slot, not only the head of each lane: cards waiting behind a card
+  in flight (a lane sends one at a time; for `OWED_WHILE` at most, so a hung call does not
+  stop the channel) or in several sessions keep theirs, and no lower-priority call goes if
+  it would make any of them wait longer.
 - **Order per thread.** What a session's thread shows goes out in submit order, whatever its
   priority among other sessions; only its cards (and their updates) and its notifications
   overtake it. A call that waits for a retry holds back the calls behind it.
 - **Latest text wins.** A job with a `coalesce` key replaces an unsent job with the same key
   (in the same session) in its place, so a burst of edits to one card costs one call.
+- **No late heads-up.** An unsent keyed job can be taken back (`withdraw`), its row deleted
+  in the caller's transaction: the bridge withdraws a question's heads-up when the question
+  closes, so an answer given before the heads-up's slot is not followed by a ringing
+  "asks permission". One already in flight is not recalled.
 - **Fits the platform.** Long text is split at the platform's limit in its own unit, without
   breaking a fenced code block; an edit of one card is cut to fit instead.
 - **Failures wait, then retry.** `RateLimited(retry_after)` pauses that job's chat (the whole
@@ -33,9 +41,16 @@ What it guarantees, and why:
   `max_attempts`, then dropped and counted as `failed`.
 - **Survives a restart.** A submitted job is in the `outbox` table before `submit` returns and
   is deleted only after the adapter call returned. A job in flight when the process dies is
-  therefore sent again after the restart: the one repeat allowed.
-- **Bounded.** Over `max_backlog` queued jobs, droppable chatter goes, oldest first; nothing
-  else is ever dropped for space.
+  therefore sent again after the restart: the one repeat allowed. The calls still inside a
+  limit's window are saved too (in wall-clock time) and counted again at the next start,
+  clamped to that start's now if the wall clock was set back meanwhile; within a run, every
+  window is on the monotonic clock.
+- **Bounded.** On a channel with a declared limit, over `max_backlog` queued jobs, droppable
+  chatter goes, oldest first (said in one log line a minute at most); nothing else is ever
+  dropped for space. A channel without a declared limit drops nothing: over `HIGH_WATER` it
+  is `behind`, and the bridge stops taking events until it has `caught_up` (backpressure).
+- **Threads before their questions.** A `call` for a held session (the one creating its
+  thread) is ranked at least as the most urgent job waiting for that thread (`promote`).
 
 Logging names jobs by operation, session, row and priority, never by their text: the text may
 carry what the platform was meant to see, and logs are not the platform.
@@ -83,6 +98,12 @@ JITTER: Final = (0.75, 1.25)
 ELLIPSIS: Final = "…"
 #: Idle per-chat buckets are forgotten every this many dispatches (they refill anyway).
 _PRUNE_EVERY: Final = 1024
+#: A channel with no declared limit is never shed: over this many queued jobs it is `behind`
+#: and the bridge stops taking events until it is back down to `LOW_WATER` (backpressure).
+HIGH_WATER: Final = 2_000
+LOW_WATER: Final = 500
+#: Chatter shed on a rate-limited channel is logged in one line at most this often (seconds).
+SHED_REPORT_EVERY: Final = 60.0
 
 
 class Priority(IntEnum):
@@ -193,13 +214,15 @@ class Job:
         )
 
     @classmethod
-    def notification(cls, notification: NotificationMessage) -> Job:
-        """A heads-up outside the thread (counted against `limit_keys(None)`)."""
+    def notification(cls, notification: NotificationMessage, *, key: str | None = None) -> Job:
+        """A heads-up outside the thread (counted against `limit_keys(None)`); with a `key`,
+        one that `Outbox.withdraw` can take back while it is unsent."""
         return cls(
             "send_notification",
             notification.session_id,
             {"notification": notification.model_dump(mode="json")},
             Priority.NOTIFICATION,
+            key,
         )
 
     @classmethod
@@ -398,7 +421,9 @@ class _Limiter:
 
     At most `max(count, burst)` calls in any `per_seconds` (a sliding window over the last
     calls' times), and, when `burst` is declared, a token bucket of `burst` refilled at
-    `count / per_seconds` for the sustained rate.
+    `count / per_seconds` for the sustained rate. Its times are the outbox's monotonic clock:
+    a time earlier than the last one counted is taken as the last one, so a clock that stepped
+    back can only make it wait longer, never forget a call.
     """
 
     __slots__ = ("bucket", "log", "rate", "tokens", "updated", "window")
@@ -414,7 +439,8 @@ class _Limiter:
 
     def _tokens(self, now: float) -> float:
         assert self.bucket is not None
-        tokens = min(float(self.bucket), self.tokens + (now - self.updated) * self.rate)
+        elapsed = max(0.0, now - self.updated)
+        tokens = min(float(self.bucket), self.tokens + elapsed * self.rate)
         return float(self.bucket) if tokens > self.bucket - 1e-9 else tokens
 
     def free_at(self, now: float) -> float:
@@ -445,11 +471,33 @@ class _Limiter:
         return ready
 
     def take(self, now: float) -> None:
-        """Count one call made at `now`."""
+        """Count one call made at `now` (never earlier than the last one counted)."""
+        if self.log and now < self.log[-1]:
+            now = self.log[-1]
         self.log.append(now)
         if self.bucket is not None:
             self.tokens = max(0.0, self._tokens(now) - 1)
             self.updated = now
+
+    def delays(self, now: float, waiting: list[float]) -> bool:
+        """Whether a call now makes any of the calls `waiting` (each wanting a slot from the
+        time given, served earliest first) go later than it would without it."""
+        without, taken = self._copy(), self._copy()
+        taken.take(now)
+        for want in sorted(waiting)[: self.log.maxlen]:  # one window's worth is enough
+            first, then = without.free_at(want), taken.free_at(want)
+            if then > first + 1e-9:
+                return True
+            without.take(first)
+            taken.take(then)
+        return False
+
+    def _copy(self) -> _Limiter:
+        twin = _Limiter.__new__(_Limiter)
+        twin.window, twin.rate, twin.bucket = self.window, self.rate, self.bucket
+        twin.log = deque(self.log, maxlen=self.log.maxlen)
+        twin.tokens, twin.updated = self.tokens, self.updated
+        return twin
 
     def idle(self, now: float) -> bool:
         """Whether forgetting this limiter changes nothing (it would be rebuilt full)."""
@@ -499,6 +547,7 @@ class _Entry:
     limiters: tuple[_Limiter, ...] = ()
     chat: str = ""
     group: int | None = None  # the store group its row was written in, if still open
+    sent_at: float = -math.inf  # when its current attempt was dispatched
 
     def __post_init__(self) -> None:
         #: the FIFO it waits in (fixed: session, priority and kind never change)
@@ -553,6 +602,9 @@ _DELETE_BATCH: Final = 500
 LIMITS_SAVE_EVERY: Final = 1.0
 #: restored calls count as this much later than they were made (the wall clock is not exact)
 _RESTORE_SLACK: Final = 0.05
+#: a card's call out longer than this (seconds) no longer holds slots for the cards behind
+#: it: an adapter call that hangs must not stop the rest of its channel
+OWED_WHILE: Final = 30.0
 _STATS: Final = ("sent", "split", "coalesced", "dropped", "rate_limited", "retried", "failed")
 
 
@@ -607,6 +659,9 @@ class Outbox:
         #: has since moved on are skipped when popped (`_pick`)
         self._ready: list[tuple[Priority, int, int, _LaneKey]] = []
         self._turns = itertools.count(1)
+        #: lanes with a call in flight (at most `concurrency`): their queued cards are owed
+        #: slots (`_owed`)
+        self._busy_lanes: set[_LaneKey] = set()
         #: lanes set aside because their session is held, by session
         self._held_lanes: dict[str, set[_LaneKey]] = {}
         self._coalescing: dict[tuple[str | None, str], _Entry] = {}
@@ -618,6 +673,17 @@ class Outbox:
         self._in_flight = 0
         self._dispatched = 0
         self._over_backlog = False
+        #: only a channel with a declared limit sheds: one without keeps pace by backpressure
+        self._sheds = any((self._limits.per_chat, self._limits.per_group, self._limits.global_))
+        #: whether the last call that settled failed (a channel that is down): the bridge does
+        #: not wait for it (`behind`), or every other channel would wait with it
+        self._failing = False
+        #: set while the backlog is at most `LOW_WATER` (`caught_up`)
+        self._drained = asyncio.Event()
+        self._drained.set()
+        #: jobs shed since the last summary line, and when that line was logged
+        self._shed_unreported = 0
+        self._shed_reported = -math.inf
         self._stats = dict.fromkeys(_STATS, 0)
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
@@ -666,8 +732,27 @@ class Outbox:
             actions = [self._persist(piece, args) for piece, args in parsed]
         for action in actions:
             action()
+        if job.session_id in self._held:  # what waits for the thread lends the call its rank
+            self.promote(job.session_id, job.priority)
         self._shed()
         self._changed()
+
+    def withdraw(self, session_id: str | None, key: str) -> bool:
+        """Take back the unsent job of `session_id` with `coalesce` key `key`: it is never
+        sent. Its row is deleted in the caller's transaction, if one is open, so the job goes
+        in the same commit as what made it moot (a question answered: its heads-up).
+
+        Returns False when no such job waits: it was sent, or it is in flight (a call that
+        began cannot be recalled), or there never was one.
+        """
+        entry = self._coalescing.get((session_id, key))
+        if entry is None or entry.dead or entry.in_flight:
+            return False
+        with self._store.transaction(savepoint=False):
+            self._delete_rows([entry.row])
+        self._kill(entry)
+        self._changed()
+        return True
 
     async def call(
         self,
@@ -681,12 +766,19 @@ class Outbox:
         For calls whose result the core needs at once (`create_session_thread`): scheduled
         like any job (`limit_keys(session_id)`, `priority`, order within the thread), but not
         persisted. Raises the last error after `max_attempts` failed attempts.
+
+        A call for a held session (the one creating its thread) goes at least at the rank of
+        the most urgent job waiting for it, now or later (`promote`): a question in a new
+        session does not wait behind a burst of other new sessions' threads.
         """
         method = getattr(self._adapter, op, None)
         if op.startswith("_") or not callable(method):
             raise ValueError(f"{type(self._adapter).__name__} has no operation {op!r}")
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        entry = _Entry(op, session_id, Priority(priority), args, next(self._seq), future=future)
+        rank = Priority(priority)
+        if session_id is not None and session_id in self._held:
+            rank = min(rank, self._waiting_rank(session_id))
+        entry = _Entry(op, session_id, rank, args, next(self._seq), future=future)
         self._add(entry)
         self._changed()
         try:
@@ -696,6 +788,54 @@ class Outbox:
                 self._kill(entry)
                 self._changed()
             raise
+
+    def promote(self, session_id: str, priority: Priority) -> None:
+        """Send the session's waiting `call`s at `priority` at least (never lower one).
+
+        A call keeps its place in submit order; it moves to the lane of its new rank, so the
+        scheduler weighs it as it would a job of that rank (docs/architecture.md).
+        """
+        rank = Priority(priority)
+        for kind in ("thread", "notification"):  # the lanes ranked below a question's
+            lane = self._lanes.get((session_id, kind, True))
+            if lane is None:
+                continue
+            movers = [e for e in lane.queue if not e.dead and not e.in_flight and e.priority > rank]
+            for entry in movers:
+                lane.queue.remove(entry)
+                lane.counts[entry.priority] -= 1
+                self._queued -= 1
+                entry.priority = rank
+                entry.lane = _lane(session_id, rank, call=True)
+                self._add(entry)
+            if movers:
+                self._schedule((session_id, kind, True))
+        self._changed()
+
+    def _waiting_rank(self, session_id: str) -> Priority:
+        """The most urgent rank among the session's queued jobs (LIVE when there are none)."""
+        best = Priority.LIVE
+        for kind in ("question", "notification", "thread"):
+            lane = self._lanes.get((session_id, kind, False))
+            if lane is not None and any(lane.counts):
+                best = min(best, lane.best())
+        return best
+
+    @property
+    def behind(self) -> bool:
+        """Whether the bridge should stop taking events until this outbox `caught_up`: its
+        channel declares no limit (so nothing of it is ever shed) and it holds more than
+        `HIGH_WATER` queued jobs, while its calls go through. A channel whose calls fail (its
+        platform is down) is not waited for: its jobs wait, persisted, and the other channels
+        carry on."""
+        return not self._sheds and not self._failing and self._queued > HIGH_WATER
+
+    async def caught_up(self) -> None:
+        """Return once at most `LOW_WATER` jobs are queued, or the channel's calls fail (at
+        once if that is so now)."""
+        while self._queued > LOW_WATER and not self._failing:
+            self._drained.clear()
+            await self._drained.wait()
 
     def hold(self, session_id: str) -> None:
         """Keep `session_id`'s jobs queued (and persisted) until `release`: its thread is
@@ -737,6 +877,7 @@ class Outbox:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._forget_rows()  # what was sent is not sent again at the next start
+        self._busy_lanes.clear()
         for lane in self._lanes.values():  # calls cut off in flight (or before they began)
             lane.busy = False
             for entry in lane.queue:
@@ -879,7 +1020,11 @@ class Outbox:
             del self._coalescing[key]
 
     def _shed(self) -> None:
-        """Over `max_backlog`, drop droppable jobs, oldest first; never any other job."""
+        """Over `max_backlog`, drop droppable jobs, oldest first; never any other job, and
+        nothing at all on a channel without a declared limit (the bridge waits for it
+        instead: `behind`). What goes is logged in one line a minute at most."""
+        if not self._sheds:
+            return
         if len(self._droppable) > 2 * self._queued + 64:  # forget stale heap items
             self._droppable = [
                 item
@@ -890,6 +1035,7 @@ class Outbox:
         over = self._queued - self._max_backlog
         if over <= 0:
             self._over_backlog = False
+            self._report_shed()
             return
         victims: list[_Entry] = []
         while over > 0 and self._droppable:
@@ -904,12 +1050,8 @@ class Outbox:
             for victim in victims:
                 self._kill(victim)
             self._stats["dropped"] += len(victims)
-            log.warning(
-                "outbox %s: %d droppable jobs dropped, the backlog is over %d",
-                self._channel,
-                len(victims),
-                self._max_backlog,
-            )
+            self._shed_unreported += len(victims)
+        self._report_shed()
         if over > 0 and not self._over_backlog:
             log.warning(
                 "outbox %s: %d jobs queued, over the backlog limit of %d, and none of them "
@@ -919,6 +1061,22 @@ class Outbox:
                 self._max_backlog,
             )
         self._over_backlog = over > 0
+
+    def _report_shed(self) -> None:
+        """One line for what was shed since the last, at most every `SHED_REPORT_EVERY`: a
+        flood sheds thousands of jobs, and a line for each would flood the log in turn."""
+        if not self._shed_unreported:
+            return
+        now = self._clock()
+        if now - self._shed_reported < SHED_REPORT_EVERY:
+            return
+        log.warning(
+            "outbox %s: %d droppable jobs dropped, the backlog is over %d",
+            self._channel,
+            self._shed_unreported,
+            self._max_backlog,
+        )
+        self._shed_unreported, self._shed_reported = 0, now
 
     def _delete_rows(self, rows: list[int | None]) -> None:
         for row in rows:
@@ -1032,12 +1190,23 @@ class Outbox:
         self._store.kv_set(_LIMITS_NAMESPACE, self._channel, json.dumps(saved))
 
     def _load_limits(self) -> None:
+        """Count the calls the last run saved, on this run's monotonic clock.
+
+        A saved time is a wall-clock time; one later than now (the wall clock was set back
+        since) counts as made now, never further in the future than `_RESTORE_SLACK`: the
+        platform may still count those calls for one window, and a time in the future would
+        stall the channel for as long as the clock moved back.
+        """
         raw = self._store.kv_get(_LIMITS_NAMESPACE, self._channel)
         if raw is None:
             return
         try:
             saved = json.loads(raw)
             now, wall = self._clock(), time.time()
+
+            def restored(t: Any) -> float:
+                return min(now, now - (wall - float(t))) + _RESTORE_SLACK
+
             for kind, limiters, limit in (
                 ("chat", self._chat_limiters, self._limits.per_chat),
                 ("group", self._group_limiters, self._limits.per_group),
@@ -1046,16 +1215,18 @@ class Outbox:
                     if limit is not None:
                         limiter = limiters.setdefault(str(key), _Limiter(limit))
                         for t in sorted(times):
-                            limiter.take(now - (wall - float(t)) + _RESTORE_SLACK)
+                            limiter.take(restored(t))
             if self._global is not None:
                 for t in sorted(saved.get("global") or []):
-                    self._global.take(now - (wall - float(t)) + _RESTORE_SLACK)
+                    self._global.take(restored(t))
         except (ValueError, TypeError, AttributeError):
             log.warning("outbox %s: the saved recent calls could not be read", self._channel)
 
     def _changed(self) -> None:
-        """Wake the worker and keep `idle()` true to the state."""
+        """Wake the worker and keep `idle()` and `caught_up()` true to the state."""
         self._wake.set()
+        if self._queued <= LOW_WATER or self._failing:
+            self._drained.set()
         if self._queued == 0 and self._in_flight == 0:
             self._idle.set()
         else:
@@ -1095,12 +1266,16 @@ class Outbox:
         `_ready`). The first that may run now goes, unless it would take a slot that a
         candidate before it, still waiting (for its chat, a pause or a retry), needs when it
         becomes ready. Candidates looked at and left are pushed back.
+
+        Cards first: every card still queued (a waiting lane head, or one behind a card in
+        flight, which goes as soon as that call returns) is owed its slot on each limiter it
+        needs; a lower-priority call goes only if it delays none of them (`_Limiter.delays`).
         """
         ready = self._ready
         kept: list[tuple[Priority, int, int, _LaneKey]] = []
         looked: set[_LaneKey] = set()
         reserved: dict[_Limiter, float] = {}  # the earliest waiting candidate on each
-        wake: float | None = None
+        owed, wake = self._owed(now)  # when each queued card wants its slot, by limiter
         chosen: _Entry | None = None
         while ready:
             item = heapq.heappop(ready)
@@ -1121,20 +1296,61 @@ class Outbox:
                 continue  # its thread is still being created: back on `release`
             limiters, chat, paused = self._gates(head)
             at = max(head.not_before, paused, *(lim.free_at(now) for lim in limiters))
+            card = head.priority is Priority.QUESTION
             if at <= now:
-                if all(self._spare(lim, now, reserved.get(lim)) for lim in limiters):
+                if all(self._spare(lim, now, reserved.get(lim)) for lim in limiters) and (
+                    card or not any(lim.delays(now, owed[lim]) for lim in limiters if lim in owed)
+                ):
                     head.limiters, head.chat = limiters, chat
                     chosen = head
                     break
                 kept.append(item)
+                if card:
+                    self._owe(owed, limiters, now, lane.counts[Priority.QUESTION])
                 continue  # it runs once the candidate holding its slot has gone
             kept.append(item)
             wake = at if wake is None else min(wake, at)
             for limiter in limiters:
                 reserved[limiter] = min(reserved.get(limiter, math.inf), at)
+            if card:  # it and the cards queued behind it
+                self._owe(owed, limiters, at, lane.counts[Priority.QUESTION])
         for item in kept:
             heapq.heappush(ready, item)
         return chosen, (None if chosen is not None else wake)
+
+    def _owed(self, now: float) -> tuple[dict[_Limiter, list[float]], float | None]:
+        """The slots owed to the cards queued behind a card in flight: each wants one on
+        every limiter of its lane as soon as the call ahead of it returns (for `OWED_WHILE`
+        at most). Also when the first of these debts lapses (None: none will)."""
+        owed: dict[_Limiter, list[float]] = {}
+        lapses: float | None = None
+        for key in self._busy_lanes:
+            lane = self._lanes.get(key)
+            if lane is None or not lane.queue:
+                continue
+            flying = lane.queue[0]
+            behind = lane.counts[Priority.QUESTION] - int(
+                flying.priority is Priority.QUESTION and flying.in_flight and not flying.dead
+            )
+            until = flying.sent_at + OWED_WHILE
+            if behind <= 0 or not flying.limiters or until <= now:
+                continue
+            if not key[2] and flying.session_id in self._held:
+                continue  # its cards wait for the thread anyway
+            paused = max(self._paused_all, self._paused.get(flying.chat, -math.inf))
+            at = max(now, paused, *(lim.free_at(now) for lim in flying.limiters))
+            self._owe(owed, flying.limiters, at, behind)
+            lapses = until if lapses is None else min(lapses, until)
+        return owed, lapses
+
+    @staticmethod
+    def _owe(
+        owed: dict[_Limiter, list[float]], limiters: tuple[_Limiter, ...], at: float, cards: int
+    ) -> None:
+        """Note `cards` cards wanting a slot on each of `limiters` from `at` (a window's
+        worth at most: more cannot change what one call now delays)."""
+        for limiter in limiters:
+            owed.setdefault(limiter, []).extend([at] * min(cards, limiter.log.maxlen or 1))
 
     def _schedule(self, key: _LaneKey) -> None:
         """Make the head of lane `key` a candidate again (it is no longer busy)."""
@@ -1193,8 +1409,10 @@ class Outbox:
         for limiter in entry.limiters:
             limiter.take(now)
         entry.in_flight = True
+        entry.sent_at = now
         lane = self._lanes[entry.lane]
         lane.busy = True
+        self._busy_lanes.add(entry.lane)
         lane.turn = next(self._turns)
         self._queued -= 1
         self._in_flight += 1
@@ -1237,6 +1455,7 @@ class Outbox:
         finally:
             if not cancelled:
                 lane.busy = False
+                self._busy_lanes.discard(entry.lane)
                 self._in_flight -= 1
                 self._schedule(entry.lane)
                 self._changed()
@@ -1253,6 +1472,7 @@ class Outbox:
         if lane.queue and lane.queue[0] is entry:
             lane.queue.popleft()
         self._stats["sent"] += 1
+        self._failing = False
         self._forget_row(entry)
         if entry.future is not None and not entry.future.done():
             entry.future.set_result(result)
@@ -1266,10 +1486,12 @@ class Outbox:
     def _forget_row(self, entry: _Entry) -> None:
         """Delete a settled job's row when the loop next gets control: the rows of the calls
         settled together go in one statement and one commit. Until then (and if the delete
-        fails) the call counts as in flight: it is only made again after a crash."""
+        fails) the call counts as in flight: it is only made again after a crash. A row
+        whose delete failed (a full disk) is kept, negated, and deleted with the next
+        settled call's, or at `stop`, so a restart does not make the call again."""
         if entry.row is None:
             return
-        if not self._forgetting:
+        if not self._forgetting or self._forgetting[-1] < 0:  # no delete is scheduled yet
             asyncio.get_running_loop().call_soon(self._forget_rows)
         self._forgetting.append(entry.row)
 
@@ -1277,22 +1499,28 @@ class Outbox:
         rows, self._forgetting = self._forgetting, []
         if not rows:
             return
+        ids = [abs(row) for row in rows]
         try:
             with self._store.transaction(savepoint=False):  # joins an open group
-                for start in range(0, len(rows), _DELETE_BATCH):
-                    chunk = rows[start : start + _DELETE_BATCH]
+                for start in range(0, len(ids), _DELETE_BATCH):
+                    chunk = ids[start : start + _DELETE_BATCH]
                     marks = ",".join("?" * len(chunk))
                     self._store.execute(f"DELETE FROM outbox WHERE id IN ({marks})", chunk)
                 now = self._clock()
                 if self._limited and now - self._limits_saved >= LIMITS_SAVE_EVERY:
                     self._write_limits(now)  # a crash forgets at most the last stretch
-        except sqlite3.Error:
-            log.exception(
-                "outbox %s: the rows of %d settled calls could not be deleted; they will be "
-                "sent again after a restart",
-                self._channel,
-                len(rows),
-            )
+            self._store.commit_group(strict=True)  # a group that cannot commit keeps them
+        except sqlite3.Error as exc:
+            # kept for the next try; negated rows mark a failure already logged
+            self._forgetting = [-row for row in ids] + self._forgetting
+            if rows[0] > 0:
+                log.error(
+                    "outbox %s: the rows of %d settled calls could not be deleted (%s); "
+                    "kept to be deleted again, so a restart does not repeat them",
+                    self._channel,
+                    len(ids),
+                    exc,
+                )
 
     def _requeue(self, entry: _Entry, not_before: float) -> None:
         """Back at the head of its lane, to go again no earlier than `not_before`."""
@@ -1337,6 +1565,7 @@ class Outbox:
             log.error("outbox %s: %s cannot be delivered: %s", self._channel, entry.describe(), exc)
             self._give_up(entry, exc)
             return
+        self._failing = True  # until a call goes through: the bridge stops waiting for it
         if bug:
             log.error(
                 "outbox %s: the adapter raised %s on %s (attempt %d of %d)",

@@ -28,6 +28,7 @@ from . import __version__
 from .bridge import Bridge
 from .config import BridgeConfig
 from .intake.auth import AuthPolicy, is_loopback, load_or_create_token
+from .intake.connections import BACKLOG, ConnectionGuard, descriptor_cap
 from .intake.endpoint import Endpoint, IngestLimits
 from .intake.hub import Hub, HubLimits
 from .intake.relay import RelayClient
@@ -127,17 +128,22 @@ class _Server(uvicorn.Server):
         on_started: Callable[[int], None],
         on_shutdown: Callable[[], None],
         grace: Callable[[], float],
+        guard: ConnectionGuard | None = None,
     ) -> None:
         super().__init__(config)
         self._on_started = on_started
         self._on_shutdown = on_shutdown
         self._grace = grace
+        self._guard = guard
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        if self._guard is not None:  # the config is loaded: wrap the protocol it chose
+            config = self.config
+            config.http_protocol_class = self._guard.protocol(config.http_protocol_class)
         await super().startup(sockets)  # a port that cannot be bound exits here (status 3)
         if self.started:
             bound = [s.getsockname() for server in self.servers for s in server.sockets]
@@ -235,7 +241,9 @@ async def serve(config: BridgeConfig, plugins: PluginHost, host: str, port: int)
         log.warning("intake.open_on_loopback is ignored: %s is not a loopback address", host)
     store = _open_store(state_dir)
     log.info("store: %s (schema %d)", store.path, store.schema_version)
-    hub = Hub(HubLimits(replay_buffer=intake.replay_buffer), store)
+    hub = Hub(
+        HubLimits(replay_buffer=intake.replay_buffer, queue_bytes=intake.max_queued_bytes), store
+    )
     bridge = Bridge(config, plugins, store=store, secrets=[token])
     sources = sources_of(config, hub, store)
     for source in sources:
@@ -281,6 +289,12 @@ async def serve(config: BridgeConfig, plugins: PluginHost, host: str, port: int)
             hub.leave(participant)
 
     server: _Server | None = None
+    guard = ConnectionGuard(
+        descriptor_cap(config.listen.max_connections), config.listen.request_head_timeout
+    )
+    loop = asyncio.get_running_loop()
+    previous_handler = loop.get_exception_handler()
+    loop.set_exception_handler(guard.exception_handler)
     try:
         await bridge.start(consume=False)
         endpoint = Endpoint(
@@ -291,6 +305,7 @@ async def serve(config: BridgeConfig, plugins: PluginHost, host: str, port: int)
             status=report,
             listen_host=host,
             allowed_hosts=config.listen.allowed_hosts,
+            cut=guard.cut,
         )
         server = _Server(
             uvicorn.Config(
@@ -303,10 +318,12 @@ async def serve(config: BridgeConfig, plugins: PluginHost, host: str, port: int)
                 log_level=None,
                 access_log=False,
                 ws_max_size=intake.max_event_bytes + 4096,
+                backlog=BACKLOG,
             ),
             on_started=started,
             on_shutdown=end_streams,
             grace=stopping.remaining,
+            guard=guard,
         )
         stopping.server = server
         if not stopping.requested:
@@ -323,6 +340,7 @@ async def serve(config: BridgeConfig, plugins: PluginHost, host: str, port: int)
         if server is not None:  # connections a second signal (or the deadline) cut off
             await _cancel(list(server.server_state.tasks))
         store.close()
+        loop.set_exception_handler(previous_handler)
         log.info("stopped")
         logging.getLogger("uvicorn.error").removeFilter(quiet)
         logging.getLogger("uvicorn.error").removeFilter(refused)

@@ -201,6 +201,11 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         answered_by TEXT NOT NULL
     ) WITHOUT ROWID;
     """,
+    # 7: until when an answer waits for its agent to reconnect (`attention.answer_hold`),
+    # fixed when it is given, so a restart while it waits keeps the same deadline
+    """
+    ALTER TABLE requests ADD COLUMN hold_until REAL;
+    """,
 )
 
 #: an event's place in its session's stream: `(epoch, seq)`
@@ -379,9 +384,10 @@ class _Transaction:
             return  # joined the caller's transaction, which undoes it all on an error
         conn = store._conn
         if kind is not None:
+            if not conn.in_transaction:
+                return  # SQLite rolled it all back itself, as it may on a full disk
             if depth == 0:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
+                conn.execute("ROLLBACK")
             else:
                 conn.execute(f"ROLLBACK TO sp{depth}")
                 conn.execute(f"RELEASE sp{depth}")
@@ -523,11 +529,14 @@ class Store:
         """The open group's number (each group gets a new one), or None outside a group."""
         return self._group if self._grouping else None
 
-    def commit_group(self) -> bool:
+    def commit_group(self, *, strict: bool = False) -> bool:
         """Commit the open group: what was written in it is durable when this returns.
 
         Returns False when it could not commit now because a `transaction()` body is running
-        (call it again once that body has finished); True otherwise, group or no group.
+        (call it again once that body has finished); True otherwise, group or no group. A
+        failed commit (a full disk) rolls the group back and is logged; with `strict` it
+        raises the `sqlite3.Error` instead, for a caller that must not act on a write that
+        did not land (a claimed answer, a settled outbox row).
         """
         if not self._grouping:
             return True
@@ -537,11 +546,15 @@ class Store:
         self._depth = 0
         conn = self._conn
         try:
+            if not conn.in_transaction:  # SQLite rolled the group back on a failed write
+                raise sqlite3.OperationalError("a write failed and the group was rolled back")
             conn.execute("COMMIT")
         except sqlite3.Error:
-            log.exception("the store could not commit; the last group of writes is lost")
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
+            if strict:
+                raise
+            log.exception("the store could not commit; the last group of writes is lost")
         return True
 
     # -- resume positions ------------------------------------------------------------------

@@ -3,12 +3,13 @@
 Hypothesis drives a whole bridge (`Rig`: the real hub, store, bridge, outboxes and memory
 channels) through random sequences of questions, presses and text replies by approvers and
 strangers in either channel, an agent that accepts, refuses, or answers only after the ack
-window has passed, answers in the terminal, timeouts, the end of the session and restarts
-of the bridge. After every step the cards in both channels, the presses' results and the
-commands the agent received are compared with a small model of the loop's promises: the
-first allowed answer wins and is credited to whoever gave it, exactly one command goes out
-per answer taken, a refusal or silence opens the request again, a closed card has no
-buttons, and a restart loses no card and makes no second thread or card.
+window has passed, answers in the terminal, timeouts, the end of the session, restarts
+of the bridge, and answers given while the agent is away. After every step the cards in
+both channels, the presses' results and the commands the agent received are compared with
+a small model of the loop's promises: the first allowed answer wins and is credited to
+whoever gave it, exactly one command goes out per answer taken, a refusal or silence opens
+the request again, an answer given while the agent is away waits for it, a closed card has
+no buttons, and a restart loses no card and makes no second thread or card.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ from aep_bridge.intake.hub import Delivery
 from aep_bridge.types import ResolutionStatus
 
 from .rig import ALICE, BOB, MALLORY, BridgeMachine, machine_settings
+
+#: what a card says while its answer waits for the agent to reconnect
+WAITING = "waiting for the agent to reconnect"
 
 CHANNELS = ("alpha", "beta")
 PEOPLE = {"alice": ALICE, "bob": BOB, "mallory": MALLORY}
@@ -231,6 +235,22 @@ class AttentionLoop(BridgeMachine):
         assert result.status is expected, (forged, result, expected, asked)
 
     @precondition(lambda self: self.asked)
+    @rule(data=st.data(), channel=st.sampled_from(CHANNELS), who=st.sampled_from(sorted(PEOPLE)))
+    def ask_before_a_step_of_a_form(self, data: st.DataObject, channel: str, who: str) -> None:
+        """What a channel asks before it changes anything for a press that is not yet an
+        answer (a form's step): a stranger is refused whatever became of the card, an
+        approver is not, and asking changes nothing (the invariants check it)."""
+        k = data.draw(st.integers(min_value=0, max_value=len(self.asked) - 1))
+        card_id = self.rig.card(channel, k)[1].id
+        result = self._run(self.rig.channel(channel).core.may_answer(card_id, PEOPLE[who]))
+        if who in APPROVERS:
+            assert result is None, (who, result)
+        else:
+            assert result is not None, who
+            assert result.status is ResolutionStatus.NOT_ALLOWED, result
+        self._settle()
+
+    @precondition(lambda self: self.asked)
     @rule(data=st.data(), behaviour=st.sampled_from(AGENT))
     def alice_and_bob_press_at_once(self, data: st.DataObject, behaviour: str) -> None:
         """One press in each channel in the same turn of the loop: one wins, one is told."""
@@ -332,6 +352,42 @@ class AttentionLoop(BridgeMachine):
         self._restart([self.agent])
         self._settle()
 
+    @precondition(lambda self: any(a.state == "open" and not a.informational for a in self.asked))
+    @rule(data=st.data(), channel=st.sampled_from(CHANNELS), who=st.sampled_from(APPROVERS))
+    def answer_while_the_agent_is_away_across_a_restart(
+        self, data: st.DataObject, channel: str, who: str
+    ) -> None:
+        """The bridge restarts while the agent is away. An answer given then waits for the
+        agent (its cards say so), outlives another restart, and is sent once, when the
+        agent reconnects and sends its question again (which claims its session)."""
+        k = data.draw(
+            st.sampled_from(
+                [k for k, a in enumerate(self.asked) if a.state == "open" and not a.informational]
+            )
+        )
+        asked = self.asked[k]
+        index = data.draw(st.integers(min_value=0, max_value=len(asked.options) - 1))
+        self.rig.hub.leave(self.agent.participant)
+        self._restart([])
+        card_id = self.rig.card(channel, k)[1].id
+        result = self._run(self.rig.channel(channel).press(f"{card_id}:{index}", PEOPLE[who]))
+        assert result.status is ResolutionStatus.ACCEPTED, result
+        self._settle()
+        self._restart([])
+        self._settle()
+        for name in CHANNELS:
+            assert WAITING in self.rig.card_text(name, k), self.rig.card_text(name, k)
+            assert self.rig.buttons(name, k) == []
+        sent = len(self.agent.commands)
+        self.rig.hub.join(self.agent.participant)
+        self.agent.hub = self.rig.hub
+        self.rig.hub.admit([asked.event], origin=self.agent.participant)
+        self._run(_until(lambda: len(self.agent.commands) > sent))
+        self._settle()
+        asked.commands += 1
+        asked.state, asked.by = "answered", PEOPLE[who].name
+        asked.shown = asked.options[index].capitalize()
+
     # -- what everyone sees ------------------------------------------------------------------
 
     @invariant()
@@ -376,6 +432,15 @@ class AttentionLoop(BridgeMachine):
         for asked in self.asked:
             assert len(by_request.pop(asked.event.id, set())) == asked.commands, asked
         assert by_request == {}
+
+
+async def _until(check: Any, seconds: float = 5.0) -> None:
+    """Wait (real time, generously) until `check()` is true."""
+    for _ in range(int(seconds / 0.01)):
+        if check():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("it did not happen in time")
 
 
 TestAttentionLoop = AttentionLoop.TestCase

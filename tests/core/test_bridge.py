@@ -439,7 +439,8 @@ async def test_a_refusal_is_redacted_and_clipped_on_cards_and_in_replies(tmp_pat
 
 
 async def test_an_answer_that_cannot_reach_the_agent_says_so_and_can_be_given_again(tmp_path):
-    async with Rig(tmp_path) as rig:
+    # with no hold the answer does not wait for the agent (test_answer_hold.py: it does)
+    async with Rig(tmp_path, attention={"answer_hold": 0}) as rig:
         agent = rig.agent()
         agent.start()
         agent.ask()

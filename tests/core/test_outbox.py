@@ -16,6 +16,7 @@ import os
 import random
 import re
 import tempfile
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aep_bridge.outbox import Job, Outbox, Priority, split_markdown
+from aep_bridge.outbox import OWED_WHILE, Job, Outbox, Priority, split_markdown
 from aep_bridge.store import Store
 from aep_bridge.testing import FakeCore, MemoryChannel, VirtualTime
 from aep_bridge.text import LengthUnit, measure
@@ -934,3 +935,221 @@ def test_priorities_are_ordered_as_documented() -> None:
     assert Priority.QUESTION < Priority.NOTIFICATION < Priority.FINAL < Priority.LIVE
     assert message("s", "x", notify=True).priority is Priority.FINAL
     assert message("s", "x", type="thought").priority is Priority.LIVE
+
+
+# -- cards first (issue 15, item 10) ---------------------------------------------------
+
+
+GROUP_ONLY = RateLimits(
+    per_chat=RateLimit(count=1, per_seconds=1),
+    per_group=RateLimit(count=20, per_seconds=60),
+)
+
+
+async def test_cards_behind_a_card_in_flight_keep_the_group_slots_chatter_would_take(
+    vt: VirtualTime, store: Store
+) -> None:
+    """Three cards of one session, the group's last three slots of the minute: the second
+    and third wait for the first to return, and the chatter in free chats that could go in
+    that instant must not take their slots (they would wait a whole minute)."""
+    adapter = Recorder(vt, GROUP_ONLY)
+    outbox = outbox_for(adapter, store)
+    for n in range(17):
+        outbox.submit(message(f"g/x{n}", "warm-up"))  # 17 of the group's 20 at 0.0
+    await outbox.start()
+
+    def ask() -> None:
+        for n in range(3):
+            outbox.submit(card("g/a", f"card {n}"))
+        outbox.submit(message("g/c", "chatter c"))
+        outbox.submit(message("g/d", "chatter d", notify=True))
+
+    await asyncio.wait_for(vt.at(0.5, ask), HANG)
+    await drain(outbox)
+    at = {c.text: c.at for c in adapter.calls}
+    assert [at[f"card {n}"] for n in range(3)] == [0.5, 1.5, 2.5]
+    assert min(at["chatter c"], at["chatter d"]) >= 60.0
+    assert busiest(adapter.calls, lambda c: c.group, 60) <= 20
+
+
+async def test_a_heads_up_and_chatter_wait_while_cards_of_the_session_are_still_queued(
+    vt: VirtualTime, store: Store
+) -> None:
+    """Telegram, a slow network: each card takes 1.5 s to post, longer than the chat's 1 s
+    slot. The slot that frees while a card is in flight is the next card's, not the
+    heads-up's or the chatter's."""
+    adapter = Recorder(vt, forum=True)
+    adapter.block = lambda call: vt.sleep(1.5) if call.op == "send_permission_request" else None
+    outbox = outbox_for(adapter, store)
+    for n in range(6):
+        outbox.submit(message(f"s{n % 3 + 1}", f"chatter {n}"))
+    outbox.submit(
+        Job.notification(
+            NotificationMessage(session_id="s0", type="permission", summary="asks permission")
+        )
+    )
+    for n in range(3):
+        outbox.submit(card("s0", f"card {n}"))
+    await outbox.start()
+    await drain(outbox)
+    made = adapter.attempts  # in the order the calls were made (a card returns 1.5 s later)
+    assert [c.text for c in made[:4]] == ["card 0", "card 1", "card 2", "asks permission"]
+    assert [c.at for c in made[:4]] == [0.0, 1.5, 3.0, 4.0]
+    assert len(adapter.calls) == 10
+    assert busiest(adapter.attempts, lambda c: c.chat, 1) <= 1
+
+
+async def test_cards_waiting_in_several_sessions_all_get_slots_before_chatter(
+    vt: VirtualTime, store: Store
+) -> None:
+    """Cards in three sessions each wait a moment for their own chat, with three group slots
+    left: a chatter message in a free chat may not take one of them."""
+    adapter = Recorder(vt, GROUP_ONLY)
+    outbox = outbox_for(adapter, store)
+    for n in range(14):
+        outbox.submit(message(f"g/x{n}", "warm-up"))
+    for session in ("g/a", "g/b", "g/e"):
+        outbox.submit(message(session, f"{session} busy until 1.0"))  # 17 of 20 at 0.0
+    await outbox.start()
+
+    def ask() -> None:
+        for session in ("g/a", "g/b", "g/e"):
+            outbox.submit(card(session, f"card {session}"))
+        outbox.submit(message("g/c", "chatter"))
+
+    await asyncio.wait_for(vt.at(0.5, ask), HANG)
+    await drain(outbox)
+    at = {c.text: c.at for c in adapter.calls}
+    assert [at[f"card {s}"] for s in ("g/a", "g/b", "g/e")] == [1.0, 1.0, 1.0]
+    assert at["chatter"] >= 60.0
+    assert busiest(adapter.calls, lambda c: c.group, 60) <= 20
+
+
+# -- clock steps (issue 15, item 12) ---------------------------------------------------
+
+
+@pytest.mark.parametrize("stop", ["clean", "crash"])
+async def test_a_wall_clock_set_back_between_runs_does_not_stall_the_outbox(
+    vt: VirtualTime, store: Store, monkeypatch: pytest.MonkeyPatch, stop: str
+) -> None:
+    """The recent calls are saved in wall-clock time. Set the wall clock back an hour (NTP
+    after a dead RTC battery, a VM restored from a snapshot) and restart: those calls must
+    not count as made an hour from now, which would keep every question off the platform
+    for an hour. They count as made now: the platform may still count them for a minute."""
+    adapter = Recorder(vt, forum=True)
+    before = outbox_for(adapter, store)
+    await before.start()
+    for n in range(20):
+        before.submit(message(f"s{n}", f"before {n}"))  # the group's minute, all used
+    await drain(before)
+    if stop == "clean":
+        await before.stop()
+    else:
+        crashed = [t for t in (before._worker, *before._tasks) if t is not None]
+        for task in crashed:
+            task.cancel()
+        await asyncio.gather(*crashed, return_exceptions=True)
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() - 3600.0)
+    after = outbox_for(adapter, store)
+    await after.start()
+    asked = vt.now
+    after.submit(card("s1", "Run make test?"))
+    await asyncio.wait_for(
+        _until(lambda: any(c.text == "Run make test?" for c in adapter.calls)), HANG
+    )
+    shown = next(c for c in adapter.calls if c.text == "Run make test?")
+    assert shown.at - asked < 61.0  # at worst the group's window (and a slack); not the hour
+    await after.stop(flush_timeout=0)
+    assert busiest(adapter.calls, lambda c: c.group, 60) <= 20
+
+
+async def test_the_limits_keep_counting_on_the_outbox_clock_when_the_wall_clock_moves(
+    vt: VirtualTime, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Within a run the windows are on the outbox's (monotonic) clock: the wall clock
+    jumping back and forth while a backlog drains neither stalls it nor lets a burst out."""
+    adapter = Recorder(vt, forum=True)
+    outbox = outbox_for(adapter, store)
+    real = time.time
+    steps = itertools.cycle([-3600.0, 0.0, 7200.0])
+    monkeypatch.setattr(time, "time", lambda: real() + next(steps))
+    for n in range(45):
+        outbox.submit(message(f"s{n % 5}", f"chatter {n}"))
+    await outbox.start()
+    await drain(outbox)
+    await outbox.stop()
+    times = [c.at for c in adapter.calls]
+    assert len(times) == 45
+    assert busiest(adapter.calls, lambda c: c.group, 60) <= 20
+    assert max(times) <= 2 * 60 + 5 * 1.0  # 20 a minute, one a second: 45 by ~125 s
+
+
+# -- withdrawing an unsent job (issue 15, item 11) -------------------------------------
+
+
+def heads_up(session: str, key: str | None = "heads-up:r1") -> Job:
+    summary = f"{session} asks permission"
+    notification = NotificationMessage(session_id=session, type="permission", summary=summary)
+    return Job.notification(notification, key=key)
+
+
+@pytest.mark.parametrize("restart", [False, True], ids=["same-run", "after-a-restart"])
+async def test_a_withdrawn_heads_up_is_never_sent_and_its_row_is_gone(
+    vt: VirtualTime, store: Store, restart: bool
+) -> None:
+    adapter = Recorder(vt, forum=True)
+    outbox = outbox_for(adapter, store)
+    outbox.submit(card("s0"))
+    outbox.submit(heads_up("s0"))
+    outbox.submit(heads_up("s1", key="heads-up:r2"))  # another question's: it stays
+    if restart:  # a new process finds the three rows, keys and all
+        outbox = outbox_for(adapter, store)
+        await outbox.start()
+    with store.transaction():  # in the caller's transaction, with the answer
+        assert outbox.withdraw("s0", "heads-up:r1")
+    assert not outbox.withdraw("s0", "heads-up:r1")  # once
+    assert rows(store) == 2
+    await outbox.start()
+    await drain(outbox)
+    assert [c.op for c in adapter.calls] == ["send_permission_request", "send_notification"]
+    assert adapter.calls[1].text == "s1 asks permission"  # the other question's
+    assert rows(store) == 0
+
+
+async def test_a_heads_up_already_in_flight_is_not_withdrawn(vt: VirtualTime, store: Store) -> None:
+    adapter = Recorder(vt, forum=True)
+    release = asyncio.Event()
+    adapter.block = lambda call: release.wait()
+    outbox = outbox_for(adapter, store)
+    outbox.submit(heads_up("s0"))
+    await outbox.start()
+    await asyncio.wait_for(_until(lambda: bool(adapter.attempts)), HANG)
+    assert not outbox.withdraw("s0", "heads-up:r1")
+    release.set()
+    await drain(outbox)
+    assert [c.op for c in adapter.calls] == ["send_notification"]
+
+
+async def test_a_card_call_that_hangs_holds_the_slots_of_the_cards_behind_it_only_so_long(
+    vt: VirtualTime, store: Store
+) -> None:
+    """Cards first has a bound: a card's call that never returns (an adapter without a
+    timeout) stops holding slots for the cards behind it after `OWED_WHILE`, and the rest
+    of the channel carries on."""
+    adapter = Recorder(vt, forum=True)
+    hung = asyncio.Event()
+    adapter.block = lambda call: hung.wait() if call.text == "card 0" else None
+    outbox = outbox_for(adapter, store)
+    outbox.submit(card("s0", "card 0"))
+    outbox.submit(card("s0", "card 1"))
+    outbox.submit(message("s1", "chatter"))
+    await outbox.start()
+    await asyncio.wait_for(_until(lambda: bool(adapter.calls)), HANG)
+    [chatter] = adapter.calls
+    assert chatter.text == "chatter"
+    assert 1.0 <= chatter.at <= OWED_WHILE + 1.0
+    hung.set()
+    await drain(outbox)
+    await outbox.stop()
+    assert [c.text for c in adapter.attempts] == ["card 0", "chatter", "card 1"]

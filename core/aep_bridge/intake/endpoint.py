@@ -38,6 +38,8 @@ from .hub import Frame, Hub, Outbound, Participant, SubscribeError, Subscription
 log = logging.getLogger("aep_bridge.intake")
 
 JSON_TYPE: Final = "application/json"
+#: seconds a POST refused while the bridge catches up (503) asks its emitter to wait
+RETRY_AFTER: Final = 2
 NDJSON_TYPE: Final = "application/x-ndjson"
 
 #: Called with every batch the endpoint admitted (the console view; tests).
@@ -46,6 +48,10 @@ EventSink = Callable[[Sequence[Event]], Awaitable[None]]
 #: What `GET /status` answers: the running bridge's report (`Bridge.status`), as JSON. The
 #: endpoint is given it (it never imports the bridge).
 StatusProvider = Callable[[], dict[str, Any]]
+
+#: Aborts the connection from an ASGI scope's `client` at once (the server's listener guard,
+#: `ConnectionGuard.cut`); True if there was one.
+Cut = Callable[[tuple[str, int] | None], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +69,11 @@ class Timing:
     sse_heartbeat: float = 15.0
     ws_ping_interval: float = 30.0
     ws_pong_timeout: float = 90.0
+    #: seconds a dropped slow consumer has to take its `closing` frame (WS) or the end of
+    #: its stream (SSE) before its connection is cut (`Endpoint.cut`)
+    drop_after: float = 3.0
+    #: how long a POST waits for the bridge to make room before it is answered 503
+    ingest_wait: float = 10.0
 
 
 _DIGITS = re.compile(r"[0-9]+")
@@ -156,16 +167,20 @@ class Endpoint:
         status: StatusProvider | None = None,
         listen_host: str | None = None,
         allowed_hosts: Sequence[str] = (),
+        cut: Cut | None = None,
     ) -> None:
         """`status` answers `GET /status`; `listen_host` (`listen.host`) and `allowed_hosts`
         (`listen.allowed_hosts`): what a request may give as `Host` besides the loopback
-        names (see `HostPolicy`); the guard applies to every route, `extra_routes` too."""
+        names (see `HostPolicy`); the guard applies to every route, `extra_routes` too.
+        `cut` aborts a connection: without it a dropped consumer whose socket takes nothing
+        more keeps its connection (its memory is bounded all the same)."""
         self.hub = hub
         self.auth = auth
         self.limits = limits or IngestLimits()
         self.timing = timing or Timing()
         self.sink = sink
         self.status_provider = status
+        self.cut = cut
         self.hosts = HostPolicy.of(listen_host, allowed_hosts)
         self._flush_handle: asyncio.TimerHandle | None = None
         self.app = Starlette(
@@ -307,10 +322,31 @@ class Endpoint:
                         index=number,
                         id=event.id,
                     )
-        self.hub.admit(events)  # commands posted here are history, never delivered (AEP-0004 §4.1)
+        # backpressure: each part of the batch waits until the bridge has room for it (a part
+        # is at most half what its queue holds, so a large batch never overflows it)
+        part = max(1, self.hub.limits.queue_limit // 2)
+        taken = 0
+        while taken < len(events):
+            if not await self.hub.room(min(part, len(events) - taken), self.timing.ingest_wait):
+                break
+            # commands posted here are history, never delivered (AEP-0004 §4.1)
+            self.hub.admit(events[taken : taken + part])
+            taken = min(len(events), taken + part)
         self.hub.flush()  # 202 means kept: the batch survives a restart of the bridge
-        if self.sink is not None and events:
-            await self.sink(events)
+        if self.sink is not None and taken:
+            await self.sink(events[:taken])
+        if taken < len(events):
+            # the bridge is still behind: the emitter sends the batch again with the same ids
+            # (AEP-0003 §3.2: a 5xx), and what was taken already is ignored as a repeat
+            return JSONResponse(
+                {
+                    "error": "busy",
+                    "detail": "the bridge is catching up; send the batch again shortly",
+                    "taken": taken,
+                },
+                status_code=503,
+                headers={"Retry-After": str(RETRY_AFTER)},
+            )
         return JSONResponse({"accepted": len(events)}, status_code=202)
 
     # -- SSE ----------------------------------------------------------------------------
@@ -343,14 +379,20 @@ class Endpoint:
             self.hub.leave(participant)
             return _problem(400, exc.code, exc.detail)
         live = query.get("live", "1") != "0"
+        deadline = _Deadline(self, request.scope)
+        subscription.on_overflow = deadline.arm
         return StreamingResponse(
-            self._sse_body(participant, subscription, live),
+            self._sse_body(participant, subscription, live, deadline),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 
     async def _sse_body(
-        self, participant: Participant, subscription: Subscription, live: bool
+        self,
+        participant: Participant,
+        subscription: Subscription,
+        live: bool,
+        deadline: _Deadline,
     ) -> AsyncIterator[bytes]:
         try:
             yield b": aep-bridge\n\n"
@@ -366,9 +408,10 @@ class Endpoint:
                     yield b": ping\n\n"
                     continue
                 if next_item is None:
-                    return  # overflowed with notice+ waiting: end; the consumer resumes
+                    return  # overflowed: end the stream (AEP-0003 §8.4); the consumer resumes
                 yield sse_message(next_item)
         finally:
+            deadline.cancel()
             self.hub.leave(participant)
 
     # -- WebSocket ------------------------------------------------------------------------
@@ -416,6 +459,30 @@ class _Guard:
                 await websocket.close(code=1008, reason="forbidden")
 
 
+class _Deadline:
+    """Cuts a dropped consumer's connection `Timing.drop_after` seconds after `arm`, unless
+    it ended first: a client that reads nothing never takes a `closing` frame or the end of
+    a stream, and a graceful close would wait for ever on the bytes it left unread."""
+
+    def __init__(self, endpoint: Endpoint, scope: Scope) -> None:
+        self.endpoint = endpoint
+        self.scope = scope
+        self._handle: asyncio.TimerHandle | None = None
+
+    def arm(self) -> None:
+        if self._handle is None:
+            delay = self.endpoint.timing.drop_after
+            self._handle = asyncio.get_running_loop().call_later(delay, self._cut)
+
+    def cancel(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+
+    def _cut(self) -> None:
+        if self.endpoint.cut is not None:
+            self.endpoint.cut(self.scope.get("client"))
+
+
 class _Connection:
     """One WebSocket: the hello, then events, commands and frames until it closes."""
 
@@ -431,6 +498,9 @@ class _Connection:
         self.last_pong = time.monotonic()
         self.closing = False
         self._send_lock = asyncio.Lock()
+        self.deadline = _Deadline(endpoint, websocket.scope)
+        #: dropped as a slow consumer (`_overflowed`)
+        self.dropped = False
 
     async def run(self) -> None:
         writer = asyncio.create_task(self._write(), name="ws-writer")
@@ -442,6 +512,8 @@ class _Connection:
         except WebSocketDisconnect:
             pass
         finally:
+            if not self.dropped:  # a dropped peer may never answer the close: cut it anyway
+                self.deadline.cancel()
             self.hub.leave(self.participant)
             for pump in self.pumps.values():
                 pump.cancel()
@@ -722,18 +794,29 @@ class _Connection:
             self.send({"type": "error", "id": sub_id, "code": exc.code, "detail": exc.detail})
             return
         self.subscriptions[sub_id] = subscription
+        subscription.on_overflow = lambda: self._overflowed(subscription)
         self.send({"type": "subscribed", "id": sub_id})
         self.pumps[sub_id] = asyncio.create_task(self._pump(subscription), name=f"sub-{sub_id}")
 
     async def _pump(self, subscription: Subscription) -> None:
-        while (item := await subscription.next()) is not None:
+        # an overflowed subscription stops after the item in hand (its position is in the
+        # `closing` frame's once taken): what is still queued is not sent
+        while not subscription.overflowed and (item := await subscription.next()) is not None:
             if not await self._send(item):
                 return
         if subscription.overflowed:
-            self._close(
-                f"subscription {subscription.id} fell behind with notice-or-higher "
-                "events waiting; resume from the delivered positions"
-            )
+            self._overflowed(subscription)
+
+    def _overflowed(self, subscription: Subscription) -> None:
+        """A subscription fell behind past what it may hold: disconnect at once (AEP-0003
+        §8.4), saying the positions delivered, and cut the connection if the peer does not
+        take that within `Timing.drop_after` (it may read nothing at all)."""
+        self.dropped = True
+        self._close(
+            f"subscription {subscription.id} fell behind (slow consumer); "
+            "resume from the delivered positions"
+        )
+        self.deadline.arm()
 
 
 def create_app(

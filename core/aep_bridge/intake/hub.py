@@ -78,6 +78,10 @@ class HubLimits:
     dedupe_window: int = 100_000
     #: items queued toward one subscriber before it counts as slow
     queue_limit: int = 10_000
+    #: bytes of events queued toward one WebSocket or SSE connection (all its subscriptions)
+    #: before it is dropped: a client that never reads costs this much, not `queue_limit`
+    #: events of up to a megabyte each
+    queue_bytes: int = 4 * 1024 * 1024
     #: `from` positions one subscribe may name
     max_from_positions: int = 256
     #: subscriptions one connection may hold
@@ -121,6 +125,10 @@ class Participant:
     claims: set[str] = field(default_factory=set)
     #: how the hub pushes commands and error frames to this participant (WebSocket, local)
     push: Callable[[Outbound], None] | None = None
+    #: bytes of events queued toward this participant's subscriptions, and the most it may
+    #: have (None: no byte budget, for the in-process consumer)
+    queued_bytes: int = 0
+    byte_budget: int | None = None
     id: int = field(default_factory=itertools.count(1).__next__)
 
     @property
@@ -146,7 +154,15 @@ class SubscribeError(Exception):
 
 
 class Subscription:
-    """One subscription's queue toward its consumer, with the §8.4 backpressure rule."""
+    """One subscription's queue toward its consumer, with the §8.4 backpressure rule.
+
+    Two bounds make a consumer slow: `limit` items (then `debug` and `info` are dropped and
+    anything higher overflows it), and its owner's `byte_budget`, shared by the owner's
+    subscriptions (then whatever comes overflows it: the budget is what a client that never
+    reads may cost). An overflowed subscription with a budget takes nothing more, and
+    `on_overflow` is called once: its connection is closed with its positions (§8.4), to
+    resume from them.
+    """
 
     def __init__(
         self,
@@ -174,19 +190,45 @@ class Subscription:
         self.dropped = 0
         self.overflowed = False
         self.closed = False
+        #: called once, when the subscription overflows (the endpoint drops the connection)
+        self.on_overflow: Callable[[], None] | None = None
+        #: set (and forgotten) once the queue is down to half its limit: an ingest waiting
+        #: for this in-process consumer to make room (`Hub.room`)
+        self.room: asyncio.Event | None = None
 
     def offer(self, item: Outbound) -> None:
         if self.closed:
             return
-        if len(self.queue) >= self.limit and isinstance(item, Delivery):
-            if SEVERITY_RANK[item.event.severity] < _DROPPABLE_BELOW:
-                self.dropped += 1
+        if isinstance(item, Delivery):
+            owner = self.owner
+            budget = owner.byte_budget
+            if self.overflowed and budget is not None:
+                return  # it is being disconnected: the consumer resumes from its position
+            size = len(item.raw)
+            if budget is not None and self.queue and owner.queued_bytes + size > budget:
+                self._overflow()
                 return
-            self.overflowed = True  # deliver or disconnect: the consumer resumes exactly
-            self.ready.set()
-            return
+            if len(self.queue) >= self.limit:
+                if SEVERITY_RANK[item.event.severity] < _DROPPABLE_BELOW:
+                    self.dropped += 1
+                    return
+                self._overflow()  # deliver or disconnect: the consumer resumes exactly
+                return
+            owner.queued_bytes += size
         self.queue.append(item)
         self.ready.set()
+
+    def _overflow(self) -> None:
+        self.overflowed = True
+        self.ready.set()
+        if self.on_overflow is not None:
+            on_overflow, self.on_overflow = self.on_overflow, None
+            on_overflow()
+
+    def _taken(self, item: Outbound) -> None:
+        """`item` left the live queue: its bytes no longer count against the budget."""
+        if isinstance(item, Delivery):
+            self.owner.queued_bytes -= len(item.raw)
 
     @property
     def pending(self) -> bool:
@@ -208,15 +250,33 @@ class Subscription:
             self.ready.clear()
             await self.ready.wait()
         item = self.queue.popleft()
+        self._taken(item)
+        if self.room is not None and len(self.queue) <= self.limit // 2:
+            self.room.set()
+            self.room = None
         if isinstance(item, Delivery):
             self._note(item.event)
         return item
 
+    def has_room(self, count: int) -> bool:
+        """Whether `count` more items fit under the limit (or the queue is empty)."""
+        return (
+            self.closed
+            or self.overflowed
+            or not self.queue
+            or (len(self.queue) + count <= self.limit)
+        )
+
     def drain(self) -> list[Outbound]:
         """Everything waiting now (the rest of the replay, then the queue), without waiting."""
+        for queued in self.queue:
+            self._taken(queued)
         items = [*(self.replay or ()), *self.queue]
         self.replay = None
         self.queue.clear()
+        if self.room is not None:
+            self.room.set()
+            self.room = None
         for item in items:
             if isinstance(item, Delivery):
                 self._note(item.event)
@@ -241,7 +301,10 @@ class Subscription:
 
     def close(self) -> None:
         self.closed = True
+        self.on_overflow = None
         self.ready.set()
+        if self.room is not None:
+            self.room.set()
 
 
 class _Buffer:
@@ -688,6 +751,28 @@ class Hub:
                 shaped[ceiling] = event if ceiling is None else downlevel(event, ceiling)
             subscription.offer(Delivery(shaped[ceiling]))
 
+    async def room(self, count: int, timeout: float) -> bool:
+        """Wait until every in-process subscription (the bridge's own) can take `count` more
+        events; False if that did not happen within `timeout` seconds.
+
+        The bridge stops reading while its slowest channel catches up (backpressure): an
+        ingest that waits here, instead of admitting, keeps the events with their emitter
+        rather than shedding `info` toward the bridge (AEP-0003 §8.4 would allow that).
+        Remote consumers are not waited for: they are shed or disconnected as §8.4 says.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        for subscription in list(self._subscriptions):
+            while subscription.owner.kind == "local" and not subscription.has_room(count):
+                if subscription.room is None:
+                    subscription.room = asyncio.Event()
+                waiting = subscription.room
+                try:
+                    await asyncio.wait_for(waiting.wait(), max(0.0, deadline - loop.time()))
+                except TimeoutError:
+                    return False
+        return True
+
     # -- subscriptions ----------------------------------------------------------------
 
     def subscribe(
@@ -724,6 +809,8 @@ class Hub:
                 f"(limit {self.limits.max_subscriptions})",
             )
         ceiling: Capture | None = capture  # checked above
+        if owner.kind in ("ws", "sse"):  # a remote client: what it leaves unread is bounded
+            owner.byte_budget = self.limits.queue_bytes
         subscription = Subscription(owner, sub_id, filter_, ceiling, self.limits.queue_limit)
         if positions is not None:
             subscription.replay = iter(self._replay(subscription, positions, handled))

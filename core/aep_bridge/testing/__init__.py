@@ -1,6 +1,7 @@
 """The conformance kit for channel plugins, and the test doubles for core tests.
 
-- `FakeCore`: a `BridgeCore` that records what adapters report and answers as told.
+- `FakeCore`: a `BridgeCore` that records what adapters report, refuses non-approvers as the
+  real core does, and answers the rest as told.
 - `MemoryChannel`: an in-memory channel, for testing the core without any platform.
 - `ScriptedIO`: the person at a setup wizard, answering from a script; `run_setup` runs a
   wizard as `aep-bridge setup NAME ARGS` does.
@@ -34,7 +35,7 @@ import itertools
 import re
 import secrets
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -52,6 +53,8 @@ from ..types import (
     ChannelCapabilities,
     ChannelConfig,
     ChannelUser,
+    FormChoice,
+    FormField,
     IncomingMessage,
     NotificationMessage,
     OutcomeStatus,
@@ -103,14 +106,29 @@ class Press:
         return self.card_id
 
 
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A press or reply the core refused, its presser no approver (the real core logs it)."""
+
+    card_id: str
+    user: ChannelUser
+
+
 class FakeCore:
     """A `BridgeCore` that records every report and answers with `next_resolution`.
 
+    Like the real core it refuses anyone but an approver (`NOT_ALLOWED`, recorded in
+    `refused`), on every press, reply, form and `may_answer`. `approvers` are user ids; a
+    `Harness` built on a core without any makes its `approver` the one. A core with none,
+    driven outside a harness, lets everyone answer, as the recorder always did.
     It signs and verifies press tokens as the real core does, with a key of its own.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, approvers: Iterable[str] | None = None) -> None:
+        self.approvers: set[str] | None = None if approvers is None else set(approvers)
         self.presses: list[Press] = []
+        #: presses, replies and `may_answer` calls refused: the presser is no approver
+        self.refused: list[Refusal] = []
         self.incoming: list[IncomingMessage] = []
         self.threads: dict[tuple[str, str], str] = {}
         self.states: dict[str, MemoryState] = {}
@@ -121,10 +139,24 @@ class FakeCore:
         #: the channel `sign` and `verify` act for (the real core gives each channel its own)
         self.channel = ""
 
+    def approves(self, user: ChannelUser) -> bool:
+        """Whether `user` may answer here (the approver policy of this fake)."""
+        return self.approvers is None or user.id in self.approvers
+
+    def _refuse(self, card_id: str, user: ChannelUser) -> Resolution:
+        self.refused.append(Refusal(card_id, user))
+        self.pressed.set()
+        return Resolution(status=ResolutionStatus.NOT_ALLOWED)
+
     def _record(self, press: Press) -> Resolution:
         self.presses.append(press)
         self.pressed.set()
+        if not self.approves(press.user):
+            return self._refuse(press.card_id, press.user)
         return self.next_resolution
+
+    async def may_answer(self, card_id: str, user: ChannelUser) -> Resolution | None:
+        return None if self.approves(user) else self._refuse(card_id, user)
 
     async def handle_incoming_message(self, message: IncomingMessage) -> None:
         self.incoming.append(message)
@@ -242,6 +274,10 @@ class Harness:
     #: Without it, the kit skips the restart tests.
     restart: Callable[[], Awaitable[ChannelAdapter]] | None = None
 
+    def __post_init__(self) -> None:
+        if self.core.approvers is None:  # the core refuses anyone else, as the real one does
+            self.core.approvers = {self.approver.id}
+
 
 # -- the memory channel ----------------------------------------------------------------
 
@@ -252,6 +288,13 @@ class _Stored:
     thread_id: str | None
     text: str
     buttons: list[tuple[str, str]] = field(default_factory=list)  # (label, data)
+
+
+def _buttons(request: PermissionRequest) -> list[tuple[str, str]]:
+    """A memory card's buttons: one per option, carrying the card id and option index."""
+    if request.informational:
+        return []
+    return [(o.label, f"{request.id}:{i}") for i, o in enumerate(request.options)]
 
 
 def _question(request: PermissionRequest) -> str:
@@ -324,12 +367,7 @@ class MemoryChannel(ChannelAdapter):
             self._by_key[(session_id, content.key)] = message_id
 
     async def send_permission_request(self, session_id: str, request: PermissionRequest) -> None:
-        buttons = (
-            []
-            if request.informational
-            else [(o.label, f"{request.id}:{i}") for i, o in enumerate(request.options)]
-        )
-        message_id = self._post(self._thread(session_id), _question(request), buttons)
+        message_id = self._post(self._thread(session_id), _question(request), _buttons(request))
         self.cards[request.id] = (session_id, request, message_id)
         # which message is which card, for edits and replies after a restart
         state = self.core.state(self.instance_name)
@@ -344,8 +382,9 @@ class MemoryChannel(ChannelAdapter):
             if stored.id == message_id:
                 # an edited card keeps its question, as a platform's edited message does
                 stored.text = f"{_question(request)}\n{outcome.summary()}"
-                if outcome.closed:
-                    stored.buttons = []
+                # buttons go when it closes and come back when it opens again (an answer
+                # that waited for its agent in vain), as a platform's edited keyboard does
+                stored.buttons = [] if outcome.closed else _buttons(request)
 
     async def send_notification(self, notification: NotificationMessage) -> None:
         self._post(None, notification.summary)
@@ -620,6 +659,26 @@ def _request(card: str, options: list[tuple[str, str]], **extra: Any) -> Permiss
     )
 
 
+def _form(card: str) -> PermissionRequest:
+    """A form of three fields: a choice, a yes/no and words."""
+    return PermissionRequest(
+        id=card,
+        kind="form",
+        title="Deploy settings",
+        fields=(
+            FormField(
+                id="f1",
+                type="select",
+                label="Environment",
+                required=True,
+                choices=(FormChoice(id="c1", label="Staging"), FormChoice(id="c2", label="Prod")),
+            ),
+            FormField(id="f2", type="boolean", label="Tell the team?"),
+            FormField(id="f3", type="string", label="Release note", required=True),
+        ),
+    )
+
+
 def _chosen(press: Press, request: PermissionRequest) -> int | None:
     """The index of the option a press chose, whether the adapter sent its index or its id."""
     if isinstance(press.answer, int):
@@ -818,6 +877,32 @@ class ChannelConformance:
         await h.probe.press(card, card.buttons[0], stranger)
         await self._wait_for_press(h, 1)
         assert h.core.presses[-1].user.id == "stranger-99"
+
+    async def test_a_strangers_press_on_a_form_changes_nothing(self, harness: Harness) -> None:
+        """Someone who is no approver presses a form's buttons: the core refuses each press
+        (and logs it), and nothing anyone sees changes, so no approver later fills in a
+        field a stranger chose. A channel that keeps a person's progress through a form
+        asks `core.may_answer` before it changes anything."""
+        h = harness
+        caps = h.adapter.capabilities
+        if not (caps.forms and caps.buttons):
+            pytest.skip("this channel has no forms")
+        if not caps.identifies_users:
+            pytest.skip("this platform does not say who pressed")
+        await self._thread(h)
+        card = await self._card(h, _form("cFsn"))
+        assert card.buttons, "a form's card offers a way to fill it in"
+        before = await h.probe.messages()
+        stranger = ChannelUser(id="stranger-99", name="Mallory")
+        for button in card.buttons:
+            await h.probe.press(card, button, stranger)
+        async with asyncio.timeout(h.timeout):  # until the core refused each, or the card moved
+            while len(h.core.refused) < len(card.buttons) and await h.probe.messages() == before:
+                await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)  # an edit the adapter started would land meanwhile
+        assert await h.probe.messages() == before, "a stranger's press changed the chat"
+        assert len(h.core.refused) >= len(card.buttons), "each press was refused by the core"
+        assert all(r.user.id != h.approver.id for r in h.core.refused)
 
     async def test_the_outcome_is_shown_and_the_buttons_go(self, harness: Harness) -> None:
         h = harness
@@ -1022,6 +1107,7 @@ __all__ = [
     "MessageView",
     "PlatformProbe",
     "Press",
+    "Refusal",
     "ScriptedIO",
     "ThreadView",
     "VirtualTime",

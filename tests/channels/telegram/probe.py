@@ -73,7 +73,7 @@ class TelegramProbe:
         user: ChannelUser,
         reply_to: MessageView | None = None,
     ) -> None:
-        before = len(self.core.presses) + len(self.core.incoming)
+        before = len(self.core.presses) + len(self.core.incoming) + len(self.core.refused)
         self.fake.say(
             self.chat_id,
             text,
@@ -82,5 +82,7 @@ class TelegramProbe:
             reply_to_message_id=int(reply_to.id) if reply_to else None,
         )
         async with asyncio.timeout(10):
-            while len(self.core.presses) + len(self.core.incoming) == before:
+            while (
+                len(self.core.presses) + len(self.core.incoming) + len(self.core.refused) == before
+            ):
                 await asyncio.sleep(0.01)
