@@ -214,13 +214,17 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         try:
             await app.initialize()  # getMe: a wrong token fails here
             chat = await app.bot.get_chat(self.config.chat_id)
-        except InvalidToken:
-            raise ChannelError(
-                f"Telegram refused the token of channel {self.instance_name}: check `token` "
-                "(from @BotFather) or run `aep-bridge doctor`",
-                permanent=True,
-            ) from None  # its message quotes the token
         except TelegramError as exc:
+            # the core tries `start` again when the platform cannot be reached (a network
+            # that comes up late): this attempt's HTTP connections go first
+            with contextlib.suppress(Exception):
+                await app.shutdown()
+            if isinstance(exc, InvalidToken):
+                raise ChannelError(
+                    f"Telegram refused the token of channel {self.instance_name}: check "
+                    "`token` (from @BotFather) or run `aep-bridge doctor`",
+                    permanent=True,
+                ) from None  # its message quotes the token
             raise ChannelError(
                 f"Telegram channel {self.instance_name}: cannot reach chat "
                 f"{self.config.chat_id}: {exc}; is the bot a member? run `aep-bridge doctor`"

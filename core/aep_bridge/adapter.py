@@ -181,7 +181,11 @@ class ChannelAdapter(ABC, Generic[ConfigT]):
 
     @abstractmethod
     async def start(self) -> None:
-        """Connect to the platform. Raise `ChannelError` with a fix if it cannot."""
+        """Connect to the platform. Raise `ChannelError` with a fix if it cannot: with
+        `permanent=True` when trying again cannot help (a refused token), the channel is
+        left out; otherwise (the platform cannot be reached now) the core keeps the channel,
+        queues what it should show, and calls `start` again later, so release what a failed
+        attempt opened."""
 
     @abstractmethod
     async def stop(self) -> None:

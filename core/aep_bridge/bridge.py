@@ -74,6 +74,10 @@ SEEN_WINDOW = 200_000
 PRUNE_EVERY = 10_000
 #: Events handled in one store transaction at most (see `Bridge._group_commit`).
 GROUP_MAX = 500
+#: Seconds before a channel whose platform could not be reached at start is tried again, at
+#: first; the wait doubles up to `START_RETRY_CAP`.
+START_RETRY_FIRST = 5.0
+START_RETRY_CAP = 300.0
 #: Seconds the intake waits for a channel that is behind before it says so in the log.
 PACE_WARNING = 30.0
 #: Chatter that may be dropped under backpressure (the outbox counts what it drops).
@@ -271,6 +275,8 @@ class Bridge:
         self.channels: dict[str, Channel] = {}
         #: channels that could not be built or started, with the reason
         self.failed: dict[str, str] = {}
+        #: channels whose start failed for now and is tried again (`_keep_trying`): why
+        self.starting: dict[str, str] = {}
         self.sources: dict[str, EventSource] = {}
         #: sources that stopped on an error no retry fixes, with the reason
         self.source_errors: dict[str, str] = {}
@@ -302,14 +308,22 @@ class Bridge:
                 adapter = resolved.registration.factory(
                     ChannelCore(self, resolved.name), resolved.config
                 )
-                await adapter.start()
             except Exception as exc:
-                reason = f"{type(exc).__name__}: {exc}"
-                self.failed[resolved.name] = reason
-                log.error("channel %s did not start: %s", resolved.name, reason)
+                self._start_failed(resolved.name, exc)
                 continue
             outbox = Outbox(adapter, self.store, on_sent=self._sent, **self._outbox_options)
             channel = Channel(resolved.name, adapter, resolved.config, outbox)
+            try:
+                await adapter.start()
+            except ChannelError as exc:
+                if exc.permanent:
+                    self._start_failed(resolved.name, exc)
+                else:  # the platform cannot be reached now (no network yet): keep trying
+                    self._keep_trying(channel, resolved.registration.name, exc)
+                continue
+            except Exception as exc:
+                self._start_failed(resolved.name, exc)
+                continue
             self.channels[resolved.name] = channel
             self._hold_uncreated(channel)
             await outbox.start()
@@ -332,6 +346,58 @@ class Bridge:
         if consume:
             self.consume()
         await self._call_hook("startup")
+
+    def _start_failed(self, name: str, exc: Exception) -> None:
+        reason = f"{type(exc).__name__}: {exc}"
+        self.failed[name] = reason
+        log.error("channel %s did not start: %s", name, reason)
+
+    def _keep_trying(self, channel: Channel, kind: str, exc: ChannelError) -> None:
+        """A channel whose platform cannot be reached at start (a machine whose network comes
+        up late) is kept: what it should show waits in its outbox, and its `start` is tried
+        again, 5 s, 10 s, ... then every `START_RETRY_CAP` seconds, until it works or says
+        it never will (`permanent`)."""
+        self.channels[channel.name] = channel
+        self.starting[channel.name] = f"{type(exc).__name__}: {exc}"
+        self._hold_uncreated(channel)
+        log.error(
+            "channel %s cannot start yet: %s; trying again in the background (what it should "
+            "show is kept)",
+            channel.name,
+            exc,
+        )
+        self._spawn(self._start_later(channel, kind))
+
+    async def _start_later(self, channel: Channel, kind: str) -> None:
+        delay, attempts = START_RETRY_FIRST, 1
+        while True:
+            await asyncio.sleep(delay)
+            attempts += 1
+            try:
+                await channel.adapter.start()
+            except ChannelError as exc:
+                if not exc.permanent:
+                    self.starting[channel.name] = f"{type(exc).__name__}: {exc}"
+                    delay = min(delay * 2, START_RETRY_CAP)
+                    log.warning(
+                        "channel %s still cannot start: %s; trying again in %.0fs",
+                        channel.name,
+                        exc,
+                        delay,
+                    )
+                    continue
+                failure: Exception = exc
+            except Exception as exc:
+                failure = exc
+            else:
+                del self.starting[channel.name]
+                await channel.outbox.start()
+                log.info("channel %s started (%s) at attempt %d", channel.name, kind, attempts)
+                return
+            del self.starting[channel.name]
+            del self.channels[channel.name]  # what it queued stays in the store
+            self._start_failed(channel.name, failure)
+            return
 
     def consume(self) -> None:
         """Begin consuming every source (and, from now on, each one added)."""
@@ -360,13 +426,15 @@ class Bridge:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        outboxes = [c.outbox for c in self.channels.values()]
+        outboxes = [c.outbox for c in self.channels.values() if c.name not in self.starting]
         await _until(
             asyncio.gather(*(o.idle() for o in outboxes), return_exceptions=True), deadline, hurry
         )
         # the wait is over: whatever is still queued or in flight is kept for the next start
         await asyncio.gather(*(o.stop(0.0) for o in outboxes), return_exceptions=True)
         for name, channel in list(self.channels.items()):
+            if self.starting.pop(name, None) is not None:
+                continue  # never started: nothing to stop
             try:
                 await channel.adapter.stop()
             except Exception as exc:
@@ -395,7 +463,8 @@ class Bridge:
 
     @property
     def running(self) -> Sequence[str]:
-        return list(self.channels)
+        """The channels that started (not those whose start is still being tried again)."""
+        return [name for name in self.channels if name not in self.starting]
 
     def status(self) -> dict[str, Any]:
         """What `aep-bridge status` shows (`GET /status`), as JSON: every source and its
@@ -423,7 +492,7 @@ class Bridge:
         return {
             "sources": [self._source_status(n, s) for n, s in self.sources.items()],
             "channels": [self._channel_status(name) for name in names],
-            "running_channels": len(self.channels),
+            "running_channels": len(self.running),
             "pending": {
                 "count": sum(s["count"] for s in sessions),
                 "oldest_age": sessions[0]["oldest_age"] if sessions else None,
@@ -439,6 +508,8 @@ class Bridge:
         if running is not None:
             entry["type"] = running.config.type or entry["type"]
             entry["state"] = "running"
+            if name in self.starting:
+                entry["state"], entry["reason"] = "starting", self.starting[name]
             entry["outbox"] = {"queued": running.outbox.backlog}
         elif name in self.failed:
             entry["state"], entry["reason"] = "failed", self.failed[name]
@@ -478,7 +549,7 @@ class Bridge:
 
     def adapter(self, channel: str) -> ChannelAdapter[Any] | None:
         running = self.channels.get(channel)
-        return running.adapter if running is not None else None
+        return running.adapter if running is not None and channel not in self.starting else None
 
     def thread_id(self, channel: str, session_id: str) -> str | None:
         return self.sessions.thread_id(channel, session_id)
@@ -677,7 +748,7 @@ class Bridge:
             return self.sessions.find(*key) or self.sessions.find_by_session(key[1])
         session, created = self.sessions.get_or_create(event, stream, event.session or "")
         if created:
-            for name in self.routing.channels_for(event, self.running):
+            for name in self.routing.channels_for(event, list(self.channels)):
                 channel = self.channels[name]
                 thread_name = self.renderer.thread_name(event, ceiling=channel.config.capture)
                 self.sessions.begin_thread(session.id, name, thread_name)
@@ -750,7 +821,7 @@ class Bridge:
 
     def _agent_event(self, event: Event) -> None:
         """`agent.*`: no session, so no thread; health changes become notifications."""
-        for name in self.routing.channels_for(event, self.running):
+        for name in self.routing.channels_for(event, list(self.channels)):
             channel = self.channels[name]
             rendered = self.renderer.render(
                 event, ceiling=channel.config.capture, verbosity=channel.config.verbosity

@@ -596,7 +596,7 @@ def status(
         return EXIT_USAGE
     channels = report.get("channels", [])
     sources = report.get("sources", [])
-    failed = [c for c in channels if c.get("state") == "failed"] + [
+    failed = [c for c in channels if c.get("state") in ("failed", "starting")] + [
         s for s in sources if s.get("state") == "failed"
     ]
     idle = not report.get("running_channels")
@@ -631,6 +631,8 @@ def status(
         line = f"  {channel.get('name')} ({channel.get('type')}): {channel.get('state')}"
         if channel.get("state") == "failed":
             line = line.replace(": failed", ": FAILED")
+        elif channel.get("state") == "starting":
+            line = line.replace(": starting", ": NOT STARTED YET (trying again)")
         if channel.get("reason"):
             line += f": {channel['reason']}"
         if "outbox" in channel:

@@ -828,12 +828,17 @@ class Outbox:
         `HIGH_WATER` queued jobs, while its calls go through. A channel whose calls fail (its
         platform is down) is not waited for: its jobs wait, persisted, and the other channels
         carry on."""
-        return not self._sheds and not self._failing and self._queued > HIGH_WATER
+        return (
+            self._worker is not None
+            and not self._sheds
+            and not self._failing
+            and self._queued > HIGH_WATER
+        )
 
     async def caught_up(self) -> None:
         """Return once at most `LOW_WATER` jobs are queued, or the channel's calls fail (at
         once if that is so now)."""
-        while self._queued > LOW_WATER and not self._failing:
+        while self._queued > LOW_WATER and not self._failing and self._worker is not None:
             self._drained.clear()
             await self._drained.wait()
 

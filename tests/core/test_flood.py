@@ -319,11 +319,11 @@ async def test_a_channel_without_limits_never_sheds_it_holds_the_intake_back() -
     store = Store.memory()
     adapter = _channel(vt, RateLimits())
     outbox = Outbox(adapter, store, clock=vt.clock, sleep=vt.sleep, max_backlog=10)
-    for n in range(HIGH_WATER + 1):
+    await outbox.start()
+    for n in range(HIGH_WATER + 1):  # all at once: its worker has not had a turn yet
         outbox.submit(_chatter(n))
     assert outbox.stats["dropped"] == 0
     assert outbox.behind  # the bridge waits for it rather than letting it shed
-    await outbox.start()
     await asyncio.wait_for(outbox.caught_up(), 10)
     await asyncio.wait_for(outbox.idle(), 10)
     assert [m.text for m in adapter.messages] == [f"chatter {n}" for n in range(HIGH_WATER + 1)]
