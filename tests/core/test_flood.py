@@ -505,3 +505,62 @@ async def test_a_channel_that_is_down_does_not_hold_the_intake_back_and_loses_no
     await asyncio.wait_for(outbox.idle(), 30)
     assert [m.text for m in adapter.messages] == [f"chatter {n}" for n in range(HIGH_WATER + 1)]
     await outbox.stop()
+
+
+async def test_a_post_of_large_events_waits_on_the_bridges_byte_room_not_only_its_count() -> None:
+    """The bridge's own queue is bounded in bytes too: while it is behind, a flood of large
+    events waits with its emitter (503 busy) instead of piling up in the bridge's memory."""
+    cap = 64 * 1024
+    hub = Hub(HubLimits(queue_limit=10_000, local_queue_bytes=cap))
+    bridge_side = hub.subscribe(hub.join(Participant("local", authenticated=True)), "bridge")
+    endpoint = Endpoint(hub, None, timing=Timing(ingest_wait=0.3))
+    port = free_port()
+    server = InLoopServer(
+        uvicorn.Config(endpoint.app, host="127.0.0.1", port=port, log_level="error")
+    )
+    serving = asyncio.create_task(server.serve())
+    source = "aep://test-host/agent/claude-code/session/big"
+    lines = [
+        make_event(
+            "message.agent.replied",
+            source=source,
+            agent="claude-code",
+            session="big",
+            seq=n,
+            data={"text": f"{n} " + "x" * 10_000, "final": False},
+            capture="full",
+        ).raw
+        for n in range(1, 21)
+    ]
+    headers = {"AEP-Version": "0.1", "Content-Type": "application/x-ndjson"}
+    try:
+        async with asyncio.timeout(10):
+            while not server.started:
+                await asyncio.sleep(0.01)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
+            posted = await client.post("/events", content=b"\n".join(lines), headers=headers)
+            assert posted.status_code == 503, posted.text
+            taken = posted.json()["taken"]
+            assert 0 < taken < len(lines)  # what fits in the bytes, not 20 events of 10 kB
+            queued = sum(len(item.raw) for item in bridge_side.queue)
+            assert queued <= cap
+            seen: list[int] = []
+
+            async def bridge_reads() -> None:
+                while len(seen) < len(lines):
+                    item = await bridge_side.next()
+                    assert isinstance(item, Delivery)
+                    seen.append(item.event.seq or 0)
+                    await asyncio.sleep(0.001)
+
+            reading = asyncio.create_task(bridge_reads())
+            rest = b"\n".join(lines[taken:])
+            again = await client.post("/events", content=rest, headers=headers)
+            assert again.status_code == 202, again.text  # the bridge reads on: all taken
+            await asyncio.wait_for(reading, 10)
+        assert seen == list(range(1, 21))  # every event, once, in order
+        assert bridge_side.dropped == 0
+        assert not bridge_side.overflowed
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(serving, 10)

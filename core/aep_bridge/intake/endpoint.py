@@ -14,7 +14,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -120,6 +120,21 @@ def parse_batch(body: bytes, content_type: str, limits: IngestLimits) -> list[Ev
         except InvalidEvent as exc:
             raise InvalidEvent(exc.violations, raw=exc.raw, line=line.number) from None
     return events
+
+
+def _parts(events: list[Event], count: int, size: int) -> Iterator[list[Event]]:
+    """`events` in order, in parts of at most `count` events and `size` bytes (a part holds
+    at least one event, whatever its size)."""
+    part: list[Event] = []
+    held = 0
+    for event in events:
+        if part and (len(part) >= count or held + len(event.raw) > size):
+            yield part
+            part, held = [], 0
+        part.append(event)
+        held += len(event.raw)
+    if part:
+        yield part
 
 
 def sse_message(item: Outbound) -> bytes:
@@ -323,15 +338,18 @@ class Endpoint:
                         id=event.id,
                     )
         # backpressure: each part of the batch waits until the bridge has room for it (a part
-        # is at most half what its queue holds, so a large batch never overflows it)
-        part = max(1, self.hub.limits.queue_limit // 2)
+        # is at most half what its queue holds, in events and in bytes, so a large batch
+        # never overflows it)
         taken = 0
-        while taken < len(events):
-            if not await self.hub.room(min(part, len(events) - taken), self.timing.ingest_wait):
+        for part in _parts(
+            events, self.hub.limits.queue_limit // 2, self.hub.limits.local_queue_bytes // 2
+        ):
+            size = sum(len(event.raw) for event in part)
+            if not await self.hub.room(len(part), self.timing.ingest_wait, size):
                 break
             # commands posted here are history, never delivered (AEP-0004 §4.1)
-            self.hub.admit(events[taken : taken + part])
-            taken = min(len(events), taken + part)
+            self.hub.admit(part)
+            taken += len(part)
         self.hub.flush()  # 202 means kept: the batch survives a restart of the bridge
         if self.sink is not None and taken:
             await self.sink(events[:taken])

@@ -82,6 +82,10 @@ class HubLimits:
     #: before it is dropped: a client that never reads costs this much, not `queue_limit`
     #: events of up to a megabyte each
     queue_bytes: int = 4 * 1024 * 1024
+    #: bytes of events queued toward the bridge's own (in-process) consumer before an ingest
+    #: waits for it (`Hub.room`): its count limit alone would let 10,000 events of a megabyte
+    #: each pile up while a channel is slow
+    local_queue_bytes: int = 64 * 1024 * 1024
     #: `from` positions one subscribe may name
     max_from_positions: int = 256
     #: subscriptions one connection may hold
@@ -193,8 +197,10 @@ class Subscription:
         #: called once, when the subscription overflows (the endpoint drops the connection)
         self.on_overflow: Callable[[], None] | None = None
         #: set (and forgotten) once the queue is down to half its limit: an ingest waiting
-        #: for this in-process consumer to make room (`Hub.room`)
+        #: for this in-process consumer to make room (`Hub.room`), set once its queue is down
+        #: to half its count limit and to `room_bytes` queued bytes
         self.room: asyncio.Event | None = None
+        self.room_bytes = 0
 
     def offer(self, item: Outbound) -> None:
         if self.closed:
@@ -251,20 +257,28 @@ class Subscription:
             await self.ready.wait()
         item = self.queue.popleft()
         self._taken(item)
-        if self.room is not None and len(self.queue) <= self.limit // 2:
+        if (
+            self.room is not None
+            and len(self.queue) <= self.limit // 2
+            and self.owner.queued_bytes <= self.room_bytes
+        ):
             self.room.set()
             self.room = None
         if isinstance(item, Delivery):
             self._note(item.event)
         return item
 
-    def has_room(self, count: int) -> bool:
-        """Whether `count` more items fit under the limit (or the queue is empty)."""
+    def has_room(self, count: int, size: int = 0, max_bytes: int | None = None) -> bool:
+        """Whether `count` more items of `size` bytes in all fit under the limit and under
+        `max_bytes` queued bytes (or the queue is empty)."""
         return (
             self.closed
             or self.overflowed
             or not self.queue
-            or (len(self.queue) + count <= self.limit)
+            or (
+                len(self.queue) + count <= self.limit
+                and (max_bytes is None or self.owner.queued_bytes + size <= max_bytes)
+            )
         )
 
     def drain(self) -> list[Outbound]:
@@ -751,9 +765,10 @@ class Hub:
                 shaped[ceiling] = event if ceiling is None else downlevel(event, ceiling)
             subscription.offer(Delivery(shaped[ceiling]))
 
-    async def room(self, count: int, timeout: float) -> bool:
+    async def room(self, count: int, timeout: float, size: int = 0) -> bool:
         """Wait until every in-process subscription (the bridge's own) can take `count` more
-        events; False if that did not happen within `timeout` seconds.
+        events of `size` bytes in all (`HubLimits.local_queue_bytes`); False if that did not
+        happen within `timeout` seconds.
 
         The bridge stops reading while its slowest channel catches up (backpressure): an
         ingest that waits here, instead of admitting, keeps the events with their emitter
@@ -763,9 +778,13 @@ class Hub:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         for subscription in list(self._subscriptions):
-            while subscription.owner.kind == "local" and not subscription.has_room(count):
+            cap = self.limits.local_queue_bytes
+            while subscription.owner.kind == "local" and not subscription.has_room(
+                count, size, cap
+            ):
                 if subscription.room is None:
                     subscription.room = asyncio.Event()
+                    subscription.room_bytes = cap // 2
                 waiting = subscription.room
                 try:
                     await asyncio.wait_for(waiting.wait(), max(0.0, deadline - loop.time()))
