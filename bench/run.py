@@ -72,6 +72,9 @@ def main() -> None:
     import telegram_channel  # the Telegram channel: the real process, the fake Bot API
 
     lines += telegram_channel.section(telegram_channel.main())
+    import rendering  # the reference session as the Telegram topic shows it
+
+    lines += rendering.section(rendering.main())
     import attacks  # attacks on the endpoint: never-reading consumers, idle connections
 
     lines += attacks.section(attacks.main())

@@ -21,7 +21,7 @@ from tests.official import is_valid
 # the command as a user runs it (in a process of its own)
 BRIDGE = [sys.executable, "-m", "aep_bridge"]
 EMIT = [*BRIDGE, "emit"]
-LABEL = "Fix the CSV export for accented names"
+LABEL = "Fix the CSV export totals that are off by a cent"
 
 
 def _events(lines: list[str] | list[bytes]) -> list[dict[str, Any]]:
@@ -34,7 +34,7 @@ def test_the_demo_validates_as_a_log():
             [*BRIDGE, "validate", str(path)], capture_output=True, text=True, timeout=60
         )
     assert checked.returncode == 0, checked.stdout
-    assert checked.stderr.startswith("ok: 28 line(s), 28 valid event(s), 1 session(s)")
+    assert checked.stderr.startswith("ok: 46 line(s), 46 valid event(s), 1 session(s)")
 
 
 def test_every_demo_event_passes_the_official_schemas():
@@ -64,11 +64,27 @@ def test_the_demo_is_a_whole_coding_session():
         "message.agent.replied",
     ):
         assert needed in types, needed
-    tools = {e["data"]["tool"]["name"] for e in events if e["type"] == "tool.requested"}
-    assert tools == {"Grep", "Read", "Edit", "Bash"}
+    requested = [e["data"] for e in events if e["type"] == "tool.requested"]
+    assert len(requested) == 15
+    tools = {d["tool"]["name"] for d in requested}
+    assert tools == {
+        "TodoWrite",
+        "Grep",
+        "Read",
+        "Bash",
+        "Write",
+        "Edit",
+        "MultiEdit",
+        "mcp__github__create_pull_request",
+    }
+    assert all(d["args_redacted"]["pattern"] for d in requested if d["tool"]["name"] == "Grep")
+    edit = next(d["args_redacted"] for d in requested if d["tool"]["name"] == "Edit")
+    assert edit["old_string"]
+    assert edit["new_string"]
     failed = next(e for e in events if e["type"] == "tool.failed")["data"]["error"]["message"]
-    assert "FAILED tests/test_export.py::" in failed
-    assert "1 failed, 3 passed" in failed
+    assert failed.splitlines()[-2] == (
+        "FAILED tests/test_totals.py::test_rounding - assert 10.0 == 10.01"
+    )
     results = [
         e["data"].get("result_redacted", "") for e in events if e["type"] == "tool.completed"
     ]
@@ -76,9 +92,13 @@ def test_the_demo_is_a_whole_coding_session():
     assert any(r.startswith("--- a/") and "\n+++ b/" in r and "\n@@ " in r for r in results)
     ask = next(e for e in events if e["type"] == "attention.requested")["data"]
     assert ask["kind"] == "permission"
+    assert "git push" in ask["prompt"]
     assert [o["id"] for o in ask["options"]] == ["allow", "deny"]
     replies = [e["data"]["text"] for e in events if e["type"] == "message.agent.replied"]
     assert any("**" in text and "`" in text for text in replies)
+    final = replies[-1]
+    for markdown in ("## ", "**", "`", "](https://", "| file | change |", "\n- "):
+        assert markdown in final, markdown
     assert events[-2]["data"]["cost"]["currency"] == "USD"
 
 
@@ -97,7 +117,7 @@ def test_a_fresh_session_has_new_ids_a_new_session_and_todays_times():
     assert new[-1]["time"] == "2027-01-02T03:04:05.678Z"
     times = [datetime.fromisoformat(e["time"].replace("Z", "+00:00")) for e in new]
     assert times == sorted(times)
-    assert now - times[0] == timedelta(seconds=71.3)  # the gaps are kept
+    assert now - times[0] == timedelta(seconds=96.3)  # the gaps are kept
     for before, after in zip(old, new, strict=True):  # causes and subjects follow the ids
         for key in ("cause", "subject"):
             if before.get(key) in old_ids:
@@ -151,7 +171,7 @@ async def test_emit_demo_twice_shows_the_session_twice_on_the_console(tmp_path: 
                 timeout=60,
             )
             assert sent.returncode == 0, sent.stderr
-            assert f"sent 28 event(s) to http://127.0.0.1:{port}/events" in sent.stderr
+            assert f"sent 46 event(s) to http://127.0.0.1:{port}/events" in sent.stderr
 
         def shown() -> str | None:
             log = bridge.log.read_text(errors="replace")
@@ -162,12 +182,12 @@ async def test_emit_demo_twice_shows_the_session_twice_on_the_console(tmp_path: 
         await bridge.aclose()
     assert log.count(f"session {LABEL}") == 2, log
     for text in (
-        f"[{LABEL}] User: The CSV export drops customers with accented names",
+        f"[{LABEL}] User: The totals in the CSV export are off by a cent",
         "plan: Plan:",
-        "tool: Bash: python -m pytest tests/test_export.py -q (failed",
-        "tool: Bash: make test (done",
-        "Permission requested: Bash — make test",
-        f"[{LABEL}] Fixed. Rows with accented names were being **dropped, not mangled**",
+        "tool: Bash: python -m pytest tests/test_totals.py -q (failed",
+        "tool: Bash: python -m pytest -q (done",
+        "Permission requested: Bash — git push -u origin fix/rounding-half-up",
+        "and round half-up, then make the export write the same value.",
     ):
         assert log.count(text) >= 2, f"{text!r} not shown twice:\n{log}"
     assert "Traceback" not in log

@@ -116,7 +116,7 @@ async def test_the_readme_as_a_reader_follows_it(tmp_path):
         # emit --demo: found through the running bridge's listen.json, not a --url
         sent = await asyncio.to_thread(reader.shell, ".venv/bin/aep-bridge emit --demo")
         assert sent.returncode == 0, sent.stderr
-        assert "sent 28 event(s)" in sent.stderr
+        assert "sent 46 event(s)" in sent.stderr
         await _until(lambda: "Fix the CSV export" in shown(), "the demo on the console")
 
         # ask, answered by typing the card's short id and the option's number

@@ -50,6 +50,7 @@ from telegram.ext import Application, ApplicationBuilder, CallbackQueryHandler, 
 from telegram.ext import filters as tg_filters
 
 from aep_bridge import (
+    Blocks,
     BridgeCore,
     ChannelAdapter,
     ChannelCapabilities,
@@ -67,6 +68,7 @@ from aep_bridge import (
     RateLimits,
     Resolution,
     ResolutionStatus,
+    markup,
     measure,
     split_text,
 )
@@ -443,21 +445,24 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
 
     # -- messages --------------------------------------------------------------------------
 
+    def measure(self, blocks: Blocks) -> int:
+        """Telegram counts a message after parsing its tags, in UTF-16 units: the visible
+        text of the blocks' HTML, not their markup."""
+        return html.visible_length(html.blocks_html(blocks))
+
     async def send_message(self, session_id: str, content: OutgoingMessage) -> None:
-        if measure(content.text, "utf16") > MAX_TEXT:  # the core's outbox splits; a direct
-            pieces = split_text(content.text, MAX_TEXT, "utf16")  # caller may not have
-            for index, piece in enumerate(pieces):
-                last = index == len(pieces) - 1
-                await self.send_message(
-                    session_id,
-                    content.model_copy(
-                        update={
-                            "text": piece,
-                            "key": content.key if last else None,
-                            "notify": content.notify and last,
-                        }
-                    ),
-                )
+        # the core's outbox splits; a direct caller may not have
+        updates: list[dict[str, Any]] = []
+        if content.blocks and self.measure(content.blocks) > MAX_TEXT:
+            for part in markup.split(content.blocks, MAX_TEXT, self.measure):
+                updates.append({"blocks": part, "text": markup.plain(part)})
+        elif not content.blocks and measure(content.text, "utf16") > MAX_TEXT:
+            updates = [{"text": piece} for piece in split_text(content.text, MAX_TEXT, "utf16")]
+        for index, update in enumerate(updates):
+            last = index == len(updates) - 1
+            update.update(key=content.key if last else None, notify=content.notify and last)
+            await self.send_message(session_id, content.model_copy(update=update))
+        if updates:
             return
         text = _message_html(content)
         state = self._state()
@@ -1029,17 +1034,23 @@ def _topic_name(name: str) -> str:
 
 
 def _message_html(content: OutgoingMessage) -> str:
-    body = html.to_html(content.text)
+    """The message as Telegram HTML: its blocks when it has them, else its text; with the
+    icon or heading of its kind."""
+    body = html.blocks_html(content.blocks) if content.blocks else ""
+    if not body:  # no blocks, or none with anything to show
+        body = html.to_html(content.text)
     kind = str(content.type)
+    # a code block or a quote is not put in italics: it is a block of its own
+    blocky = "<pre>" in body or "<blockquote" in body
     if kind == "tool_update":
         icon = _TOOL_STATUS.get(str(content.metadata.get("status", "")), "🔧")
         return f"{icon} {body}"
     if kind == "system_message":
-        return f"<i>{body}</i>" if "<pre>" not in body else body
+        return f"<i>{body}</i>" if not blocky else body
     if kind == "error":
         return f"⚠️ <b>Error</b>\n{body}"
     if kind == "thought":
-        return f"💭 <i>{body}</i>" if "<pre>" not in body else f"💭 {body}"
+        return f"💭 <i>{body}</i>" if not blocky else f"💭 {body}"
     prefix = _ICONS.get(kind)
     return f"{prefix} {body}" if prefix else body
 

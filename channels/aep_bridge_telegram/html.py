@@ -1,6 +1,15 @@
-"""Plain text from the core as Telegram HTML.
+"""The core's messages as Telegram HTML: its blocks (`blocks_html`), or its plain text
+(`to_html`).
 
-The core sends plain text in which code is fenced with backticks, already split at the
+Blocks (`aep_bridge.markup`) become Telegram's dialect: styled spans as `<b>`, `<i>`, `<s>`,
+`<code>` and `<a href>`; headings bold; code blocks as `<pre><code class="language-x">`; lists
+as lines with "• " or "N. "; quotes as `<blockquote>`; tables as an aligned `<pre>` (Telegram
+has none); a collapsible block as its summary and a `<blockquote expandable>`; a diff as its
+path, counts and a `<pre>` of its lines. Nothing Telegram would refuse or silently drop is
+produced: no tag inside `<code>`/`<pre>` and no quote inside a quote (an inner one is shown
+flat). Telegram counts a message after parsing the tags, in UTF-16 units: `visible_length`.
+
+The core's plain text has its code fenced with backticks, and is already split at the
 platform's limit with every fence closed in the piece that opened it. Here it becomes HTML:
 `<`, `>` and `&` escaped, fenced blocks as `<pre><code>`, everything else as written. Each piece
 is converted on its own, so a tag is never cut in half. Telegram counts the length after the
@@ -13,6 +22,23 @@ from __future__ import annotations
 import html
 import re
 from typing import Final
+
+from aep_bridge.markup import (
+    Block,
+    Blocks,
+    Code,
+    Details,
+    Diff,
+    Heading,
+    ListBlock,
+    Paragraph,
+    Quote,
+    Rule,
+    Span,
+    Spans,
+    Table,
+    spans_text,
+)
 
 _FENCE: Final = re.compile(r"```([A-Za-z0-9_+.#-]*)[ \t]*\n?(.*?)(?:```|\Z)", re.DOTALL)
 
@@ -55,3 +81,135 @@ def italic(text: str) -> str:
 
 def link(text: str, url: str) -> str:
     return f'<a href="{html.escape(url, quote=True)}">{escape(text)}</a>'
+
+
+# -- blocks -------------------------------------------------------------------------------
+
+_TAG: Final = re.compile(r"<[^>]*>")
+#: links Telegram opens; a relative one (`./README.md`) means nothing in a chat, and another
+#: scheme (`javascript:`) is no link to follow: their text is shown alone
+_LINKABLE: Final = re.compile(r"(?i)(https?://|tg://|mailto:)\S")
+#: what a thematic break shows
+RULE: Final = "——————"
+
+
+def blocks_html(blocks: Blocks) -> str:
+    """`blocks` as Telegram HTML, separated by a blank line."""
+    return "\n\n".join(filter(None, (_block(block, quoted=False) for block in blocks))).strip()
+
+
+def visible_text(markup: str) -> str:
+    """What Telegram shows of HTML this module made: the tags dropped, entities decoded (text
+    and attributes are escaped here, so a `<` in the markup always opens a tag), trimmed as
+    Telegram trims: all trailing whitespace, leading whitespace only before the first tag
+    (an indented code block that starts a message keeps its indentation)."""
+    return html.unescape(_TAG.sub("", markup.lstrip())).rstrip()
+
+
+def visible_length(markup: str) -> int:
+    """How long Telegram counts `markup`: its visible text in UTF-16 code units."""
+    return len(visible_text(markup).encode("utf-16-le")) // 2
+
+
+def spans_html(spans: Spans) -> str:
+    """Styled runs: the code innermost (Telegram allows no tag inside `<code>`), the link
+    outermost."""
+    return "".join(_span(span) for span in spans)
+
+
+def _span(span: Span) -> str:
+    out = escape(span.text)
+    if not out:
+        return ""
+    if span.code:
+        out = f"<code>{out}</code>"
+    if span.strike:
+        out = f"<s>{out}</s>"
+    if span.italic:
+        out = f"<i>{out}</i>"
+    if span.bold:
+        out = f"<b>{out}</b>"
+    if span.url and _LINKABLE.match(span.url):
+        out = f'<a href="{html.escape(span.url, quote=True)}">{out}</a>'
+    return out
+
+
+def _pre(code: str, language: str = "") -> str:
+    body = escape(code.rstrip("\n"))
+    if not body.strip():
+        return ""
+    if language:
+        lang = html.escape(language, quote=True)
+        return f'<pre><code class="language-{lang}">{body}</code></pre>'
+    return f"<pre>{body}</pre>"
+
+
+def _block(block: Block, *, quoted: bool) -> str:
+    """One block; `quoted` inside a blockquote, where Telegram allows no other."""
+    if isinstance(block, Paragraph):
+        return spans_html(block.spans).strip()
+    if isinstance(block, Heading):
+        inner = spans_html(tuple(span.model_copy(update={"bold": False}) for span in block.spans))
+        return f"<b>{inner.strip()}</b>" if inner.strip() else ""
+    if isinstance(block, Code):
+        return _pre(block.code, block.language)
+    if isinstance(block, ListBlock):
+        return _list(block, quoted=quoted)
+    if isinstance(block, Quote):
+        inner = "\n\n".join(filter(None, (_block(b, quoted=True) for b in block.blocks)))
+        return inner if quoted or not inner else f"<blockquote>{inner}</blockquote>"
+    if isinstance(block, Table):
+        return _pre(table_text(block))
+    if isinstance(block, Details):
+        summary = escape(block.summary.strip())
+        inner = "\n\n".join(filter(None, (_block(b, quoted=True) for b in block.blocks)))
+        if inner and not quoted:
+            inner = f"<blockquote expandable>{inner}</blockquote>"
+        return "\n".join(filter(None, (summary, inner)))
+    if isinstance(block, Diff):
+        head = f"+{block.added} \u2212{block.removed}"
+        if block.path:
+            head = f"<b>{escape(block.path)}</b> {head}"
+        return "\n".join(filter(None, (head, _pre(block.unified, "diff"))))
+    assert isinstance(block, Rule)
+    return RULE
+
+
+def _list(block: ListBlock, *, quoted: bool) -> str:
+    """Items as lines with a bullet or a number; an item's further lines and nested lists
+    indented under its text. Code is never indented (that would change it): Telegram shows a
+    `<pre>` as a block of its own anyway."""
+    lines = []
+    for number, item in enumerate(block.items, block.start):
+        marker = f"{number}. " if block.ordered else "• "
+        pad = " " * (len(marker) + 1)
+        parts = [text for inner in item if (text := _block(inner, quoted=quoted))]
+        body = _indent("\n".join(parts), pad)
+        if parts and not isinstance(item[0], Paragraph | Heading):
+            body = "\n" + (body if body.startswith("<") else pad + body)
+        lines.append(marker + body)
+    return "\n".join(lines)
+
+
+_PRE: Final = re.compile(r"(<pre>.*?</pre>)", re.DOTALL)
+_LINE_START: Final = re.compile(r"\n(?!<pre>|<blockquote|\Z)")
+
+
+def _indent(text: str, pad: str) -> str:
+    """`text` with every line after the first indented by `pad`, except inside code and
+    before a code block or quote (which start their own line)."""
+    return "".join(
+        part if part.startswith("<pre>") else _LINE_START.sub("\n" + pad, part)
+        for part in _PRE.split(text)
+    )
+
+
+def table_text(table: Table) -> str:
+    """A table as monospace text: columns aligned, a line under the header."""
+    rows = [[spans_text(cell) for cell in row] for row in (table.header, *table.rows)]
+    columns = max((len(row) for row in rows), default=0)
+    widths = [max((len(row[i]) for row in rows if i < len(row)), default=0) for i in range(columns)]
+    lines = [" │ ".join(c.ljust(widths[i]) for i, c in enumerate(row)).rstrip() for row in rows]
+    if table.header:
+        lines.insert(1, "─┼─".join("─" * width for width in widths))
+    return "\n".join(lines)

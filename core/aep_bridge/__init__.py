@@ -4,7 +4,8 @@ This module is the public API for channel plugins: the adapter contract, its typ
 hook markers, and the helpers every channel needs. Every name a hook or a contract method
 hands a plugin is exported here (`Event` for vendor rendering, `BridgeView` for the
 lifecycle hooks, Starlette's `BaseRoute` for routes, the `Setup*` types for setup wizards).
-A channel imports only from here (and `aep_bridge.testing` in its tests).
+A channel imports only from here, from `aep_bridge.markup` (the message model: the blocks
+of `OutgoingMessage.blocks`), and from `aep_bridge.testing` in its tests.
 """
 
 # first: in the `aep-bridge` command, Ctrl-C during the imports below ends it in one line
@@ -13,6 +14,7 @@ from . import _startup  # noqa: F401
 # isort: split
 from starlette.routing import BaseRoute
 
+from . import markup
 from .adapter import (
     CONTRACT_VERSION,
     DEFAULT_SIGNATURE_TTL,
@@ -26,6 +28,7 @@ from .adapter import (
 )
 from .aep.envelope import Event
 from .hookspecs import hookimpl
+from .markup import Blocks
 from .text import measure, split_text
 from .types import (
     OUTGOING_KINDS,
@@ -65,6 +68,7 @@ __all__ = [
     "AgentCommand",
     "Attachment",
     "BaseRoute",
+    "Blocks",
     "BridgeCore",
     "BridgeView",
     "ChannelAdapter",
@@ -100,6 +104,7 @@ __all__ = [
     "SignedPress",
     "__version__",
     "hookimpl",
+    "markup",
     "measure",
     "split_text",
 ]

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, Protocol, runti
 
 from typing_extensions import TypeVar
 
+from .markup import Blocks, plain
+from .text import measure
 from .types import (
     AgentCommand,
     ChannelCapabilities,
@@ -248,6 +250,13 @@ class ChannelAdapter(ABC, Generic[ConfigT]):
     async def cleanup_skill_commands(self, session_id: str) -> None:
         """Withdraw what `send_skill_commands` offered."""
         return None
+
+    def measure(self, blocks: Blocks) -> int:
+        """How long `blocks` are as this platform counts a message against
+        `max_message_length` (in `length_unit`), so the outbox can split a long message
+        between blocks. The default counts their plain text (`markup.plain`); a channel whose
+        markup counts too (Discord's markdown) measures its own serialization."""
+        return measure(plain(blocks), self.capabilities.length_unit)
 
     def limit_keys(self, session_id: str | None) -> tuple[str, str]:
         """The (chat, group) a call for `session_id` counts against in the rate limits.

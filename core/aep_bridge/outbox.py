@@ -31,7 +31,9 @@ What it guarantees, and why:
   closes, so an answer given before the heads-up's slot is not followed by a ringing
   "asks permission". One already in flight is not recalled.
 - **Fits the platform.** Long text is split at the platform's limit in its own unit, without
-  breaking a fenced code block; an edit of one card is cut to fit instead.
+  breaking a fenced code block; an edit of one card is cut to fit instead. A message with
+  blocks is split between its blocks as the adapter measures them (`markup.split`), a block
+  split inside keeping its structure.
 - **Failures wait, then retry.** `RateLimited(retry_after)` pauses that job's chat (the whole
   channel when a job has no chat) and retries the job first when the pause ends.
   `ChannelError` is retried after about 1, 2, 4, ... up to 60 s, with jitter so that calls
@@ -74,6 +76,7 @@ from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from typing import Any, Final, Literal, get_args
 
+from . import markup
 from .adapter import ChannelAdapter
 from .store import Store
 from .text import LengthUnit, measure, split_text
@@ -270,6 +273,13 @@ def _arguments(job: Job) -> tuple[Any, ...]:
 
 
 # -- splitting -------------------------------------------------------------------------
+
+
+def _with_blocks(content: dict[str, Any], blocks: markup.Blocks) -> dict[str, Any]:
+    """A message's JSON dump with these blocks, and their plain rendering as its text."""
+    dump = [block.model_dump(mode="json") for block in blocks]
+    return {**content, "text": markup.plain(blocks), "blocks": dump}
+
 
 #: A CommonMark fence line: up to three spaces, then three or more backticks or tildes.
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})([^\n]*)")
@@ -919,6 +929,8 @@ class Outbox:
         content = job.payload.get("content")
         if not isinstance(content, dict) or not isinstance(content.get("text"), str):
             return [job]
+        if content.get("blocks"):
+            return self._prepare_blocks(job, content)
         text: str = content["text"]
         if measure(text, self._unit) <= self._max_length:
             return [job]
@@ -932,6 +944,35 @@ class Outbox:
             last = index == len(pieces) - 1
             dump = {**content, "text": piece}
             if not last:  # the attachment and the alert go with the end of the message
+                dump["attachment"] = None
+                dump["notify"] = False
+            jobs.append(replace(job, payload={**job.payload, "content": dump}))
+        return jobs
+
+    def _prepare_blocks(self, job: Job, content: dict[str, Any]) -> list[Job]:
+        """A message with blocks, split between (or inside) its blocks at the platform's
+        limit as the adapter measures them (`markup.split`), each piece's text its plain
+        rendering; one card's edit keeps its first piece, ending with "…"."""
+        message = job.prepared[0][1] if job.prepared else OutgoingMessage.model_validate(content)
+        blocks: markup.Blocks = message.blocks
+        size = self._adapter.measure
+        if size(blocks) <= self._max_length:
+            return [job]
+        if content.get("key") is not None or job.coalesce is not None:
+            ellipsis = markup.Paragraph(spans=(markup.Span(text=ELLIPSIS),))
+            probe = (markup.Paragraph(spans=(markup.Span(text="x"),)),)
+            room = self._max_length - (size((*probe, ellipsis)) - size(probe))
+            if room < 1:
+                head = markup.split(blocks, self._max_length, size)[0]
+            else:
+                head = (*markup.split(blocks, room, size)[0], ellipsis)
+            return [replace(job, payload={**job.payload, "content": _with_blocks(content, head)})]
+        pieces = markup.split(blocks, self._max_length, size)
+        self._stats["split"] += 1
+        jobs = []
+        for index, piece in enumerate(pieces):
+            dump = _with_blocks(content, piece)
+            if index < len(pieces) - 1:  # the attachment and the alert go with the end
                 dump["attachment"] = None
                 dump["notify"] = False
             jobs.append(replace(job, payload={**job.payload, "content": dump}))

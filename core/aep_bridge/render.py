@@ -92,6 +92,7 @@ from .aep.payloads.optional import (
 )
 from .aep.redaction import Redactor, digest
 from .aep.registry import CAPTURE_RANK, SEVERITY_RANK, Capture
+from .markup import Blocks, Paragraph, Span, map_text, parse_markdown, plain, split
 from .types import (
     FormChoice,
     FormField,
@@ -199,10 +200,14 @@ class _Draft:
         key: str | None = None,
         notify: bool = False,
         metadata: dict[str, Any] | None = None,
+        blocks: Blocks = (),
     ) -> None:
+        """Add a message; with `blocks` (the agent's markdown, parsed), `text` is their plain
+        rendering."""
         message = OutgoingMessage(
             type=kind,
-            text=text,
+            text=plain(blocks) if blocks else text,
+            blocks=blocks,
             key=key,
             notify=notify,
             metadata={k: v for k, v in (metadata or {}).items() if v is not None},
@@ -437,8 +442,16 @@ class Renderer:
         return _clip(" ".join(self._t(value).split()), limit)
 
     def _finish(self, message: OutgoingMessage) -> OutgoingMessage:
-        """The last gate: the whole text and metadata through the pipeline, a safe key."""
-        text = _clip(self.redactor.text(message.text), MAX_TEXT)
+        """The last gate: the whole text and metadata through the pipeline, a safe key.
+
+        A message with blocks has every string of them through the pipeline too (a plugin's
+        blocks included), and its text is their plain rendering again."""
+        blocks = message.blocks
+        if blocks:
+            blocks = _clip_blocks(map_text(blocks, self.redactor.text), MAX_TEXT)
+            text = plain(blocks)
+        else:
+            text = _clip(self.redactor.text(message.text), MAX_TEXT)
         metadata = self.redactor.value(message.metadata) if message.metadata else {}
         attachment = message.attachment
         if attachment is not None:
@@ -448,6 +461,7 @@ class Renderer:
         return message.model_copy(
             update={
                 "text": text,
+                "blocks": blocks,
                 "metadata": metadata,
                 "key": self._safe_key(message.key),
                 "attachment": attachment,
@@ -591,7 +605,10 @@ class Renderer:
         if summary:
             footer = " · ".join(x for x in (f"Finished{took}", usage) if x)
             text = summary if d.verbosity < NORMAL else f"{summary}\n\n{footer}"
-            d.add(QUIET, "text", text, notify=True, metadata={"role": "assistant"})
+            blocks = parse_markdown(summary)  # the agent's words: its markdown
+            if blocks and d.verbosity >= NORMAL:
+                blocks += (Paragraph(spans=(Span(text=footer, italic=True),)),)
+            d.add(QUIET, "text", text, notify=True, metadata={"role": "assistant"}, blocks=blocks)
         else:
             line = " · ".join(x for x in (f"Run finished{took}", usage) if x)
             d.add(NORMAL, "system_message", line)
@@ -1218,26 +1235,31 @@ class Renderer:
         ev = d.event
         text, p = self._message_text(ev, MessageAgentReplied)
         role = p.role if p is not None and p.role else "assistant"
+        # the agent's markdown, parsed after its strings were redacted: a secret split by
+        # markup (`sk-**live**...`) was still whole when the pipeline saw it
+        blocks = parse_markdown(text) if text else ()
         if role.lower() in _THOUGHT_ROLES:
-            d.add(VERBOSE, "thought", text or "(thinking)", metadata={"role": role})
+            d.add(VERBOSE, "thought", text or "(thinking)", metadata={"role": role}, blocks=blocks)
             return
         if not text:
             text = f"{self._line(ev.agent, 60)} replied"
             if p is not None and p.chars is not None:
                 text += f" ({_number(p.chars)} characters)"
-        d.add(QUIET, "text", text, notify=True, metadata={"role": role})
+        d.add(QUIET, "text", text, notify=True, metadata={"role": role}, blocks=blocks)
 
     def _user_submitted(self, d: _Draft) -> None:
         ev = d.event
         text, p = self._message_text(ev, MessageUserSubmitted)
         role = p.role if p is not None and p.role else "user"
+        blocks: Blocks = ()
         if text:
             shown = f"User: {text}"
+            blocks = _said_by("User:", parse_markdown(text))
         else:
             shown = "The user sent a message"
             if p is not None and p.chars is not None:
                 shown += f" ({_number(p.chars)} characters)"
-        d.add(NORMAL, "text", shown, metadata={"role": role})
+        d.add(NORMAL, "text", shown, metadata={"role": role}, blocks=blocks)
 
     # -- control ---------------------------------------------------------------------------
 
@@ -1391,6 +1413,27 @@ def _within(value: Any, path: str, table: Mapping[str, Capture], rank: int) -> A
 
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _clip_blocks(blocks: Blocks, limit: int) -> Blocks:
+    """`blocks` whose plain text is at most `limit` characters: the first part, and "…"."""
+    if len(plain(blocks)) <= limit:
+        return blocks
+    ellipsis = Paragraph(spans=(Span(text="…"),))
+    head = split(blocks, max(limit - 3, 1), lambda part: len(plain(part)))[0]
+    return (*head, ellipsis)
+
+
+def _said_by(who: str, blocks: Blocks) -> Blocks:
+    """`blocks` led by `who` (`User:`), on the first paragraph's line when it has one."""
+    label = Span(text=who, bold=True)
+    if not blocks:
+        return ()
+    first = blocks[0]
+    if isinstance(first, Paragraph):
+        spans = (label, Span(text=" "), *first.spans)
+        return (first.model_copy(update={"spans": spans}), *blocks[1:])
+    return (Paragraph(spans=(label,)), *blocks)
 
 
 def _compact(value: Any) -> str:

@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 from .aep.registry import Capture
+from .markup import Blocks
 
 
 class _Model(BaseModel):
@@ -103,6 +104,9 @@ class OutgoingMessage(_Model):
 
     type: OutgoingKind
     text: str = ""
+    #: the message's structure (`aep_bridge.markup`), when it has one: a channel with markup
+    #: serializes these into its dialect; `text` is then their plain rendering
+    blocks: Blocks = ()
     key: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     attachment: Attachment | None = None

@@ -10,6 +10,7 @@ import re
 
 import pytest
 
+from aep_bridge.markup import Heading, Paragraph, spans_text
 from aep_bridge.testing import (
     ChannelConformance,
     FakeCore,
@@ -92,6 +93,21 @@ class EatsMarkup(MemoryChannel):
         await super().send_message(session_id, content.model_copy(update={"text": cleaned}))
 
 
+class ShowsMarkdown(MemoryChannel):
+    """Writes a message's blocks back as markdown source: a platform without markdown shows
+    the markers raw."""
+
+    async def send_message(self, session_id: str, content: OutgoingMessage) -> None:
+        lines = []
+        for block in content.blocks:
+            if isinstance(block, Heading):
+                lines.append("## " + spans_text(block.spans))
+            elif isinstance(block, Paragraph):
+                lines.append("".join(f"**{s.text}**" if s.bold else s.text for s in block.spans))
+        text = "\n\n".join(lines) or content.text
+        await super().send_message(session_id, content.model_copy(update={"text": text}))
+
+
 class TwoThreads(MemoryChannel):
     async def create_session_thread(self, session_id: str, name: str) -> str:
         await super().create_session_thread(session_id, name)
@@ -105,6 +121,7 @@ CASES = [
     (StickyButtons, "test_the_outcome_is_shown_and_the_buttons_go"),
     (EatsMarkup, "test_agent_text_is_shown_verbatim_not_as_markup"),
     (TwoThreads, "test_a_thread_is_created_once_and_renamed"),
+    (ShowsMarkdown, "test_a_message_with_blocks_reads_without_markdown_markers"),
     (RemembersCards, "test_a_press_is_resolved_by_card_id_alone"),
     (ForgetsCards, "test_a_card_from_before_a_restart_still_shows_its_outcome"),
 ]

@@ -1,8 +1,9 @@
 """A recorded coding session for `aep-bridge emit --demo`.
 
 `session.jsonl` (package data) is a Claude Code session as AEP 0.1 events: a prompt, a plan,
-searches, reads and edits, a failing and then a passing test run, a permission prompt answered
-at the keyboard, replies in markdown, usage and cost. `fresh_session` makes it new each time:
+15 tool calls (searches, reads, edits, an MCP tool), a failing and then a passing test run, a
+`git push` permission prompt answered at the keyboard, replies in markdown, usage and cost. It
+is also the reference session bench/rendering.py measures. `fresh_session` makes it new each time:
 the bridge drops an event whose `(source, id)` it has seen, so sending the file as it is twice
 would show the session once.
 """

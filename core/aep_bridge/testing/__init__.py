@@ -47,6 +47,7 @@ from ..aep.build import make_event
 from ..aep.envelope import Event
 from ..aep.ids import source_uri
 from ..intake.hub import Delivery, Hub, Participant
+from ..markup import parse_markdown, plain
 from ..text import measure, split_text
 from ..types import (
     OUTGOING_KINDS,
@@ -618,6 +619,41 @@ _WORDS = [
 ]
 
 
+#: an agent's reply as agents write them (the kit's blocks test parses it), and what of it a
+#: person must read on every channel
+_MARKDOWN = """## Fixed: invoice rounding
+
+**Root cause:** `round()` rounds half to even; see [decimal docs](https://docs.python.org/3/library/decimal.html).
+
+| file | callers |
+|---|---|
+| billing/invoice.py | 3 |
+
+- changed `total()`
+  - kept the old name as an alias
+- added a test
+
+```python
+total = quantize(amount, Decimal("0.01"))
+```
+"""
+_MARKDOWN_WORDS = (
+    "Fixed: invoice rounding",
+    "Root cause:",
+    "round()",
+    "rounds half to even",
+    "decimal docs",
+    "file",
+    "callers",
+    "billing/invoice.py",
+    "changed",
+    "total()",
+    "kept the old name as an alias",
+    "added a test",
+    'total = quantize(amount, Decimal("0.01"))',
+)
+
+
 def sample_message(kind: str) -> OutgoingMessage:
     """A plausible message of each kind, with the structure the core puts in `metadata`."""
     samples: dict[str, dict[str, Any]] = {
@@ -772,6 +808,23 @@ class ChannelConformance:
         await h.adapter.send_message(SESSION, OutgoingMessage(type="text", text=tricky))
         shown = (await h.probe.messages())[-1].text
         assert tricky in shown
+
+    async def test_a_message_with_blocks_reads_without_markdown_markers(
+        self, harness: Harness
+    ) -> None:
+        """The agent's markdown arrives parsed (`OutgoingMessage.blocks`): a channel shows
+        every word of it in its own dialect, or as the plain `text`, never the raw markers."""
+        h = harness
+        await self._thread(h)
+        blocks = parse_markdown(_MARKDOWN)
+        before = len(await h.probe.messages())
+        message = OutgoingMessage(type="text", text=plain(blocks), blocks=blocks, notify=True)
+        await h.adapter.send_message(SESSION, message)
+        shown = _visible(" ".join(m.text for m in (await h.probe.messages())[before:]))
+        for words in _MARKDOWN_WORDS:
+            assert words in shown, words
+        for marker in ("**", "## ", "]("):
+            assert marker not in shown, f"raw markdown {marker!r} shown"
 
     async def test_a_card_press_reaches_the_core_with_the_right_ids(self, harness: Harness) -> None:
         h = harness

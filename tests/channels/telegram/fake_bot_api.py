@@ -31,10 +31,15 @@ What it enforces (defaults are Telegram's, change them with `Limits`):
 - Text: HTML parse mode is parsed the way Telegram's parser (tdlib `parse_html`) does,
   with the same error texts ("can't parse entities: Unsupported start tag ..."). The length
   limit (4096) is counted on the parsed text in UTF-16 code units, after Telegram's trimming
-  of surrounding whitespace. One deliberate difference: Telegram keeps a bare `&` that does
-  not start an entity as a literal `&`; this fake refuses it (strict_html=True) because
-  unescaped text is always a bug in the sender. Only HTML is parsed: MarkdownV2 / Markdown
-  are refused with 400 "unsupported parse_mode" (a limitation of the fake, not Telegram).
+  of surrounding whitespace (leading spaces and newlines only up to the first entity, so an
+  indented code block that starts a message keeps its indentation). One deliberate
+  difference: Telegram keeps a bare `&` that does not start an entity as a literal `&`; this
+  fake refuses it (strict_html=True) because unescaped text is always a bug in the sender.
+  For the same reason it refuses a tag where Telegram would drop or mangle it (any tag inside
+  `<code>` or `<pre>` but `<pre><code>`, a `<pre>` or `<blockquote>` inside a link, a
+  blockquote inside a blockquote, a link inside a link): Telegram accepts those and loses
+  the formatting. Only HTML is parsed: MarkdownV2 / Markdown are refused with 400
+  "unsupported parse_mode" (a limitation of the fake, not Telegram).
 - Inline keyboards: callback_data 1-64 bytes (UTF-8), at most 8 buttons a row and 100 a
   message, exactly one action per button.
 - Topics exist only in forum supergroups (and private chats when `private_topics=True`);
@@ -168,6 +173,10 @@ _FAKE_WORDING = {
         " (fake strict mode: Telegram keeps it literally)"
     ),
     "manage_topics": "Bad Request: not enough rights to manage topics (fake)",
+    "nesting": (
+        'Tag "{name}" inside "{outer}" at byte offset {at} (fake strict mode: Telegram drops'
+        " or mangles the formatting)"
+    ),
 }
 
 
@@ -318,7 +327,9 @@ class _Open:
     piece: int  # index into the output pieces
 
 
-def parse_html(text: str, *, strict_ampersand: bool = True) -> tuple[str, list[dict[str, Any]]]:
+def parse_html(
+    text: str, *, strict_ampersand: bool = True, strict_nesting: bool = True
+) -> tuple[str, list[dict[str, Any]]]:
     """Parse Telegram HTML into (plain text, entities), or raise `HtmlParseError`.
 
     Follows tdlib's `parse_html`: the same tags, attributes and error messages (with byte
@@ -454,6 +465,8 @@ def parse_html(text: str, *, strict_ampersand: bool = True) -> tuple[str, list[d
             raise HtmlParseError(
                 f'Tag "span" must have class "tg-spoiler" at byte offset {at(begin)}'
             )
+        if strict_nesting:
+            _check_nesting(name, stack, at(begin))
         stack.append(_Open(name, argument, pos, len(pieces)))
         i += 1
     if stack:
@@ -463,6 +476,22 @@ def parse_html(text: str, *, strict_ampersand: bool = True) -> tuple[str, list[d
             entity.pop("language", None)
     entities.sort(key=lambda e: (e["offset"], -e["length"]))
     return "".join(pieces), entities
+
+
+def _check_nesting(name: str, stack: list[_Open], offset: int) -> None:
+    """Refuse a tag where Telegram would not show it (its docs: `pre` and `code` contain no
+    other entity, `blockquote` nests in none, a link holds no block): Telegram accepts and
+    drops it, which is a bug in the sender all the same."""
+    outer = None
+    for opened in stack:
+        if opened.name == "pre" and name == "code" and opened is stack[-1]:
+            continue  # <pre><code class="language-x">: a code block with its language
+        refused = {"code": True, "pre": True, "a": name in ("a", "pre", "blockquote")}
+        if refused.get(opened.name, opened.name == name == "blockquote"):
+            outer = opened.name
+            break
+    if outer is not None:
+        raise HtmlParseError(_FAKE_WORDING["nesting"].format(name=name, outer=outer, at=offset))
 
 
 def _close_entity(opened: _Open, pos: int, content: str, entities: list[dict[str, Any]]) -> None:
@@ -510,19 +539,23 @@ def _close_entity(opened: _Open, pos: int, content: str, entities: list[dict[str
 
 
 def finish_text(text: str, entities: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
-    """Trim surrounding whitespace as Telegram does and move the entities with the text."""
-    stripped = text.strip()
-    if stripped == text:
-        return text, entities
-    lead = utf16_len(text[: len(text) - len(text.lstrip())])
-    total = utf16_len(stripped)
-    moved = []
+    """Trim surrounding whitespace as Telegram does and move the entities with the text.
+
+    As tdlib's `fix_formatted_text`: all trailing whitespace goes, but leading spaces and
+    newlines only up to the first entity, so a message that starts with an indented code
+    block keeps the indentation."""
+    right = text.rstrip()
+    total = utf16_len(right)
+    kept = []
     for entity in entities:
-        start = max(0, entity["offset"] - lead)
-        end = min(total, entity["offset"] + entity["length"] - lead)
-        if end > start:
-            moved.append({**entity, "offset": start, "length": end - start})
-    return stripped, moved
+        end = min(total, entity["offset"] + entity["length"])
+        if end > entity["offset"]:
+            kept.append({**entity, "length": end - entity["offset"]})
+    first = min((entity["offset"] for entity in kept), default=len(right))
+    lead = 0  # the characters skipped are spaces and newlines: one UTF-16 unit each
+    while lead < min(first, len(right)) and right[lead] in " \n":
+        lead += 1
+    return right[lead:], [{**entity, "offset": entity["offset"] - lead} for entity in kept]
 
 
 # -- state ----------------------------------------------------------------------------------
@@ -1419,7 +1452,9 @@ class FakeBotApi:
             text = raw
         elif mode.lower() == "html":
             try:
-                text, entities = parse_html(raw, strict_ampersand=self.strict_html)
+                text, entities = parse_html(
+                    raw, strict_ampersand=self.strict_html, strict_nesting=self.strict_html
+                )
             except HtmlParseError as error:
                 raise _bad(f"can't parse entities: {error}") from None
             html = raw

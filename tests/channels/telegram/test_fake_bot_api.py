@@ -333,6 +333,59 @@ async def test_broken_html_is_refused_with_the_parser_error(
     assert fake.messages(PRIVATE_ID) == []
 
 
+@pytest.mark.parametrize(
+    ("text", "inner", "outer"),
+    [
+        ("<code><b>x</b></code>", "b", "code"),
+        ("<pre><i>x</i></pre>", "i", "pre"),
+        ('<pre><code class="language-py"><b>x</b></code></pre>', "b", "pre"),
+        ("<code><code>x</code></code>", "code", "code"),
+        ('<a href="https://e.org"><pre>x</pre></a>', "pre", "a"),
+        ('<a href="https://e.org"><blockquote>x</blockquote></a>', "blockquote", "a"),
+        ('<a href="https://e.org"><a href="https://f.org">x</a></a>', "a", "a"),
+        (
+            "<blockquote>a<blockquote expandable>b</blockquote></blockquote>",
+            "blockquote",
+            "blockquote",
+        ),
+    ],
+)
+async def test_a_tag_telegram_would_drop_is_refused(
+    fake: FakeBotApi, bot: Bot, text: str, inner: str, outer: str
+) -> None:
+    message = await refused(bot.send_message(PRIVATE_ID, text, parse_mode="HTML"))
+    assert message.lower().startswith("can't parse entities: ")
+    assert fake.calls[-1].description.startswith(
+        f'Bad Request: can\'t parse entities: Tag "{inner}" inside "{outer}"'
+    )
+    assert fake.messages(PRIVATE_ID) == []
+
+
+async def test_nesting_telegram_shows_is_accepted(fake: FakeBotApi, bot: Bot) -> None:
+    for text in (
+        '<pre><code class="language-python">x</code></pre>',
+        "<b><code>x</code></b>",
+        '<a href="https://e.org"><b><code>x</code></b></a>',
+        "<blockquote expandable><pre>x</pre></blockquote>",
+        "<blockquote><b>x</b> <i>y</i></blockquote>",
+        "<b>bold <i>both</i></b>",
+    ):
+        await bot.send_message(PRIVATE_ID, text, parse_mode="HTML")
+    assert len(fake.messages(PRIVATE_ID)) == 6
+
+
+async def test_leading_spaces_inside_a_first_entity_are_kept(fake: FakeBotApi, bot: Bot) -> None:
+    """Telegram trims a message's leading spaces and newlines only up to its first entity
+    (tdlib's fix_formatted_text): an indented code block that starts a message keeps its
+    indentation; plain leading whitespace goes."""
+    sent = await bot.send_message(PRIVATE_ID, "\n <pre>    indented()\n</pre>\n", parse_mode="HTML")
+    assert sent.text == "    indented()"
+    assert [(e.type, e.offset, e.length) for e in sent.entities] == [(MessageEntity.PRE, 0, 14)]
+    sent = await bot.send_message(PRIVATE_ID, "\n  <b>x</b>  ", parse_mode="HTML")
+    assert sent.text == "x"
+    assert [(e.offset, e.length) for e in sent.entities] == [(0, 1)]
+
+
 async def test_length_is_counted_after_parsing_in_utf16(fake: FakeBotApi, bot: Bot) -> None:
     fits = [
         "<b>" + "x" * 4096 + "</b>",
