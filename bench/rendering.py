@@ -17,7 +17,6 @@ MultiEdit change counts once, a Write's content as one).
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 import tempfile
 import time
@@ -105,8 +104,4 @@ def section(r: dict[str, Any]) -> list[str]:
 
 
 if __name__ == "__main__":
-    if hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core, as run.py
-    section_lines = section(main())
-    print("\n".join(section_lines))
-    results.record(HEADING, section_lines)
+    results.run_alone(HEADING, main, section)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 
@@ -18,3 +21,13 @@ def record(heading: str, lines: list[str]) -> None:
         rest = "" if end < 0 else text[end + 1 :]
         text = text[:start] + "\n".join(lines) + ("\n" + rest if rest else "")
     RESULTS.write_text(text)
+
+
+def run_alone(heading: str, main: Callable[[], Any], section: Callable[[Any], list[str]]) -> None:
+    """A benchmark run on its own (`python bench/X.py`): on one core, as run.py pins it;
+    its section printed and recorded in place of the last."""
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    lines = section(main())
+    print("\n".join(lines))
+    record(heading, lines)

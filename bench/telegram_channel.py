@@ -628,8 +628,4 @@ def section(r: dict[str, Any]) -> list[str]:
 
 
 if __name__ == "__main__":
-    if hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core, as run.py
-    section_lines = section(main())
-    print("\n".join(section_lines))
-    results.record(HEADING, section_lines)
+    results.run_alone(HEADING, main, section)
