@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: run test bench lint venv clean
+.PHONY: run test bench lint venv clean snapshots
 
 # setuptools makes a plain .pth editable install only of a project with one package root.
 # Ours has two (core, channels), so it installs an import hook, and says so in a warning box
@@ -57,6 +57,11 @@ test: $(DEV_STAMP)
 
 bench: $(DEV_STAMP)
 	$(BIN)/python bench/run.py
+
+# The reference session as each channel's preview page (tests/snapshots): after a rendering
+# change, once the pages tests/test_preview.py wrote beside them were reviewed by eye.
+snapshots: $(DEV_STAMP)
+	$(BIN)/python -m tests.test_preview
 
 # The ntfy plugin is checked as its author checks it: plain --strict with no config file (so
 # no pydantic mypy plugin) against aep_bridge as installed (no MYPYPATH).

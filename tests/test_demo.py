@@ -183,10 +183,11 @@ async def test_emit_demo_twice_shows_the_session_twice_on_the_console(tmp_path: 
     assert log.count(f"session {LABEL}") == 2, log
     for text in (
         f"[{LABEL}] User: The totals in the CSV export are off by a cent",
-        "plan: Plan:",
-        "tool: Bash: python -m pytest tests/test_totals.py -q (failed",
-        "tool: Bash: python -m pytest -q (done",
-        "Permission requested: Bash — git push -u origin fix/rounding-half-up",
+        "plan: Plan",
+        "tool: ❌ Bash python -m pytest tests/test_totals.py -q — exit 1",
+        "FAILED tests/test_totals.py::test_rounding - assert 10.0 == 10.01",
+        "tool: ✅ Bash python -m pytest -q — 150 passed",
+        "? claude-code asks permission: Bash\ngit push -u origin fix/rounding-half-up",
         "and round half-up, then make the export write the same value.",
     ):
         assert log.count(text) >= 2, f"{text!r} not shown twice:\n{log}"

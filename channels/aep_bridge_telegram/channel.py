@@ -11,7 +11,8 @@ A button carries its card's id and the option's position, and the core resolves 
 those alone (contract 1.2): nothing the adapter keeps is needed to answer it. What the adapter
 keeps, in the channel's state in the bridge's store, is for its own display and survives a
 restart: which topic belongs to which session, which message is which card (to edit it with
-its outcome, and to recognise a reply to it), a form's progress, which keyed message to edit.
+its outcome, and to recognise a reply to it), a form's progress, which keyed message to edit,
+which heads-up was sent for which question (to edit it when the question closes).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ from aep_bridge import (
     OutgoingMessage,
     PermissionOutcome,
     PermissionRequest,
+    PreviewDialect,
     RateLimit,
     RateLimited,
     RateLimits,
@@ -91,6 +93,22 @@ MAX_TOAST: Final = 200
 LIMIT_MARGIN: Final = 0.05
 MAX_CARD_KEY: Final = 40  # bytes of button data for the card; the action follows it
 BUTTONS_PER_ROW: Final = 3  # Telegram allows 8; three keep labels readable on a phone
+#: a label longer than this, or a row of labels longer than `MAX_ROW_LABELS` together, would
+#: be cut short on a phone ("Allow always for…"): the buttons then go one per row
+MAX_SHARED_LABEL: Final = 18
+MAX_ROW_LABELS: Final = 30
+#: Telegram's own limit on a message, in UTF-16 units after parsing
+TELEGRAM_LIMIT: Final = 4096
+#: what a question's heads-up shows when the question is closed: the icon replaces its ❓,
+#: and the outcome (at most `MAX_HEADS_UP_OUTCOME` units) follows a dash
+HEADS_UP_CLOSED: Final = "✅"
+MAX_HEADS_UP_OUTCOME: Final = 200
+#: a heads-up's summary at most, so that the closing edit still fits under Telegram's limit
+MAX_HEADS_UP: Final = 3500
+#: what a card's text leaves free under `TELEGRAM_LIMIT` for the line added to it later (its
+#: outcome, or a form's current field), each of which is kept within `CARD_TAIL - 10`
+CARD_TAIL: Final = 400
+MAX_CARD: Final = TELEGRAM_LIMIT - CARD_TAIL
 COMMANDS: Final = (
     ("sessions", "list the agent sessions and their topics"),
     ("status", "in a session's topic: what the agent is doing"),
@@ -168,6 +186,8 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         length_unit="utf16",
         max_button_data=64,
         max_buttons=24,
+        # a question's heads-up is edited when the question closes (edits never ring)
+        updates_heads_ups=True,
         # Telegram's limits (1 a second per chat, 20 a minute per group, 30 a second in all),
         # each window a little wider: Telegram times a call when it arrives, and a request
         # sent exactly one window after the last can arrive a millisecond early
@@ -443,6 +463,13 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
                 await self._call(self.bot.delete_message(self.config.chat_id, int(thread)))
         await self._forget_session(session_id)
 
+    @classmethod
+    def preview_dialect(cls) -> PreviewDialect:
+        """`aep-bridge preview --channel telegram`: a forum topic as the bot shows it."""
+        from .preview import TelegramDialect  # late: the preview imports this module
+
+        return TelegramDialect()
+
     # -- messages --------------------------------------------------------------------------
 
     def measure(self, blocks: Blocks) -> int:
@@ -491,25 +518,80 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
                 )
 
     async def send_notification(self, notification: NotificationMessage) -> None:
-        thread = self._thread(notification.session_id) if notification.session_id else None
+        """A heads-up in the Notifications topic (the chat itself, without topics). One about
+        a question (`request_id`) links to the card and is remembered, so that the question's
+        closing update (`outcome`) edits it, silently, instead of ringing again."""
+        if notification.outcome is not None:
+            await self._close_heads_up(notification)
+            return
+        state = self._state()
+        key = f"headsup:{notification.request_id}" if notification.request_id else None
+        if key is not None and await state.get(key) is not None:
+            return  # sent before (a retry after a restart): one question rings once
         where = notification.session_name or "a session"
-        if thread is not None and self._topics and self._chat_link:
-            where = html.link(where, f"{self._chat_link}/{thread}")
-        else:
-            where = html.escape(where)
+        url = await self._heads_up_link(notification)
+        where = html.link(where, url) if url is not None else html.escape(where)
         icon = {"completed": "🏁", "error": "⚠️", "budget_warning": "💸"}.get(
             notification.type, "❓"
         )
-        text = f"{icon} {where}: {html.escape(notification.summary)}"
+        body = f"{where}: {html.escape(_shorten(notification.summary, MAX_HEADS_UP))}"
         topic = await self._notifications_topic()
-        await self._call(
+        sent: Message = await self._call(
             self.bot.send_message(
                 self.config.chat_id,
-                text,
+                f"{icon} {body}",
                 parse_mode="HTML",
                 message_thread_id=topic,
                 link_preview_options=LinkPreviewOptions(is_disabled=True),
             )
+        )
+        if key is not None:
+            await state.set(key, json.dumps({"message": sent.message_id, "body": body}))
+
+    async def _heads_up_link(self, notification: NotificationMessage) -> str | None:
+        """Where a heads-up leads: its card when it is about one and the card is out, else
+        the session's topic; None where Telegram has no link (a private chat, a basic group).
+
+        A message in a forum topic of a private supergroup is `t.me/c/<chat>/<topic>/<message>`
+        (Telegram's message links, core.telegram.org/api/links#message-links: the `?thread=`
+        form is for comment threads); without topics it is `t.me/c/<chat>/<message>`.
+        """
+        if self._chat_link is None:
+            return None
+        card = await self._card(notification.request_id or "")
+        session = card.session if card is not None else notification.session_id
+        thread = self._thread(session) if session else None
+        if card is not None:
+            if self._topics and thread is not None:
+                return f"{self._chat_link}/{thread}/{card.message}"
+            if not self._topics:
+                return f"{self._chat_link}/{card.message}"
+        if self._topics and thread is not None:
+            return f"{self._chat_link}/{thread}"
+        return None
+
+    async def _close_heads_up(self, notification: NotificationMessage) -> None:
+        """Edit a question's heads-up to say how it closed (an edit never rings). Without a
+        heads-up sent here for it, nothing at all: an answered question must not ring."""
+        if not notification.request_id or notification.outcome is None:
+            return
+        state = self._state()
+        key = f"headsup:{notification.request_id}"
+        raw = await state.get(key)
+        if raw is None:
+            return
+        sent = json.loads(raw)
+        outcome = html.escape(_shorten(notification.outcome, MAX_HEADS_UP_OUTCOME))
+        await self._call(
+            self.bot.edit_message_text(
+                f"{HEADS_UP_CLOSED} {sent['body']} — {outcome}",
+                chat_id=self.config.chat_id,
+                message_id=int(sent["message"]),
+                parse_mode="HTML",
+                link_preview_options=LinkPreviewOptions(is_disabled=True),
+            ),
+            unchanged_ok=True,
+            missing_ok=True,
         )
 
     # -- cards -----------------------------------------------------------------------------
@@ -521,7 +603,8 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
             return
         text = _card_html(request)
         keyboard = _keyboard(request, None)
-        sent = await self._send(session_id, text, notify=True, keyboard=keyboard)
+        # quiet when a heads-up for it rings in the Notifications topic: one question, one ping
+        sent = await self._send(session_id, text, notify=request.notify, keyboard=keyboard)
         card = CardRecord(session_id, sent.message_id, text, request.model_dump(mode="json"))
         await self._save_card(request.id, card)
         await state.set(f"cardmsg:{sent.message_id}", request.id)
@@ -539,7 +622,8 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
                 return
             icon = _OUTCOME_ICONS.get(str(outcome.status), "•")
             question = _card_html(request, closed=outcome.closed)
-            text = f"{question}\n\n{icon} {html.escape(outcome.summary())}"
+            summary = _shorten(outcome.summary(), CARD_TAIL - 10)
+            text = f"{question}\n\n{icon} {html.escape(summary)}"
             keyboard = None if outcome.closed else _keyboard(request, None)
             await self._call(
                 self.bot.edit_message_text(
@@ -772,9 +856,8 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         card.showing = index
         await self._save_card(card_id, card)
         current = request.fields[index]
-        text = (
-            f"{card.html}\n\n✏️ {html.bold(f'{index + 1}/{len(request.fields)}: {current.label}')}"
-        )
+        label = _shorten(current.label, CARD_TAIL - 80)  # with the hint, within the tail
+        text = f"{card.html}\n\n✏️ {html.bold(f'{index + 1}/{len(request.fields)}: {label}')}"
         if current.type in ("string", "number") or (current.type == "select" and current.other):
             text += "\n" + html.italic("reply to this message with the value")
         keyboard = _keyboard(request, (index, progress["values"]))
@@ -1042,11 +1125,13 @@ def _message_html(content: OutgoingMessage) -> str:
     kind = str(content.type)
     # a code block or a quote is not put in italics: it is a block of its own
     blocky = "<pre>" in body or "<blockquote" in body
+    if kind == "tool_update" and content.metadata.get("activity"):
+        return body  # a stretch of calls: each line starts with its own state
     if kind == "tool_update":
         icon = _TOOL_STATUS.get(str(content.metadata.get("status", "")), "🔧")
         return f"{icon} {body}"
-    if kind == "system_message":
-        return f"<i>{body}</i>" if not blocky else body
+    if kind == "system_message":  # blocks carry their own styles (a header, a footer)
+        return f"<i>{body}</i>" if not blocky and not content.blocks else body
     if kind == "error":
         return f"⚠️ <b>Error</b>\n{body}"
     if kind == "thought":
@@ -1056,24 +1141,61 @@ def _message_html(content: OutgoingMessage) -> str:
 
 
 def _card_html(request: PermissionRequest, *, closed: bool = False) -> str:
-    """The card's text; a closed card keeps its question and drops how to answer it."""
-    parts = [f"❓ {html.bold(request.title)}"]
-    if request.description:
-        parts.append(html.to_html(request.description))
-    if closed:
-        return "\n".join(parts)
+    """The card's text: its title, what exactly is asked (`details`, with their structure,
+    else `description`), and how to answer; a closed card keeps its question and drops how to
+    answer it. It stays within `MAX_CARD`, so that its outcome line always fits under
+    Telegram's limit: what is asked is shortened, with "…", when it is too long (a huge
+    command), never the title or the hints."""
+    title = f"❓ {html.bold(_shorten(request.title, CARD_TAIL))}"
+    hints = [] if closed else _hints(request)
+    room = MAX_CARD - html.visible_length("\n".join([title, *hints])) - 2  # two line breaks
+    return "\n".join(filter(None, [title, _asked(request, room), *hints]))
+
+
+def _asked(request: PermissionRequest, room: int) -> str:
+    """What the card asks, as HTML, within `room` UTF-16 units as Telegram counts them."""
+    cut = "\n…"
+    if room <= len(cut):
+        return ""
+    if request.details:
+        body = html.blocks_html(request.details)
+        if html.visible_length(body) > room:
+            first = markup.split(request.details, room - len(cut), _visible)[0]
+            body = html.blocks_html(first) + cut
+        if body:
+            return body
+    if measure(request.description, "utf16") > room:
+        shown = split_text(request.description, room - len(cut), "utf16")[0]
+        return html.to_html(shown.rstrip()) + cut
+    return html.to_html(request.description)
+
+
+def _visible(blocks: Blocks) -> int:
+    return html.visible_length(html.blocks_html(blocks))
+
+
+def _hints(request: PermissionRequest) -> list[str]:
+    """How to answer an open card, and until when."""
+    hints: list[str] = []
     if request.informational:
-        parts.append(html.italic("Answer it in the agent's own terminal."))
+        hints.append(html.italic("Answer it in the agent's own terminal."))
     elif request.accepts_text and not request.fields:
-        parts.append(html.italic("Reply to this message to answer in words."))
+        hints.append(html.italic("Reply to this message to answer in words."))
     if request.expires_at is not None:
         try:
             when = request.expires_at.astimezone(UTC).strftime("%H:%M UTC")
         except (OverflowError, ValueError):  # beyond what UTC holds: it never expires, in effect
             when = None
         if when is not None:
-            parts.append(html.italic(f"Expires at {when}."))
-    return "\n".join(parts)
+            hints.append(html.italic(f"Expires at {when}."))
+    return hints
+
+
+def _shorten(text: str, limit: int) -> str:
+    """Plain `text` within `limit` UTF-16 units, cut with "…" when longer."""
+    if measure(text, "utf16") <= limit:
+        return text
+    return split_text(text, max(limit - 1, 1), "utf16")[0].rstrip() + "…"
 
 
 def card_key(card_id: str) -> str:
@@ -1132,5 +1254,18 @@ def _keyboard(
         ]
     if not buttons:
         return None
+    return InlineKeyboardMarkup(_rows(buttons))
+
+
+def _rows(buttons: list[InlineKeyboardButton]) -> list[list[InlineKeyboardButton]]:
+    """Buttons side by side, `BUTTONS_PER_ROW` a row, or one per row when their labels are
+    long: Telegram shares a row's width evenly and cuts a label that does not fit, so
+    "Allow once", "Allow always for this session", "Deny" would read "Allow always f…"."""
     rows = [buttons[i : i + BUTTONS_PER_ROW] for i in range(0, len(buttons), BUTTONS_PER_ROW)]
-    return InlineKeyboardMarkup(rows)
+    widths = [[measure(button.text, "utf16") for button in row] for row in rows]
+    if any(
+        len(row) > 1 and (max(row) > MAX_SHARED_LABEL or sum(row) > MAX_ROW_LABELS)
+        for row in widths
+    ):
+        return [[button] for button in buttons]
+    return rows

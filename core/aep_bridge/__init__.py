@@ -2,8 +2,9 @@
 
 This module is the public API for channel plugins: the adapter contract, its types, the
 hook markers, and the helpers every channel needs. Every name a hook or a contract method
-hands a plugin is exported here (`Event` for vendor rendering, `BridgeView` for the
-lifecycle hooks, Starlette's `BaseRoute` for routes, the `Setup*` types for setup wizards).
+hands a plugin is exported here (`Event` for vendor rendering, `ToolCall`, `ToolOutcome` and
+`ToolView` for tool rendering, `BridgeView` for the lifecycle hooks, Starlette's `BaseRoute`
+for routes, the `Setup*` types for setup wizards).
 A channel imports only from here, from `aep_bridge.markup` (the message model: the blocks
 of `OutgoingMessage.blocks`), and from `aep_bridge.testing` in its tests.
 """
@@ -29,7 +30,9 @@ from .adapter import (
 from .aep.envelope import Event
 from .hookspecs import hookimpl
 from .markup import Blocks
+from .preview import PreviewDialect
 from .text import measure, split_text
+from .tools import ToolCall, ToolOutcome, ToolView
 from .types import (
     OUTGOING_KINDS,
     AgentCommand,
@@ -91,6 +94,7 @@ __all__ = [
     "PermissionOption",
     "PermissionOutcome",
     "PermissionRequest",
+    "PreviewDialect",
     "RateLimit",
     "RateLimited",
     "RateLimits",
@@ -102,6 +106,9 @@ __all__ = [
     "SetupOption",
     "SetupWizard",
     "SignedPress",
+    "ToolCall",
+    "ToolOutcome",
+    "ToolView",
     "__version__",
     "hookimpl",
     "markup",

@@ -37,6 +37,8 @@ from .types import (
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute
 
+    from .preview import PreviewDialect
+
 #: The contract this core speaks, `major.minor`. An adapter built for the same major and an
 #: equal or older minor loads; anything else is refused with a message saying what to do.
 CONTRACT_VERSION: Final = "1.2"
@@ -267,6 +269,16 @@ class ChannelAdapter(ABC, Generic[ConfigT]):
         """
         thread = self.core.thread_id(self.instance_name, session_id) if session_id else None
         return (thread or session_id or "", self.instance_name)
+
+    @classmethod
+    def preview_dialect(cls) -> PreviewDialect:
+        """How this platform shows a session, for `aep-bridge preview --channel NAME`: a
+        `PreviewDialect` giving the HTML of a message, a card and a heads-up as the platform
+        lays them out, and the page's CSS. Needs no instance (no token, no network). The
+        default is the core's web dialect; a channel that looks otherwise returns its own."""
+        from .preview import WebDialect
+
+        return WebDialect()
 
     def routes(self) -> Sequence[BaseRoute]:
         """HTTP routes this instance serves, mounted at `/channels/{instance_name}` on the bridge.

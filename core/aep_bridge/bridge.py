@@ -42,19 +42,21 @@ from .attention import Attention, Outcome, Request
 from .chat import ChatCommands
 from .config import BridgeConfig, ChannelPlan, resolve_channels
 from .intake.source import CommandResult, EventSource
-from .outbox import Job, Outbox, Priority
+from .outbox import Job, Outbox, Priority, card_key
 from .plugins import PluginHost
 from .render import Rendered, Renderer
 from .routing import Routes
 from .scrub import secrets_in
 from .sessions import SessionRecord, Sessions
 from .store import Floors, Store, StoreState, floor_of
+from .tools import ToolCall, ToolOutcome, ToolView
 from .types import (
     OPEN_AGAIN,
     ChannelConfig,
     ChannelError,
     ChannelUser,
     IncomingMessage,
+    NotificationMessage,
     OutgoingMessage,
     PermissionOutcome,
     PermissionRequest,
@@ -251,7 +253,9 @@ class Bridge:
         self.sessions = Sessions(self.store)
         self.routing = Routes(config.routes)
         self.renderer = Renderer(
-            Redactor(redaction_policy(config, self.plan, secrets)), vendor=self._vendor
+            Redactor(redaction_policy(config, self.plan, secrets)),
+            vendor=self._vendor,
+            tool=self._tool,
         )
         self.attention = Attention(
             self.store,
@@ -765,15 +769,21 @@ class Bridge:
         asked: str | None = None  # the request this event opened: its heads-up is keyed
         if event.type == "attention.requested" and event.seq is not None:
             asked = self._open_request(session, event, targets)
-        # channels alike (same capture ceiling and verbosity) share one rendering and its jobs
-        renderings: dict[tuple[str, str], tuple[Rendered, list[Job]]] = {}
+        # channels alike (same capture ceiling, verbosity, what rings, and whether they edit
+        # in place) share one rendering and its jobs
+        renderings: dict[tuple[Any, ...], tuple[Rendered, list[Job]]] = {}
         for channel in targets:
             config = channel.config
-            look = (config.capture, config.verbosity)
+            edits = channel.adapter.capabilities.edits
+            look = (config.capture, config.verbosity, tuple(sorted(config.notify)), edits)
             shared = renderings.get(look)
             if shared is None:
                 rendered = self.renderer.render(
-                    event, ceiling=config.capture, verbosity=config.verbosity
+                    event,
+                    ceiling=config.capture,
+                    verbosity=config.verbosity,
+                    notify=config.notify,
+                    edits=edits,
                 )
                 droppable = event.severity in _DROPPABLE_SEVERITIES
                 jobs = [
@@ -788,14 +798,17 @@ class Bridge:
             rendered, jobs = shared
             for job in jobs:
                 channel.outbox.submit(job)
-            # a heads-up outside the thread; where there are no threads, the message itself
-            # is the heads-up, and a second one would only ring twice
-            if rendered.notification is not None and channel.adapter.capabilities.threads:
+            # a heads-up outside the thread; where there are no threads, a question's card
+            # is its own heads-up, and a second one would only ring twice
+            if rendered.notification is not None and (
+                channel.adapter.capabilities.threads or asked is None
+            ):
                 thread = self.sessions.thread(session.id, channel.name)
                 notification = rendered.notification.model_copy(
                     update={
                         "session_id": session.id,
                         "session_name": thread.name if thread else None,
+                        "request_id": asked,
                     }
                 )
                 key = None if asked is None else _heads_up_key(asked)
@@ -892,6 +905,11 @@ class Bridge:
             )
             if request.status == "informational":
                 card = card.model_copy(update={"informational": True, "accepts_text": False})
+            # one question, one ping: the heads-up rings where the channel has threads
+            rings = "questions" in channel.config.notify
+            card = card.model_copy(
+                update={"notify": rings and not channel.adapter.capabilities.threads}
+            )
             self.attention.add_card(request, channel.name)
             channel.outbox.submit(Job.permission(session.id, card))
         return request.id
@@ -920,10 +938,32 @@ class Bridge:
                 by=outcome.by,
                 detail=outcome.detail_at(content=self.shows_content(name)),
             )
+            closed = outcome.status not in OPEN_AGAIN
             with self.store.transaction():
-                if outcome.status not in OPEN_AGAIN:
+                rank = Priority.QUESTION
+                if closed:
                     channel.outbox.withdraw(request.session_id, _heads_up_key(request.id))
-                channel.outbox.submit(Job.permission_update(request.session_id, card, shown))
+                    # a card not sent yet whose question closed is no longer urgent: it goes
+                    # where it happened in the thread, not above what came before it
+                    if channel.outbox.withdraw(request.session_id, card_key(request.id)):
+                        rank = Priority.FINAL
+                        quiet = card.model_copy(update={"notify": False})
+                        channel.outbox.submit(
+                            Job.permission(request.session_id, quiet, priority=rank)
+                        )
+                channel.outbox.submit(
+                    Job.permission_update(request.session_id, card, shown, priority=rank)
+                )
+                if closed and channel.adapter.capabilities.updates_heads_ups:
+                    # the heads-up that rang says the question is closed (an edit: silent)
+                    closing = NotificationMessage(
+                        session_id=request.session_id,
+                        type="permission" if card.kind == "permission" else "input_required",
+                        summary=card.title,
+                        request_id=request.id,
+                        outcome=shown.summary(),
+                    )
+                    channel.outbox.submit(Job.notification(closing))
 
     def may_answer(self, channel: str, user: ChannelUser, request: Request | None) -> bool:
         """The approver policy, asked on every press: the `approver_decision` hook, whose
@@ -971,6 +1011,12 @@ class Bridge:
             )
         except Exception as exc:  # best effort: the card is what matters
             log.warning("attention.routed for %s was not published: %s", request.id, exc)
+
+    def _tool(self, call: ToolCall, outcome: ToolOutcome | None, verbosity: str) -> ToolView | None:
+        result: ToolView | None = self.host.hook.render_tool(
+            call=call, outcome=outcome, verbosity=verbosity
+        )
+        return result
 
     def _vendor(self, event: Event, verbosity: str) -> Sequence[OutgoingMessage] | None:
         result: Sequence[OutgoingMessage] | None = self.host.hook.render_vendor_event(

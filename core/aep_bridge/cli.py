@@ -751,6 +751,38 @@ def build_parser() -> argparse.ArgumentParser:
 
     setup_command.add_parser(commands)  # `setup NAME ...`: the wizard parses its own options
 
+    show = commands.add_parser(
+        "preview",
+        help="a recorded session as the HTML page a channel's thread would be",
+        description="Run the bridge, in this process and without any network, token or "
+        "config file, over a recorded session (AEP JSONL) at its recorded pace, with a "
+        "channel of type NAME that records instead of sending; write what that channel "
+        "would end up showing as a standalone HTML page.",
+    )
+    show.add_argument("file", nargs="?", metavar="SESSION.jsonl", help="a recording, - for stdin")
+    show.add_argument(
+        "--demo", action="store_true", help="the built-in reference session instead of a file"
+    )
+    show.add_argument(
+        "--channel",
+        required=True,
+        metavar="NAME",
+        help="a channel type a plugin provides (telegram, console, ...), or web",
+    )
+    show.add_argument("--verbosity", default="normal", choices=["quiet", "normal", "verbose"])
+    show.add_argument(
+        "--capture",
+        default="redacted",
+        choices=["none", "metadata", "redacted", "full"],
+        help="the channel's capture ceiling (default redacted)",
+    )
+    show.add_argument(
+        "--out",
+        metavar="FILE",
+        help="where to write the page (default: SESSION.NAME.html beside the file, "
+        "reference.NAME.html here with --demo; - for stdout)",
+    )
+
     check = commands.add_parser(
         "validate",
         help="check AEP session logs (JSONL) against the specification",
@@ -799,6 +831,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             return doctor(args.config)
         if args.command == "plugins":
             return plugins(as_json=args.json)
+        if args.command == "preview":
+            from . import log_setup, preview_command
+
+            log_setup.configure(quiet=True)  # the bridge's warnings and errors, as `run -q`
+            return preview_command.main(
+                args.file,
+                demo=args.demo,
+                channel=args.channel,
+                verbosity=args.verbosity,
+                capture=args.capture,
+                out=args.out,
+            )
         if args.command == "setup":
             from . import setup_command
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
+from . import tools
 from .aep.envelope import Event
 from .hookspecs import hookimpl
+from .tools import ToolCall, ToolOutcome, ToolView
 from .types import ChannelConfig, ChannelUser, OutgoingMessage, PermissionRequest
 
 #: The longest agent name the default vendor line shows.
@@ -34,3 +36,9 @@ def render_vendor_event(event: Event, verbosity: str) -> Sequence[OutgoingMessag
         return []
     agent = " ".join(event.agent.split())[:MAX_AGENT]
     return [OutgoingMessage(type="system_message", text=f"{event.type} ({agent})")]
+
+
+@hookimpl(trylast=True)
+def render_tool(call: ToolCall, outcome: ToolOutcome | None, verbosity: str) -> ToolView:
+    """The built-in tool renderers (`aep_bridge.tools`), after any plugin's."""
+    return tools.render_tool(call, outcome, verbose=verbosity == "verbose")

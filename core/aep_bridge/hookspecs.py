@@ -10,8 +10,9 @@ of these hooks with the `hookimpl` marker:
         return [NtfyChannel]
 
 The built-in channels are plugins of exactly this kind, and so is the default behaviour
-(`aep_bridge.defaults`: who may answer, how vendor events look), registered `trylast` so any
-plugin's answer comes first. Every name in these signatures is exported by `aep_bridge`.
+(`aep_bridge.defaults`: who may answer, how vendor events and tool calls look), registered
+`trylast` so any plugin's answer comes first. Every name in these signatures is exported by
+`aep_bridge`.
 
 Hooks are synchronous functions; `startup` and `shutdown` may return an awaitable, which the
 bridge awaits. An implementation may take any subset of a hook's arguments, so arguments added
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
     from .adapter import BridgeView, ChannelAdapter, ChannelRegistration
     from .aep.envelope import Event
+    from .tools import ToolCall, ToolOutcome, ToolView
     from .types import ChannelConfig, ChannelUser, OutgoingMessage, PermissionRequest
     from .wizard import SetupWizard
 
@@ -85,6 +87,18 @@ def render_vendor_event(event: Event, verbosity: str) -> Sequence[OutgoingMessag
 
 
 @hookspec(firstresult=True)
+def render_tool(call: ToolCall, outcome: ToolOutcome | None, verbosity: str) -> ToolView | None:
+    """How one tool call reads (`ToolView`: its line, summary, details, plan); the first
+    plugin to return a view wins.
+
+    `outcome` is None while the call runs. Return None to leave the tool to other plugins
+    and, failing all, the default (`aep_bridge.defaults`: `aep_bridge.tools.render_tool`,
+    which knows the Claude Code, Codex, Gemini CLI and OpenCode tools and falls back to a
+    compact line for any other). The view's strings are redacted by the renderer after it.
+    """
+
+
+@hookspec(firstresult=True)
 def approver_decision(
     channel: str,
     user: ChannelUser,
@@ -108,6 +122,7 @@ __all__ = [
     "register_channels",
     "register_routes",
     "register_setup_wizards",
+    "render_tool",
     "render_vendor_event",
     "shutdown",
     "startup",

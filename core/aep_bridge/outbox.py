@@ -191,18 +191,28 @@ class Job:
         return job
 
     @classmethod
-    def permission(cls, session_id: str, request: PermissionRequest) -> Job:
-        """A question card."""
+    def permission(
+        cls, session_id: str, request: PermissionRequest, *, priority: Priority = Priority.QUESTION
+    ) -> Job:
+        """A question card: ahead of its thread's chatter while it is open; a card whose
+        question closed before it went out is taken back (`withdraw`, key `card_key`) and
+        sent again in the thread's order (`Priority.FINAL`), where it happened."""
         return cls(
             "send_permission_request",
             session_id,
             {"request": request.model_dump(mode="json")},
-            Priority.QUESTION,
+            priority,
+            card_key(request.id),
         )
 
     @classmethod
     def permission_update(
-        cls, session_id: str, request: PermissionRequest, outcome: PermissionOutcome
+        cls,
+        session_id: str,
+        request: PermissionRequest,
+        outcome: PermissionOutcome,
+        *,
+        priority: Priority = Priority.QUESTION,
     ) -> Job:
         """What became of a card; a later outcome for the same card replaces an unsent one."""
         return cls(
@@ -212,7 +222,7 @@ class Job:
                 "request": request.model_dump(mode="json"),
                 "outcome": outcome.model_dump(mode="json"),
             },
-            Priority.QUESTION,
+            priority,
             f"outcome:{request.id}",
         )
 
@@ -521,6 +531,11 @@ class _Limiter:
 
 _LaneKey = tuple[str | None, str, bool]
 _PRIORITIES: Final = tuple(Priority)
+
+
+def card_key(card_id: str) -> str:
+    """The `coalesce` key of a card's job."""
+    return f"card:{card_id}"
 
 
 def _lane(session_id: str | None, priority: Priority, *, call: bool) -> _LaneKey:

@@ -29,15 +29,26 @@ from __future__ import annotations
 import json
 import logging
 import re
+import shlex
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, TypeVar
 
 from pydantic import BaseModel
 
-from . import defaults
+from . import defaults, tools, types
+from .activity import (
+    TAIL_ROOM,
+    Activity,
+    Held,
+    Tail,
+    Thread,
+    ToolLine,
+    first_line,
+    with_footer,
+)
 from .aep.capture import degrade_to_metadata, downlevel, field_levels, synthesize_prompt
 from .aep.envelope import Event
 from .aep.payloads import (
@@ -92,7 +103,18 @@ from .aep.payloads.optional import (
 )
 from .aep.redaction import Redactor, digest
 from .aep.registry import CAPTURE_RANK, SEVERITY_RANK, Capture
-from .markup import Blocks, Paragraph, Span, map_text, parse_markdown, plain, split
+from .markup import (
+    Blocks,
+    Code,
+    Details,
+    Paragraph,
+    Span,
+    map_text,
+    parse_markdown,
+    plain,
+    split,
+)
+from .tools import ToolCall, ToolOutcome, ToolView
 from .types import (
     FormChoice,
     FormField,
@@ -109,6 +131,10 @@ Verbosity = Literal["quiet", "normal", "verbose"]
 NotificationKind = Literal["completed", "error", "permission", "input_required", "budget_warning"]
 #: How a plugin renders vendor (and unknown) types: the `render_vendor_event` hook's shape.
 VendorRenderer = Callable[[Event, str], Sequence[OutgoingMessage] | None]
+#: How a plugin renders a tool call: the `render_tool` hook's shape (None: the default's).
+ToolRenderer = Callable[[ToolCall, ToolOutcome | None, str], ToolView | None]
+#: What rings by default (`ChannelConfig.notify`).
+DEFAULT_NOTIFY: Final = frozenset(types.DEFAULT_NOTIFY)
 
 QUIET: Final = 0
 NORMAL: Final = 1
@@ -131,6 +157,13 @@ MAX_TASKS: Final = 200
 MAX_HEADS: Final = 4096
 #: events whose card failed to render, remembered so the error is logged once per event
 _FAILED_CARDS_KEPT: Final = 1024
+#: threads whose conversation state is kept (per look), tool calls kept for their cards
+MAX_THREADS: Final = 512
+MAX_CALLS: Final = 4096
+#: renderings kept so that rendering one event again for the same look repeats it
+_RENDERINGS_KEPT: Final = 64
+#: the longest command or change a card shows (the rest is cut, with "…")
+MAX_CARD_CODE: Final = 2_000
 
 _REDACTED_RANK: Final = CAPTURE_RANK["redacted"]
 _ERROR_RANK: Final = SEVERITY_RANK["error"]
@@ -138,19 +171,6 @@ _ERROR_RANK: Final = SEVERITY_RANK["error"]
 _SAFE_KEY: Final = re.compile(r"[A-Za-z0-9_.:@#/-]{1,128}")
 #: What the redaction pipeline puts in place of what it removes.
 _MARKERS: Final = re.compile(r"\[REDACTED:[a-z]+\]")
-#: Argument names whose value says what a tool call does, in order of preference.
-_HEADLINE_ARGS: Final = (
-    "command",
-    "cmd",
-    "file_path",
-    "filePath",
-    "path",
-    "pattern",
-    "query",
-    "url",
-    "description",
-    "prompt",
-)
 _ALLOW_WORDS: Final = ("allow", "approve", "accept", "yes", "proceed", "grant", "continue", "ok")
 _THOUGHT_ROLES: Final = frozenset({"reasoning", "thinking", "thought"})
 _DONE: Final = frozenset({"completed", "complete", "done", "success", "succeeded", "ok"})
@@ -187,9 +207,18 @@ class _Draft:
     event: Event  # gated to the ceiling
     ceiling: Capture
     verbosity: int
+    #: what may ring (`ChannelConfig.notify`)
+    ring: frozenset[str] = DEFAULT_NOTIFY
+    #: whether the channel edits messages in place: else every update is a message of its own,
+    #: and nothing is gathered or extended
+    edits: bool = True
+    #: the thread's conversation state, for this look
+    thread: Thread = field(default_factory=Thread)
     items: list[tuple[int, OutgoingMessage]] = field(default_factory=list)
     notification: tuple[NotificationKind, str] | None = None
     rename: str | None = None
+    #: the message (by key) that becomes the thread's tail, if it is shown
+    tail: Tail | None = None
 
     def add(
         self,
@@ -221,9 +250,24 @@ class _Draft:
 class Renderer:
     """Turns AEP events into what a channel shows, gated and redacted for that channel."""
 
-    def __init__(self, redactor: Redactor, *, vendor: VendorRenderer | None = None) -> None:
+    def __init__(
+        self,
+        redactor: Redactor,
+        *,
+        vendor: VendorRenderer | None = None,
+        tool: ToolRenderer | None = None,
+    ) -> None:
         self.redactor = redactor
         self.vendor = vendor
+        self.tool = tool
+        #: (source, session, ceiling, verbosity, ring, edits) -> the thread as a conversation
+        self._threads: OrderedDict[tuple[Any, ...], Thread] = OrderedDict()
+        #: (source, session, ceiling, event id or call key) -> the tool call (for cards)
+        self._calls: OrderedDict[tuple[str, str, str, str], ToolCall] = OrderedDict()
+        #: (source, session, ceiling) -> the session's working folder
+        self._cwds: OrderedDict[tuple[str, str, str], str] = OrderedDict()
+        #: the last renderings, by (event id, look)
+        self._renderings: OrderedDict[tuple[Any, ...], Rendered] = OrderedDict()
         #: (source, session, ceiling) -> task key -> entry; the plan card of each session
         self._plans: OrderedDict[tuple[str, str, str], OrderedDict[str, dict[str, Any]]] = (
             OrderedDict()
@@ -235,13 +279,34 @@ class Renderer:
 
     # -- the API ---------------------------------------------------------------------------
 
-    def render(self, event: Event, *, ceiling: Capture, verbosity: Verbosity) -> Rendered:
-        """`event` as messages, a notification and a thread name for a channel."""
+    def render(
+        self,
+        event: Event,
+        *,
+        ceiling: Capture,
+        verbosity: Verbosity,
+        notify: Collection[str] = DEFAULT_NOTIFY,
+        edits: bool = True,
+    ) -> Rendered:
+        """`event` as messages, a notification and a thread name for a channel.
+
+        `notify` says what may ring (`ChannelConfig.notify`); `edits`, whether the channel
+        edits messages in place (its capability). The renderer keeps each thread's
+        conversation per look (ceiling, verbosity, notify, edits): call it once per event and
+        look, in the order of the events; the same event again for the same look gives the
+        same rendering.
+        """
         level = LEVELS.get(verbosity)
         if level is None:
             raise ValueError(f"verbosity must be quiet, normal or verbose, not {verbosity!r}")
+        ring = frozenset(notify)
+        look = (ceiling, verbosity, tuple(sorted(ring)), edits)
+        again = self._renderings.get((event.id, *look))
+        if again is not None:
+            return again
         gated = self._gate(event, ceiling)
-        draft = _Draft(gated, ceiling, level)
+        thread = self._thread(gated, look)
+        draft = _Draft(gated, ceiling, level, ring, edits, thread)
         hidden = event.severity == "debug" and level < VERBOSE
         handler = _HANDLERS.get(event.type)
         if handler is not None:
@@ -250,18 +315,24 @@ class Renderer:
             self._vendor(draft, verbosity)
         if gated.type == "session.started":
             draft.rename = self.thread_name(event, ceiling=ceiling)
+        if hidden:
+            rendered = Rendered(rename=draft.rename)
+        else:
+            self._settle(draft)
+            messages = tuple(self._finish(m) for need, m in draft.items if need <= level)
+            notification = None
+            if draft.notification is not None:
+                kind, summary = draft.notification
+                notification = NotificationMessage(
+                    session_id="", type=kind, summary=self._line(summary, MAX_SUMMARY)
+                )
+            rendered = Rendered(messages=messages, notification=notification, rename=draft.rename)
         if gated.type == "session.ended" and gated.session is not None:
             self._forget(gated.source, gated.session)
-        if hidden:
-            return Rendered(rename=draft.rename)
-        messages = tuple(self._finish(m) for need, m in draft.items if need <= level)
-        notification = None
-        if draft.notification is not None:
-            kind, summary = draft.notification
-            notification = NotificationMessage(
-                session_id="", type=kind, summary=self._line(summary, MAX_SUMMARY)
-            )
-        return Rendered(messages=messages, notification=notification, rename=draft.rename)
+        self._renderings[(event.id, *look)] = rendered
+        while len(self._renderings) > _RENDERINGS_KEPT:
+            self._renderings.popitem(last=False)
+        return rendered
 
     def thread_name(self, event: Event, *, ceiling: Capture) -> str:
         """The name of a session's thread: its label, else its folder, else agent and id.
@@ -392,11 +463,18 @@ class Renderer:
         accepts_text = not informational and (
             kind in ("permission", "input", "other", "form") or not options
         )
+        details: Blocks = ()
+        if payload is not None and kind == "permission":
+            details = self._card_details(gated, ceiling)
+            if details:
+                details = _clip_blocks(map_text(details, self.redactor.text), MAX_TEXT // 4)
+                description = plain(details)
         request = PermissionRequest(
             id=card_id,
             kind=kind,
             title=title,
             description=description,
+            details=details,
             options=tuple(options),
             fields=tuple(fields),
             accepts_text=accepts_text,
@@ -404,6 +482,35 @@ class Renderer:
             expires_at=_parse_time(payload.expires_at) if payload is not None else None,
         )
         return request, aep_ids
+
+    def _card_details(self, event: Event, ceiling: Capture) -> Blocks:
+        """What a permission card asks to approve, exactly: the tool call that caused the
+        request (the command in a code block, the file and its change, the URL, the agent's
+        reason), and the working folder. Without the call (not seen, or seen before a
+        restart), nothing: the card shows the agent's prompt."""
+        call = self._call(event, ceiling, f"event:{event.cause}") if event.cause else None
+        cwd = self._cwd(event, ceiling)
+        out: list[Any] = []
+        if call is None:
+            return ()
+        view = self._view(call, None, NORMAL)
+        command = call.args.get("command") or call.args.get("cmd")
+        if isinstance(command, list) and all(isinstance(x, str) for x in command):
+            command = shlex.join(command)
+        reason = call.args.get("description") or call.args.get("justification")
+        if isinstance(command, str) and command.strip():
+            out.append(Code(code=_clip(command.strip(), MAX_CARD_CODE), language="bash"))
+        else:
+            out.append(Paragraph(spans=view.title))
+            changes = [b for block in view.details for b in _unfold(block)]
+            if changes:
+                out.extend(_clip_blocks(tuple(changes), MAX_CARD_CODE))
+        if isinstance(reason, str) and reason.strip():
+            out.append(Paragraph(spans=(Span(text=self._line(reason, MEDIUM), italic=True),)))
+        if cwd:
+            folder = tools.display_path(cwd, None)
+            out.append(Paragraph(spans=(Span(text="in "), Span(text=folder, code=True))))
+        return tuple(out)
 
     # -- gating and text -------------------------------------------------------------------
 
@@ -497,11 +604,65 @@ class Renderer:
         return plan
 
     def _forget(self, source: str, session: str) -> None:
-        """A session ended: its plans and cards are done with."""
-        for slot in [s for s in self._plans if s[:2] == (source, session)]:
-            del self._plans[slot]
-        for head in [h for h in self._heads if h[:2] == (source, session)]:
-            del self._heads[head]
+        """A session ended: its plans, cards, calls and conversation are done with."""
+        for table in (self._plans, self._heads, self._threads, self._calls, self._cwds):
+            for slot in [s for s in table if s[:2] == (source, session)]:
+                del table[slot]
+
+    def _thread(self, event: Event, look: tuple[Any, ...]) -> Thread:
+        """The conversation state of `event`'s thread, for one look."""
+        slot = (event.source, event.session or "", *look)
+        thread = self._threads.get(slot)
+        if thread is None:
+            thread = self._threads[slot] = Thread()
+            while len(self._threads) > MAX_THREADS:
+                self._threads.popitem(last=False)
+        self._threads.move_to_end(slot)
+        return thread
+
+    def _settle(self, d: _Draft) -> None:
+        """What the shown messages do to the thread: a new bubble closes the open activity
+        (unless it is that activity) and ends the tail (unless it is the new tail)."""
+        thread = d.thread
+        for need, message in d.items:
+            if need > d.verbosity:
+                continue
+            if not thread.saw(message.key):
+                continue  # an edit: the thread's last bubble is still its last
+            if thread.activity is None or message.key != thread.activity.key:
+                thread.activity = None
+            thread.tail = None
+        if d.tail is not None and any(
+            need <= d.verbosity and m.key == d.tail.key for need, m in d.items
+        ):
+            thread.tail = d.tail
+
+    def _keep_call(self, event: Event, ceiling: Capture, name: str, call: ToolCall) -> None:
+        slot = (event.source, event.session or "", ceiling, name)
+        self._calls[slot] = call
+        self._calls.move_to_end(slot)
+        while len(self._calls) > MAX_CALLS:
+            self._calls.popitem(last=False)
+
+    def _call(self, event: Event, ceiling: Capture, name: str) -> ToolCall | None:
+        return self._calls.get((event.source, event.session or "", ceiling, name))
+
+    def _cwd(self, event: Event, ceiling: Capture) -> str | None:
+        return self._cwds.get((event.source, event.session or "", ceiling))
+
+    def _view(self, call: ToolCall, outcome: ToolOutcome | None, level: int) -> ToolView:
+        """How a tool call reads: a plugin's `render_tool`, else the default (`tools`); the
+        default too if the plugin fails."""
+        verbosity = {QUIET: "quiet", NORMAL: "normal", VERBOSE: "verbose"}[level]
+        if self.tool is not None:
+            try:
+                view = self.tool(call, outcome, verbosity)
+            except Exception:
+                log.exception("rendering the tool %s: the render_tool hook failed", call.name)
+                view = None
+            if view is not None and isinstance(view, ToolView):
+                return tools.bound_view(view)  # a plugin's view, held to the same bounds
+        return tools.render_tool(call, outcome, verbose=level >= VERBOSE)
 
     # -- vendor and unknown types ----------------------------------------------------------
 
@@ -527,33 +688,42 @@ class Renderer:
     def _session_started(self, d: _Draft) -> None:
         ev = d.event
         p = _typed(ev, SessionStarted)
-        lines = ["Session started"]
+        head = "Session started"
         details: list[str] = []
         if p is not None:
             if p.label:
-                lines[0] += ": " + self._line(p.label, SHORT)
+                head += ": " + self._line(p.label, SHORT)
             if p.client is not None:
                 details.append(self._line(f"{p.client.name} {p.client.version or ''}"))
             if p.model:
                 details.append(self._line(p.model))
             if p.cwd:
-                details.append(self._line(p.cwd))
+                # kept as the agent wrote it, to match the paths in its tool calls (what is
+                # shown is redacted on the way out, as everything)
+                self._cwds[(ev.source, ev.session or "", d.ceiling)] = p.cwd.strip()
+                while len(self._cwds) > MAX_THREADS:
+                    self._cwds.popitem(last=False)
+                details.append(self._line(tools.display_path(p.cwd.strip(), None)))
             if p.parent is not None:
                 who = f"{p.parent.agent} " if p.parent.agent else ""
                 details.append(f"subagent of {self._line(who + p.parent.session)}")
         if not details:
             details.append(self._line(ev.agent))
-        lines.append(" · ".join(x for x in details if x))
-        d.add(
-            QUIET,
-            "system_message",
-            "\n".join(lines),
-            metadata={"agent": ev.agent, "model": p.model if p else None},
+        facts = " · ".join(x for x in details if x)
+        blocks: Blocks = (
+            Paragraph(spans=(Span(text=head, bold=True),)),
+            Paragraph(spans=(Span(text=facts, italic=True),)),
         )
+        key = f"session:{ev.id}"
+        metadata = {"agent": ev.agent, "model": p.model if p else None}
+        d.add(QUIET, "system_message", "", key=key, metadata=metadata, blocks=blocks)
+        if d.edits:  # the first prompt joins it
+            d.tail = Tail("header", key, "system_message", blocks, metadata)
 
     def _session_ended(self, d: _Draft) -> None:
         ev = d.event
         p = _typed(ev, SessionEnded)
+        self._release_held(d, None)
         reason = p.reason if p is not None else None
         text = f"Session ended ({reason})" if reason else "Session ended"
         tail = []
@@ -563,11 +733,22 @@ class Renderer:
             tail.append(f"{p.runs} run" + ("" if p.runs == 1 else "s"))
         if tail:
             text += " " + ", ".join(tail)
-        d.add(QUIET, "session_end", text + ".", notify=True, metadata={"reason": reason})
+        text += "."
+        rings = "session_end" in d.ring
+        if not self._extend_tail(d, text, level=QUIET):
+            d.add(
+                QUIET,
+                "session_end",
+                text,
+                key=f"end:{ev.id}",
+                notify=rings,
+                metadata={"reason": reason},
+            )
         agent = self._line(ev.agent)
         if reason == "error":
-            d.notify("error", f"{agent}: the session ended with an error")
-        else:
+            if "final_replies" in d.ring or rings:
+                d.notify("error", f"{agent}: the session ended with an error")
+        elif rings:
             d.notify("completed", f"{agent}: session ended" + (f" ({reason})" if reason else ""))
 
     def _session_compacted(self, d: _Draft) -> None:
@@ -590,48 +771,99 @@ class Renderer:
 
     def _run_started(self, d: _Draft) -> None:
         p = _typed(d.event, RunStarted)
+        prompt = self._text(p.prompt, MEDIUM) if p is not None and p.prompt else ""
         text = "Run started"
         if p is not None and p.trigger:
             text += f" ({p.trigger})"
-        if p is not None and p.prompt:
-            text += ": " + self._line(p.prompt, MEDIUM)
-        d.add(NORMAL, "system_message", text)
+        if prompt and prompt not in d.thread.prompts:  # a prompt not shown yet: once
+            d.thread.prompted(prompt)
+            d.add(NORMAL, "system_message", f"{text}: {' '.join(prompt.split())}")
+        else:  # the prompt is just above: only the verbose say a run started
+            d.add(VERBOSE, "system_message", text)
 
     def _run_finished(self, d: _Draft) -> None:
-        p = _typed(d.event, RunFinished)
+        ev = d.event
+        p = _typed(ev, RunFinished)
         took = f" in {_duration(p.duration_ms)}" if p is not None and p.duration_ms else ""
         usage = _usage_text(p) if p is not None else ""
         summary = self._text(p.summary) if p is not None else ""
+        footer = " · ".join(x for x in (f"Finished{took}", usage) if x)
+        gist = ""
         if summary:
-            footer = " · ".join(x for x in (f"Finished{took}", usage) if x)
-            text = summary if d.verbosity < NORMAL else f"{summary}\n\n{footer}"
-            blocks = parse_markdown(summary)  # the agent's words: its markdown
-            if blocks and d.verbosity >= NORMAL:
-                blocks += (Paragraph(spans=(Span(text=footer, italic=True),)),)
-            d.add(QUIET, "text", text, notify=True, metadata={"role": "assistant"}, blocks=blocks)
+            self._release_held(d, None)
+            text = f"{summary}\n\n{footer}"
+            blocks = with_footer(parse_markdown(summary), footer)  # the agent's words
+            metadata = {"role": "assistant"}
+            if len(text) <= TAIL_ROOM:  # else it may be split: no key, no tail
+                key = f"reply:{ev.id}"
+                d.add(QUIET, "text", text, key=key, metadata=metadata, blocks=blocks)
+                if d.edits:
+                    d.tail = Tail("reply", key, "text", blocks, metadata)
+            else:
+                d.add(QUIET, "text", text, metadata=metadata, blocks=blocks)
+            gist = first_line(blocks)
         else:
-            line = " · ".join(x for x in (f"Run finished{took}", usage) if x)
-            d.add(NORMAL, "system_message", line)
-        self._usage(d, p, "Run")
+            gist = self._release_held(d, footer) or self._extend_tail(d, footer, level=QUIET)
+            if not gist:
+                key = f"end:{ev.id}"
+                blocks = (Paragraph(spans=(Span(text=footer, italic=True),)),)
+                d.add(QUIET, "system_message", footer, key=key, blocks=blocks)
+                if d.edits:
+                    d.tail = Tail("footer", key, "system_message", blocks)
+        if "final_replies" in d.ring:
+            agent = self._line(ev.agent, 60)
+            d.notify("completed", f"{agent} finished" + (f": {gist}" if gist else ""))
+
+    def _release_held(self, d: _Draft, footer: str | None) -> str:
+        """At `quiet`, the reply held back: shown now (the run's last), with `footer` under
+        it. Returns its first line ("" when none was held)."""
+        held = d.thread.held
+        if held is None:
+            return ""
+        d.thread.held = None
+        if footer and held.key is None:  # too long to take it: the footer on its own
+            d.add(QUIET, "text", "", metadata=held.metadata, blocks=held.blocks)
+            d.add(QUIET, "system_message", footer)
+            return first_line(held.blocks) or "…"
+        blocks = with_footer(held.blocks, footer) if footer else held.blocks
+        d.add(QUIET, "text", "", key=held.key, metadata=held.metadata, blocks=blocks)
+        if d.edits and held.key is not None:
+            d.tail = Tail("reply", held.key, "text", blocks, held.metadata)
+        return first_line(held.blocks) or "…"
+
+    def _extend_tail(self, d: _Draft, line: str, *, level: int) -> str:
+        """Put `line` under the thread's last bubble (a reply, or a run's footer) instead of
+        adding one. Returns that bubble's first line, or "" when there is none to extend."""
+        tail = d.thread.tail
+        if not d.edits or tail is None or tail.kind == "header":
+            return ""
+        blocks = with_footer(tail.blocks, line)
+        d.add(level, tail.message_type, "", key=tail.key, metadata=tail.metadata, blocks=blocks)
+        d.tail = Tail(tail.kind, tail.key, tail.message_type, blocks, tail.metadata)
+        return first_line(tail.blocks) or "…"
 
     def _run_failed(self, d: _Draft) -> None:
         ev = d.event
         p = _typed(ev, RunFailed)
+        self._release_held(d, None)
         reason = self._line(p.reason) if p is not None else ""
         agent = self._line(ev.agent)
+        ring = "final_replies" in d.ring
         if reason == "budget_exceeded":
             text = "Run stopped: the budget is exceeded"
-            d.notify("budget_warning", f"{agent}: run stopped, budget exceeded")
+            if ring:
+                d.notify("budget_warning", f"{agent}: run stopped, budget exceeded")
         else:
             text = f"Run failed: {reason}" if reason else "Run failed"
-            d.notify("error", f"{agent}: run failed" + (f" ({reason})" if reason else ""))
+            if ring:
+                d.notify("error", f"{agent}: run failed" + (f" ({reason})" if reason else ""))
         if p is not None and p.error is not None:
             detail = self._error_info(p.error)
             if detail:
                 text += f" ({detail})"
         if p is not None and p.duration_ms is not None:
             text += f" after {_duration(p.duration_ms)}"
-        d.add(QUIET, "error", text, notify=True, metadata={"reason": reason or None})
+        d.add(QUIET, "error", text, metadata={"reason": reason or None})
 
     def _run_cancelled(self, d: _Draft) -> None:
         p = _typed(d.event, RunCancelled)
@@ -687,111 +919,110 @@ class Renderer:
         call_id = p.tool.call_id if p is not None else None
         name = self._tool_name(ev, raw_name)
         key = self._tool_key(ev, call_id, name, start=True)
-        head = name
         args = (p.args if p.args is not None else p.args_redacted) if p is not None else None
-        if args:
-            summary = self._args_summary(args)
-            if summary:
-                head += ": " + summary
-        self._remember(ev, d.ceiling, key, head)
-        d.add(
-            NORMAL,
-            "tool_call",
-            head,
-            key=key,
-            metadata={"tool": name, "call_id": call_id, "status": "running"},
-        )
+        call = ToolCall(name=name, args=dict(args or {}), cwd=self._cwd(ev, d.ceiling))
+        self._keep_call(ev, d.ceiling, f"event:{ev.id}", call)  # a card it causes names it
+        self._keep_call(ev, d.ceiling, key, call)
+        d.thread.held = None  # quiet: the reply before this call was not the run's last
+        view = self._view(call, None, d.verbosity)
+        if view.plan is not None:  # TodoWrite and the like: the plan, not a line
+            self._todo_plan(d, view.plan)
+            return
+        self._show_tool(d, key, call_id, view, "running", None, name)
 
     def _tool_done(
-        self, d: _Draft, tool_name: str | None, call_id: str | None
-    ) -> tuple[str, str, str]:
+        self,
+        d: _Draft,
+        tool_name: str | None,
+        call_id: str | None,
+        outcome: ToolOutcome,
+        status: str,
+    ) -> None:
+        """A call finished: its line shows what came of it (where it was shown)."""
         ev = d.event
         name = self._tool_name(ev, tool_name)
         key = self._tool_key(ev, call_id, name, start=False)
-        head = self._recall(ev, d.ceiling, key) or name
-        return name, key, head
+        call = self._call(ev, d.ceiling, key) or ToolCall(name=name, args={})
+        call = ToolCall(name=call.name, args=call.args, cwd=self._cwd(ev, d.ceiling))
+        view = self._view(call, outcome, d.verbosity)
+        if view.plan is not None:
+            if status != "success":
+                self._show_tool(d, key, call_id, view, status, outcome.duration_ms, name)
+            return
+        self._show_tool(d, key, call_id, view, status, outcome.duration_ms, name)
+
+    def _show_tool(
+        self,
+        d: _Draft,
+        key: str,
+        call_id: str | None,
+        view: ToolView,
+        status: str,
+        duration_ms: int | None,
+        call_name: str = "",
+    ) -> None:
+        """A tool call's line: in the thread's activity message where the channel edits
+        messages in place, else a message of its own."""
+        thread = d.thread
+        if not d.edits:
+            single = ToolLine(call_id or key, view, status, duration_ms, call_name)
+            blocks = _activity_blocks((single,), durations=d.verbosity >= VERBOSE)
+            d.add(
+                NORMAL,
+                "tool_call" if status == "running" else "tool_update",
+                "",
+                blocks=blocks,
+                metadata={"call_id": call_id, "status": _TOOL_STATUS.get(status, status)},
+            )
+            return
+        activity = thread.calls.get(key)
+        if activity is None or key not in activity.lines:
+            activity = thread.place(key, view, d.event.id)
+        activity.lines[key] = ToolLine(call_id or key, view, status, duration_ms, call_name)
+        blocks = activity.blocks(durations=d.verbosity >= VERBOSE)
+        d.add(
+            NORMAL,
+            "tool_update",
+            "",
+            key=activity.key,
+            blocks=blocks,
+            metadata=activity.metadata(),
+        )
 
     def _tool_completed(self, d: _Draft) -> None:
-        ev = d.event
-        p = _typed(ev, ToolCompleted)
-        call_id = p.tool.call_id if p is not None else None
-        name, key, head = self._tool_done(d, p.tool.name if p else None, call_id)
+        p = _typed(d.event, ToolCompleted)
         status = p.status if p is not None and p.status else "success"
-        word = "done" if status == "success" else self._line(status, 40)
-        took = f" in {_duration(p.duration_ms)}" if p is not None and p.duration_ms else ""
-        text = f"{head} ({word}{took})"
-        if d.verbosity >= VERBOSE and p is not None:
-            result = p.result if p.result is not None else p.result_redacted
-            preview = self._result_preview(result)
-            if preview:
-                text += f"\n→ {preview}"
-        d.add(
-            NORMAL,
-            "tool_update",
-            text,
-            key=key,
-            metadata={
-                "tool": name,
-                "call_id": call_id,
-                "status": "completed" if status == "success" else status,
-                "duration_ms": p.duration_ms if p is not None else None,
-            },
+        result = (p.result if p.result is not None else p.result_redacted) if p else None
+        outcome = ToolOutcome(
+            status="success" if status == "success" else "other",
+            output=result if result is not None or status == "success" else status,
+            error_type=None if status == "success" else status,
+            duration_ms=p.duration_ms if p is not None else None,
         )
-        self._usage(d, p, name)
+        name = p.tool.name if p is not None else None
+        call_id = p.tool.call_id if p is not None else None
+        self._tool_done(d, name, call_id, outcome, "success" if status == "success" else "other")
+        self._usage(d, p, self._tool_name(d.event, name))
 
     def _tool_failed(self, d: _Draft) -> None:
-        ev = d.event
-        p = _typed(ev, ToolFailed)
-        call_id = p.tool.call_id if p is not None else None
-        name, key, head = self._tool_done(d, p.tool.name if p else None, call_id)
-        took = f" after {_duration(p.duration_ms)}" if p is not None and p.duration_ms else ""
-        detail = self._error_info(p.error) if p is not None else ""
-        text = f"{head} (failed{took}" + (f": {detail})" if detail else ")")
-        d.add(
-            NORMAL,
-            "tool_update",
-            text,
-            key=key,
-            metadata={
-                "tool": name,
-                "call_id": call_id,
-                "status": "failed",
-                "duration_ms": p.duration_ms if p is not None else None,
-            },
+        p = _typed(d.event, ToolFailed)
+        outcome = ToolOutcome(
+            status="failed",
+            output=p.error.message if p is not None else None,
+            error_type=p.error.type if p is not None else None,
+            duration_ms=p.duration_ms if p is not None else None,
         )
+        name = p.tool.name if p is not None else None
+        self._tool_done(d, name, p.tool.call_id if p else None, outcome, "failed")
 
     def _tool_denied(self, d: _Draft) -> None:
-        ev = d.event
-        p = _typed(ev, ToolDenied)
-        call_id = p.tool.call_id if p is not None else None
-        name, key, head = self._tool_done(d, p.tool.name if p else None, call_id)
-        why = f"denied by {p.by}" if p is not None else "denied"
+        p = _typed(d.event, ToolDenied)
+        why = f"by {p.by}" if p is not None else ""
         if p is not None and p.rule:
             why += ": " + self._line(p.rule, 120)
-        d.add(
-            NORMAL,
-            "tool_update",
-            f"{head} ({why})",
-            key=key,
-            metadata={"tool": name, "call_id": call_id, "status": "denied"},
-        )
-
-    def _args_summary(self, args: Mapping[str, Any]) -> str:
-        for name in _HEADLINE_ARGS:
-            value = args.get(name)
-            if isinstance(value, str) and value.strip():
-                return self._line(value)
-        parts = [f"{k}={_compact(v)}" for k, v in args.items()]
-        return self._line(", ".join(parts))
-
-    def _result_preview(self, result: Any) -> str:
-        if result is None:
-            return ""
-        if isinstance(result, str):
-            text = self._t(result)
-            first = next((line for line in text.splitlines() if line.strip()), "")
-            return _clip(" ".join(first.split()), SHORT)
-        return self._line(_compact(result))
+        outcome = ToolOutcome(status="denied", output=why or None)
+        name = p.tool.name if p is not None else None
+        self._tool_done(d, name, p.tool.call_id if p else None, outcome, "denied")
 
     def _usage(self, d: _Draft, p: BaseModel | None, what: str) -> None:
         """A usage message at verbose, for payloads that carry token counts or cost."""
@@ -827,6 +1058,12 @@ class Renderer:
     def _attention_requested(self, d: _Draft) -> None:
         ev = d.event
         p = _typed(ev, AttentionRequested)
+        self._release_held(d, None)  # what the agent said before it asked is the context
+        # the card is a new bubble (the core posts it): what comes next goes below it
+        d.thread.activity = None
+        d.thread.tail = None
+        if "questions" not in d.ring:
+            return
         kind = p.kind if p is not None else "other"
         summary = self._request_title(ev, kind)
         if p is not None and p.respond_via is not None and "control" not in p.respond_via:
@@ -906,12 +1143,14 @@ class Renderer:
         task = p.task if p is not None else None
         task_key = (task.id if task is not None and task.id else None) or ev.id
         plan = self._plan(ev, d.ceiling)
+        title = self._line(task.title, SHORT) if task is not None and task.title else ""
+        same = next((k for k, e in plan.items() if title and e.get("content") == title), None)
+        task_key = same or task_key  # the plan a TodoWrite showed already has it
         entry = plan.get(task_key)
         if entry is None:
             if len(plan) >= MAX_TASKS:
                 plan.popitem(last=False)
             entry = plan[task_key] = {"status": "pending"}
-        title = self._line(task.title, SHORT) if task is not None and task.title else ""
         if title:
             entry["content"] = title
         entry.setdefault("content", self._line(task.id) if task and task.id else "a task")
@@ -925,9 +1164,9 @@ class Renderer:
         task = p.task if p is not None else None
         plan = self._plan(ev, d.ceiling)
         title = self._line(task.title, SHORT) if task is not None and task.title else ""
-        found = task.id if task is not None and task.id else None
-        if found is None and title:
-            found = next((k for k, e in plan.items() if e.get("content") == title), None)
+        found = next((k for k, e in plan.items() if title and e.get("content") == title), None)
+        if found is None and task is not None and task.id:
+            found = task.id
         if found is None and ev.cause is not None and ev.cause in plan:
             found = ev.cause
         task_key = found or ev.id
@@ -941,25 +1180,39 @@ class Renderer:
         entry["status"] = (p.status if p is not None and p.status else "completed").lower()
         self._plan_card(d)
 
+    def _todo_plan(self, d: _Draft, todos: Sequence[tuple[str, str]]) -> None:
+        """A to-do list the agent wrote (TodoWrite): the session's plan, whole."""
+        plan = self._plan(d.event, d.ceiling)
+        plan.clear()
+        for content, status in todos[:MAX_TASKS]:
+            title = self._line(content, SHORT)
+            if title:
+                plan[f"todo:{title}"] = {"content": title, "status": (status or "pending").lower()}
+        self._plan_card(d)
+
     def _plan_card(self, d: _Draft) -> None:
         ev = d.event
         plan = self._plan(ev, d.ceiling)
-        lines = ["Plan:"]
+        lines = []
         entries = []
         for task_key, entry in plan.items():
             indent = "  " if entry.get("parent") in plan and entry.get("parent") != task_key else ""
             status = str(entry.get("status", "pending"))
             lines.append(f"{indent}{_mark(status)} {entry.get('content', '')}")
             entries.append({"content": entry.get("content", ""), "status": _plan_status(status)})
-        if len(lines) > MAX_PLAN_LINES + 1:
-            more = len(lines) - 1 - MAX_PLAN_LINES
-            lines = [*lines[: MAX_PLAN_LINES + 1], f"… and {more} more"]
+        if len(lines) > MAX_PLAN_LINES:
+            more = len(lines) - MAX_PLAN_LINES
+            lines = [*lines[:MAX_PLAN_LINES], f"… and {more} more"]
+        blocks: Blocks = (
+            Paragraph(spans=(Span(text="Plan", bold=True), Span(text="\n" + "\n".join(lines)))),
+        )
         d.add(
             NORMAL,
             "plan",
-            "\n".join(lines),
+            "",
             key=f"plan:{ev.session or ev.agent}",
             metadata={"entries": entries},
+            blocks=blocks,
         )
 
     def _artifact(self, d: _Draft) -> None:
@@ -1245,21 +1498,50 @@ class Renderer:
             text = f"{self._line(ev.agent, 60)} replied"
             if p is not None and p.chars is not None:
                 text += f" ({_number(p.chars)} characters)"
-        d.add(QUIET, "text", text, notify=True, metadata={"role": role}, blocks=blocks)
+            blocks = (Paragraph(spans=(Span(text=text),)),)
+        # a reply that may be split on its way out has no key (a keyed message is one
+        # message, cut at the limit); only a short one can take the run's footer
+        short = len(text) <= TAIL_ROOM
+        key = f"reply:{ev.id}" if short else None
+        metadata: dict[str, Any] = {"role": role}
+        if d.verbosity == QUIET and d.edits:
+            # only the run's last reply is shown at quiet: held until the run says so
+            d.thread.held = Held(key, blocks, metadata)
+            return
+        d.add(
+            QUIET,
+            "text",
+            text,
+            key=key,
+            notify="replies" in d.ring,
+            metadata=metadata,
+            blocks=blocks,
+        )
+        if d.edits and key is not None:
+            d.tail = Tail("reply", key, "text", blocks, metadata)
 
     def _user_submitted(self, d: _Draft) -> None:
         ev = d.event
         text, p = self._message_text(ev, MessageUserSubmitted)
         role = p.role if p is not None and p.role else "user"
+        self._release_held(d, None)
         blocks: Blocks = ()
         if text:
-            shown = f"User: {text}"
+            d.thread.prompted(_clip(text, MEDIUM))
             blocks = _said_by("User:", parse_markdown(text))
         else:
             shown = "The user sent a message"
             if p is not None and p.chars is not None:
                 shown += f" ({_number(p.chars)} characters)"
-        d.add(NORMAL, "text", shown, metadata={"role": role}, blocks=blocks)
+            blocks = (Paragraph(spans=(Span(text=shown, italic=True),)),)
+        tail = d.thread.tail
+        if d.verbosity >= NORMAL and tail is not None and tail.kind == "header":
+            # the session's first prompt joins its header: who, where, and what was asked
+            joined = (*tail.blocks, *blocks)
+            d.add(NORMAL, "system_message", "", key=tail.key, metadata=tail.metadata, blocks=joined)
+            d.thread.tail = None
+            return
+        d.add(NORMAL, "text", "", metadata={"role": role}, blocks=blocks)
 
     # -- control ---------------------------------------------------------------------------
 
@@ -1411,6 +1693,20 @@ def _within(value: Any, path: str, table: Mapping[str, Capture], rank: int) -> A
     return kept
 
 
+#: A call's state, as the messages' metadata says it.
+_TOOL_STATUS: Final = {"success": "completed", "other": "completed"}
+
+
+def _activity_blocks(lines: Sequence[ToolLine], *, durations: bool) -> Blocks:
+    lines_by_id = OrderedDict((line.call_id, line) for line in lines)
+    return Activity(key="", lines=lines_by_id).blocks(durations=durations)
+
+
+def _unfold(block: Any) -> Blocks:
+    """A collapsible block's content (a card shows what it asks about unfolded)."""
+    return tuple(block.blocks) if isinstance(block, Details) else (block,)
+
+
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
@@ -1516,14 +1812,14 @@ def _step_key(ev: Event) -> str:
 
 def _mark(status: str) -> str:
     if status in _DONE:
-        return "[x]"
+        return "✅"
     if status in _FAILED:
-        return "[!]"
+        return "❌"
     if status in _SKIPPED:
-        return "[-]"
+        return "➖"
     if status in ("in_progress", "running", "started"):
-        return "[>]"
-    return "[ ]"
+        return "🔄"
+    return "⬜"
 
 
 def _plan_status(status: str) -> str:

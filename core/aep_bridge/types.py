@@ -153,11 +153,18 @@ class PermissionRequest(_Model):
     kind: Literal["permission", "input", "auth", "review", "form", "other"] = "permission"
     title: str
     description: str = ""
+    #: what exactly is asked, with its structure (`aep_bridge.markup`): the command in a code
+    #: block, the file and its change, the URL, the working folder, the agent's reason. A
+    #: channel with markup shows these instead of `description`, their plain rendering.
+    details: Blocks = ()
     options: tuple[PermissionOption, ...] = ()
     fields: tuple[FormField, ...] = ()
     accepts_text: bool = False
     informational: bool = False
     expires_at: datetime | None = None
+    #: whether the card itself should alert people; False when a heads-up for it rings in the
+    #: notifications place instead (one question, one ping)
+    notify: bool = True
 
 
 class OutcomeStatus(StrEnum):
@@ -219,6 +226,12 @@ class NotificationMessage(_Model):
     summary: str
     #: a link to the session's thread, when the platform has one
     deep_link: str | None = None
+    #: the card this heads-up is about (a question's): a channel links to the card itself
+    request_id: str | None = None
+    #: set on the closing update of a question's heads-up (only to channels declaring
+    #: `updates_heads_ups`): what became of the question ("Allow, by Alice"). The channel edits
+    #: the heads-up it sent for `request_id`, silently; if it sent none, it does nothing.
+    outcome: str | None = None
 
 
 class AgentCommand(_Model):
@@ -341,7 +354,16 @@ class ChannelCapabilities(_Model):
     max_buttons: PositiveInt = 8
     #: whether the platform says who pressed or wrote (ntfy and a local console cannot)
     identifies_users: bool = True
+    #: whether the channel edits a question's heads-up when the question is answered: the
+    #: core then sends it the closing update (`NotificationMessage.outcome`), which must never
+    #: ring or appear as a new heads-up
+    updates_heads_ups: bool = False
     rate_limits: RateLimits = RateLimits()
+
+
+#: What may ring a phone (`ChannelConfig.notify`).
+NotifyOn = Literal["questions", "final_replies", "replies", "session_end"]
+DEFAULT_NOTIFY: tuple[NotifyOn, ...] = ("questions", "final_replies")
 
 
 class ChannelConfig(BaseModel):
@@ -368,6 +390,14 @@ class ChannelConfig(BaseModel):
     #: platform roles whose members may answer (where the platform has roles)
     approver_roles: list[str] = Field(default_factory=list)
     verbosity: Literal["quiet", "normal", "verbose"] = "normal"
+    #: what rings a phone (everything else is sent silently): `questions` (an open question's
+    #: heads-up, or its card where the channel has no heads-ups), `final_replies` (the reply a
+    #: run ends with, or its failure), `replies` (every reply), `session_end`
+    notify: list[NotifyOn] = Field(
+        default_factory=lambda: list(DEFAULT_NOTIFY),
+        description='what rings a phone: any of "questions", "final_replies", "replies", '
+        '"session_end" (an empty list rings for nothing)',
+    )
     #: what happens to a session's thread at `session.ended`
     on_session_end: Literal["archive", "delete", "keep"] = "archive"
 

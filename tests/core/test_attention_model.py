@@ -90,6 +90,7 @@ class AttentionLoop(BridgeMachine):
         self.ended = False
         self.behaviour = "accepts"
         self.received: list[Event] = []
+        self.said: list[str] = []  # the agent's replies, in the order it gave them
         self.agent = self.rig.agent(decide=self._decide)
         self.agent.participant.push = self._push
         self.agent.start()
@@ -122,6 +123,35 @@ class AttentionLoop(BridgeMachine):
         how = {"respond_via": ["oob"]} if informational else {}
         event = self.agent.ask(f"question {len(self.asked)}?", options=ids, **how)
         self.asked.append(Asked(event, ids, informational))
+        self._settle()
+
+    @precondition(lambda self: not self.ended and len(self.asked) < 6)
+    @rule(options=st.integers(min_value=1, max_value=3))
+    def ask_and_answer_in_the_terminal_at_once(self, options: int) -> None:
+        """A question answered in the terminal before its card could go out: the card goes
+        in the thread's order, once, closed, and its heads-up never rings."""
+        ids = tuple(f"opt{n}" for n in range(options))
+        event = self.agent.ask(f"question {len(self.asked)}?", options=ids)
+        request = event.id
+        self.agent.emit("attention.answered", {"answer": {"option": ids[-1]}}, subject=request)
+        self.agent.emit("attention.resolved", {"resolution": "answered"}, subject=request)
+        self.asked.append(Asked(event, ids, state="elsewhere", shown=ids[-1].capitalize()))
+        self._settle()
+
+    @precondition(lambda self: not self.ended)
+    @rule(calls=st.integers(min_value=0, max_value=2))
+    def work_and_say_so(self, calls: int) -> None:
+        """Tool calls (one activity message, edited) and a reply, between the questions."""
+        for _ in range(calls):
+            n = len(self.said)
+            tool = {"name": "Bash", "call_id": f"call-{n}-{_}"}
+            self.agent.emit("tool.requested", {"tool": tool, "args_redacted": {"command": "ls"}})
+            self.agent.emit("tool.completed", {"tool": tool, "status": "success"})
+        text = f"said {len(self.said)}"
+        self.agent.emit(
+            "message.agent.replied", {"message_id": text, "text": text}, capture="redacted"
+        )
+        self.said.append(text)
         self._settle()
 
     @precondition(lambda self: self.asked)
@@ -420,6 +450,21 @@ class AttentionLoop(BridgeMachine):
                     assert "Expired" in text, where
                 elif asked.state == "dismissed":
                     assert "Dismissed" in text, where
+
+    @invariant()
+    def the_thread_keeps_the_order_the_agent_spoke_in(self) -> None:
+        for name in CHANNELS:
+            texts = [t.split("\n\n", 1)[0] for t in self.rig.thread_texts(name)]
+            said = [t for t in texts if t.startswith("said ")]
+            assert list(dict.fromkeys(said)) == self.said, (name, texts)
+
+    @invariant()
+    def a_question_rings_once_at_most_and_only_while_it_may_be_open(self) -> None:
+        for name in CHANNELS:
+            memory = self.rig.channel(name)
+            rung = [m.text for m in memory.messages if m.thread_id is None]
+            assert all("asks permission" in text for text in rung), rung
+            assert len(rung) <= len(self.asked), (name, rung)
 
     @invariant()
     def the_agent_got_exactly_one_command_per_answer_taken(self) -> None:

@@ -435,7 +435,7 @@ def test_the_agents_reply_is_rendered_as_blocks_with_plain_text() -> None:
     rendered = Renderer(_redactor()).render(
         _event("message.agent.replied", {"message_id": "m1", "text": REPLY}),
         ceiling="full",
-        verbosity="quiet",
+        verbosity="normal",
     )
     [message] = rendered.messages
     assert message.blocks == parse_markdown(REPLY)
@@ -475,7 +475,7 @@ def test_secrets_in_code_links_and_cells_never_reach_the_blocks() -> None:
         .render(
             _event("message.agent.replied", {"message_id": "m1", "text": reply}),
             ceiling="full",
-            verbosity="quiet",
+            verbosity="normal",
         )
         .messages
     )

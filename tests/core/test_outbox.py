@@ -145,9 +145,10 @@ def message(session: str, text: str, **fields: Any) -> Job:
     return Job.message(session, content, priority=priority, droppable=droppable)
 
 
-def card(session: str, title: str = "Run make test?") -> Job:
+def card(session: str, title: str = "Run make test?", card_id: str | None = None) -> Job:
+    """A card; each its own question (its id from its session and title) unless told."""
     request = PermissionRequest(
-        id="r1",
+        id=card_id or f"r:{session}:{title}",
         title=title,
         options=(PermissionOption(id="yes", label="Yes", is_allow=True),),
     )

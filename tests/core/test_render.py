@@ -9,6 +9,7 @@ nothing from the payload at all at `none`.
 from __future__ import annotations
 
 import json
+import re
 import types
 import typing
 from datetime import UTC, datetime
@@ -94,7 +95,11 @@ def _card_strings(request: PermissionRequest) -> list[str]:
 
 
 def _shapes(rendered: Rendered) -> list[tuple[str, str | None, bool]]:
-    return [(m.type, m.key, m.notify) for m in rendered.messages]
+    """Each message's type, key (an event id in it as `*`) and whether it rings."""
+    return [
+        (m.type, None if m.key is None else re.sub(r":E\d+$", ":*", m.key), m.notify)
+        for m in rendered.messages
+    ]
 
 
 # -- golden events ---------------------------------------------------------------------------
@@ -127,21 +132,25 @@ def test_golden_stream_at_normal_and_redacted_reads_as_expected():
     for event in GOLDEN[:24]:
         for m in renderer.render(event, ceiling="redacted", verbosity="normal").messages:
             lines.append(f"{m.type}|{m.key}|{m.text}")
-    assert lines[:6] == [
-        "system_message|None|Session started\n"
+    # a stretch of tool calls is one message, edited in place (its key names the event that
+    # opened it); a run's footer is a bubble only when there is no reply to put it under
+    assert lines[:4] == [
+        "system_message|session:01JX9YB0AAAA0000000000GOLD|Session started\n\n"
         "claude-code 2.1.0 · claude-sonnet-5 · subagent of s_root",
-        "system_message|None|Run started (user)",
-        "tool_call|tool:t_91|Bash",
-        "tool_update|tool:t_91|Bash (done in 1.2 s)",
-        "system_message|None|Run finished in 1m 09s · 9,214 tokens in, 3,480 out",
-        "system_message|None|Run started (user)",
+        "tool_update|activity:01JX9YB2Z1QK0000000000GOLD|⏳ Bash",
+        "tool_update|activity:01JX9YB2Z1QK0000000000GOLD|✅ Bash",
+        "system_message|end:01JX9YBARF000000000000GOLD|"
+        "Finished in 1m 09s · 9,214 tokens in, 3,480 out",
     ]
-    assert "tool_update|tool:t_92|Bash (denied by policy: deny Bash(rm:*))" in lines
+    assert not any("Run started" in line for line in lines)  # no prompt to show: verbose only
     assert (
-        "tool_update|tool:t_93|Write (failed after 310 ms: io_error: ENOSPC: no space left on "
-        "device, write 'build/output.log')"
+        "tool_update|activity:01JX9YBJDNY00000000000GOLD|🚫 Bash — denied: by policy: deny "
+        "Bash(rm:*)\n❌ Write — io_error: ENOSPC: no space left on device, write "
+        "'build/output.log'"
     ) in lines
-    assert "session_end|None|Session ended (normal) after 1m 59s, 3 runs." in lines
+    assert (
+        "session_end|end:01JX9YBWSND00000000000GOLD|Session ended (normal) after 1m 59s, 3 runs."
+    ) in lines
 
 
 # -- the mapping, family by family -----------------------------------------------------------
@@ -157,7 +166,7 @@ FAMILIES: list[Case] = [
         ev("session.started", {"label": "Fix it"}, capture="redacted"),
         "redacted",
         "quiet",
-        [("system_message", None, False)],
+        [("system_message", "session:*", False)],
         None,
     ),
     (
@@ -165,15 +174,15 @@ FAMILIES: list[Case] = [
         ev("session.ended", {"reason": "normal"}),
         "redacted",
         "quiet",
-        [("session_end", None, True)],
-        "completed",
+        [("session_end", "end:*", False)],
+        None,
     ),
     (
         "session.ended error",
         ev("session.ended", {"reason": "error"}),
         "redacted",
         "quiet",
-        [("session_end", None, True)],
+        [("session_end", "end:*", False)],
         "error",
     ),
     (
@@ -188,7 +197,7 @@ FAMILIES: list[Case] = [
         "run.started",
         ev("run.started", {"trigger": "user"}, run="r1"),
         "redacted",
-        "normal",
+        "verbose",
         [("system_message", None, False)],
         None,
     ),
@@ -197,23 +206,23 @@ FAMILIES: list[Case] = [
         ev("run.finished", {"summary": "All done."}, run="r1", capture="redacted"),
         "redacted",
         "quiet",
-        [("text", None, True)],
-        None,
+        [("text", "reply:*", False)],
+        "completed",
     ),
     (
         "run.finished with usage, verbose",
         ev("run.finished", {"gen_ai.usage.input_tokens": 10, "gen_ai.usage.output_tokens": 5}),
         "redacted",
         "verbose",
-        [("system_message", None, False), ("usage", None, False)],
-        None,
+        [("system_message", "end:*", False)],
+        "completed",
     ),
     (
         "run.failed",
         ev("run.failed", {"reason": "error"}, run="r1"),
         "redacted",
         "quiet",
-        [("error", None, True)],
+        [("error", None, False)],
         "error",
     ),
     (
@@ -221,7 +230,7 @@ FAMILIES: list[Case] = [
         ev("run.failed", {"reason": "budget_exceeded"}, run="r1"),
         "redacted",
         "quiet",
-        [("error", None, True)],
+        [("error", None, False)],
         "budget_warning",
     ),
     (
@@ -253,7 +262,7 @@ FAMILIES: list[Case] = [
         ev("tool.requested", {"tool": {"name": "Bash", "call_id": "c9"}}),
         "redacted",
         "normal",
-        [("tool_call", "tool:c9", False)],
+        [("tool_update", "activity:*", False)],
         None,
     ),
     (
@@ -261,7 +270,7 @@ FAMILIES: list[Case] = [
         ev("tool.requested", {"tool": {"name": "Bash"}}, subject="Bash"),
         "redacted",
         "normal",
-        [("tool_call", "tool:Bash", False)],
+        [("tool_update", "activity:*", False)],
         None,
     ),
     (
@@ -269,7 +278,7 @@ FAMILIES: list[Case] = [
         ev("tool.completed", {"tool": {"name": "Bash", "call_id": "c9"}, "duration_ms": 5}),
         "redacted",
         "normal",
-        [("tool_update", "tool:c9", False)],
+        [("tool_update", "activity:*", False)],
         None,
     ),
     (
@@ -280,7 +289,7 @@ FAMILIES: list[Case] = [
         ),
         "redacted",
         "verbose",
-        [("tool_update", "tool:c9", False), ("usage", None, False)],
+        [("tool_update", "activity:*", False), ("usage", None, False)],
         None,
     ),
     (
@@ -288,7 +297,7 @@ FAMILIES: list[Case] = [
         ev("tool.failed", {"tool": {"name": "Bash", "call_id": "c9"}, "error": {"type": "x"}}),
         "redacted",
         "normal",
-        [("tool_update", "tool:c9", False)],
+        [("tool_update", "activity:*", False)],
         None,
     ),
     (
@@ -296,7 +305,7 @@ FAMILIES: list[Case] = [
         ev("tool.denied", {"tool": {"name": "Bash", "call_id": "c9"}, "by": "policy"}),
         "redacted",
         "normal",
-        [("tool_update", "tool:c9", False)],
+        [("tool_update", "activity:*", False)],
         None,
     ),
     (
@@ -543,8 +552,8 @@ FAMILIES: list[Case] = [
         "message.agent.replied",
         ev("message.agent.replied", {"message_id": "m1", "text": "Done."}, capture="redacted"),
         "redacted",
-        "quiet",
-        [("text", None, True)],
+        "normal",
+        [("text", "reply:*", False)],
         None,
     ),
     (
@@ -652,18 +661,23 @@ VISIBILITY: list[tuple[str, Event, tuple[bool, bool, bool]]] = [
     ("session end", ev("session.ended", {}), (True, True, True)),
     ("run error", ev("run.failed", {"reason": "error"}), (True, True, True)),
     ("error", ev("error.raised", {"code": "x"}), (True, True, True)),
-    (
+    (  # at quiet, a reply waits for the run to say it was the last (test_conversation.py)
         "final answer",
         ev("message.agent.replied", {"message_id": "m", "text": "ok"}, capture="redacted"),
-        (True, True, True),
+        (False, True, True),
     ),
     (
         "run summary",
         ev("run.finished", {"summary": "ok"}, capture="redacted"),
         (True, True, True),
     ),
-    ("run finished, no summary", ev("run.finished", {}), (False, True, True)),
-    ("run start", ev("run.started", {}), (False, True, True)),
+    ("run finished, no summary", ev("run.finished", {}), (True, True, True)),  # its cost
+    ("run start", ev("run.started", {}), (False, False, True)),  # no prompt to show
+    (
+        "run start with a prompt",
+        ev("run.started", {"prompt": "go"}, capture="redacted"),
+        (False, True, True),
+    ),
     ("tool card", ev("tool.requested", {"tool": {"name": "Bash"}}), (False, True, True)),
     ("plan", ev("progress.task.planned", {"task": {"id": "t"}}), (False, True, True)),
     ("delegation", ev("delegation.subagent.started", {}), (False, True, True)),
@@ -712,7 +726,9 @@ def test_notifications_show_at_quiet_but_not_for_debug_events():
     assert renderer.render(hushed, ceiling="redacted", verbosity="verbose").notification
 
 
-def test_run_summary_carries_usage_from_normal_and_a_usage_message_at_verbose():
+def test_the_run_summary_carries_its_footer_at_every_verbosity():
+    """How long, how many tokens and what it cost: under the run's last words, at quiet too
+    (quiet shows the cost), and never as a message of its own."""
     data = {
         "summary": "Fixed the test.",
         "duration_ms": 65000,
@@ -721,19 +737,10 @@ def test_run_summary_carries_usage_from_normal_and_a_usage_message_at_verbose():
         "cost": {"currency": "USD", "total": 0.0213},
     }
     event = ev("run.finished", data, capture="redacted")
-    renderer = _renderer()
-    quiet = renderer.render(event, ceiling="redacted", verbosity="quiet").messages
-    normal = renderer.render(event, ceiling="redacted", verbosity="normal").messages
-    verbose = renderer.render(event, ceiling="redacted", verbosity="verbose").messages
-    assert [m.text for m in quiet] == ["Fixed the test."]
     footer = "Finished in 1m 05s · 1,204 tokens in, 320 out · $0.0213"
-    assert [m.text for m in normal] == [f"Fixed the test.\n\n{footer}"]
-    assert [m.type for m in verbose] == ["text", "usage"]
-    assert verbose[1].metadata == {
-        "input_tokens": 1204,
-        "output_tokens": 320,
-        "cost": {"currency": "USD", "total": 0.0213},
-    }
+    for verbosity in VERBOSITIES:
+        shown = _renderer().render(event, ceiling="redacted", verbosity=verbosity).messages
+        assert [m.text for m in shown] == [f"Fixed the test.\n\n{footer}"], verbosity
 
 
 def test_unknown_verbosity_is_refused():
@@ -744,7 +751,7 @@ def test_unknown_verbosity_is_refused():
 # -- tool cards ------------------------------------------------------------------------------
 
 
-def test_a_tool_call_is_one_card_the_update_replaces():
+def test_a_tool_call_is_one_line_of_the_activity_its_update_replaces():
     renderer = _renderer()
     requested = ev(
         "tool.requested",
@@ -759,44 +766,58 @@ def test_a_tool_call_is_one_card_the_update_replaces():
     )
     first = renderer.render(requested, ceiling="full", verbosity="normal").messages
     second = renderer.render(completed, ceiling="full", verbosity="normal").messages
-    assert [(m.type, m.key, m.text) for m in first] == [("tool_call", "tool:t1", "Bash: make test")]
+    key = f"activity:{requested.id}"
+    assert [(m.type, m.key, m.text) for m in first] == [("tool_update", key, "⏳ Bash make test")]
     assert [(m.type, m.key, m.text) for m in second] == [
-        ("tool_update", "tool:t1", "Bash: make test (done in 1.2 s)")
+        ("tool_update", key, "✅ Bash make test — more")
     ]
-    assert first[0].metadata == {"tool": "Bash", "call_id": "t1", "status": "running"}
-    assert second[0].metadata["status"] == "completed"
-    verbose = renderer.render(completed, ceiling="full", verbosity="verbose").messages
-    assert verbose[0].text == "Bash: make test (done in 1.2 s)\n→ ok"
+    assert first[0].metadata["tools"] == [
+        {"tool": "Bash", "call_id": "t1", "status": "running", "duration_ms": None}
+    ]
+    assert second[0].metadata["tools"][0]["status"] == "success"
+    again = _renderer()
+    again.render(requested, ceiling="full", verbosity="verbose")
+    verbose = again.render(completed, ceiling="full", verbosity="verbose").messages
+    # verbose adds the time it took and the output's last lines, still no raw JSON
+    assert verbose[0].text == "✅ Bash make test — more · 1.2 s\n\noutput\nok\nmore"
 
 
-def test_tool_cards_of_two_calls_do_not_share_a_key():
+def test_the_calls_of_one_stretch_share_an_activity_and_a_reply_starts_another():
     renderer = _renderer()
-    keys = {
-        renderer.render(
-            ev("tool.requested", {"tool": {"name": "Bash", "call_id": cid}}),
-            ceiling="metadata",
-            verbosity="normal",
-        )
-        .messages[0]
-        .key
-        for cid in ("a", "b")
-    }
-    assert keys == {"tool:a", "tool:b"}
+
+    def keys(event: Event) -> list[str | None]:
+        return [
+            m.key for m in renderer.render(event, ceiling="metadata", verbosity="normal").messages
+        ]
+
+    [a] = keys(ev("tool.requested", {"tool": {"name": "Bash", "call_id": "a"}}))
+    [b] = keys(ev("tool.requested", {"tool": {"name": "Bash", "call_id": "b"}}))
+    assert a == b
+    assert a is not None
+    assert a.startswith("activity:")
+    keys(ev("message.agent.replied", {"message_id": "m", "text": "Now the fix."}))
+    [c] = keys(ev("tool.requested", {"tool": {"name": "Read", "call_id": "c"}}))
+    assert c != a  # below the reply, in the order things happened
+    # a call of the first stretch that finishes late still updates its own line, up there
+    [late] = keys(ev("tool.completed", {"tool": {"name": "Bash", "call_id": "a"}}))
+    assert late == a
 
 
-def test_at_ceiling_none_tool_cards_pair_on_the_envelope_cause():
+def test_at_ceiling_none_tool_calls_pair_on_the_envelope_cause():
     renderer = _renderer()
     first = ev("tool.requested", {"tool": {"name": "Bash", "call_id": "t1"}}, subject="Bash")
     other = ev("tool.requested", {"tool": {"name": "Bash", "call_id": "t2"}}, subject="Bash")
     done = ev(
         "tool.failed", {"tool": {"name": "Bash"}, "error": {}}, subject="Bash", cause=first.id
     )
-    keys = [
-        renderer.render(e, ceiling="none", verbosity="normal").messages[0].key
+    shown = [
+        renderer.render(e, ceiling="none", verbosity="normal").messages[0]
         for e in (first, other, done)
     ]
-    assert keys[0] == keys[2] != keys[1]
-    assert "t1" not in "".join(k or "" for k in keys)
+    # the failure is the first call's: its line fails, the other still runs
+    assert shown[2].text.splitlines()[0].startswith("❌")
+    assert shown[2].text.splitlines()[-1].startswith("⏳")
+    assert "t1" not in "".join(m.key or "" for m in shown)
 
 
 @pytest.mark.parametrize(
@@ -812,21 +833,21 @@ def test_at_ceiling_none_tool_cards_pair_on_the_envelope_cause():
                 },
                 capture="redacted",
             ),
-            "Write (failed after 20 ms: disk full)",
+            "❌ Write — disk full",
         ),
         (
             ev("tool.denied", {"tool": {"name": "Write", "call_id": "w"}, "by": "user_setting"}),
-            "Write (denied by user_setting)",
+            "🚫 Write — denied: by user_setting",
         ),
         (
             ev("tool.completed", {"tool": {"name": "Write", "call_id": "w"}, "status": "partial"}),
-            "Write (partial)",
+            "⚠️ Write — partial",
         ),
     ],
 )
 def test_tool_terminals_say_how_the_call_ended(terminal, text):
     [message] = _renderer().render(terminal, ceiling="redacted", verbosity="normal").messages
-    assert (message.type, message.key, message.text) == ("tool_update", "tool:w", text)
+    assert (message.type, message.text) == ("tool_update", text)
 
 
 # -- plans -----------------------------------------------------------------------------------
@@ -845,7 +866,7 @@ def test_the_plan_card_accumulates_tasks_per_session():
     show(ev("progress.task.planned", {"task": {"id": "2", "title": "fix"}}, capture="redacted"))
     card = show(ev("progress.task.completed", {"task": {"id": "1"}, "status": "completed"}))
     assert card.key == "plan:s1"
-    assert card.text == "Plan:\n[x] reproduce\n[ ] fix"
+    assert card.text == "Plan\n✅ reproduce\n⬜ fix"
     assert card.metadata == {
         "entries": [
             {"content": "reproduce", "status": "completed"},
@@ -860,7 +881,7 @@ def test_the_plan_card_accumulates_tasks_per_session():
             capture="redacted",
         )
     )
-    assert (elsewhere.key, elsewhere.text) == ("plan:s2", "Plan:\n[ ] x")
+    assert (elsewhere.key, elsewhere.text) == ("plan:s2", "Plan\n⬜ x")
 
 
 def test_rendering_an_event_again_for_another_channel_changes_nothing():
@@ -871,7 +892,7 @@ def test_rendering_an_event_again_for_another_channel_changes_nothing():
         first = renderer.render(event, ceiling="redacted", verbosity="normal")
         again = renderer.render(event, ceiling="redacted", verbosity="normal")
         assert first == again
-    assert first.messages[0].text == "Plan:\n[x] a"
+    assert first.messages[0].text == "Plan\n✅ a"
 
 
 def test_the_plan_is_kept_per_ceiling_and_forgotten_when_the_session_ends():
@@ -881,11 +902,11 @@ def test_the_plan_is_kept_per_ceiling_and_forgotten_when_the_session_ends():
     )
     meta = renderer.render(planned, ceiling="metadata", verbosity="normal").messages[0]
     red = renderer.render(planned, ceiling="redacted", verbosity="normal").messages[0]
-    assert (meta.text, red.text) == ("Plan:\n[ ] 1", "Plan:\n[ ] secret plan")
+    assert (meta.text, red.text) == ("Plan\n⬜ 1", "Plan\n⬜ secret plan")
     renderer.render(ev("session.ended", {}), ceiling="redacted", verbosity="normal")
     later = ev("progress.task.planned", {"task": {"id": "2", "title": "next"}}, capture="redacted")
     assert renderer.render(later, ceiling="redacted", verbosity="normal").messages[0].text == (
-        "Plan:\n[ ] next"
+        "Plan\n⬜ next"
     )
 
 

@@ -129,7 +129,8 @@ class SessionsMirrored(BridgeMachine):
                 view = memory.threads[thread]
                 assert view.name == (mirrored.name or mirrored.default_name), (name, view)
                 texts = [m.text for m in memory.messages if m.thread_id == thread]
-                said = [t for t in texts if " says " in t]
+                # a reply's first paragraph: the lines a run or session ends with join it
+                said = [t.split("\n\n", 1)[0] for t in texts if " says " in t]
                 assert all(t.startswith(mirrored.default_name + " says") for t in said), said
                 assert list(dict.fromkeys(said)) == mirrored.said, (name, said, mirrored.said)
                 if not self.killed:

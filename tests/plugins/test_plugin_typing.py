@@ -77,7 +77,11 @@ from aep_bridge import (
     SetupOption,
     SetupWizard,
     SignedPress,
+    ToolCall,
+    ToolOutcome,
+    ToolView,
     hookimpl,
+    markup,
     measure,
     split_text,
 )
@@ -299,6 +303,9 @@ def build_everything() -> list[object]:
         PagerConfig(token=SecretStr("t"), rooms=["a"], verbosity="quiet"),
         ChannelError("gone", permanent=True),
         RateLimited(1.0),
+        ToolCall(name="pager_send", args={"room": "ops"}, cwd="/srv/pager"),
+        ToolOutcome(status="failed", output="no route", error_type="exit 1", duration_ms=3),
+        ToolView(title=(markup.Span(text="Paged"),), summary="", details=(), plan=(("a", "b"),)),
     ]
 
 
@@ -352,6 +359,20 @@ def approver_decision(
     channel: str, user: ChannelUser, request: PermissionRequest, config: ChannelConfig
 ) -> bool | None:
     return user.id in config.approvers or None
+
+
+@hookimpl
+def render_tool(call: ToolCall, outcome: ToolOutcome | None, verbosity: str) -> ToolView | None:
+    if call.name != "pager_send":
+        return None
+    room = call.args.get("room")
+    done = outcome is not None and outcome.status == "success"
+    return ToolView(
+        title=(markup.Span(text="Paged", bold=True), markup.Span(text=f" {room}", code=True)),
+        summary="delivered" if done else "",
+        details=(markup.Details(summary="log", blocks=(markup.Code(code="ok"),)),),
+        plan=None,
+    )
 
 
 class PagerSetup(SetupWizard):

@@ -69,6 +69,7 @@ def test_the_hooks_are_all_found():
         "shutdown",
         "register_routes",
         "render_vendor_event",
+        "render_tool",
         "approver_decision",
         "register_setup_wizards",
     }

@@ -1,0 +1,488 @@
+"""`aep-bridge preview`: a recorded session as the page a platform's thread would be.
+
+Nothing of the pipeline is imitated: the real `Bridge` runs in this process (its store in a
+temporary folder, no network, no config file, no token), with one channel instance of the
+chosen type whose adapter is a recorder (`_Recorder`) declaring that channel's capabilities
+and measuring as it measures. Every event of the file enters the hub as `POST /events` admits
+it, at its own recorded pace on a simulated clock (the outbox's injectable `clock` and
+`sleep`), so the platform's rate limits, coalescing and cards-first order apply as they would
+have while the session ran, in a fraction of a second. When the outbox is idle, what the
+recorder holds (each thread's messages in the order first sent, each at its latest version,
+cards with their last outcome, heads-ups apart) is laid out with the channel's
+`preview_dialect` (`aep_bridge.preview`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import heapq
+import itertools
+import sys
+import tempfile
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Final, TextIO
+
+from .adapter import ChannelAdapter, ChannelRegistration
+from .aep.envelope import Event
+from .aep.errors import InvalidEvent
+from .aep.validation import parse_event
+from .markup import Blocks
+from .preview import (
+    PreviewDialect,
+    Shown,
+    ShownCard,
+    ShownHeadsUp,
+    ShownMessage,
+    ShownThread,
+    WebDialect,
+    page,
+)
+from .types import (
+    ChannelCapabilities,
+    ChannelConfig,
+    NotificationMessage,
+    OutgoingMessage,
+    PermissionOutcome,
+    PermissionRequest,
+)
+
+EXIT_OK: Final = 0
+EXIT_USAGE: Final = 2
+#: the core's own web dialect, always available
+WEB: Final = "web"
+#: the longest pause between two recorded events that is replayed (simulated time): a
+#: session left overnight is not a night of rate-limit windows
+MAX_GAP: Final = 3600.0
+#: how long (real seconds) a preview may take before it is given up
+TIMEOUT: Final = 120.0
+VERBOSITIES: Final = ("quiet", "normal", "verbose")
+CAPTURES: Final = ("none", "metadata", "redacted", "full")
+
+
+class PreviewError(Exception):
+    """Why a preview cannot be made, in words for the person who asked (exit status 2)."""
+
+
+# -- simulated time ------------------------------------------------------------------------
+
+
+class _SimulatedTime:
+    """A clock and a sleep on which time passes only when every task is waiting: the
+    outbox's rate limits and the gaps between recorded events take no real time."""
+
+    QUIET: Final = 100  # loop iterations without a ready task that count as "everyone waits"
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self._timers: list[tuple[float, int, asyncio.Future[None]]] = []
+        self._order = itertools.count()
+        self._driver: asyncio.Task[None] | None = None
+
+    def clock(self) -> float:
+        return self.now
+
+    async def sleep(self, delay: float) -> None:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        heapq.heappush(self._timers, (self.now + max(0.0, delay), next(self._order), future))
+        if self._driver is None or self._driver.done():
+            self._driver = loop.create_task(self._drive())
+        await future
+
+    async def _drive(self) -> None:
+        while True:
+            for _ in range(self.QUIET):
+                await asyncio.sleep(0)
+            while self._timers and self._timers[0][2].done():
+                heapq.heappop(self._timers)
+            if not self._timers:
+                return
+            when, _, future = heapq.heappop(self._timers)
+            self.now = max(self.now, when)
+            future.set_result(None)
+
+    async def close(self) -> None:
+        for _, _, future in self._timers:
+            future.cancel()
+        self._timers.clear()
+        if self._driver is not None:
+            self._driver.cancel()
+            await asyncio.gather(self._driver, return_exceptions=True)
+
+
+# -- the recording channel -------------------------------------------------------------------
+
+
+class _Recorder(ChannelAdapter[ChannelConfig]):
+    """A channel that shows nothing anywhere: it keeps what a platform would show (`Shown`),
+    with the capabilities, measure and rate-limit keys of the channel it stands for."""
+
+    name = "preview"
+    capabilities = ChannelCapabilities(
+        threads=True, buttons=True, edits=True, text_answers=True, forms=False,
+        max_message_length=4096,
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        core: Any,
+        config: ChannelConfig,
+        *,
+        like: type[ChannelAdapter[Any]] | None,
+        capabilities: ChannelCapabilities,
+        dialect: PreviewDialect,
+    ) -> None:
+        super().__init__(core, config)
+        self.capabilities = capabilities
+        self._like = like
+        self._dialect = dialect
+        self.shown = Shown()
+        self._threads: dict[str, ShownThread] = {}
+        self._keyed: dict[tuple[str, str], ShownMessage] = {}
+        self._cards: dict[str, ShownCard] = {}
+        self._ids = itertools.count(1)
+
+    # the platform's own arithmetic, where its class has it and it needs no connection
+    def measure(self, blocks: Blocks) -> int:
+        own = self._like.measure if self._like is not None else ChannelAdapter.measure
+        if own is not ChannelAdapter.measure:
+            try:
+                return int(own(self, blocks))
+            except Exception:  # it needs its own config or connection: count plain text
+                pass
+        return super().measure(blocks)
+
+    def limit_keys(self, session_id: str | None) -> tuple[str, str]:
+        own = self._like.limit_keys if self._like is not None else ChannelAdapter.limit_keys
+        if own is not ChannelAdapter.limit_keys:
+            try:
+                chat, group = own(self, session_id)
+                return str(chat), str(group)
+            except Exception:  # it needs its own config (Telegram's chat id): the default
+                pass
+        return super().limit_keys(session_id)
+
+    async def start(self) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+    def _thread(self, session_id: str) -> ShownThread:
+        thread = self._threads.get(session_id)
+        if thread is None:  # a platform without threads: one place per session
+            thread = self._threads[session_id] = ShownThread(session_id)
+            self.shown.threads.append(thread)
+        return thread
+
+    async def create_session_thread(self, session_id: str, name: str) -> str:
+        thread = ShownThread(name)
+        self._threads[session_id] = thread
+        self.shown.threads.append(thread)
+        return f"t{next(self._ids)}"
+
+    async def rename_session_thread(self, session_id: str, new_name: str) -> None:
+        self._thread(session_id).name = new_name
+
+    async def archive_session_thread(self, session_id: str) -> None:
+        self._thread(session_id).closed = True
+
+    async def delete_session_thread(self, session_id: str) -> None:
+        self._thread(session_id).deleted = True
+
+    async def send_message(self, session_id: str, content: OutgoingMessage) -> None:
+        thread = self._thread(session_id)
+        key = (session_id, content.key) if content.key is not None else None
+        earlier = self._keyed.get(key) if key is not None else None
+        if earlier is not None and earlier in thread.items:
+            if not (content.notify and self._dialect.resend_on_notify):
+                earlier.content = content  # edited in place: an edit does not ring
+                return
+            thread.items.remove(earlier)  # sent again below, so that it rings
+        shown = ShownMessage(content, rang=content.notify)
+        thread.items.append(shown)
+        if key is not None:
+            self._keyed[key] = shown
+
+    async def send_permission_request(self, session_id: str, request: PermissionRequest) -> None:
+        if request.id in self._cards:  # sent before: shown once
+            return
+        card = ShownCard(request, None, rang=request.notify)
+        self._cards[request.id] = card
+        self._thread(session_id).items.append(card)
+
+    async def update_permission_request(
+        self, session_id: str, request: PermissionRequest, outcome: PermissionOutcome
+    ) -> None:
+        card = self._cards.get(request.id)
+        if card is not None:
+            card.request, card.outcome = request, outcome
+
+    async def send_notification(self, notification: NotificationMessage) -> None:
+        if notification.outcome is not None:  # the closing update of a question's heads-up
+            for heads_up in self.shown.heads_ups:
+                if (
+                    notification.request_id is not None
+                    and heads_up.notification.request_id == notification.request_id
+                ):
+                    heads_up.notification = notification
+            return
+        self.shown.heads_ups.append(ShownHeadsUp(notification))
+
+
+# -- choosing the channel -------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class _Choice:
+    name: str
+    registration: ChannelRegistration | None
+    like: type[ChannelAdapter[Any]] | None
+    dialect: PreviewDialect
+
+
+def _adapter_class(registration: ChannelRegistration) -> type[ChannelAdapter[Any]] | None:
+    factory = registration.factory
+    if isinstance(factory, type) and issubclass(factory, ChannelAdapter):
+        return factory
+    return None
+
+
+def choose(channel: str, host: Any) -> _Choice:
+    """The channel type to preview: one a loaded plugin provides, or `web`."""
+    registration = host.channels.get(channel)
+    if registration is None and channel != WEB:
+        available = sorted({*host.channels, WEB})
+        raise PreviewError(
+            f"unknown channel {channel!r}: the channels that can be previewed here are "
+            f"{', '.join(available)} (a channel type a plugin provides, or web; "
+            "`aep-bridge plugins` lists the plugins)"
+        )
+    like = _adapter_class(registration) if registration is not None else None
+    dialect: PreviewDialect = like.preview_dialect() if like is not None else WebDialect()
+    return _Choice(channel, registration, like, dialect)
+
+
+# -- reading the recording -------------------------------------------------------------------
+
+
+def read_events(data: bytes, label: str) -> list[Event]:
+    """Every event of a JSONL recording, checked as `POST /events` checks it; a bad line is
+    a `PreviewError` naming it and the fix."""
+    events: list[Event] = []
+    for number, line in enumerate(data.split(b"\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            events.append(parse_event(line.rstrip(b"\r")))
+        except InvalidEvent as exc:
+            raise PreviewError(
+                f"{label}:{number}: not a valid AEP event: {exc}; fix or remove that line "
+                f"(`aep-bridge validate {label}` checks the whole file)"
+            ) from None
+    if not events:
+        raise PreviewError(f"{label}: holds no event (one AEP event per line, as JSON)")
+    return events
+
+
+def _moment(event: Event) -> datetime | None:
+    """When the event happened, as recorded (RFC 3339), or None if that cannot be read."""
+    try:
+        moment = datetime.fromisoformat(event.time.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else None
+
+
+# -- the run ---------------------------------------------------------------------------------
+
+
+async def record(
+    events: Sequence[Event],
+    choice: _Choice,
+    host: Any,
+    *,
+    verbosity: str = "normal",
+    capture: str = "redacted",
+) -> Shown:
+    """Run the real bridge over `events` with a recorder standing for `choice`; return what
+    it showed once everything was sent."""
+    from .bridge import Bridge
+    from .config import BridgeConfig
+    from .intake.hub import Hub, HubLimits
+    from .intake.source import LocalSource
+    from .store import Store
+
+    capabilities = (
+        choice.registration.capabilities
+        if choice.registration is not None
+        else _Recorder.capabilities.model_copy(update={"forms": True})
+    )
+    recorders: list[_Recorder] = []
+
+    def build(core: Any, config: ChannelConfig) -> _Recorder:
+        recorder = _Recorder(
+            core, config, like=choice.like, capabilities=capabilities, dialect=choice.dialect
+        )
+        recorders.append(recorder)
+        return recorder
+
+    host.channels[choice.name] = ChannelRegistration(
+        name=choice.name,
+        factory=build,
+        capabilities=capabilities,
+        plugin="aep-bridge preview",
+    )
+    time = _SimulatedTime()
+    with tempfile.TemporaryDirectory(prefix="aep-bridge-preview-") as folder:
+        config = BridgeConfig.model_validate(
+            {
+                "state_dir": folder,
+                "channels": {
+                    choice.name: {
+                        "type": choice.name,
+                        "verbosity": verbosity,
+                        "capture": capture,
+                        "approvers": ["preview"],
+                    }
+                },
+            }
+        )
+        store = Store.open(Path(folder))
+        hub = Hub(HubLimits(), store)
+        source = LocalSource(hub)
+        bridge = Bridge(
+            config, host, store=store, outbox_options={"clock": time.clock, "sleep": time.sleep}
+        )
+        bridge.add_source(source)
+        try:
+            async with asyncio.timeout(TIMEOUT):
+                await bridge.start()
+                if not recorders:
+                    why = "; ".join(str(p) for p in bridge.plan.problems) or "it did not start"
+                    raise PreviewError(f"the bridge could not run channel {choice.name!r}: {why}")
+                await _replay(events, hub, time)
+                await _settle(bridge, hub, source)
+        except TimeoutError:
+            raise PreviewError(
+                f"the bridge was still busy after {TIMEOUT:g} s: the recording may be too "
+                "large to preview"
+            ) from None
+        finally:
+            await bridge.stop(1.0)
+            await source.close()
+            await time.close()
+            hub.flush()
+            store.close()
+    return recorders[-1].shown
+
+
+async def _replay(events: Sequence[Event], hub: Any, time: _SimulatedTime) -> None:
+    """Admit each event as `POST /events` does, after the pause it had in the recording."""
+    last: datetime | None = None
+    for event in events:
+        moment = _moment(event)
+        if last is not None and moment is not None:
+            gap = (moment - last).total_seconds()
+            if gap > 0:
+                await time.sleep(min(gap, MAX_GAP))
+        if moment is not None and (last is None or moment > last):
+            last = moment
+        hub.admit([event])
+
+
+async def _settle(bridge: Any, hub: Any, source: Any) -> None:
+    """Wait until every event was handled and every platform call made."""
+    owner = source._participant
+
+    def queued() -> bool:
+        return any(s.pending for s in hub.subscriptions if s.owner is owner)
+
+    while True:
+        await asyncio.sleep(0)
+        if queued():
+            continue
+        await bridge.idle()
+        await asyncio.sleep(0)
+        if not queued() and not bridge.busy:
+            return
+
+
+# -- the command -----------------------------------------------------------------------------
+
+
+def render(
+    data: bytes,
+    label: str,
+    channel: str,
+    *,
+    verbosity: str = "normal",
+    capture: str = "redacted",
+    host: Any = None,
+) -> str:
+    """The page for a recording (`data`, one AEP event per line) in `channel`."""
+    from .plugins import PluginHost
+
+    if host is None:
+        host = PluginHost()
+        host.load()
+    choice = choose(channel, host)
+    events = read_events(data, label)
+    shown = asyncio.run(record(events, choice, host, verbosity=verbosity, capture=capture))
+    title = shown.threads[0].name if shown.threads else label
+    about = (
+        f"aep-bridge preview: {label} in {choice.dialect.name} ({channel}), "
+        f"verbosity {verbosity}, capture {capture}"
+    )
+    return page(shown, choice.dialect, title=title, about=about)
+
+
+def main(
+    file: str | None,
+    *,
+    demo: bool,
+    channel: str,
+    verbosity: str = "normal",
+    capture: str = "redacted",
+    out: str | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """`aep-bridge preview`: write the page, say where on standard error."""
+    err = err or sys.stderr
+    try:
+        if demo == (file is not None):
+            raise PreviewError("give the SESSION.jsonl to preview, or --demo (not both)")
+        if demo:
+            from .demo import recorded
+
+            data, label, target = recorded().encode(), "the demo session", Path("reference")
+        else:
+            assert file is not None
+            path = Path(file)
+            try:
+                data = sys.stdin.buffer.read() if file == "-" else path.read_bytes()
+            except OSError as exc:
+                raise PreviewError(f"cannot read {file}: {exc.strerror}") from None
+            label = "<stdin>" if file == "-" else path.name
+            target = Path("session") if file == "-" else path.with_suffix("")
+        document = render(data, label, channel, verbosity=verbosity, capture=capture)
+    except PreviewError as exc:
+        print(f"aep-bridge preview: {exc}", file=err)
+        return EXIT_USAGE
+    if out == "-":
+        sys.stdout.write(document)
+        return EXIT_OK
+    written = Path(out) if out else target.with_name(f"{target.name}.{channel}.html")
+    try:
+        written.write_text(document, encoding="utf-8")
+    except OSError as exc:
+        print(f"aep-bridge preview: cannot write {written}: {exc.strerror}", file=err)
+        return EXIT_USAGE
+    print(f"aep-bridge preview: wrote {written}", file=err)
+    return EXIT_OK
+
+
+__all__ = ["PreviewError", "choose", "main", "read_events", "record", "render"]

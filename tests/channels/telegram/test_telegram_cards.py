@@ -1,0 +1,303 @@
+"""A question as a person meets it in Telegram: the card says exactly what is approved (the
+command in a code block, the working folder), its buttons are readable, it rings once, and its
+heads-up in Notifications leads to the card and learns the answer. The real adapter and
+python-telegram-bot against the fake Bot API, which enforces Telegram's 4096-unit limit."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from aep_bridge import (
+    ChannelError,
+    NotificationMessage,
+    OutcomeStatus,
+    PermissionOption,
+    PermissionOutcome,
+    PermissionRequest,
+)
+from aep_bridge.markup import Blocks, Code, Paragraph, Span, plain
+from aep_bridge.testing import FakeCore
+from aep_bridge_telegram import TelegramChannel
+
+from .fake_bot_api import FORUM_ID, SUPERGROUP_ID, FakeBotApi, FakeMessage, Limits, utf16_len
+from .probe import make_adapter
+
+SESSION = "s-cards"
+NAME = "fix the flaky test"
+SUMMARY = "claude-code asks permission: Bash"
+COMMAND = "rm -rf build/ && make -j8 test"
+
+#: what the core puts in `details` for a Bash permission
+DETAILS: Blocks = (
+    Paragraph(spans=(Span(text="claude-code wants to run "), Span(text="Bash", bold=True))),
+    Code(code=COMMAND, language="bash"),
+    Paragraph(spans=(Span(text="in "), Span(text="~/src/app", code=True))),
+    Paragraph(spans=(Span(text="to start the build from a clean tree"),)),
+)
+ALLOW_DENY = (
+    PermissionOption(id="allow", label="Allow", is_allow=True),
+    PermissionOption(id="deny", label="Deny"),
+)
+
+
+def ask(card: str = "c1", **extra: object) -> PermissionRequest:
+    fields: dict[str, object] = {
+        "id": card,
+        "title": SUMMARY,
+        "description": plain(DETAILS),
+        "details": DETAILS,
+        "options": ALLOW_DENY,
+        **extra,
+    }
+    return PermissionRequest.model_validate(fields)
+
+
+@dataclass
+class Chat:
+    fake: FakeBotApi
+    core: FakeCore
+    adapter: TelegramChannel
+    chat: int
+    thread: int | None
+
+    def sent(self) -> list[FakeMessage]:
+        return [m for m in self.fake.messages(self.chat, from_bot=True) if m.text]
+
+    def card(self) -> FakeMessage:
+        return next(m for m in self.sent() if m.callback_data or m.text.startswith("❓ claude"))
+
+    async def heads_up(self, **fields: object) -> None:
+        """A heads-up as the outbox delivers it: again while the Notifications topic is
+        still being created (the adapter says so with a ChannelError)."""
+        note = NotificationMessage.model_validate(
+            {"session_id": SESSION, "session_name": NAME, "type": "permission", **fields}
+        )
+        async with asyncio.timeout(5):
+            while True:
+                try:
+                    await self.adapter.send_notification(note)
+                    return
+                except ChannelError:
+                    await asyncio.sleep(0.01)
+
+    def notes(self) -> list[FakeMessage]:
+        """What the Notifications topic shows (the chat itself, without topics)."""
+        topic = next((t for t in self.fake.topics(self.chat) if t.name == "Notifications"), None)
+        where = topic.message_thread_id if topic is not None else None
+        return [m for m in self.fake.messages(self.chat, where, from_bot=True) if m.text]
+
+
+async def open_chat(
+    fake: FakeBotApi, core: FakeCore | None = None, *, chat: int = FORUM_ID, **config: object
+) -> Chat:
+    core = core or FakeCore()
+    adapter = make_adapter(fake, core, chat_id=chat, **config)
+    core.attach(adapter)
+    await adapter.start()
+    thread = await core.create_thread(adapter, SESSION, NAME)
+    return Chat(fake, core, adapter, chat, int(thread) if chat == FORUM_ID else None)
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeBotApi]:
+    async with FakeBotApi(limits=Limits.no_rate_limits()) as api:
+        yield api
+        assert api.violations == []
+
+
+@pytest.fixture
+async def forum(fake: FakeBotApi) -> AsyncIterator[Chat]:
+    chat = await open_chat(fake)
+    try:
+        yield chat
+    finally:
+        await chat.adapter.stop()
+
+
+def answered(by: str = "Alice", label: str = "Allow") -> PermissionOutcome:
+    return PermissionOutcome(status=OutcomeStatus.ANSWERED, option_label=label, by=by)
+
+
+# -- the card says what is approved ---------------------------------------------------------
+
+
+async def test_the_card_shows_the_command_as_code_and_the_folder_and_keeps_them_closed(
+    forum: Chat,
+) -> None:
+    request = ask()
+    await forum.adapter.send_permission_request(SESSION, request)
+    card = forum.card()
+    assert card.text.startswith(f"❓ {SUMMARY}\nclaude-code wants to run Bash")
+    [pre] = [e for e in card.entities if e["type"] == "pre"]
+    assert pre["language"] == "bash"
+    assert text_of(card, pre) == COMMAND
+    assert "in ~/src/app" in card.text
+    assert "to start the build from a clean tree" in card.text
+    # answered: the card keeps what was approved, and says by whom
+    await forum.adapter.update_permission_request(SESSION, request, answered())
+    closed = forum.fake.message(forum.chat, card.message_id)
+    assert [text_of(closed, e) for e in closed.entities if e["type"] == "pre"] == [COMMAND]
+    assert "in ~/src/app" in closed.text
+    assert closed.text.endswith("✅ Answered by Alice: Allow")
+    assert closed.buttons == []
+
+
+async def test_a_huge_command_still_gives_a_whole_card_within_telegram_s_limit(
+    forum: Chat,
+) -> None:
+    huge = "\n".join(f"echo step {n:05} {'x' * 60}" for n in range(400))  # ~30k
+    details = (DETAILS[0], Code(code=huge, language="bash"), DETAILS[2])
+    expires = datetime.now(UTC) + timedelta(minutes=30)
+    request = ask(details=details, description=plain(details), expires_at=expires)
+    request = request.model_copy(update={"accepts_text": True})
+    await forum.adapter.send_permission_request(SESSION, request)
+    card = forum.card()  # the fake refuses a message over 4096 UTF-16 units
+    assert utf16_len(card.text) <= 4096
+    assert card.text.startswith(f"❓ {SUMMARY}\nclaude-code wants to run Bash")
+    [pre] = [e for e in card.entities if e["type"] == "pre"]
+    shown = text_of(card, pre)
+    assert len(shown) > 2000  # as much as fits,
+    assert huge.startswith(shown)  # from the start
+    assert "…" in card.text
+    assert "Reply to this message to answer in words." in card.text
+    assert card.text.endswith(f"Expires at {expires.strftime('%H:%M')} UTC.")
+    # the outcome line still fits
+    await forum.adapter.update_permission_request(SESSION, request, answered())
+    closed = forum.fake.message(forum.chat, card.message_id)
+    assert closed.edits, "the card was edited"
+    assert utf16_len(closed.text) <= 4096
+    assert closed.text.endswith("✅ Answered by Alice: Allow")
+
+
+async def test_a_huge_plain_description_is_shortened_too(forum: Chat) -> None:
+    words = " ".join(f"word{n}" for n in range(2000))  # ~15k, no details
+    request = ask(details=(), description=words)
+    await forum.adapter.send_permission_request(SESSION, request)
+    card = forum.card()
+    assert utf16_len(card.text) <= 4096
+    assert card.text.startswith(f"❓ {SUMMARY}\nword0 word1")
+    assert card.text.endswith("…")
+
+
+# -- buttons --------------------------------------------------------------------------------
+
+
+async def test_long_option_labels_go_one_per_row_and_short_ones_share_a_row(
+    forum: Chat,
+) -> None:
+    long = (
+        PermissionOption(id="once", label="Allow once", is_allow=True),
+        PermissionOption(id="always", label="Allow always for this session", is_allow=True),
+        PermissionOption(id="deny", label="Deny"),
+    )
+    await forum.adapter.send_permission_request(SESSION, ask("c-long", options=long))
+    await forum.adapter.send_permission_request(SESSION, ask("c-short"))
+    long_card, short_card = [m for m in forum.sent() if m.callback_data]
+    assert labels(long_card) == [["Allow once"], ["Allow always for this session"], ["Deny"]]
+    assert labels(short_card) == [["Allow", "Deny"]]
+
+
+def labels(message: FakeMessage) -> list[list[str]]:
+    assert message.reply_markup is not None
+    return [[b["text"] for b in row] for row in message.reply_markup["inline_keyboard"]]
+
+
+# -- one question, one ping -----------------------------------------------------------------
+
+
+async def test_a_card_whose_heads_up_rings_is_sent_silently(forum: Chat) -> None:
+    await forum.adapter.send_permission_request(SESSION, ask("c-loud"))
+    await forum.adapter.send_permission_request(SESSION, ask("c-quiet", notify=False))
+    loud, quiet = [c for c in forum.fake.calls_to("sendMessage") if c.param("reply_markup")]
+    assert not loud.param("disable_notification")
+    assert quiet.param("disable_notification") is True
+
+
+async def test_a_question_s_heads_up_links_to_the_card_and_is_sent_once(forum: Chat) -> None:
+    await forum.adapter.send_permission_request(SESSION, ask())
+    card = forum.card()
+    await forum.heads_up(summary=SUMMARY, request_id="c1")
+    await forum.heads_up(summary=SUMMARY, request_id="c1")  # a retry after a restart
+    [note] = forum.notes()
+    assert note.text == f"❓ {NAME}: {SUMMARY}"
+    [link] = [e for e in note.entities if e["type"] == "text_link"]
+    # t.me/c/<chat>/<topic>/<message>: the card itself, in its topic
+    assert link["url"] == f"https://t.me/c/1234567890/{forum.thread}/{card.message_id}"
+    # a heads-up about no card still leads to the session's topic
+    await forum.heads_up(type="completed", summary="the run finished")
+    [_, done] = forum.notes()
+    [link] = [e for e in done.entities if e["type"] == "text_link"]
+    assert link["url"] == f"https://t.me/c/1234567890/{forum.thread}"
+
+
+async def test_without_topics_the_heads_up_links_to_the_card_message(fake: FakeBotApi) -> None:
+    chat = await open_chat(fake, chat=SUPERGROUP_ID, topics=False)
+    try:
+        await chat.adapter.send_permission_request(SESSION, ask())
+        card = chat.card()
+        await chat.heads_up(summary=SUMMARY, request_id="c1")
+        [note] = [m for m in chat.notes() if m.text.startswith("❓ fix")]
+        [link] = [e for e in note.entities if e["type"] == "text_link"]
+        assert link["url"] == f"https://t.me/c/9876543210/{card.message_id}"
+    finally:
+        await chat.adapter.stop()
+
+
+async def test_the_answer_edits_the_heads_up_silently_even_after_a_restart(
+    fake: FakeBotApi,
+) -> None:
+    core = FakeCore()
+    chat = await open_chat(fake, core)
+    await chat.adapter.send_permission_request(SESSION, ask())
+    card = chat.card()
+    await chat.heads_up(summary=SUMMARY, request_id="c1")
+    [note] = chat.notes()
+    await chat.adapter.stop()
+    restarted = make_adapter(fake, core)  # the same store: the bridge restarted
+    core.attach(restarted)
+    await restarted.start()
+    try:
+        sends = len(fake.calls_to("sendMessage"))
+        note_closed = NotificationMessage(
+            session_id=SESSION,
+            session_name=NAME,
+            type="permission",
+            summary=SUMMARY,
+            request_id="c1",
+            outcome="Allow, by Alice",
+        )
+        await restarted.send_notification(note_closed)
+        edited = fake.message(FORUM_ID, note.message_id)
+        assert edited.text == f"✅ {NAME}: {SUMMARY} — Allow, by Alice"
+        assert len(edited.edits) == 1
+        [link] = [e for e in edited.entities if e["type"] == "text_link"]
+        assert link["url"].endswith(f"/{card.message_id}")  # still leads to the card
+        await restarted.send_notification(note_closed)  # delivered twice: no harm
+        assert len(fake.calls_to("sendMessage")) == sends  # nothing new rang
+        assert chat.notes() == [edited]
+    finally:
+        await restarted.stop()
+
+
+async def test_an_answer_without_a_heads_up_sends_and_edits_nothing(forum: Chat) -> None:
+    await forum.adapter.send_permission_request(SESSION, ask())
+    sends = len(forum.fake.calls_to("sendMessage"))
+    await forum.heads_up(summary=SUMMARY, request_id="c1", outcome="Deny, by Alice")
+    assert len(forum.fake.calls_to("sendMessage")) == sends
+    assert forum.fake.calls_to("editMessageText") == []
+    assert forum.notes() == []
+
+
+def test_the_channel_declares_that_it_updates_heads_ups() -> None:
+    assert TelegramChannel.capabilities.updates_heads_ups
+
+
+def text_of(message: FakeMessage, entity: dict[str, object]) -> str:
+    utf16 = message.text.encode("utf-16-le")
+    start = int(str(entity["offset"])) * 2
+    return utf16[start : start + int(str(entity["length"])) * 2].decode("utf-16-le")
