@@ -198,13 +198,50 @@ def test_the_page_is_written_beside_the_recording(tmp_path: Path) -> None:
     assert page.startswith("<!DOCTYPE html>")
 
 
+# -- docs/rendering.md shows the reference session at each verbosity -------------------------
+
+RENDERING_DOC = ROOT / "docs" / "rendering.md"
+LEVELS = ("quiet", "normal", "verbose")
+
+
+def transcript(verbosity: str) -> str:
+    """The demo session in Telegram at `verbosity`, as plain text (`preview --text`)."""
+    return render(recorded().encode(), DEMO, "telegram", verbosity=verbosity, text=True)
+
+
+def _doc_block(doc: str, verbosity: str) -> tuple[int, int]:
+    """Where the transcript at `verbosity` sits in the doc (between its two markers)."""
+    start = doc.index(f"<!-- reference {verbosity} -->\n```text\n") + len(
+        f"<!-- reference {verbosity} -->\n```text\n"
+    )
+    return start, doc.index(f"```\n<!-- /reference {verbosity} -->", start)
+
+
+@pytest.mark.parametrize("verbosity", LEVELS)
+def test_the_rendering_doc_shows_the_reference_session_as_it_renders(verbosity: str) -> None:
+    """What docs/rendering.md shows at each level is what the bridge shows today."""
+    doc = RENDERING_DOC.read_text(encoding="utf-8")
+    start, end = _doc_block(doc, verbosity)
+    assert doc[start:end] == transcript(verbosity), (
+        f"docs/rendering.md's {verbosity} transcript is not what the bridge shows: "
+        "review the change, then run `make snapshots`"
+    )
+
+
 def write_snapshots() -> None:
-    """`make snapshots`: make the current rendering the snapshots."""
+    """`make snapshots`: make the current rendering the snapshots, and the transcripts in
+    docs/rendering.md."""
     SNAPSHOTS.mkdir(exist_ok=True)
     for channel in CHANNELS:
         snapshot(channel).write_text(reference(channel), encoding="utf-8")
         snapshot(channel).with_name(f"reference.{channel}.new.html").unlink(missing_ok=True)
         print(f"wrote {snapshot(channel).relative_to(ROOT)}")
+    doc = RENDERING_DOC.read_text(encoding="utf-8")
+    for verbosity in LEVELS:
+        start, end = _doc_block(doc, verbosity)
+        doc = doc[:start] + transcript(verbosity) + doc[end:]
+    RENDERING_DOC.write_text(doc, encoding="utf-8")
+    print(f"wrote the transcripts in {RENDERING_DOC.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

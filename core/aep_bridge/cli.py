@@ -782,6 +782,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="where to write the page (default: SESSION.NAME.html beside the file, "
         "reference.NAME.html here with --demo; - for stdout)",
     )
+    show.add_argument(
+        "--text",
+        action="store_true",
+        help="a plain-text transcript (SESSION.NAME.txt) instead of the page",
+    )
 
     check = commands.add_parser(
         "validate",
@@ -842,6 +847,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 verbosity=args.verbosity,
                 capture=args.capture,
                 out=args.out,
+                text=args.text,
             )
         if args.command == "setup":
             from . import setup_command

@@ -259,6 +259,35 @@ def _heads_ups_html(shown: Shown, dialect: PreviewDialect) -> str:
     return f'<aside class="notifications"><h2>Notifications</h2>\n{body}</aside>'
 
 
+def transcript(shown: Shown) -> str:
+    """What was shown, as plain text: each thread's bubbles in order (a rule between them,
+    🔔 on what rang), then the heads-ups. For docs and bug reports; the same words as every
+    channel's plain text."""
+    out: list[str] = []
+    for thread in shown.threads:
+        out.append(f"# {thread.name}")
+        for item in thread.items:
+            out.append("-" * 40 + (" 🔔" if item.rang else ""))
+            if isinstance(item, ShownCard):
+                request = item.request
+                out.append(f"❓ {request.title}")
+                if request.description:
+                    out.append(request.description)
+                if request.options:
+                    out.append(" ".join(f"[{o.label}]" for o in request.options))
+                if item.outcome is not None:
+                    out.append(item.outcome.summary())
+            else:
+                out.append(item.content.text)
+    out.append("")
+    out.append("# Notifications")
+    for heads_up in shown.heads_ups:
+        note = heads_up.notification
+        line = ("🔔 " if heads_up.rang else "") + note.summary
+        out.append(line + (f" ({note.outcome})" if note.outcome else ""))
+    return "\n".join(out) + "\n"
+
+
 def page(shown: Shown, dialect: PreviewDialect, *, title: str, about: str) -> str:
     """The standalone page: every thread, then the heads-ups in a side panel "Notifications".
 

@@ -39,6 +39,7 @@ from .preview import (
     ShownThread,
     WebDialect,
     page,
+    transcript,
 )
 from .types import (
     ChannelCapabilities,
@@ -422,8 +423,10 @@ def render(
     verbosity: str = "normal",
     capture: str = "redacted",
     host: Any = None,
+    text: bool = False,
 ) -> str:
-    """The page for a recording (`data`, one AEP event per line) in `channel`."""
+    """The page for a recording (`data`, one AEP event per line) in `channel`; with `text`,
+    its plain-text transcript instead."""
     from .plugins import PluginHost
 
     if host is None:
@@ -432,6 +435,8 @@ def render(
     choice = choose(channel, host)
     events = read_events(data, label)
     shown = asyncio.run(record(events, choice, host, verbosity=verbosity, capture=capture))
+    if text:
+        return transcript(shown)
     title = shown.threads[0].name if shown.threads else label
     about = (
         f"aep-bridge preview: {label} in {choice.dialect.name} ({channel}), "
@@ -449,6 +454,7 @@ def main(
     capture: str = "redacted",
     out: str | None = None,
     err: TextIO | None = None,
+    text: bool = False,
 ) -> int:
     """`aep-bridge preview`: write the page, say where on standard error."""
     err = err or sys.stderr
@@ -468,14 +474,15 @@ def main(
                 raise PreviewError(f"cannot read {file}: {exc.strerror}") from None
             label = "<stdin>" if file == "-" else path.name
             target = Path("session") if file == "-" else path.with_suffix("")
-        document = render(data, label, channel, verbosity=verbosity, capture=capture)
+        document = render(data, label, channel, verbosity=verbosity, capture=capture, text=text)
     except PreviewError as exc:
         print(f"aep-bridge preview: {exc}", file=err)
         return EXIT_USAGE
     if out == "-":
         sys.stdout.write(document)
         return EXIT_OK
-    written = Path(out) if out else target.with_name(f"{target.name}.{channel}.html")
+    suffix = "txt" if text else "html"
+    written = Path(out) if out else target.with_name(f"{target.name}.{channel}.{suffix}")
     try:
         written.write_text(document, encoding="utf-8")
     except OSError as exc:

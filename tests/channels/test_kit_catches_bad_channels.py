@@ -108,6 +108,24 @@ class ShowsMarkdown(MemoryChannel):
         await super().send_message(session_id, content.model_copy(update={"text": text}))
 
 
+class DropsFolds(MemoryChannel):
+    """Shows a message's paragraphs and drops what is folded (a failure's last lines, a
+    diff), as a dialect that knows no collapsible block might."""
+
+    async def send_message(self, session_id: str, content: OutgoingMessage) -> None:
+        kept = tuple(b for b in content.blocks if isinstance(b, Paragraph))
+        text = "\n\n".join(spans_text(b.spans) for b in kept) or content.text
+        await super().send_message(session_id, content.model_copy(update={"text": text}))
+
+
+class TitleOnlyCards(MemoryChannel):
+    """Shows a card's title and buttons, not what is asked (its details or description)."""
+
+    async def send_permission_request(self, session_id: str, request: PermissionRequest) -> None:
+        bare = request.model_copy(update={"details": (), "description": ""})
+        await super().send_permission_request(session_id, bare)
+
+
 class TwoThreads(MemoryChannel):
     async def create_session_thread(self, session_id: str, name: str) -> str:
         await super().create_session_thread(session_id, name)
@@ -122,6 +140,8 @@ CASES = [
     (EatsMarkup, "test_agent_text_is_shown_verbatim_not_as_markup"),
     (TwoThreads, "test_a_thread_is_created_once_and_renamed"),
     (ShowsMarkdown, "test_a_message_with_blocks_reads_without_markdown_markers"),
+    (DropsFolds, "test_folded_output_and_a_diff_are_shown_not_lost"),
+    (TitleOnlyCards, "test_a_card_shows_what_exactly_is_approved"),
     (RemembersCards, "test_a_press_is_resolved_by_card_id_alone"),
     (ForgetsCards, "test_a_card_from_before_a_restart_still_shows_its_outcome"),
 ]

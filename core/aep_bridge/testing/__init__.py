@@ -47,7 +47,7 @@ from ..aep.build import make_event
 from ..aep.envelope import Event
 from ..aep.ids import source_uri
 from ..intake.hub import Delivery, Hub, Participant
-from ..markup import parse_markdown, plain
+from ..markup import Code, Details, Diff, Paragraph, Span, parse_markdown, plain
 from ..text import measure, split_text
 from ..types import (
     OUTGOING_KINDS,
@@ -825,6 +825,50 @@ class ChannelConformance:
             assert words in shown, words
         for marker in ("**", "## ", "]("):
             assert marker not in shown, f"raw markdown {marker!r} shown"
+
+    async def test_folded_output_and_a_diff_are_shown_not_lost(self, harness: Harness) -> None:
+        """An activity message folds a failure's last lines (`Details`) and an edit's change
+        (`Diff`) under their line: a channel may fold them too, but every line of them is
+        in what it shows (the failing assertion, the new code), and an update of the message
+        replaces it. (Contract 1.2.)"""
+        h = harness
+        await self._thread(h)
+        before = len(await h.probe.messages())
+        line = Paragraph(spans=(Span(text="❌ "), Span(text="pytest -q", code=True)))
+        failure = Details(
+            summary="output",
+            blocks=(Code(code="E       assert 10.0 == 10.01\nFAILED test_rounding"),),
+        )
+        change = Diff(path="totals.py", unified="@@ -1 +1 @@\n-a = 1\n+a = 2\n", added=1, removed=1)
+        blocks = (line, failure, Paragraph(spans=(Span(text="✅ Edit totals.py"),)), change)
+        first = OutgoingMessage(
+            type="tool_update", blocks=blocks[:2], text=plain(blocks[:2]), key="a1"
+        )
+        await h.adapter.send_message(SESSION, first)
+        update = OutgoingMessage(type="tool_update", blocks=blocks, text=plain(blocks), key="a1")
+        await h.adapter.send_message(SESSION, update)
+        new = (await h.probe.messages())[before:]
+        shown = _visible(" ".join(m.text for m in new))
+        for words in ("pytest -q", "assert 10.0 == 10.01", "FAILED test_rounding", "a = 2"):
+            assert words in shown, words
+        if h.adapter.capabilities.edits:
+            assert len(new) == 1, "the update was not an edit of the same message"
+
+    async def test_a_card_shows_what_exactly_is_approved(self, harness: Harness) -> None:
+        """A card's `details` (the command in a code block, the folder) are shown, in the
+        channel's dialect or as the plain `description`. (Contract 1.2.)"""
+        h = harness
+        await self._thread(h)
+        details = (
+            Code(code="git push -u origin fix/rounding", language="bash"),
+            Paragraph(spans=(Span(text="in "), Span(text="~/src/invoicer", code=True))),
+        )
+        request = _request("d4Tx", [("o1", "Allow"), ("o2", "Deny")])
+        request = request.model_copy(update={"details": details, "description": plain(details)})
+        card = await self._card(h, request)
+        shown = _visible(card.text)
+        assert "git push -u origin fix/rounding" in shown
+        assert "~/src/invoicer" in shown
 
     async def test_a_card_press_reaches_the_core_with_the_right_ids(self, harness: Harness) -> None:
         h = harness
