@@ -35,8 +35,9 @@ def test_every_shown_event_of_the_reference_session_reaches_its_topic(shown: See
     assert shown.shows(f"User: {prompt}")
     for event in events:
         if event["type"] == "tool.requested" and event["data"]["tool"]["name"] != "TodoWrite":
-            name = event["data"]["tool"]["name"]  # an MCP tool reads `server › tool`
-            assert shown.shows(name.split("__")[-1]), event["data"]["tool"]
+            # an MCP tool reads `server › tool`, a MultiEdit `Edit path (2 edits)`
+            name = event["data"]["tool"]["name"].split("__")[-1].replace("MultiEdit", "Edit")
+            assert shown.shows(name), event["data"]["tool"]
         if event["type"] == "progress.task.planned":
             assert shown.shows(event["data"]["task"]["title"]), event["data"]["task"]
     # the replies, by words that no rendering of their markdown changes

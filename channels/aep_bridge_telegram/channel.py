@@ -1130,8 +1130,8 @@ def _message_html(content: OutgoingMessage) -> str:
     if kind == "tool_update":
         icon = _TOOL_STATUS.get(str(content.metadata.get("status", "")), "🔧")
         return f"{icon} {body}"
-    if kind == "system_message":  # blocks carry their own styles (a header, a footer)
-        return f"<i>{body}</i>" if not blocky and not content.blocks else body
+    if kind == "system_message":  # a line in italics; blocks of several carry their own
+        return f"<i>{body}</i>" if not blocky and len(content.blocks) <= 1 else body
     if kind == "error":
         return f"⚠️ <b>Error</b>\n{body}"
     if kind == "thought":

@@ -36,8 +36,10 @@ ACTIVITY_ROOM: Final = 3_000
 #: ... or when it holds this many calls.
 ACTIVITY_CALLS: Final = 30
 #: Calls remembered per thread for their late updates (a call finishing after its activity
-#: closed), and tool calls remembered per thread for the cards they cause.
-CALLS_KEPT: Final = 256
+#: closed), and bubble keys remembered per thread.
+CALLS_KEPT: Final = 64
+#: Keys of a thread's bubbles remembered (a message with one of them is an edit).
+KEYS_KEPT: Final = 256
 #: A reply longer than this is not extended by a footer (it may be split on its way out).
 TAIL_ROOM: Final = 3_000
 
@@ -163,9 +165,10 @@ class Thread:
         if key is None:
             return True
         if key in self.shown:
+            self.shown.move_to_end(key)  # kept while it is edited (the plan, a long activity)
             return False
         self.shown[key] = None
-        while len(self.shown) > CALLS_KEPT:
+        while len(self.shown) > KEYS_KEPT:
             self.shown.popitem(last=False)
         return True
 

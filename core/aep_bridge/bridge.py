@@ -798,11 +798,9 @@ class Bridge:
             rendered, jobs = shared
             for job in jobs:
                 channel.outbox.submit(job)
-            # a heads-up outside the thread; where there are no threads, a question's card
-            # is its own heads-up, and a second one would only ring twice
-            if rendered.notification is not None and (
-                channel.adapter.capabilities.threads or asked is None
-            ):
+            # a heads-up outside the thread; where there are no threads, the messages are
+            # the heads-ups (the channel rings as it can), and a second one would ring twice
+            if rendered.notification is not None and channel.adapter.capabilities.threads:
                 thread = self.sessions.thread(session.id, channel.name)
                 notification = rendered.notification.model_copy(
                     update={
@@ -948,6 +946,10 @@ class Bridge:
                     if channel.outbox.withdraw(request.session_id, card_key(request.id)):
                         rank = Priority.FINAL
                         quiet = card.model_copy(update={"notify": False})
+                        if self._informational(request):  # as it was first queued
+                            quiet = quiet.model_copy(
+                                update={"informational": True, "accepts_text": False}
+                            )
                         channel.outbox.submit(
                             Job.permission(request.session_id, quiet, priority=rank)
                         )
@@ -964,6 +966,16 @@ class Bridge:
                         outcome=shown.summary(),
                     )
                     channel.outbox.submit(Job.notification(closing))
+
+    def _informational(self, request: Request) -> bool:
+        """Whether a request's card is shown without a way to answer it (as `Attention.open`
+        decided: its source takes no answer, or its `respond_via` leaves out `control`)."""
+        session = self.sessions.get(request.session_id)
+        source = self.sources.get(session.stream) if session is not None else None
+        if source is None or not getattr(source, "answers", True):
+            return True
+        respond_via = (request.event.data or {}).get("respond_via")
+        return isinstance(respond_via, list) and "control" not in respond_via
 
     def may_answer(self, channel: str, user: ChannelUser, request: Request | None) -> bool:
         """The approver policy, asked on every press: the `approver_decision` hook, whose

@@ -30,6 +30,9 @@ What it guarantees, and why:
   in the caller's transaction: the bridge withdraws a question's heads-up when the question
   closes, so an answer given before the heads-up's slot is not followed by a ringing
   "asks permission". One already in flight is not recalled.
+- **No stale urgency.** A card's job is keyed too (`card_key`): when its question closes
+  before it went out, the bridge takes it back and submits it again at thread rank, so it
+  lands where it happened instead of above what came before it.
 - **Fits the platform.** Long text is split at the platform's limit in its own unit, without
   breaking a fenced code block; an edit of one card is cut to fit instead. A message with
   blocks is split between its blocks as the adapter measures them (`markup.split`), a block

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import heapq
 import itertools
 import sys
 import tempfile
@@ -41,6 +40,7 @@ from .preview import (
     page,
     transcript,
 )
+from .simtime import VirtualTime
 from .types import (
     ChannelCapabilities,
     ChannelConfig,
@@ -68,50 +68,6 @@ class PreviewError(Exception):
 
 
 # -- simulated time ------------------------------------------------------------------------
-
-
-class _SimulatedTime:
-    """A clock and a sleep on which time passes only when every task is waiting: the
-    outbox's rate limits and the gaps between recorded events take no real time."""
-
-    QUIET: Final = 100  # loop iterations without a ready task that count as "everyone waits"
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self._timers: list[tuple[float, int, asyncio.Future[None]]] = []
-        self._order = itertools.count()
-        self._driver: asyncio.Task[None] | None = None
-
-    def clock(self) -> float:
-        return self.now
-
-    async def sleep(self, delay: float) -> None:
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
-        heapq.heappush(self._timers, (self.now + max(0.0, delay), next(self._order), future))
-        if self._driver is None or self._driver.done():
-            self._driver = loop.create_task(self._drive())
-        await future
-
-    async def _drive(self) -> None:
-        while True:
-            for _ in range(self.QUIET):
-                await asyncio.sleep(0)
-            while self._timers and self._timers[0][2].done():
-                heapq.heappop(self._timers)
-            if not self._timers:
-                return
-            when, _, future = heapq.heappop(self._timers)
-            self.now = max(self.now, when)
-            future.set_result(None)
-
-    async def close(self) -> None:
-        for _, _, future in self._timers:
-            future.cancel()
-        self._timers.clear()
-        if self._driver is not None:
-            self._driver.cancel()
-            await asyncio.gather(self._driver, return_exceptions=True)
 
 
 # -- the recording channel -------------------------------------------------------------------
@@ -337,7 +293,7 @@ async def record(
         capabilities=capabilities,
         plugin="aep-bridge preview",
     )
-    time = _SimulatedTime()
+    time = VirtualTime()
     with tempfile.TemporaryDirectory(prefix="aep-bridge-preview-") as folder:
         config = BridgeConfig.model_validate(
             {
@@ -381,7 +337,7 @@ async def record(
     return recorders[-1].shown
 
 
-async def _replay(events: Sequence[Event], hub: Any, time: _SimulatedTime) -> None:
+async def _replay(events: Sequence[Event], hub: Any, time: VirtualTime) -> None:
     """Admit each event as `POST /events` does, after the pause it had in the recording."""
     last: datetime | None = None
     for event in events:

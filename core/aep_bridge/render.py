@@ -16,10 +16,12 @@ Everything shown passes two gates, in this order:
    finished message (its text and `metadata`, whoever produced it, vendor plugins included)
    goes through the pipeline once more.
 
-The renderer keeps a little state, bounded and keyed by ceiling: each session's plan (so the
-plan card accumulates tasks), and the first line of each tool card and step (so the update
-that replaces it can repeat it). Rendering the same event again for another channel with the
-same ceiling changes nothing, so the core may call `render` once per channel.
+The renderer keeps state, bounded: per session and ceiling, the plan (so the plan message
+accumulates tasks), each step's name, the tool calls (for their lines' updates and the cards
+they cause) and the working folder; per thread and look (ceiling, verbosity, what rings,
+whether the channel edits), the conversation (`activity.Thread`: the open activity message,
+the last bubble a footer may join, a reply held at quiet). The core renders each event once
+per look, in order; the same event again for the same look gives the same rendering.
 
 The mapping, type by type, is documented in `docs/rendering.md`.
 """
@@ -32,7 +34,7 @@ import re
 import shlex
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, TypeVar
 
@@ -158,12 +160,19 @@ MAX_HEADS: Final = 4096
 #: events whose card failed to render, remembered so the error is logged once per event
 _FAILED_CARDS_KEPT: Final = 1024
 #: threads whose conversation state is kept (per look), tool calls kept for their cards
-MAX_THREADS: Final = 512
-MAX_CALLS: Final = 4096
+MAX_THREADS: Final = 256
+MAX_CALLS: Final = 2048
 #: renderings kept so that rendering one event again for the same look repeats it
 _RENDERINGS_KEPT: Final = 64
 #: the longest command or change a card shows (the rest is cut, with "…")
 MAX_CARD_CODE: Final = 2_000
+#: a tool call's arguments kept after its event: each value, and all of them together
+KEPT_ARG: Final = 4_096
+KEPT_ARGS: Final = 16_384
+#: arguments kept (cut) whatever their size: what the call does
+_TELLING_ARGS: Final = frozenset(
+    {"command", "cmd", "file_path", "filePath", "path", "pattern", "url", "description", "query"}
+)
 
 _REDACTED_RANK: Final = CAPTURE_RANK["redacted"]
 _ERROR_RANK: Final = SEVERITY_RANK["error"]
@@ -921,8 +930,9 @@ class Renderer:
         key = self._tool_key(ev, call_id, name, start=True)
         args = (p.args if p.args is not None else p.args_redacted) if p is not None else None
         call = ToolCall(name=name, args=dict(args or {}), cwd=self._cwd(ev, d.ceiling))
-        self._keep_call(ev, d.ceiling, f"event:{ev.id}", call)  # a card it causes names it
-        self._keep_call(ev, d.ceiling, key, call)
+        kept = ToolCall(name=name, args=_kept_args(call.args), cwd=call.cwd)  # bounded
+        self._keep_call(ev, d.ceiling, f"event:{ev.id}", kept)  # a card it causes names it
+        self._keep_call(ev, d.ceiling, key, kept)
         d.thread.held = None  # quiet: the reply before this call was not the run's last
         view = self._view(call, None, d.verbosity)
         if view.plan is not None:  # TodoWrite and the like: the plan, not a line
@@ -978,6 +988,10 @@ class Renderer:
         activity = thread.calls.get(key)
         if activity is None or key not in activity.lines:
             activity = thread.place(key, view, d.event.id)
+        elif not view.details and activity.lines[key].view.details:
+            # the call's arguments were too large to keep whole (`_kept_args`): what it
+            # showed when it started (the change it makes) stays under its line
+            view = replace(view, details=activity.lines[key].view.details)
         activity.lines[key] = ToolLine(call_id or key, view, status, duration_ms, call_name)
         blocks = activity.blocks(durations=d.verbosity >= VERBOSE)
         d.add(
@@ -1700,6 +1714,31 @@ _TOOL_STATUS: Final = {"success": "completed", "other": "completed"}
 def _activity_blocks(lines: Sequence[ToolLine], *, durations: bool) -> Blocks:
     lines_by_id = OrderedDict((line.call_id, line) for line in lines)
     return Activity(key="", lines=lines_by_id).blocks(durations=durations)
+
+
+def _kept_args(args: Mapping[str, Any]) -> dict[str, Any]:
+    """A tool call's arguments as the renderer keeps them after the call's event (for its
+    line's update and the card it may cause), bounded: a string over `KEPT_ARG` characters
+    is kept only when it says what the call does (cut), other large values are dropped, and
+    at most `KEPT_ARGS` characters in all. An event is up to a megabyte; thousands are kept."""
+    kept: dict[str, Any] = {}
+    room = KEPT_ARGS
+    for name, value in list(args.items())[:32]:
+        if isinstance(value, str):
+            if len(value) > KEPT_ARG:
+                if name not in _TELLING_ARGS:
+                    continue
+                value = value[:KEPT_ARG]
+            size = len(value)
+        else:
+            size = len(json.dumps(value, ensure_ascii=False, default=str))
+            if size > KEPT_ARG:
+                continue
+        if size > room:
+            break
+        kept[name] = value
+        room -= size
+    return kept
 
 
 def _unfold(block: Any) -> Blocks:

@@ -11,16 +11,20 @@ and a question's heads-up names its card.
 from __future__ import annotations
 
 import itertools
+import json
 from typing import Any
 
+from aep_bridge import hookimpl
+from aep_bridge.adapter import ChannelRegistration
 from aep_bridge.aep.envelope import Event
 from aep_bridge.aep.redaction import Redactor
 from aep_bridge.aep.validation import validate_event
 from aep_bridge.markup import Code, plain
 from aep_bridge.render import Renderer
-from aep_bridge.types import OutgoingMessage
+from aep_bridge.testing import MemoryChannel
+from aep_bridge.types import NotificationMessage, OutgoingMessage, ResolutionStatus
 
-from .rig import Rig, memory_host
+from .rig import ALICE, Rig, memory_host
 from .test_heads_up import PacedChannel, _Paced, heads_ups
 
 _seq = itertools.count(1)
@@ -417,3 +421,76 @@ async def test_an_open_card_still_goes_before_the_chatter_queued_ahead_of_it(tmp
         card = next(i for i, t in enumerate(texts) if "make test" in t)
         assert not any(t.startswith("step 2") for t in texts[:card])  # it jumped the queue
         assert PacedChannel.name == "paced"
+
+
+# -- bounds -----------------------------------------------------------------------------------
+
+
+def test_a_huge_call_is_kept_bounded_and_its_change_still_shows_when_it_finishes():
+    """An event is up to a megabyte and the renderer keeps thousands of calls (for their
+    updates and cards): what it keeps of one is bounded, and the change the call showed when
+    it started stays under its line when it finishes."""
+    thread = Thread()
+    big = "x = 1\n" * 150_000  # 900 kB
+    edit = call(1, "Edit", file_path=f"{CWD}/a.py", old_string=big, new_string=big + "y = 2\n")
+    thread.feed(started(), edit)
+    kept = [c for key, c in thread.renderer._calls.items() if key[3] == f"event:{edit.id}"]
+    assert len(json.dumps(kept[0].args)) < 20_000
+    assert kept[0].args["file_path"] == f"{CWD}/a.py"  # what it does is kept
+    started_text = thread.texts[-1]
+    assert "+y = 2" in started_text
+    thread.feed(done(1, "", "Edit"))
+    assert "+y = 2" in thread.texts[-1]
+    assert thread.texts[-1].startswith("✅ Edit a.py")
+    assert started_text.startswith("⏳ Edit a.py")
+
+
+class EditsHeadsUps(MemoryChannel):
+    """A memory channel that edits a question's heads-up when the question closes."""
+
+    name = "edits-heads-ups"
+    capabilities = MemoryChannel.capabilities.model_copy(update={"updates_heads_ups": True})
+
+    def __init__(self, core: Any, config: Any = None) -> None:
+        super().__init__(core, config)
+        self.notifications: list[NotificationMessage] = []
+
+    async def send_notification(self, notification: NotificationMessage) -> None:
+        self.notifications.append(notification)
+        await super().send_notification(notification)
+
+
+class _EditsHeadsUps:
+    @hookimpl
+    def register_channels(self) -> list[ChannelRegistration]:
+        return [ChannelRegistration.of(EditsHeadsUps)]
+
+
+async def test_a_questions_heads_up_names_its_card_and_learns_the_answer(tmp_path):
+    channels = {
+        "alpha": {"type": "edits-heads-ups", "approvers": ["alice"]},
+        "beta": {"type": "memory", "approvers": ["alice"]},
+    }
+    async with Rig(tmp_path, channels=channels, host=memory_host(_EditsHeadsUps())) as rig:
+        alpha = rig.channel("alpha")
+        assert isinstance(alpha, EditsHeadsUps)
+        agent = rig.agent()
+        agent.start()
+        agent.ask("Run `make test`?")
+        await rig.settle()
+        [heads_up] = alpha.notifications
+        [card_id] = list(alpha.cards)
+        assert heads_up.request_id == card_id  # a channel can link to the card itself
+        assert heads_up.outcome is None
+        _, request, _ = alpha.cards[card_id]
+        assert request.notify is False  # the heads-up rings; the card does not ring again
+        answered = await alpha.press(rig.buttons("alpha")[0][1], ALICE)
+        assert answered.status is ResolutionStatus.ACCEPTED
+        await rig.settle()
+        closing = alpha.notifications[-1]
+        assert (closing.request_id, closing.outcome) == (card_id, "Answered by Alice: Allow")
+        # a channel that does not say it edits heads-ups is never sent the closing update
+        beta = rig.channel("beta")
+        assert [m.text for m in beta.messages if m.thread_id is None] == [
+            "test-agent asks permission"
+        ]

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import heapq
 import itertools
 import re
 import secrets
@@ -48,6 +47,7 @@ from ..aep.envelope import Event
 from ..aep.ids import source_uri
 from ..intake.hub import Delivery, Hub, Participant
 from ..markup import Code, Details, Diff, Paragraph, Span, parse_markdown, plain
+from ..simtime import VirtualTime
 from ..text import measure, split_text
 from ..types import (
     OUTGOING_KINDS,
@@ -1076,60 +1076,6 @@ class ChannelConformance:
     async def test_stop_is_idempotent(self, harness: Harness) -> None:
         await harness.adapter.stop()
         await harness.adapter.stop()
-
-
-# -- simulated time -----------------------------------------------------------------
-
-
-class VirtualTime:
-    """A clock and a sleep on which time passes only when every task is waiting.
-
-    For testing what an `Outbox` does over minutes of rate limits in milliseconds:
-    `Outbox(adapter, store, clock=vt.clock, sleep=vt.sleep)`.
-
-    `sleep` registers a timer; a driver task lets the loop run until it is quiet, then jumps
-    the clock to the earliest timer and fires it. Cancelled sleeps are skipped.
-    """
-
-    SETTLE = 100  # loop iterations that count as "quiet"
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self._timers: list[tuple[float, int, asyncio.Future[None]]] = []
-        self._order = itertools.count()
-        self._driver: asyncio.Task[None] | None = None
-
-    def clock(self) -> float:
-        return self.now
-
-    async def sleep(self, delay: float) -> None:
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
-        heapq.heappush(self._timers, (self.now + max(0.0, delay), next(self._order), future))
-        if self._driver is None or self._driver.done():
-            self._driver = loop.create_task(self._drive())
-        await future
-
-    async def _drive(self) -> None:
-        while True:
-            for _ in range(self.SETTLE):
-                await asyncio.sleep(0)
-            while self._timers and self._timers[0][2].done():
-                heapq.heappop(self._timers)
-            if not self._timers:
-                return
-            when, _, future = heapq.heappop(self._timers)
-            self.now = max(self.now, when)
-            future.set_result(None)
-
-    def at(self, when: float, action: Callable[[], object]) -> asyncio.Task[None]:
-        """Run `action` at simulated time `when`."""
-
-        async def later() -> None:
-            await self.sleep(when - self.now)
-            action()
-
-        return asyncio.get_running_loop().create_task(later())
 
 
 # -- setup wizards ------------------------------------------------------------------

@@ -82,7 +82,7 @@ async def test_a_session_arrives_on_the_phone_titled_in_order_and_once(
     )
     # the tool runs for a while: the phone shows the call before it finishes
     await running.settle()
-    assert texts(await probe.notifications())[-1] == "Bash: pytest tests/test_login.py"
+    assert texts(await probe.notifications())[-1] == "⏳ Bash pytest tests/test_login.py"
     agent.emit(
         "tool.completed",
         {"tool": {"name": "Bash", "call_id": "call-1"}, "status": "success", "duration_ms": 1200},
@@ -104,12 +104,11 @@ async def test_a_session_arrives_on_the_phone_titled_in_order_and_once(
     # ntfy has no threads: each message is the notification, in the agent's order, once (no
     # second "heads-up" ringing for the same thing)
     assert texts(phone) == [
-        "Session started: Fix the login test\ntiny-agent",
-        "Run started (user)",
-        "Bash: pytest tests/test_login.py",
-        "Bash: pytest tests/test_login.py (done in 1.2 s)",
+        "Session started: Fix the login test\n\ntiny-agent",
+        "⏳ Bash pytest tests/test_login.py",
+        "✅ Bash pytest tests/test_login.py",
         "The login test passes now. I used the token [REDACTED:secret] to fetch it.",
-        "Run finished",
+        "Finished",
         "Session ended (normal).",
     ]
     assert all(SECRET not in json.dumps(n) for n in phone), "the secret left the machine"
