@@ -19,20 +19,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import logging
 import time
 from collections.abc import Awaitable
 from dataclasses import asdict, dataclass, field
-from datetime import UTC
 from typing import Any, ClassVar, Final, TypeVar
 
 from telegram import (
     Bot,
     BotCommand,
     CallbackQuery,
-    InlineKeyboardButton,
     InlineKeyboardMarkup,
     LinkPreviewOptions,
     Message,
@@ -77,6 +74,16 @@ from aep_bridge import (
 
 from . import html
 from .config import TelegramConfig, shared_id_reason
+from .look import (
+    _OUTCOME_ICONS,
+    CARD_TAIL,
+    _card_html,
+    _keyboard,
+    _message_html,
+    _shorten,
+    _topic_name,
+    card_key,
+)
 
 log = logging.getLogger(__name__)
 #: python-telegram-bot's polling logger: getUpdates errors other than 409 are logged as it does
@@ -87,28 +94,15 @@ CONFLICT_REPEAT: Final = 600.0
 #: Telegram's limit is 4096 UTF-16 units after the HTML is parsed; the rest is for the icon
 #: and heading the adapter puts before the core's text.
 MAX_TEXT: Final = 4000
-MAX_TOPIC_NAME: Final = 128
 MAX_TOAST: Final = 200
 #: seconds added to each rate-limit window (see `capabilities`)
 LIMIT_MARGIN: Final = 0.05
-MAX_CARD_KEY: Final = 40  # bytes of button data for the card; the action follows it
-BUTTONS_PER_ROW: Final = 3  # Telegram allows 8; three keep labels readable on a phone
-#: a label longer than this, or a row of labels longer than `MAX_ROW_LABELS` together, would
-#: be cut short on a phone ("Allow always for…"): the buttons then go one per row
-MAX_SHARED_LABEL: Final = 18
-MAX_ROW_LABELS: Final = 30
-#: Telegram's own limit on a message, in UTF-16 units after parsing
-TELEGRAM_LIMIT: Final = 4096
 #: what a question's heads-up shows when the question is closed: the icon replaces its ❓,
 #: and the outcome (at most `MAX_HEADS_UP_OUTCOME` units) follows a dash
 HEADS_UP_CLOSED: Final = "✅"
 MAX_HEADS_UP_OUTCOME: Final = 200
 #: a heads-up's summary at most, so that the closing edit still fits under Telegram's limit
 MAX_HEADS_UP: Final = 3500
-#: what a card's text leaves free under `TELEGRAM_LIMIT` for the line added to it later (its
-#: outcome, or a form's current field), each of which is kept within `CARD_TAIL - 10`
-CARD_TAIL: Final = 400
-MAX_CARD: Final = TELEGRAM_LIMIT - CARD_TAIL
 COMMANDS: Final = (
     ("sessions", "list the agent sessions and their topics"),
     ("status", "in a session's topic: what the agent is doing"),
@@ -116,24 +110,6 @@ COMMANDS: Final = (
     ("pause", "in a session's topic: ask the agent to pause"),
     ("resume", "in a session's topic: ask the agent to go on"),
 )
-_ICONS: Final = {
-    "tool_call": "🔧",
-    "plan": "📋",
-    "usage": "📊",
-    "session_end": "🏁",
-    "error": "⚠️",
-    "attachment": "📎",
-    "thought": "💭",
-}
-_TOOL_STATUS: Final = {"completed": "✅", "failed": "❌", "denied": "🚫", "running": "🔧"}
-_OUTCOME_ICONS: Final = {
-    "answered": "✅",
-    "answered_elsewhere": "🖥️",
-    "expired": "⌛",
-    "dismissed": "✖️",
-    "refused": "↩️",
-    "undelivered": "↩️",
-}
 #: BadRequest descriptions that mean "trying again cannot help"
 _GONE: Final = (
     "thread not found",
@@ -1109,163 +1085,3 @@ def _private_topics(chat: Any, me: Any) -> bool:
 
 def _seconds(value: Any) -> float:
     return float(value.total_seconds()) if hasattr(value, "total_seconds") else float(value)
-
-
-def _topic_name(name: str) -> str:
-    name = " ".join(name.split())[:MAX_TOPIC_NAME]
-    return name or "session"
-
-
-def _message_html(content: OutgoingMessage) -> str:
-    """The message as Telegram HTML: its blocks when it has them, else its text; with the
-    icon or heading of its kind."""
-    body = html.blocks_html(content.blocks) if content.blocks else ""
-    if not body:  # no blocks, or none with anything to show
-        body = html.to_html(content.text)
-    kind = str(content.type)
-    # a code block or a quote is not put in italics: it is a block of its own
-    blocky = "<pre>" in body or "<blockquote" in body
-    if kind == "tool_update" and content.metadata.get("activity"):
-        return body  # a stretch of calls: each line starts with its own state
-    if kind == "tool_update":
-        icon = _TOOL_STATUS.get(str(content.metadata.get("status", "")), "🔧")
-        return f"{icon} {body}"
-    if kind == "system_message":  # a line in italics; blocks of several carry their own
-        return f"<i>{body}</i>" if not blocky and len(content.blocks) <= 1 else body
-    if kind == "error":
-        return f"⚠️ <b>Error</b>\n{body}"
-    if kind == "thought":
-        return f"💭 <i>{body}</i>" if not blocky else f"💭 {body}"
-    prefix = _ICONS.get(kind)
-    return f"{prefix} {body}" if prefix else body
-
-
-def _card_html(request: PermissionRequest, *, closed: bool = False) -> str:
-    """The card's text: its title, what exactly is asked (`details`, with their structure,
-    else `description`), and how to answer; a closed card keeps its question and drops how to
-    answer it. It stays within `MAX_CARD`, so that its outcome line always fits under
-    Telegram's limit: what is asked is shortened, with "…", when it is too long (a huge
-    command), never the title or the hints."""
-    title = f"❓ {html.bold(_shorten(request.title, CARD_TAIL))}"
-    hints = [] if closed else _hints(request)
-    room = MAX_CARD - html.visible_length("\n".join([title, *hints])) - 2  # two line breaks
-    return "\n".join(filter(None, [title, _asked(request, room), *hints]))
-
-
-def _asked(request: PermissionRequest, room: int) -> str:
-    """What the card asks, as HTML, within `room` UTF-16 units as Telegram counts them."""
-    cut = "\n…"
-    if room <= len(cut):
-        return ""
-    if request.details:
-        body = html.blocks_html(request.details)
-        if html.visible_length(body) > room:
-            first = markup.split(request.details, room - len(cut), _visible)[0]
-            body = html.blocks_html(first) + cut
-        if body:
-            return body
-    if measure(request.description, "utf16") > room:
-        shown = split_text(request.description, room - len(cut), "utf16")[0]
-        return html.to_html(shown.rstrip()) + cut
-    return html.to_html(request.description)
-
-
-def _visible(blocks: Blocks) -> int:
-    return html.visible_length(html.blocks_html(blocks))
-
-
-def _hints(request: PermissionRequest) -> list[str]:
-    """How to answer an open card, and until when."""
-    hints: list[str] = []
-    if request.informational:
-        hints.append(html.italic("Answer it in the agent's own terminal."))
-    elif request.accepts_text and not request.fields:
-        hints.append(html.italic("Reply to this message to answer in words."))
-    if request.expires_at is not None:
-        try:
-            when = request.expires_at.astimezone(UTC).strftime("%H:%M UTC")
-        except (OverflowError, ValueError):  # beyond what UTC holds: it never expires, in effect
-            when = None
-        if when is not None:
-            hints.append(html.italic(f"Expires at {when}."))
-    return hints
-
-
-def _shorten(text: str, limit: int) -> str:
-    """Plain `text` within `limit` UTF-16 units, cut with "…" when longer."""
-    if measure(text, "utf16") <= limit:
-        return text
-    return split_text(text, max(limit - 1, 1), "utf16")[0].rstrip() + "…"
-
-
-def card_key(card_id: str) -> str:
-    """What stands for the card in button data: its id, or a digest of a long one (the core's
-    ids are short; a plugin's may not be, and Telegram carries 64 bytes at most)."""
-    if len(card_id.encode()) <= MAX_CARD_KEY and not card_id.startswith("#"):
-        return card_id
-    return "#" + hashlib.sha256(card_id.encode()).hexdigest()[:20]
-
-
-def _keyboard(
-    request: PermissionRequest, form: tuple[int, dict[str, Any]] | None
-) -> InlineKeyboardMarkup | None:
-    """The buttons of a card: its options, or the controls of the form field being filled.
-
-    Button data is `{card key}:{action}`, where the action names an option, or a form's
-    field and choice, by position, never by an id the producer chose: it stays far under 64
-    bytes. A form's control names its field, so a press fills only the field it was shown for.
-    """
-    if request.informational:
-        return None
-    key = card_key(request.id)
-    buttons: list[InlineKeyboardButton] = []
-    if request.fields:
-        index, values = form if form is not None else (-1, {})
-        if index < 0:
-            buttons.append(InlineKeyboardButton("Fill in ✏️", callback_data=f"{key}:f"))
-        else:
-            current = request.fields[index]
-            if current.type == "boolean":
-                buttons += [
-                    InlineKeyboardButton("Yes", callback_data=f"{key}:={index}.y"),
-                    InlineKeyboardButton("No", callback_data=f"{key}:={index}.n"),
-                ]
-            elif current.type == "select" and current.multi:
-                chosen = values.get(current.id, [])
-                for i, choice in enumerate(current.choices):
-                    mark = "☑️ " if choice.id in chosen else ""
-                    buttons.append(
-                        InlineKeyboardButton(
-                            mark + choice.label, callback_data=f"{key}:+{index}.{i}"
-                        )
-                    )
-                buttons.append(InlineKeyboardButton("Done", callback_data=f"{key}:!{index}"))
-            elif current.type == "select":
-                buttons += [
-                    InlineKeyboardButton(c.label, callback_data=f"{key}:={index}.{i}")
-                    for i, c in enumerate(current.choices)
-                ]
-            if not current.required:
-                buttons.append(InlineKeyboardButton("Skip", callback_data=f"{key}:-{index}"))
-    else:
-        buttons = [
-            InlineKeyboardButton(option.label, callback_data=f"{key}:{i}")
-            for i, option in enumerate(request.options)
-        ]
-    if not buttons:
-        return None
-    return InlineKeyboardMarkup(_rows(buttons))
-
-
-def _rows(buttons: list[InlineKeyboardButton]) -> list[list[InlineKeyboardButton]]:
-    """Buttons side by side, `BUTTONS_PER_ROW` a row, or one per row when their labels are
-    long: Telegram shares a row's width evenly and cuts a label that does not fit, so
-    "Allow once", "Allow always for this session", "Deny" would read "Allow always f…"."""
-    rows = [buttons[i : i + BUTTONS_PER_ROW] for i in range(0, len(buttons), BUTTONS_PER_ROW)]
-    widths = [[measure(button.text, "utf16") for button in row] for row in rows]
-    if any(
-        len(row) > 1 and (max(row) > MAX_SHARED_LABEL or sum(row) > MAX_ROW_LABELS)
-        for row in widths
-    ):
-        return [[button] for button in buttons]
-    return rows

@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Final
 from aep_bridge import NotificationMessage, OutgoingMessage, PermissionOutcome, PermissionRequest
 from aep_bridge import PreviewDialect as _Base
 
-from .channel import _OUTCOME_ICONS, _card_html, _keyboard, _message_html, _topic_name
+from .look import _OUTCOME_ICONS, _card_html, _keyboard, _message_html, _topic_name
 
 #: Telegram's tags, as a browser's (anything else is dropped, its text kept)
 _TAGS: Final = {
