@@ -11,7 +11,10 @@ in the chat. Raw markers: the texts shown in the topic (each version of an edite
 with `**`, a heading's `## `, `](http`, a table row (`| a | b`), `{"` or `[{`, `exit_code:`
 or `structuredPatch`. The failing assertion: pytest's `FAILED ... - assert 10.0 == 10.01`
 line. An edit's change is visible when every non-blank line of its new text is (each
-MultiEdit change counts once, a Write's content as one).
+MultiEdit change counts once, a Write's content as one). The events go as one burst, so the
+`git push` question is answered in the agent's terminal before its card's turn comes: its
+heads-up never rings and its card goes in the thread's order; at the recorded pace
+(`aep-bridge preview --demo --channel telegram`) the heads-up rings too, 2 notifications.
 """
 
 from __future__ import annotations
