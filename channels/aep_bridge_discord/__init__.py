@@ -1,6 +1,24 @@
 """The Discord channel: each agent session a thread, each question a card with buttons.
 
-Being built (issue 17): so far only its dialect, `markdown` (the message model as Discord
-markdown, agent text escaped, measured as Discord counts a message). Nothing is registered
-yet: the adapter, its config and its entry point come with the rest of the channel.
+A built-in channel shaped like any third-party plugin: registered through the `aep_bridge`
+entry point `discord`, importing only the public `aep_bridge` API and discord.py
+(`pip install 'aep-bridge[discord]'`).
+
+Being built (issue 17). Done: the dialect (`markdown`), the config (`config`), the adapter
+(`channel`: threads or forum posts, messages, cards with buttons that survive a restart,
+text answers by reply, heads-ups). Not yet: forms, slash commands, doctor, the setup wizard,
+a preview dialect, docs/channels/discord.md (see `channel`'s docstring).
 """
+
+from aep_bridge import hookimpl
+
+from .channel import DiscordChannel
+from .config import DiscordConfig
+
+
+@hookimpl
+def register_channels() -> list[type[DiscordChannel]]:
+    return [DiscordChannel]
+
+
+__all__ = ["DiscordChannel", "DiscordConfig", "register_channels"]

@@ -1,0 +1,703 @@
+"""`DiscordChannel`: each agent session a thread, each question a card with buttons.
+
+The adapter translates, the core decides. Every platform call the core makes arrives through
+its outbox, which keeps Discord's limits (declared in `capabilities`); the adapter turns it
+into discord.py calls and discord.py's failures into `ChannelError`/`RateLimited`. discord.py
+never waits out a rate limit itself: its `max_ratelimit_timeout` is set to almost nothing, so
+a 429 (or a bucket it knows is empty) raises at once and the outbox schedules the retry.
+
+Presses: an option's button carries `aep:{card key}:{option index}` as its `custom_id` and is
+a `discord.ui.DynamicItem` registered with `Client.add_dynamic_items`, so a card posted before
+a restart still answers. A press is deferred at once (Discord wants an answer within 3 s),
+then handed to the core by card id (`core.resolve_permission`); the core checks approvers
+(user ids, and role ids from `approver_roles`) and a refusal is answered privately
+(ephemeral). A reply to a card (`message_reference`) is a text answer (`core.answer_text`);
+other words in a session's thread go to the core as `handle_incoming_message`.
+
+What the adapter keeps, in the channel's state in the bridge's store, is for its own display
+and survives a restart: which thread belongs to which session, which message is which card
+(to edit it with its outcome, and to recognise a reply to it), which keyed message to edit,
+which heads-up was sent for which question.
+
+`api_base_url` and `gateway_url` set discord.py's `Route.BASE` and the gateway's default URL,
+which are process-wide in discord.py: two Discord channels in one bridge share them.
+
+Not done yet (issue 17, work in progress): forms (selects and a modal; `forms=False` for
+now, so the core asks for them as text), slash commands (/sessions, /status, /cancel,
+/pause, /resume), `doctor`, `aep-bridge setup discord`, a preview dialect, embeds for tool
+cards, docs/channels/discord.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+from collections.abc import Awaitable
+from typing import Any, ClassVar, Final, TypeVar
+
+import aiohttp
+import discord
+import discord.gateway
+import discord.http
+import yarl
+
+from aep_bridge import (
+    Blocks,
+    BridgeCore,
+    ChannelAdapter,
+    ChannelCapabilities,
+    ChannelConfig,
+    ChannelError,
+    ChannelUser,
+    IncomingMessage,
+    NotificationMessage,
+    OutgoingMessage,
+    PermissionOutcome,
+    PermissionRequest,
+    RateLimit,
+    RateLimited,
+    RateLimits,
+    Resolution,
+    ResolutionStatus,
+)
+
+from . import markdown
+from .config import DiscordConfig
+from .look import (
+    CARD_TAIL,
+    MAX_BUTTONS,
+    MAX_CUSTOM_ID,
+    OUTCOME_ICONS,
+    blocks_pieces,
+    card_key,
+    card_markdown,
+    custom_id,
+    label,
+    message_markdown,
+    shorten,
+    text_pieces,
+    thread_name,
+)
+
+log = logging.getLogger(__name__)
+
+#: what the outbox splits at: Discord's 2000 less room for the icon or heading of a kind
+MAX_TEXT: Final = 1900
+#: seconds a thread stays active without messages before Discord hides it (a week)
+AUTO_ARCHIVE: Final = 10080
+#: how long `start` waits for the gateway's READY
+READY_TIMEOUT: Final = 30.0
+#: seconds discord.py waits after READY for further guilds (see `start`)
+GUILD_WAIT: Final = 0.1
+#: discord.py raises `RateLimited` for any wait longer than this (its constructor clamps the
+#: option to 30 s; the attribute is set after): the outbox waits, discord.py never does
+NO_WAIT: Final = 0.001
+#: seconds added to each rate-limit window: Discord times a call when it arrives
+LIMIT_MARGIN: Final = 0.05
+MAX_HEADS_UP: Final = 1500
+HEADS_UP_CLOSED: Final = "✅"
+#: Discord's "Thread is archived": a message in an archived thread cannot be edited
+THREAD_ARCHIVED: Final = 50083
+
+T = TypeVar("T")
+#: `_edit`'s default: the message keeps its buttons
+_KEEP: Final = object()
+
+
+class _Client(discord.Client):
+    """discord.py's client, knowing the adapter its buttons and messages belong to."""
+
+    def __init__(self, adapter: DiscordChannel, **options: Any) -> None:
+        super().__init__(**options)
+        self.adapter = adapter
+
+    async def on_message(self, message: discord.Message) -> None:
+        await self.adapter._on_message(message)
+
+    async def on_guild_available(self, guild: discord.Guild) -> None:
+        if str(guild.id) == self.adapter.config.guild_id:
+            self.adapter._guild_ready.set()
+
+
+class OptionButton(
+    discord.ui.DynamicItem[discord.ui.Button[Any]],
+    template=r"aep:(?P<card>.+):(?P<option>\d+)",
+):
+    """An option's button on a card. Everything needed to answer it is in its custom_id, so
+    it works for any card, posted before a restart too."""
+
+    def __init__(self, key: str, option: int, text: str = "", allow: bool = False) -> None:
+        style = discord.ButtonStyle.success if allow else discord.ButtonStyle.secondary
+        super().__init__(
+            discord.ui.Button(
+                label=text or str(option + 1), style=style, custom_id=f"aep:{key}:{option}"
+            )
+        )
+        self.key = key
+        self.option = option
+
+    @classmethod
+    async def from_custom_id(
+        cls,
+        interaction: discord.Interaction[Any],
+        item: discord.ui.Item[Any],
+        match: re.Match[str],
+        /,
+    ) -> OptionButton:
+        return cls(match["card"], int(match["option"]))
+
+    async def callback(self, interaction: discord.Interaction[Any]) -> None:
+        client = interaction.client
+        if isinstance(client, _Client):
+            await client.adapter._on_press(interaction, self.key, self.option)
+
+
+class DiscordChannel(ChannelAdapter[DiscordConfig]):
+    """A Discord bot in one guild: a public thread (or forum post) per session in one
+    channel, cards with buttons, heads-ups in a notifications channel."""
+
+    name = "discord"
+    capabilities = ChannelCapabilities(
+        threads=True,
+        buttons=True,
+        edits=True,
+        text_answers=True,
+        forms=False,  # not built yet: selects and a modal
+        max_message_length=MAX_TEXT,
+        length_unit="utf16",
+        max_button_data=MAX_CUSTOM_ID,
+        max_buttons=MAX_BUTTONS,
+        updates_heads_ups=True,
+        # Discord's limits: 5 messages per 5 s in a channel or thread, 50 requests a second
+        # for the bot in all; each window a little wider (Discord times a call on arrival)
+        rate_limits=RateLimits(
+            per_chat=RateLimit(count=5, per_seconds=5 + LIMIT_MARGIN),
+            global_=RateLimit(count=50, per_seconds=1 + LIMIT_MARGIN),
+        ),
+    )
+    config_model: ClassVar[type[ChannelConfig]] = DiscordConfig
+    contract_version: ClassVar[str] = "1.2"
+
+    def __init__(self, core: BridgeCore, config: DiscordConfig) -> None:
+        super().__init__(core, config)
+        self._client: _Client | None = None
+        self._runner: asyncio.Task[None] | None = None
+        self._forum = False
+        self._lock = asyncio.Lock()
+        self._tasks: set[asyncio.Future[None]] = set()
+        self._guild_ready = asyncio.Event()
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        discord.http.Route.BASE = self.config.api_base_url
+        discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(self.config.gateway_url)
+        intents = discord.Intents.none()
+        intents.guilds = True
+        intents.guild_messages = True
+        intents.message_content = True
+        client = _Client(
+            self,
+            intents=intents,
+            allowed_mentions=discord.AllowedMentions.none(),
+            max_ratelimit_timeout=30.0,
+            # discord.py waits this long after READY for more guilds; the bot needs one, and
+            # `start` waits for that one itself (below)
+            guild_ready_timeout=GUILD_WAIT,
+        )
+        client.http.max_ratelimit_timeout = NO_WAIT
+        client.add_dynamic_items(OptionButton)
+        try:
+            await client.login(self.config.token.get_secret_value())
+        except discord.LoginFailure:
+            await _close(client)
+            raise ChannelError(
+                f"Discord refused the token of channel {self.instance_name}: check `token` "
+                "(Developer Portal > Bot > Reset Token)",
+                permanent=True,
+            ) from None
+        except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
+            await _close(client)
+            raise ChannelError(
+                f"Discord channel {self.instance_name}: cannot log in: {_describe(exc)}"
+            ) from None
+        runner = asyncio.create_task(client.connect(reconnect=True))
+        ready = asyncio.create_task(client.wait_until_ready())
+        try:
+            done, _ = await asyncio.wait(
+                {runner, ready}, timeout=READY_TIMEOUT, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            ready.cancel()
+        if runner in done or not done:
+            await _close(client)
+            runner.cancel()
+            with contextlib.suppress(BaseException):
+                await runner
+            error = None if not runner.done() or runner.cancelled() else runner.exception()
+            if isinstance(error, discord.PrivilegedIntentsRequired):
+                raise ChannelError(
+                    f"Discord channel {self.instance_name}: the bot may not use the Message "
+                    "Content intent: turn it on in the Developer Portal (Bot > Privileged "
+                    "Gateway Intents)",
+                    permanent=True,
+                )
+            raise ChannelError(
+                f"Discord channel {self.instance_name}: the gateway did not become ready"
+                + (f": {_describe(error)}" if error is not None else "")
+            )
+        self._client, self._runner = client, runner
+        if client.get_guild(int(self.config.guild_id)) is None:
+            try:
+                await asyncio.wait_for(self._guild_ready.wait(), READY_TIMEOUT)
+            except TimeoutError:
+                await self.stop()
+                raise ChannelError(
+                    f"Discord channel {self.instance_name}: the bot is not in server "
+                    f"{self.config.guild_id} (invite it, or check `guild_id`)"
+                ) from None
+        try:
+            channel = client.get_channel(int(self.config.channel_id))
+            if channel is None:
+                channel = await client.fetch_channel(int(self.config.channel_id))
+        except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
+            await self.stop()
+            raise ChannelError(
+                f"Discord channel {self.instance_name}: cannot reach channel "
+                f"{self.config.channel_id}: {_describe(exc)}; is the bot in the server?",
+                permanent=isinstance(exc, discord.Forbidden | discord.NotFound),
+            ) from None
+        if isinstance(channel, discord.ForumChannel):
+            self._forum = True
+        elif isinstance(channel, discord.TextChannel):
+            self._forum = False
+        else:
+            await self.stop()
+            raise ChannelError(
+                f"Discord channel {self.instance_name}: {self.config.channel_id} is neither a "
+                "text channel nor a forum channel",
+                permanent=True,
+            )
+        log.info(
+            "discord %s: %s in %s, #%s (%s)",
+            self.instance_name,
+            client.user,
+            channel.guild.name,
+            channel.name,
+            "posts in a forum" if self._forum else "threads in a text channel",
+        )
+
+    async def stop(self) -> None:
+        client, self._client = self._client, None
+        runner, self._runner = self._runner, None
+        for task in list(self._tasks):
+            task.cancel()
+        if client is not None:
+            await _close(client)
+        if runner is not None:
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(runner, 10)
+
+    @property
+    def client(self) -> _Client:
+        if self._client is None:
+            raise ChannelError(f"Discord channel {self.instance_name} is not started")
+        return self._client
+
+    # -- threads ---------------------------------------------------------------------------
+
+    async def create_session_thread(self, session_id: str, name: str) -> str:
+        name = thread_name(name)
+        parent = await self._call(self._parent())
+        if isinstance(parent, discord.ForumChannel):
+            made = await self._call(
+                parent.create_thread(
+                    name=name,
+                    content=f"🧵 **{markdown.escape(name)}**",
+                    auto_archive_duration=AUTO_ARCHIVE,
+                    allowed_mentions=discord.AllowedMentions.none(),
+                )
+            )
+            thread = str(made.thread.id)
+        else:
+            made_thread = await self._call(
+                parent.create_thread(
+                    name=name,
+                    type=discord.ChannelType.public_thread,
+                    auto_archive_duration=AUTO_ARCHIVE,
+                )
+            )
+            thread = str(made_thread.id)
+        state = self._state()
+        await state.set(f"thread:{thread}", session_id)
+        return thread
+
+    async def rename_session_thread(self, session_id: str, new_name: str) -> None:
+        thread = await self._thread_object(session_id)
+        if thread is not None and thread.name != thread_name(new_name):
+            await self._call(thread.edit(name=thread_name(new_name)))
+
+    async def archive_session_thread(self, session_id: str) -> None:
+        thread = await self._thread_object(session_id)
+        if thread is None:
+            return
+        if self.config.lock_on_end:
+            await self._call(thread.edit(archived=True, locked=True))
+        else:
+            await self._call(thread.edit(archived=True))
+
+    # -- messages --------------------------------------------------------------------------
+
+    def measure(self, blocks: Blocks) -> int:
+        """Discord counts a message's markdown source (`markdown.measure`)."""
+        return markdown.measure(blocks)
+
+    async def send_message(self, session_id: str, content: OutgoingMessage) -> None:
+        # the core's outbox splits; a direct caller may not have
+        updates: list[dict[str, Any]] = []
+        if content.blocks and self.measure(content.blocks) > MAX_TEXT:
+            for part in blocks_pieces(content.blocks, MAX_TEXT):
+                updates.append({"blocks": part, "text": ""})
+        elif not content.blocks and len(markdown.escape(content.text)) > MAX_TEXT:
+            updates = [{"text": piece} for piece in text_pieces(content.text, MAX_TEXT)]
+        for index, update in enumerate(updates):
+            last = index == len(updates) - 1
+            update.update(key=content.key if last else None, notify=content.notify and last)
+            await self.send_message(session_id, content.model_copy(update=update))
+        if updates:
+            return
+        text = message_markdown(content) or "…"
+        state = self._state()
+        key = f"key:{session_id}:{content.key}" if content.key else None
+        earlier = await state.get(key) if key else None
+        where = self._messageable(session_id)
+        if earlier is not None and not content.notify:
+            edited = await self._edit(where, int(earlier), text)
+            if edited:
+                return
+        sent = await self._call(
+            where.send(
+                text,
+                allowed_mentions=discord.AllowedMentions.none(),
+                silent=not content.notify,
+            )
+        )
+        if key is not None:
+            await state.set(key, str(sent.id))
+            if earlier is not None:  # a finished answer replaces its streamed draft
+                with contextlib.suppress(discord.NotFound):
+                    await self._call(where.get_partial_message(int(earlier)).delete())
+
+    async def send_notification(self, notification: NotificationMessage) -> None:
+        """A heads-up in the notifications channel, linking to the card (or the thread).
+        One about a question is remembered, so its closing update edits it, silently."""
+        where_id = self.config.notifications_channel_id
+        if where_id is None:
+            return  # no heads-ups configured: the cards ring instead
+        if notification.outcome is not None:
+            await self._close_heads_up(notification)
+            return
+        state = self._state()
+        key = f"headsup:{notification.request_id}" if notification.request_id else None
+        if key is not None and await state.get(key) is not None:
+            return  # sent before (a retry after a restart): one question rings once
+        name = notification.session_name or "a session"
+        url = await self._link(notification)
+        where = f"[{markdown.escape(name)}](<{url}>)" if url else markdown.escape(name)
+        icon = {"completed": "🏁", "error": "⚠️", "budget_warning": "💸"}.get(
+            notification.type, "❓"
+        )
+        body = f"{where}: {markdown.escape(shorten(notification.summary, MAX_HEADS_UP))}"
+        channel = self.client.get_partial_messageable(
+            int(where_id), guild_id=int(self.config.guild_id)
+        )
+        sent = await self._call(
+            channel.send(f"{icon} {body}", allowed_mentions=discord.AllowedMentions.none())
+        )
+        if key is not None:
+            await state.set(key, json.dumps({"message": sent.id, "body": body}))
+
+    async def _close_heads_up(self, notification: NotificationMessage) -> None:
+        raw = await self._state().get(f"headsup:{notification.request_id}")
+        if raw is None or notification.outcome is None or not self.config.notifications_channel_id:
+            return  # none sent here: an answered question must not ring
+        sent = json.loads(raw)
+        outcome = markdown.escape(shorten(notification.outcome, 200))
+        channel = self.client.get_partial_messageable(
+            int(self.config.notifications_channel_id), guild_id=int(self.config.guild_id)
+        )
+        await self._edit(
+            channel, int(sent["message"]), f"{HEADS_UP_CLOSED} {sent['body']} — {outcome}"
+        )
+
+    async def _link(self, notification: NotificationMessage) -> str | None:
+        """The card's message when it was sent here, else the session's thread."""
+        base = f"https://discord.com/channels/{self.config.guild_id}"
+        card = await self._card(notification.request_id or "")
+        if card is not None:
+            return f"{base}/{card['thread']}/{card['message']}"
+        thread = self._thread(notification.session_id)
+        return f"{base}/{thread}" if thread else None
+
+    # -- cards -----------------------------------------------------------------------------
+
+    async def send_permission_request(self, session_id: str, request: PermissionRequest) -> None:
+        state = self._state()
+        if await self._card(request.id) is not None:
+            return  # sent before (a retry after a restart): do not repeat it
+        text = card_markdown(request)
+        # quiet when its heads-up rings in the notifications channel: one question, one ping
+        notify = request.notify or self.config.notifications_channel_id is None
+        where = self._messageable(session_id)
+        view = _buttons(request)
+        extra: dict[str, Any] = {} if view is None else {"view": view}
+        sent = await self._call(
+            where.send(
+                text, allowed_mentions=discord.AllowedMentions.none(), silent=not notify, **extra
+            )
+        )
+        thread = self._thread(session_id) or self.config.channel_id
+        card = {"session": session_id, "thread": thread, "message": sent.id}
+        await state.set(f"card:{request.id}", json.dumps(card))
+        await state.set(f"cardmsg:{sent.id}", request.id)
+        if card_key(request.id) != request.id:
+            await state.set(f"cardkey:{card_key(request.id)}", request.id)
+
+    async def update_permission_request(
+        self, session_id: str, request: PermissionRequest, outcome: PermissionOutcome
+    ) -> None:
+        async with self._lock:
+            card = await self._card(request.id)
+            if card is None:
+                return
+            icon = OUTCOME_ICONS.get(str(outcome.status), "•")
+            summary = markdown.escape(shorten(outcome.summary(), CARD_TAIL - 20))
+            text = f"{card_markdown(request, closed=outcome.closed)}\n\n{icon} {summary}"
+            view = None if outcome.closed else _buttons(request)
+            where = self.client.get_partial_messageable(
+                int(card["thread"]), guild_id=int(self.config.guild_id)
+            )
+            await self._edit(where, int(card["message"]), text, view=view, thread=card["thread"])
+
+    # -- events from Discord ---------------------------------------------------------------
+
+    async def _on_press(self, interaction: discord.Interaction[Any], key: str, option: int) -> None:
+        """An option's button: answered at once (deferred), then decided by the core."""
+        try:
+            await interaction.response.defer()
+        except discord.HTTPException as exc:
+            log.warning("discord %s: could not answer a press: %s", self.instance_name, exc)
+        card_id = await self._state().get(f"cardkey:{key}") if key.startswith("#") else key
+        user = _user(interaction.user)
+        if not card_id:
+            resolution = Resolution(status=ResolutionStatus.UNKNOWN)
+        else:
+            resolution = await self.core.resolve_permission(card_id, option, user)
+        if not resolution.accepted:  # a refusal is logged by the core; the presser is told
+            try:
+                await interaction.followup.send(resolution.message, ephemeral=True)
+            except discord.HTTPException as exc:
+                log.warning("discord %s: could not answer a press: %s", self.instance_name, exc)
+
+    async def _on_message(self, message: discord.Message) -> None:
+        client = self._client
+        if client is None or message.author.bot or message.guild is None:
+            return
+        if str(message.guild.id) != self.config.guild_id:
+            return
+        state = self._state()
+        user = _user(message.author)
+        text = message.content.strip()
+        reply_card: str | None = None
+        reference = message.reference
+        if reference is not None and reference.message_id is not None:
+            reply_card = await state.get(f"cardmsg:{reference.message_id}")
+        session = await state.get(f"thread:{message.channel.id}")
+        if reply_card is not None and text:
+            resolution = await self.core.answer_text(reply_card, text, user)
+            if not resolution.accepted:
+                self._spawn(
+                    self._limited("reply_to", message.channel.id, message.id, resolution.message)
+                )
+            return
+        if session is None or not text:
+            return
+        await self.core.handle_incoming_message(
+            IncomingMessage(
+                channel=self.instance_name,
+                session_id=session,
+                thread_id=str(message.channel.id),
+                user=user,
+                text=text,
+            )
+        )
+
+    # -- calls the outbox runs for the adapter's own needs (`core.call`) -------------------
+
+    async def reply_to(self, channel_id: int, message_id: int, text: str) -> None:
+        """Answer a person's message in place (why their words were not taken)."""
+        where = self.client.get_partial_messageable(channel_id, guild_id=int(self.config.guild_id))
+        await self._call(
+            where.send(
+                markdown.escape(text),
+                reference=where.get_partial_message(message_id),
+                mention_author=False,
+                allowed_mentions=discord.AllowedMentions.none(),
+            )
+        )
+
+    async def _limited(self, op: str, *args: Any) -> None:
+        try:
+            await self.core.call(self.instance_name, op, *args)
+        except ChannelError as exc:
+            log.warning("discord %s: %s failed: %s", self.instance_name, op, exc)
+
+    def _spawn(self, coroutine: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    async def _parent(self) -> Any:
+        channel_id = int(self.config.channel_id)
+        return self.client.get_channel(channel_id) or await self.client.fetch_channel(channel_id)
+
+    def _messageable(self, session_id: str) -> discord.PartialMessageable:
+        thread = self._thread(session_id)
+        if thread is None:
+            if self._forum:
+                raise ChannelError(
+                    f"session {session_id} has no thread, and a forum takes no messages",
+                    permanent=True,
+                )
+            thread = self.config.channel_id
+        return self.client.get_partial_messageable(int(thread), guild_id=int(self.config.guild_id))
+
+    async def _thread_object(self, session_id: str) -> discord.Thread | None:
+        thread = self._thread(session_id)
+        if thread is None:
+            return None
+        found = self.client.get_channel(int(thread))
+        if not isinstance(found, discord.Thread):  # archived threads leave discord.py's cache
+            found = await self._call(self.client.fetch_channel(int(thread)))
+        return found if isinstance(found, discord.Thread) else None
+
+    async def _edit(
+        self,
+        where: discord.PartialMessageable,
+        message_id: int,
+        text: str,
+        *,
+        view: discord.ui.View | object | None = _KEEP,
+        thread: str | None = None,
+    ) -> bool:
+        """Edit a message; False when it is gone. A card in an archived thread (a late
+        outcome) is edited by opening the thread for the edit and closing it again."""
+        kwargs: dict[str, Any] = {
+            "content": text,
+            "allowed_mentions": discord.AllowedMentions.none(),
+        }
+        if view is not _KEEP:
+            kwargs["view"] = view
+        message = where.get_partial_message(message_id)
+        try:
+            await self._call(message.edit(**kwargs), raw=True)
+        except discord.NotFound:
+            return False
+        except discord.HTTPException as exc:
+            if exc.code != THREAD_ARCHIVED or thread is None:
+                raise _mapped(exc) from None
+            found = await self._call(self.client.fetch_channel(int(thread)))
+            if not isinstance(found, discord.Thread):
+                return False
+            locked = found.locked
+            await self._call(found.edit(archived=False, locked=False))
+            await self._call(message.edit(**kwargs))
+            await self._call(found.edit(archived=True, locked=locked))
+        return True
+
+    async def _call(self, call: Awaitable[T], *, raw: bool = False) -> T:
+        """One discord.py call, its failures as the core's outbox understands them (`raw`:
+        discord.py's own HTTPExceptions, other than rate limits, pass through)."""
+        try:
+            return await call
+        except discord.RateLimited as exc:
+            raise RateLimited(exc.retry_after) from None
+        except discord.HTTPException as exc:
+            if exc.status == 429:
+                raise _mapped(exc) from None
+            if raw:
+                raise
+            raise _mapped(exc) from None
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            raise ChannelError(f"Discord call failed: {_describe(exc)}") from None
+
+    def _state(self) -> Any:
+        return self.core.state(self.instance_name)
+
+    def _thread(self, session_id: str) -> str | None:
+        return self.core.thread_id(self.instance_name, session_id)
+
+    async def _card(self, card_id: str) -> dict[str, Any] | None:
+        if not card_id:
+            return None
+        raw = await self._state().get(f"card:{card_id}")
+        return None if raw is None else dict(json.loads(raw))
+
+
+def _buttons(request: PermissionRequest) -> discord.ui.View | None:
+    """One button per option (none for an informational card), five a row."""
+    if request.informational or not request.options:
+        return None
+    view = discord.ui.View(timeout=None)
+    key = card_key(request.id)
+    for index, option in enumerate(request.options[:MAX_BUTTONS]):
+        assert len(custom_id(request, index)) <= MAX_CUSTOM_ID
+        view.add_item(OptionButton(key, index, label(option.label), option.is_allow))
+    return view
+
+
+def _user(user: discord.User | discord.Member) -> ChannelUser:
+    """Who pressed or wrote: their user id, their name, and their role ids (for
+    `approver_roles`), as the core's approver check reads them."""
+    roles: tuple[str, ...] = ()
+    if isinstance(user, discord.Member):
+        roles = tuple(str(role.id) for role in user.roles if not role.is_default())
+    name = user.display_name
+    if user.name and user.name != name:
+        name = f"{name} (@{user.name})"
+    return ChannelUser(id=str(user.id), name=name, roles=roles)
+
+
+def _mapped(exc: discord.HTTPException) -> ChannelError:
+    """discord.py's HTTP error as the outbox's: a 429 to wait out, a 5xx to retry, any other
+    refusal permanent. Its text is Discord's answer, which never quotes the token."""
+    if exc.status == 429:
+        retry_after = 1.0
+        response = getattr(exc, "response", None)
+        header = response.headers.get("Retry-After") if response is not None else None
+        with contextlib.suppress(TypeError, ValueError):
+            retry_after = float(header) if header else retry_after
+        return RateLimited(retry_after, f"Discord said 429: {exc.text}")
+    if exc.status >= 500:
+        return ChannelError(f"Discord failed: {exc.status} {exc.text}")
+    return ChannelError(
+        f"Discord refused the call: {exc.status} {exc.text} (code {exc.code})", permanent=True
+    )
+
+
+def _describe(exc: BaseException | None) -> str:
+    if exc is None:
+        return ""
+    if isinstance(exc, discord.HTTPException):
+        return f"{exc.status} {exc.text}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+async def _close(client: discord.Client) -> None:
+    with contextlib.suppress(Exception):
+        await client.close()

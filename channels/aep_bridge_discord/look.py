@@ -1,0 +1,158 @@
+"""How the Discord channel's messages and cards look: Discord markdown, labels, custom ids.
+
+Pure functions of the core's messages and cards, kept apart from the channel (which sends
+them), as the Telegram channel keeps its own in `look.py`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC
+from typing import Final
+
+from aep_bridge import Blocks, OutgoingMessage, PermissionRequest, markup, measure, split_text
+
+from . import markdown
+
+#: Discord's limits (platform-facts.md): a thread's name, a button's label and custom_id
+MAX_THREAD_NAME: Final = 100
+MAX_LABEL: Final = 80
+MAX_CUSTOM_ID: Final = 100
+#: the most buttons a message carries: 5 rows of 5
+MAX_BUTTONS: Final = 25
+#: a card id longer than this goes into a custom_id as a digest (`#...`), as on Telegram
+MAX_CARD_KEY: Final = 60
+#: what a card's text leaves free under Discord's 2000 for its outcome line, added later
+CARD_TAIL: Final = 300
+MAX_CARD: Final = markdown.LIMIT - CARD_TAIL
+#: the custom_id of an option's button: `aep:{card key}:{option index}`
+CUSTOM_ID_PREFIX: Final = "aep:"
+
+_ICONS: Final = {
+    "tool_call": "🔧",
+    "plan": "📋",
+    "usage": "📊",
+    "session_end": "🏁",
+    "attachment": "📎",
+    "thought": "💭",
+}
+_TOOL_STATUS: Final = {"completed": "✅", "failed": "❌", "denied": "🚫", "running": "🔧"}
+OUTCOME_ICONS: Final = {
+    "answered": "✅",
+    "answered_elsewhere": "🖥️",
+    "expired": "⌛",
+    "dismissed": "✖️",
+    "refused": "↩️",
+    "undelivered": "↩️",
+}
+
+
+def thread_name(name: str) -> str:
+    """A session's name as a thread's: one line, at most 100 characters, never empty."""
+    name = " ".join(name.split())
+    if len(name) > MAX_THREAD_NAME:
+        name = name[: MAX_THREAD_NAME - 1].rstrip() + "…"
+    return name or "session"
+
+
+def message_markdown(content: OutgoingMessage) -> str:
+    """The message as Discord markdown: its blocks when it has them, else its text escaped;
+    with the icon or heading of its kind."""
+    body = markdown.blocks_markdown(content.blocks) if content.blocks else ""
+    if not body:
+        body = markdown.escape(content.text)
+    kind = str(content.type)
+    if kind == "tool_update" and content.metadata.get("activity"):
+        return body
+    if kind == "tool_update":
+        icon = _TOOL_STATUS.get(str(content.metadata.get("status", "")), "🔧")
+        return f"{icon} {body}"
+    if kind == "error":
+        return f"⚠️ **Error**\n{body}"
+    prefix = _ICONS.get(kind)
+    return f"{prefix} {body}" if prefix else body
+
+
+def card_markdown(request: PermissionRequest, *, closed: bool = False) -> str:
+    """The card's text: its title in bold, what exactly is asked (`details` in Discord
+    markdown, else `description` escaped), and how to answer; within `MAX_CARD`, shortened
+    inside what is asked (never the title or the hints), so the outcome line always fits."""
+    title = f"❓ **{markdown.escape(shorten(request.title, 250))}**"
+    hints = [] if closed else _hints(request)
+    room = MAX_CARD - len("\n".join([title, *hints])) - 2
+    return "\n".join(filter(None, [title, _asked(request, room), *hints]))
+
+
+def _asked(request: PermissionRequest, room: int) -> str:
+    cut = "\n…"
+    if room <= len(cut):
+        return ""
+    if request.details:
+        body = markdown.blocks_markdown(request.details)
+        if markdown.measure(request.details) > room:
+            first = markup.split(request.details, room - len(cut), markdown.measure)[0]
+            body = markdown.blocks_markdown(first) + cut
+        if body:
+            return body
+    escaped = markdown.escape(request.description)
+    if len(escaped) > room:
+        # escaping at most doubles a character: half the room is always enough
+        shown = split_text(request.description, max((room - len(cut)) // 2, 1), "utf16")[0]
+        return markdown.escape(shown.rstrip()) + cut
+    return escaped
+
+
+def _hints(request: PermissionRequest) -> list[str]:
+    hints: list[str] = []
+    if request.informational:
+        hints.append("*Answer it in the agent's own terminal.*")
+    elif request.accepts_text and not request.fields:
+        hints.append("*Reply to this message to answer in words.*")
+    if request.expires_at is not None:
+        try:
+            when = request.expires_at.astimezone(UTC).strftime("%H:%M UTC")
+        except (OverflowError, ValueError):
+            when = None
+        if when is not None:
+            hints.append(f"*Expires at {when}.*")
+    return hints
+
+
+def shorten(text: str, limit: int) -> str:
+    """Plain `text` within `limit` UTF-16 units, cut with "…" when longer."""
+    if measure(text, "utf16") <= limit:
+        return text
+    return split_text(text, max(limit - 1, 1), "utf16")[0].rstrip() + "…"
+
+
+def label(text: str) -> str:
+    """A button's label within Discord's 80 characters."""
+    return shorten(" ".join(text.split()), MAX_LABEL) or "…"
+
+
+def card_key(card_id: str) -> str:
+    """What stands for the card in a custom_id: its id, or a digest of a long one (or of one
+    that could be read as a digest)."""
+    if len(card_id) <= MAX_CARD_KEY and card_id.isprintable() and not card_id.startswith("#"):
+        return card_id
+    return "#" + hashlib.sha256(card_id.encode()).hexdigest()[:24]
+
+
+def custom_id(request: PermissionRequest, index: int) -> str:
+    return f"{CUSTOM_ID_PREFIX}{card_key(request.id)}:{index}"
+
+
+def text_pieces(text: str, limit: int) -> list[str]:
+    """Plain `text` in pieces whose escaped markdown stays within `limit` characters."""
+    pieces: list[str] = []
+    budget = limit
+    for piece in split_text(text, budget, "utf16"):
+        if measure(markdown.escape(piece), "utf16") <= limit:
+            pieces.append(piece)
+        else:  # escaping at most doubles a character
+            pieces.extend(split_text(piece, max(limit // 2 - 2, 1), "utf16"))
+    return pieces
+
+
+def blocks_pieces(blocks: Blocks, limit: int) -> list[Blocks]:
+    return list(markup.split(blocks, limit, markdown.measure))
