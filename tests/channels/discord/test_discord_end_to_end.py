@@ -1,0 +1,227 @@
+"""The product, end to end: `aep-bridge run` as a process, an agent on its WebSocket, and the
+Discord channel (real discord.py) talking to the fake Discord with Discord's real rate limits.
+Everything a person in the server would see is read off the fake; everything the agent gets
+is read off its socket. Approvers here are a role (`approver_roles`): Alice and Bob have it,
+Mallory does not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aep_bridge.aep.envelope import Event
+from aep_bridge.tinyagent import TinyAgent
+from tests.bridge_process import BridgeProcess, free_port, write_config
+
+from .fake_discord import (
+    ALICE,
+    APPROVER_ROLE_ID,
+    BOB,
+    DEFAULT_TOKEN,
+    GUILD_ID,
+    MALLORY,
+    NOTIFY_CHANNEL_ID,
+    TEXT_CHANNEL_ID,
+    FakeChannel,
+    FakeDiscord,
+    FakeInteraction,
+    FakeMessage,
+)
+from .probe import channel_block, shown
+
+HOST = "dc-e2e"
+AGENT = "claude-code"
+#: the bridge waits this long for an agent's ack before it says the answer did not arrive
+WAIT = 20.0
+
+
+@dataclass
+class Running:
+    fake: FakeDiscord
+    bridge: BridgeProcess
+    base: str
+    url: str
+    token: str
+
+    def agent(self, session: str = "s1", seq: int = 0) -> TinyAgent:
+        agent = TinyAgent(self.url, self.token, agent=AGENT, session=session, host=HOST)
+        agent._seq = seq  # a reconnect continues the session's stream
+        return agent
+
+    async def until(self, what: str, check: Callable[[], Any], timeout: float = WAIT) -> Any:
+        return await self.bridge.until(what, check, timeout)
+
+    def thread(self, name: str) -> FakeChannel | None:
+        return next((t for t in self.fake.threads(TEXT_CHANNEL_ID) if t.name == name), None)
+
+    def cards(self, thread: FakeChannel) -> list[FakeMessage]:
+        return [
+            m
+            for m in self.fake.messages(thread.id, from_bot=True)
+            if m.custom_ids or m.content.startswith("❓")
+        ]
+
+    def card(self, card: FakeMessage) -> FakeMessage:
+        """The card as it is now."""
+        return self.fake.message(card.id)
+
+    def press(self, card: FakeMessage, index: int, user: dict[str, Any]) -> FakeInteraction:
+        return self.fake.press(card.id, card.custom_ids[index], user)
+
+    async def private_note(self, user: dict[str, Any]) -> str:
+        notes = await self.until("the private answer", lambda: self.fake.ephemeral(user))
+        return str(notes[-1].content)
+
+
+@contextlib.asynccontextmanager
+async def running(tmp_path: Path, **discord: Any) -> AsyncIterator[Running]:
+    async with FakeDiscord() as fake:  # Discord's rate limits, all of them
+        port = free_port()
+        block = channel_block(fake, approver_roles=[str(APPROVER_ROLE_ID)], **discord)
+        config = write_config(tmp_path, port, {"discord": block})
+        # the worktree's plugin by name: the installed entry points may predate it
+        bridge = BridgeProcess(config, tmp_path / "bridge.log", plugins="aep_bridge_discord")
+        base = f"http://127.0.0.1:{port}"
+        await bridge.start(base)
+        try:
+            yield Running(fake, bridge, base, f"ws://127.0.0.1:{port}/socket", bridge.token())
+        finally:
+            await bridge.aclose()
+        assert fake.violations == [], fake.violations  # the outbox kept every limit
+        assert fake.unanswered() == []  # every press answered within 3 s
+        log = (tmp_path / "bridge.log").read_text()
+        assert DEFAULT_TOKEN not in log  # the token is never logged
+        assert DEFAULT_TOKEN.split(".")[-1] not in log
+
+
+ASK = {
+    "kind": "permission",
+    "prompt": "Run `rm -rf build/`?",
+    "options": [{"id": "allow", "label": "Allow"}, {"id": "deny", "label": "Deny"}],
+    "respond_via": ["control"],
+}
+
+
+async def start_and_ask(
+    r: Running, agent: TinyAgent, *, label: str = "fix the flaky test", **ask: Any
+) -> tuple[Event, FakeMessage]:
+    await agent.emit("session.started", {"label": label, "cwd": "/srv/app"}, capture="redacted")
+    request = await agent.emit(
+        "attention.requested", {**ASK, **ask}, capture="full", severity="notice"
+    )
+    thread = await r.until("the session's thread", lambda: r.thread(label))
+    card = await r.until("the card in the thread", lambda: next(iter(r.cards(thread)), None))
+    return request, card
+
+
+async def test_a_session_becomes_a_thread_and_an_approver_s_press_answers_the_agent(tmp_path):
+    async with running(tmp_path) as r, r.agent() as agent:
+        request, card = await start_and_ask(r, agent)
+        thread = r.thread("fix the flaky test")
+        assert thread is not None
+        assert thread.type == 11
+        assert "rm -rf build/" in shown(card)
+        assert [b["label"] for b in card.buttons] == ["Allow", "Deny"]
+        assert all(len(c) <= 100 for c in card.custom_ids)
+        # a heads-up in the notifications channel, linking to the card
+        heads_up = await r.until(
+            "the heads-up", lambda: r.fake.messages(NOTIFY_CHANNEL_ID, from_bot=True)
+        )
+        link = f"https://discord.com/channels/{GUILD_ID}/{thread.id}/{card.id}"
+        assert link in heads_up[-1].content
+        assert not heads_up[-1].pings
+        assert not card.pings
+
+        pressed = r.press(card, 0, ALICE)  # Alice has the approver role
+        command = await asyncio.wait_for(agent.next_command(), WAIT)
+        assert command.type == "control.attention.respond"
+        assert command.subject == request.id
+        assert command.data["answer"] == {"option": "allow"}
+        assert pressed.response is not None
+        assert pressed.response.type == 6
+
+        await agent.report_answer(command)
+        await r.until(
+            "the card to show the answer", lambda: "Answered by Alice" in shown(r.card(card))
+        )
+        closed = r.card(card)
+        assert closed.components == []  # buttons gone
+        assert "rm -rf build/" in shown(closed)  # the question stays
+        assert r.fake.ephemeral(ALICE) == []  # an accepted press needs no note
+        await r.until(  # the heads-up learns the answer, by an edit
+            "the heads-up to say it is answered",
+            lambda: "Answered by Alice" in r.fake.message(heads_up[-1].id).content,
+        )
+
+
+async def test_a_stranger_is_refused_privately_and_nothing_is_sent(tmp_path):
+    async with running(tmp_path) as r, r.agent() as agent:
+        _, card = await start_and_ask(r, agent)
+        r.press(card, 0, MALLORY)
+        assert await r.private_note(MALLORY) == (
+            "Refused: you are not an approver for this channel"
+        )
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(agent.next_command(), 1.5)
+        assert str(MALLORY["id"]) in (tmp_path / "bridge.log").read_text()  # logged: who tried
+        untouched = r.card(card)
+        assert untouched.custom_ids == card.custom_ids
+        assert untouched.edits == []
+        # an approver can still answer
+        r.press(card, 1, BOB)
+        command = await asyncio.wait_for(agent.next_command(), WAIT)
+        assert command.data["answer"] == {"option": "deny"}
+
+
+async def test_a_double_press_sends_one_command(tmp_path):
+    async with running(tmp_path) as r, r.agent() as agent:
+        _, card = await start_and_ask(r, agent)
+        r.press(card, 0, ALICE)
+        r.press(card, 1, BOB)
+        command = await asyncio.wait_for(agent.next_command(), WAIT)
+        assert command.data["answer"] == {"option": "allow"}
+        assert (await r.private_note(BOB)).startswith("Already answered by Alice")
+        await agent.report_answer(command)
+        with pytest.raises(TimeoutError):  # and no second command, ever
+            await asyncio.wait_for(agent.next_command(), 1.5)
+
+
+async def test_a_card_still_answers_after_the_bridge_restarts(tmp_path):
+    async with running(tmp_path) as r:
+        async with r.agent() as agent:
+            request, card = await start_and_ask(r, agent)
+            seq = agent._seq
+        assert await r.bridge.aclose() == 0
+        await r.bridge.start(r.base)
+        async with r.agent(seq=seq) as agent:
+            # the agent reconnects and carries on its stream (which claims the session)
+            await agent.emit("progress.status", {"message": "waiting for an answer"})
+            await r.until("the new gateway session", lambda: len(r.fake.connected) == 1)
+            r.press(card, 1, ALICE)  # the button from before the restart
+            command = await asyncio.wait_for(agent.next_command(), WAIT)
+            assert command.subject == request.id
+            assert command.data["answer"] == {"option": "deny"}
+            await agent.report_answer(command)
+            await r.until(
+                "the card to show the answer", lambda: "Answered by Alice" in shown(r.card(card))
+            )
+        assert len(r.fake.threads(TEXT_CHANNEL_ID)) == 1  # no twin thread
+
+
+async def test_a_reply_to_the_card_is_a_free_text_answer(tmp_path):
+    async with running(tmp_path) as r, r.agent() as agent:
+        request, card = await start_and_ask(
+            r, agent, kind="input", prompt="Which branch?", options=[]
+        )
+        assert "Reply to this message" in shown(card)
+        r.fake.say(card.channel_id, "release/2.1", ALICE, reply_to=card)
+        command = await asyncio.wait_for(agent.next_command(), WAIT)
+        assert command.subject == request.id
+        assert command.data["answer"] == {"text": "release/2.1"}
