@@ -1,0 +1,187 @@
+"""The Discord adapter against the fake Discord, beyond the conformance kit: forum posts,
+archiving and locking, a card's outcome after its thread was archived, what Discord's refusals
+become for the core's outbox (never a sleep inside discord.py, never the token in a message),
+and what a person sees when their words are not taken."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+
+from aep_bridge import (
+    ChannelError,
+    OutcomeStatus,
+    OutgoingMessage,
+    PermissionOption,
+    PermissionOutcome,
+    PermissionRequest,
+    RateLimited,
+)
+from aep_bridge.testing import FakeCore
+from aep_bridge_discord import DiscordChannel
+
+from .fake_discord import (
+    ALICE,
+    APPROVER_ROLE_ID,
+    DEFAULT_TOKEN,
+    FORUM_CHANNEL_ID,
+    MALLORY,
+    FakeDiscord,
+    Limits,
+    Window,
+    point_discord_py,
+)
+from .probe import make_adapter, shown
+
+SESSION = "s-chan"
+POST_MESSAGE = "POST /channels/{channel_id}/messages"
+CARD = PermissionRequest(
+    id="cA1",
+    title="claude-code asks permission: Bash",
+    description="rm -rf build/",
+    options=(
+        PermissionOption(id="allow", label="Allow", is_allow=True),
+        PermissionOption(id="deny", label="Deny"),
+    ),
+)
+DENIED = PermissionOutcome(
+    status=OutcomeStatus.ANSWERED, option_id="deny", option_label="Deny", by="Alice"
+)
+
+
+@asynccontextmanager
+async def started(
+    fake: FakeDiscord, core: FakeCore | None = None, **config: Any
+) -> AsyncIterator[tuple[DiscordChannel, FakeCore]]:
+    core = core or FakeCore(approvers=[])
+    with point_discord_py(fake):
+        adapter = make_adapter(fake, core, approver_roles=[str(APPROVER_ROLE_ID)], **config)
+        core.attach(adapter)
+        await adapter.start()
+        try:
+            yield adapter, core
+        finally:
+            await adapter.stop()
+
+
+async def test_in_a_forum_each_session_is_a_post() -> None:
+    async with FakeDiscord(limits=Limits.loose()) as fake:
+        async with started(fake, channel_id=str(FORUM_CHANNEL_ID)) as (adapter, core):
+            thread = await core.create_thread(adapter, SESSION, "fix the flaky test")
+            await adapter.send_message(SESSION, OutgoingMessage(type="text", text="On it."))
+            await adapter.send_permission_request(SESSION, CARD)
+        (post,) = fake.threads(FORUM_CHANNEL_ID)
+        assert (str(post.id), post.name) == (thread, "fix the flaky test")
+        texts = [shown(m) for m in fake.messages(post.id, from_bot=True)]
+        assert texts[0] == "🧵 fix the flaky test"  # the post's first message
+        assert texts[1] == "On it."
+        assert "rm -rf build/" in texts[2]
+        assert fake.violations == []
+
+
+async def test_an_ended_session_is_archived_and_locked_and_a_late_outcome_shows() -> None:
+    async with FakeDiscord(limits=Limits.loose()) as fake:
+        async with started(fake, lock_on_end=True) as (adapter, core):
+            thread = int(await core.create_thread(adapter, SESSION, "deploy"))
+            await adapter.send_permission_request(SESSION, CARD)
+            await adapter.archive_session_thread(SESSION)
+            stored = fake.channel(thread)
+            assert (stored.archived, stored.locked) == (True, True)
+            # the outcome arrives after the thread closed: Discord refuses edits there, so
+            # the thread is opened for the edit and closed again, locked as it was
+            await adapter.update_permission_request(SESSION, CARD, DENIED)
+        (card,) = [m for m in fake.messages(thread, from_bot=True) if "rm -rf" in m.content]
+        assert "Answered by Alice" in shown(card)
+        assert card.components == []
+        stored = fake.channel(thread)
+        assert (stored.archived, stored.locked) == (True, True)
+        assert fake.violations == []
+
+
+async def test_a_429_is_the_core_s_rate_limited_at_once_with_discord_s_retry_after() -> None:
+    async with FakeDiscord(limits=Limits.loose()) as fake:
+        async with started(fake) as (adapter, core):
+            await core.create_thread(adapter, SESSION, "storm")
+            fake.fail_next(POST_MESSAGE, 429, retry_after=7.5)
+            with pytest.raises(RateLimited) as caught:
+                await adapter.send_message(SESSION, OutgoingMessage(type="text", text="hi"))
+            assert caught.value.retry_after == 7.5
+            # the outbox's retry goes through
+            await adapter.send_message(SESSION, OutgoingMessage(type="text", text="hi"))
+        assert len(fake.calls_to("POST", "/channels/{channel_id}/messages")) == 2  # no retry
+
+
+async def test_a_bucket_discord_py_knows_is_empty_raises_instead_of_sleeping() -> None:
+    slow = {"buckets": {POST_MESSAGE: Window(2, 60.0)}}
+    async with FakeDiscord(limits=Limits.loose(**slow)) as fake:
+        async with started(fake) as (adapter, core):
+            await core.create_thread(adapter, SESSION, "burst")
+
+            async def burst() -> None:
+                for n in range(3):
+                    await adapter.send_message(SESSION, OutgoingMessage(type="text", text=f"m{n}"))
+
+            with pytest.raises(RateLimited) as caught:
+                await burst()
+            assert caught.value.retry_after > 50  # the bucket's reset, from its headers
+        sent = fake.calls_to("POST", "/channels/{channel_id}/messages")
+        assert 1 <= len(sent) <= 2
+        assert fake.violations == []  # discord.py did not ask again: it read the headers
+
+
+async def test_a_refused_token_is_permanent_and_never_quoted() -> None:
+    async with FakeDiscord(token="another." + DEFAULT_TOKEN) as fake:
+        core = FakeCore()
+        with point_discord_py(fake):
+            adapter = make_adapter(fake, core)
+            with pytest.raises(ChannelError) as caught:
+                await adapter.start()
+            await adapter.stop()
+        assert caught.value.permanent
+        assert "token" in str(caught.value)
+        assert DEFAULT_TOKEN not in str(caught.value)
+
+
+async def test_without_the_message_content_intent_start_says_where_to_turn_it_on() -> None:
+    async with FakeDiscord(privileged_intents=set()) as fake:
+        with point_discord_py(fake):
+            adapter = make_adapter(fake, FakeCore())
+            with pytest.raises(ChannelError) as caught:
+                await adapter.start()
+            await adapter.stop()
+        assert caught.value.permanent
+        assert "Message Content intent" in str(caught.value)
+
+
+async def test_agent_text_pings_nobody() -> None:
+    async with FakeDiscord(limits=Limits.loose()) as fake:
+        async with started(fake) as (adapter, core):
+            thread = int(await core.create_thread(adapter, SESSION, "pings"))
+            text = "@everyone look at <@&1000000000000000301> and @here"
+            await adapter.send_message(SESSION, OutgoingMessage(type="text", text=text))
+        (message,) = fake.messages(thread, from_bot=True)
+        assert message.pings == set()
+        assert shown(message) == text
+
+
+async def test_a_stranger_s_reply_to_a_card_is_answered_with_why() -> None:
+    async with FakeDiscord(limits=Limits.loose()) as fake:
+        core = FakeCore(approvers=[str(ALICE["id"])])
+        async with started(fake, core) as (adapter, _):
+            thread = int(await core.create_thread(adapter, SESSION, "words"))
+            words = CARD.model_copy(update={"id": "cT1", "accepts_text": True, "options": ()})
+            await adapter.send_permission_request(SESSION, words)
+            (card,) = fake.messages(thread, from_bot=True)
+            fake.say(thread, "main", MALLORY, reply_to=card)
+            answer = await fake.wait_until(
+                lambda: [m for m in fake.messages(thread, from_bot=True) if m.reply_to],
+                what="the answer to Mallory",
+            )
+        assert core.refused[-1].user.id == str(MALLORY["id"])
+        assert shown(answer[-1]) == "Refused: you are not an approver for this channel"
+        assert answer[-1].reply_to == fake.messages(thread)[-2].id  # Mallory's words
+        assert core.presses[-1].answer == "main"
+        assert answer[-1].pings == set()
