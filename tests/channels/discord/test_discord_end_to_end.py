@@ -225,3 +225,39 @@ async def test_a_reply_to_the_card_is_a_free_text_answer(tmp_path):
         command = await asyncio.wait_for(agent.next_command(), WAIT)
         assert command.subject == request.id
         assert command.data["answer"] == {"text": "release/2.1"}
+
+
+async def test_a_429_storm_is_waited_out_and_nothing_is_lost(tmp_path):
+    async with running(tmp_path) as r, r.agent() as agent:
+        await agent.emit("session.started", {"label": "storm"}, capture="redacted")
+        thread = await r.until("the thread", lambda: r.thread("storm"))
+        r.fake.fail_next("POST /channels/{channel_id}/messages", 429, retry_after=2, times=3)
+        for n in range(5):
+            await agent.emit("message.agent.replied", {"text": f"reply {n}"}, capture="full")
+
+        def replies() -> list[str]:
+            sent = r.fake.messages(thread.id, from_bot=True)
+            return [shown(m) for m in sent if "reply" in m.content]
+
+        await r.until("every reply", lambda: len(replies()) == 5, timeout=60)
+        assert replies() == [f"reply {n}" for n in range(5)]  # in order, none twice
+        refused = r.fake.calls_to("POST", "/channels/{channel_id}/messages", status=429)
+        assert len(refused) == 3  # each 429 once: discord.py did not retry behind the outbox
+
+
+async def test_cards_posted_before_a_sigkill_answer_after_the_restart(tmp_path):
+    async with running(tmp_path) as r:
+        async with r.agent() as agent:
+            request, card = await start_and_ask(r, agent)
+            seq = agent._seq
+        r.bridge.kill()
+        await r.bridge.start(r.base)
+        async with r.agent(seq=seq) as agent:
+            await agent.emit("progress.status", {"message": "still waiting"})
+            await r.until("the new gateway session", lambda: len(r.fake.connected) == 1)
+            r.press(card, 0, BOB)
+            command = await asyncio.wait_for(agent.next_command(), WAIT)
+            assert command.subject == request.id
+            assert command.data["answer"] == {"option": "allow"}
+        assert len(r.fake.threads(TEXT_CHANNEL_ID)) == 1  # no second thread
+        assert len(r.cards(r.fake.threads(TEXT_CHANNEL_ID)[0])) == 1  # nor a second card
