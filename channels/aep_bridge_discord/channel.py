@@ -22,9 +22,12 @@ which heads-up was sent for which question.
 `api_base_url` and `gateway_url` set discord.py's `Route.BASE` and the gateway's default URL,
 which are process-wide in discord.py: two Discord channels in one bridge share them.
 
+Slash commands: /sessions (a private list with links), and /status, /cancel, /pause,
+/resume in a session's thread, handed to the core as that session's chat command (the core
+checks approvers and answers in the thread); registered in the guild at start when missing.
+
 Not done yet (issue 17, work in progress): forms (selects and a modal; `forms=False` for
-now, so the core asks for them as text), slash commands (/sessions, /status, /cancel,
-/pause, /resume), `doctor`, `aep-bridge setup discord`, a preview dialect, embeds for tool
+now), `doctor`, `aep-bridge setup discord`, a preview dialect, embeds for tool
 cards, docs/channels/discord.md.
 """
 
@@ -43,6 +46,7 @@ import discord
 import discord.gateway
 import discord.http
 import yarl
+from discord import app_commands
 
 from aep_bridge import (
     Blocks,
@@ -103,6 +107,16 @@ CARD_WAIT: Final = 2.0
 HEADS_UP_CLOSED: Final = "✅"
 #: Discord's "Thread is archived": a message in an archived thread cannot be edited
 THREAD_ARCHIVED: Final = 50083
+
+#: the slash commands, registered in the guild: /sessions here, the rest go to the core as
+#: a session's chat command (`core.handle_incoming_message`), which checks approvers
+COMMANDS: Final = (
+    ("sessions", "list the agent sessions and their threads"),
+    ("status", "in a session's thread: what the agent is doing"),
+    ("cancel", "in a session's thread: ask the agent to stop"),
+    ("pause", "in a session's thread: ask the agent to pause"),
+    ("resume", "in a session's thread: ask the agent to go on"),
+)
 
 T = TypeVar("T")
 #: `_edit`'s default: the message keeps its buttons
@@ -214,6 +228,15 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         )
         client.http.max_ratelimit_timeout = NO_WAIT
         client.add_dynamic_items(OptionButton)
+        tree = app_commands.CommandTree(client)
+        guild = discord.Object(int(self.config.guild_id))
+        for verb, description in COMMANDS:
+            tree.add_command(
+                app_commands.Command(
+                    name=verb, description=description, callback=self._slash(verb)
+                ),
+                guild=guild,
+            )
         try:
             await client.login(self.config.token.get_secret_value())
         except discord.LoginFailure:
@@ -285,6 +308,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
                 "text channel nor a forum channel",
                 permanent=True,
             )
+        await self._register_commands(tree, guild)
         log.info(
             "discord %s: %s in %s, #%s (%s)",
             self.instance_name,
@@ -337,14 +361,18 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
             thread = str(made_thread.id)
         state = self._state()
         await state.set(f"thread:{thread}", session_id)
+        await self._remember_session(session_id, thread, name)
         return thread
 
     async def rename_session_thread(self, session_id: str, new_name: str) -> None:
         thread = await self._thread_object(session_id)
         if thread is not None and thread.name != thread_name(new_name):
             await self._call(thread.edit(name=thread_name(new_name)))
+        if thread is not None:
+            await self._remember_session(session_id, str(thread.id), thread_name(new_name))
 
     async def archive_session_thread(self, session_id: str) -> None:
+        await self._forget_session(session_id)
         thread = await self._thread_object(session_id)
         if thread is None:
             return
@@ -549,6 +577,73 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
             )
         )
 
+    # -- slash commands --------------------------------------------------------------------
+
+    def _slash(self, verb: str) -> Any:
+        async def command(interaction: discord.Interaction) -> None:
+            await self._on_slash(interaction, verb)
+
+        return command
+
+    async def _register_commands(self, tree: app_commands.CommandTree[Any], guild: Any) -> None:
+        """Register the slash commands in the guild, unless they are there as they are (the
+        guild's commands are Discord's to keep: registering at every start is not needed)."""
+        try:
+            known = await tree.fetch_commands(guild=guild)
+            if sorted((c.name, c.description) for c in known) != sorted(COMMANDS):
+                await tree.sync(guild=guild)
+        except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
+            log.warning(
+                "discord %s: slash commands not registered: %s (invite the bot with the "
+                "applications.commands scope)",
+                self.instance_name,
+                _describe(exc),
+            )
+
+    async def _on_slash(self, interaction: discord.Interaction[Any], verb: str) -> None:
+        """/sessions lists them, privately; the others, in a session's thread, go to the core
+        as that session's chat command (it checks approvers and answers in the thread)."""
+        if verb == "sessions":
+            await _respond(interaction, await self._sessions_text())
+            return
+        channel_id = interaction.channel_id
+        session = await self._state().get(f"thread:{channel_id}") if channel_id else None
+        if session is None:
+            await _respond(interaction, f"/{verb} works in a session's thread.")
+            return
+        await _respond(interaction, f"/{verb}: asked; the answer follows in this thread.")
+        await self.core.handle_incoming_message(
+            IncomingMessage(
+                channel=self.instance_name,
+                session_id=session,
+                thread_id=str(channel_id),
+                user=_user(interaction.user),
+                text=f"/{verb}",
+            )
+        )
+
+    async def _sessions_text(self) -> str:
+        live: dict[str, list[str]] = json.loads(await self._state().get("sessions") or "{}")
+        if not live:
+            return "No agent session is running."
+        base = f"https://discord.com/channels/{self.config.guild_id}"
+        lines = [
+            f"- [{markdown.escape(name)}](<{base}/{thread}>)" for thread, name in live.values()
+        ]
+        return "Sessions:\n" + "\n".join(lines)
+
+    async def _remember_session(self, session_id: str, thread: str, name: str) -> None:
+        state = self._state()
+        live: dict[str, list[str]] = json.loads(await state.get("sessions") or "{}")
+        live[session_id] = [thread, name]
+        await state.set("sessions", json.dumps(live))
+
+    async def _forget_session(self, session_id: str) -> None:
+        state = self._state()
+        live: dict[str, list[str]] = json.loads(await state.get("sessions") or "{}")
+        if live.pop(session_id, None) is not None:
+            await state.set("sessions", json.dumps(live))
+
     # -- calls the outbox runs for the adapter's own needs (`core.call`) -------------------
 
     async def reply_to(self, channel_id: int, message_id: int, text: str) -> None:
@@ -710,6 +805,16 @@ def _describe(exc: BaseException | None) -> str:
     if isinstance(exc, discord.HTTPException):
         return f"{exc.status} {exc.text}"
     return f"{type(exc).__name__}: {exc}"
+
+
+async def _respond(interaction: discord.Interaction[Any], text: str) -> None:
+    """Answer a slash command privately, at once (within Discord's 3 s)."""
+    try:
+        await interaction.response.send_message(
+            text, ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
+        )
+    except discord.HTTPException as exc:
+        log.warning("discord: could not answer a slash command: %s", exc)
 
 
 async def _close(client: discord.Client) -> None:

@@ -28,7 +28,9 @@ from .fake_discord import (
     APPROVER_ROLE_ID,
     DEFAULT_TOKEN,
     FORUM_CHANNEL_ID,
+    GUILD_ID,
     MALLORY,
+    TEXT_CHANNEL_ID,
     FakeDiscord,
     Limits,
     Window,
@@ -185,3 +187,43 @@ async def test_a_stranger_s_reply_to_a_card_is_answered_with_why() -> None:
         assert answer[-1].reply_to == fake.messages(thread)[-2].id  # Mallory's words
         assert core.presses[-1].answer == "main"
         assert answer[-1].pings == set()
+
+
+async def test_slash_commands_are_registered_and_go_to_the_core_from_a_session_s_thread() -> None:
+    async with FakeDiscord(limits=Limits.loose()) as fake:
+        async with started(fake) as (adapter, core):
+            assert sorted(c["name"] for c in fake.commands(GUILD_ID)) == [
+                "cancel",
+                "pause",
+                "resume",
+                "sessions",
+                "status",
+            ]
+            thread = int(await core.create_thread(adapter, SESSION, "fix the *flaky* test"))
+
+            listed = fake.slash("sessions", user=MALLORY, channel=TEXT_CHANNEL_ID)
+            await fake.wait_until(lambda: fake.ephemeral(MALLORY), what="the list")
+            (note,) = fake.ephemeral(MALLORY)
+            assert shown(note) == "Sessions:\nfix the *flaky* test"
+            assert f"/{thread}>)" in note.content  # a link to the thread
+            assert listed.acknowledged
+
+            fake.slash("cancel", user=ALICE, channel=TEXT_CHANNEL_ID)
+            await fake.wait_until(lambda: fake.ephemeral(ALICE), what="the hint")
+            assert shown(fake.ephemeral(ALICE)[-1]) == "/cancel works in a session's thread."
+            assert core.incoming == []
+
+            fake.slash("cancel", user=ALICE, channel=thread)
+            await fake.wait_until(lambda: core.incoming, what="the command at the core")
+            (message,) = core.incoming
+            assert (message.session_id, message.thread_id, message.text) == (
+                SESSION,
+                str(thread),
+                "/cancel",
+            )
+            assert message.user.roles == (str(APPROVER_ROLE_ID),)  # for the core's check
+        # registered once: a second start finds them there
+        async with started(fake):
+            pass
+        assert len(fake.calls_to("PUT")) == 1
+        assert fake.unanswered() == []

@@ -261,3 +261,24 @@ async def test_cards_posted_before_a_sigkill_answer_after_the_restart(tmp_path):
             assert command.data["answer"] == {"option": "allow"}
         assert len(r.fake.threads(TEXT_CHANNEL_ID)) == 1  # no second thread
         assert len(r.cards(r.fake.threads(TEXT_CHANNEL_ID)[0])) == 1  # nor a second card
+
+
+async def test_slash_commands_in_a_session_s_thread_reach_the_agent_from_approvers_only(tmp_path):
+    async with running(tmp_path) as r, r.agent() as agent:
+        await agent.emit("session.started", {"label": "long job"}, capture="redacted")
+        thread = await r.until("the thread", lambda: r.thread("long job"))
+
+        def said() -> list[str]:
+            return [shown(m) for m in r.fake.messages(thread.id, from_bot=True)]
+
+        r.fake.slash("status", user=MALLORY, channel=thread.id)
+        await r.until("the status", lambda: any("running" in t for t in said()))
+        # /cancel from a stranger: refused in the thread, nothing sent
+        r.fake.slash("cancel", user=MALLORY, channel=thread.id)
+        await r.until("the refusal", lambda: any("not an approver" in t for t in said()))
+        # /cancel from an approver: the agent gets control.cancel, the thread its answer
+        r.fake.slash("cancel", user=BOB, channel=thread.id)
+        command = await asyncio.wait_for(agent.next_command(), WAIT)
+        assert command.type == "control.cancel"
+        await agent.ack(command)
+        await r.until("the outcome", lambda: any("accepted" in t for t in said()))
