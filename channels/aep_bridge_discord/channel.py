@@ -22,12 +22,15 @@ which heads-up was sent for which question.
 `api_base_url` and `gateway_url` set discord.py's `Route.BASE` and the gateway's default URL,
 which are process-wide in discord.py: two Discord channels in one bridge share them.
 
+`doctor`: the token, the Message Content intent, the server, the channel and the bot's
+permissions there, the notifications channel, each failure with its fix (REST only).
+
 Slash commands: /sessions (a private list with links), and /status, /cancel, /pause,
 /resume in a session's thread, handed to the core as that session's chat command (the core
 checks approvers and answers in the thread); registered in the guild at start when missing.
 
 Not done yet (issue 17, work in progress): forms (selects and a modal; `forms=False` for
-now), `doctor`, `aep-bridge setup discord`, a preview dialect, embeds for tool
+now), `aep-bridge setup discord`, a preview dialect, embeds for tool
 cards, docs/channels/discord.md.
 """
 
@@ -56,6 +59,7 @@ from aep_bridge import (
     ChannelConfig,
     ChannelError,
     ChannelUser,
+    DoctorCheck,
     IncomingMessage,
     NotificationMessage,
     OutgoingMessage,
@@ -317,6 +321,18 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
             channel.name,
             "posts in a forum" if self._forum else "threads in a text channel",
         )
+
+    async def doctor(self) -> list[DoctorCheck]:
+        """The token, the Message Content intent, the server, the channel and what the bot
+        may do there, the notifications channel: each failure with its fix. REST only (no
+        gateway): `aep-bridge doctor` runs it beside a running bridge."""
+        discord.http.Route.BASE = self.config.api_base_url
+        client = discord.Client(intents=discord.Intents.none())
+        client.http.max_ratelimit_timeout = NO_WAIT
+        try:
+            return await _doctor(client, self.config)
+        finally:
+            await _close(client)
 
     async def stop(self) -> None:
         client, self._client = self._client, None
@@ -805,6 +821,142 @@ def _describe(exc: BaseException | None) -> str:
     if isinstance(exc, discord.HTTPException):
         return f"{exc.status} {exc.text}"
     return f"{type(exc).__name__}: {exc}"
+
+
+#: what the bot needs in the sessions' channel: (permission, why), for each kind of channel
+_NEEDED: Final = (
+    ("view_channel", "see the channel"),
+    ("send_messages", "post in it"),
+    ("send_messages_in_threads", "post in the sessions' threads"),
+    ("read_message_history", "edit its cards and see replies to them"),
+    ("embed_links", "show links"),
+)
+_NEEDED_TEXT: Final = (("create_public_threads", "open a thread per session"),)
+_NEEDED_LOCK: Final = (("manage_threads", "lock a session's thread at its end (lock_on_end)"),)
+_FIX_PERMISSIONS: Final = (
+    "give the bot's role these permissions on the channel (Edit Channel > Permissions), or "
+    "invite it again with them"
+)
+
+
+async def _doctor(client: discord.Client, config: DiscordConfig) -> list[DoctorCheck]:
+    checks: list[DoctorCheck] = []
+    try:
+        await client.login(config.token.get_secret_value())
+    except discord.LoginFailure:
+        return [
+            DoctorCheck(
+                name="token",
+                ok=False,
+                detail="Discord refused the token",
+                fix="reset the token in the Developer Portal (Bot > Reset Token) and copy it",
+            )
+        ]
+    except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
+        return [
+            DoctorCheck(
+                name="token",
+                ok=False,
+                detail=f"cannot reach {config.api_base_url}: {_describe(exc)}",
+                fix="check the network, or api_base_url if you use a proxy",
+            )
+        ]
+    me = client.user
+    checks.append(DoctorCheck(name="token", ok=True, detail=f"the bot is {me}"))
+    flags = client.application_flags
+    if flags.gateway_message_content or flags.gateway_message_content_limited:
+        checks.append(DoctorCheck(name="intents", ok=True, detail="Message Content is on"))
+    else:
+        checks.append(
+            DoctorCheck(
+                name="intents",
+                ok=False,
+                detail="the Message Content intent is off: replies to cards cannot be read",
+                fix="turn on Message Content Intent in the Developer Portal (Bot > Privileged "
+                "Gateway Intents)",
+            )
+        )
+    try:
+        guild = await client.fetch_guild(int(config.guild_id))
+        channels = {c.id: c for c in await guild.fetch_channels()}
+        member = await guild.fetch_member(me.id if me else 0)
+    except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
+        checks.append(
+            DoctorCheck(
+                name="server",
+                ok=False,
+                detail=f"server {config.guild_id}: {_describe(exc)}",
+                fix="invite the bot to the server (Developer Portal > OAuth2 > URL Generator, "
+                "scopes bot and applications.commands), and check guild_id",
+            )
+        )
+        return checks
+    checks.append(DoctorCheck(name="server", ok=True, detail=guild.name))
+    channel = channels.get(int(config.channel_id))
+    if not isinstance(channel, discord.TextChannel | discord.ForumChannel):
+        checks.append(
+            DoctorCheck(
+                name="channel",
+                ok=False,
+                detail=f"{config.channel_id} is not a text or forum channel of {guild.name}",
+                fix="set channel_id to a text or forum channel (right-click it > Copy Channel ID)",
+            )
+        )
+        return checks
+    kind = (
+        "forum: a post per session"
+        if isinstance(channel, discord.ForumChannel)
+        else ("text channel: a thread per session")
+    )
+    checks.append(DoctorCheck(name="channel", ok=True, detail=f"#{channel.name} ({kind})"))
+    needed = list(_NEEDED)
+    if isinstance(channel, discord.TextChannel):
+        needed += _NEEDED_TEXT
+    if config.lock_on_end:
+        needed += _NEEDED_LOCK
+    allowed = channel.permissions_for(member)
+    missing = [why for name, why in needed if not getattr(allowed, name)]
+    names = [name for name, _ in needed if not getattr(allowed, name)]
+    if missing:
+        checks.append(
+            DoctorCheck(
+                name="permissions",
+                ok=False,
+                detail=f"in #{channel.name} the bot may not {'; '.join(missing)} "
+                f"({', '.join(names)})",
+                fix=_FIX_PERMISSIONS,
+            )
+        )
+    else:
+        checks.append(
+            DoctorCheck(name="permissions", ok=True, detail=f"all it needs in #{channel.name}")
+        )
+    if config.notifications_channel_id is not None:
+        notes = channels.get(int(config.notifications_channel_id))
+        if not isinstance(notes, discord.TextChannel):
+            checks.append(
+                DoctorCheck(
+                    name="notifications",
+                    ok=False,
+                    detail=f"{config.notifications_channel_id} is not a text channel of "
+                    f"{guild.name}",
+                    fix="set notifications_channel_id to a text channel, or leave it unset",
+                )
+            )
+        elif not (rights := notes.permissions_for(member)).send_messages or not (
+            rights.view_channel
+        ):
+            checks.append(
+                DoctorCheck(
+                    name="notifications",
+                    ok=False,
+                    detail=f"the bot may not post in #{notes.name}",
+                    fix=_FIX_PERMISSIONS,
+                )
+            )
+        else:
+            checks.append(DoctorCheck(name="notifications", ok=True, detail=f"#{notes.name}"))
+    return checks
 
 
 async def _respond(interaction: discord.Interaction[Any], text: str) -> None:
