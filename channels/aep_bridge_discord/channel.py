@@ -11,8 +11,9 @@ a `discord.ui.DynamicItem` registered with `Client.add_dynamic_items`, so a card
 a restart still answers. A press is deferred at once (Discord wants an answer within 3 s),
 then handed to the core by card id (`core.resolve_permission`); the core checks approvers
 (user ids, and role ids from `approver_roles`) and a refusal is answered privately
-(ephemeral). A reply to a card (`message_reference`) is a text answer (`core.answer_text`);
-other words in a session's thread go to the core as `handle_incoming_message`.
+(ephemeral). A reply to a card (`message_reference`) is a text answer (`core.answer_text`),
+and so are words in a session's thread while one question there takes words; other words go
+to the core as `handle_incoming_message`.
 
 What the adapter keeps, in the channel's state in the bridge's store, is for its own display
 and survives a restart: which thread belongs to which session, which message is which card
@@ -520,6 +521,8 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         await state.set(f"cardmsg:{sent.id}", request.id)
         if card_key(request.id) != request.id:
             await state.set(f"cardkey:{card_key(request.id)}", request.id)
+        if request.accepts_text and not request.informational:
+            await self._open_cards(session_id, add=request.id)
         self._cards_out.setdefault(request.id, asyncio.Event()).set()
 
     async def update_permission_request(
@@ -539,6 +542,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
             await self._edit(where, int(card["message"]), text, view=view, thread=card["thread"])
         if outcome.closed:
             self._cards_out.pop(request.id, None)
+            await self._open_cards(session_id, remove=request.id)
 
     # -- events from Discord ---------------------------------------------------------------
 
@@ -574,6 +578,10 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         if reference is not None and reference.message_id is not None:
             reply_card = await state.get(f"cardmsg:{reference.message_id}")
         session = await state.get(f"thread:{message.channel.id}")
+        if reply_card is None and session is not None and not text.startswith("/"):
+            # words in the thread while one question there takes words: its answer
+            open_cards = await self._open_cards(session)
+            reply_card = open_cards[0] if len(open_cards) == 1 else None
         if reply_card is not None and text:
             resolution = await self.core.answer_text(reply_card, text, user)
             if not resolution.accepted:
@@ -647,6 +655,21 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
             f"- [{markdown.escape(name)}](<{base}/{thread}>)" for thread, name in live.values()
         ]
         return "Sessions:\n" + "\n".join(lines)
+
+    async def _open_cards(
+        self, session_id: str, *, add: str | None = None, remove: str | None = None
+    ) -> list[str]:
+        """The session's open cards that take words (a reply to one answers it; words in the
+        thread answer the only one)."""
+        state = self._state()
+        cards: list[str] = json.loads(await state.get(f"open:{session_id}") or "[]")
+        if add is not None and add not in cards:
+            cards.append(add)
+        if remove is not None and remove in cards:
+            cards.remove(remove)
+        if add is not None or remove is not None:
+            await state.set(f"open:{session_id}", json.dumps(cards))
+        return cards
 
     async def _remember_session(self, session_id: str, thread: str, name: str) -> None:
         state = self._state()

@@ -71,3 +71,18 @@ class TestDiscordConformance(ChannelConformance):
         fake: FakeDiscord = h.probe.fake  # type: ignore[attr-defined]
         (note,) = await fake.wait_until(lambda: fake.ephemeral(MALLORY), what="the refusal")
         assert note.content == Resolution(status=ResolutionStatus.NOT_ALLOWED).message
+
+    async def test_words_answer_a_card_by_its_id(self, harness: Harness) -> None:
+        """A reply to the card, or words in the thread while it is the one open question,
+        go to the core as a text answer to that card: never as an option, never as chat."""
+        h = harness
+        thread = await self._thread(h)
+        request = PermissionRequest(id="cTxt", title="Which branch?", accepts_text=True)
+        card = await self._card(h, request)
+        await h.probe.reply(thread, "release/2.1", h.approver, reply_to=card)
+        await h.probe.reply(thread, "main, please", h.approver)
+        assert [(p.card_id, p.answer, p.via) for p in h.core.presses] == [
+            ("cTxt", "release/2.1", "text"),
+            ("cTxt", "main, please", "text"),
+        ]
+        assert h.core.incoming == []
