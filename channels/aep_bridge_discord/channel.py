@@ -30,8 +30,14 @@ Slash commands: /sessions (a private list with links), and /status, /cancel, /pa
 /resume in a session's thread, handed to the core as that session's chat command (the core
 checks approvers and answers in the thread); registered in the guild at start when missing.
 
-Not done yet (issue 17, work in progress): forms (selects and a modal; `forms=False` for
-now), `aep-bridge setup discord`, a preview dialect, embeds for tool
+Forms: a "Fill in" button (`aepf:{card key}`, a DynamicItem too) asks `core.may_answer`
+first, then opens the form as a modal for the person who pressed (text inputs for words and
+numbers, select menus for choices and yes/no); submitted, it goes to `core.answer_form`. A
+modal holds five components: a longer form is shown without the button, to be answered in
+the agent's terminal.
+
+Not done yet (issue 17, work in progress): a form's "other" choice (free text beside a
+select), `aep-bridge setup discord`, a preview dialect, embeds for tool
 cards, docs/channels/discord.md.
 """
 
@@ -79,6 +85,9 @@ from .look import (
     CARD_TAIL,
     MAX_BUTTONS,
     MAX_CUSTOM_ID,
+    MAX_FORM_FIELDS,
+    MAX_MODAL_LABEL,
+    MAX_MODAL_TITLE,
     OUTCOME_ICONS,
     blocks_pieces,
     card_key,
@@ -176,6 +185,104 @@ class OptionButton(
             await client.adapter._on_press(interaction, self.key, self.option)
 
 
+class FormButton(
+    discord.ui.DynamicItem[discord.ui.Button[Any]],
+    template=r"aepf:(?P<card>.+)",
+):
+    """A form's "Fill in" button: opens the form as a modal, for the person who pressed."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(
+            discord.ui.Button(
+                label="Fill in ✏️", style=discord.ButtonStyle.primary, custom_id=f"aepf:{key}"
+            )
+        )
+        self.key = key
+
+    @classmethod
+    async def from_custom_id(
+        cls,
+        interaction: discord.Interaction[Any],
+        item: discord.ui.Item[Any],
+        match: re.Match[str],
+        /,
+    ) -> FormButton:
+        return cls(match["card"])
+
+    async def callback(self, interaction: discord.Interaction[Any]) -> None:
+        client = interaction.client
+        if isinstance(client, _Client):
+            await client.adapter._on_form(interaction, self.key)
+
+
+class FormModal(discord.ui.Modal):
+    """A form's fields, one component each: words and numbers as text inputs, choices and
+    yes/no as select menus. Submitted, it goes to the core as the card's answer."""
+
+    def __init__(self, adapter: DiscordChannel, card_id: str, request: PermissionRequest) -> None:
+        super().__init__(title=shorten(request.title, MAX_MODAL_TITLE), timeout=900)
+        self.adapter = adapter
+        self.card_id = card_id
+        self.request = request
+        self.inputs: list[discord.ui.TextInput[Any] | discord.ui.Select[Any]] = []
+        for index, field in enumerate(request.fields):
+            component: discord.ui.TextInput[Any] | discord.ui.Select[Any]
+            if field.type in ("string", "number"):
+                component = discord.ui.TextInput(
+                    custom_id=f"f{index}",
+                    required=field.required,
+                    placeholder="a number" if field.type == "number" else None,
+                    max_length=4000,
+                )
+            else:
+                choices = (
+                    [("Yes", "y"), ("No", "n")]
+                    if field.type == "boolean"
+                    else [(c.label, str(i)) for i, c in enumerate(field.choices[:25])]
+                )
+                component = discord.ui.Select(
+                    custom_id=f"f{index}",
+                    options=[
+                        discord.SelectOption(label=shorten(text, 100) or "…", value=value)
+                        for text, value in choices
+                    ],
+                    min_values=1 if field.required else 0,
+                    max_values=len(choices) if field.multi else 1,
+                    required=field.required,
+                )
+            self.inputs.append(component)
+            self.add_item(
+                discord.ui.Label(text=shorten(field.label, MAX_MODAL_LABEL), component=component)
+            )
+
+    async def on_submit(self, interaction: discord.Interaction[Any], /) -> None:
+        await self.adapter._on_form_submit(interaction, self)
+
+    def values(self) -> dict[str, Any] | str:
+        """The answers by field id and choice id, or what is wrong with them."""
+        found: dict[str, Any] = {}
+        for field, component in zip(self.request.fields, self.inputs, strict=True):
+            if isinstance(component, discord.ui.TextInput):
+                text = component.value.strip()
+                if not text:
+                    continue
+                if field.type == "number":
+                    try:
+                        found[field.id] = float(text)
+                    except ValueError:
+                        return f"{field.label}: a number, please"
+                else:
+                    found[field.id] = text
+            elif component.values:
+                if field.type == "boolean":
+                    found[field.id] = component.values[0] == "y"
+                elif field.multi:
+                    found[field.id] = [field.choices[int(v)].id for v in component.values]
+                else:
+                    found[field.id] = field.choices[int(component.values[0])].id
+        return found
+
+
 class DiscordChannel(ChannelAdapter[DiscordConfig]):
     """A Discord bot in one guild: a public thread (or forum post) per session in one
     channel, cards with buttons, heads-ups in a notifications channel."""
@@ -186,7 +293,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         buttons=True,
         edits=True,
         text_answers=True,
-        forms=False,  # not built yet: selects and a modal
+        forms=True,  # a "Fill in" button opening a modal (up to five fields)
         max_message_length=MAX_TEXT,
         length_unit="utf16",
         max_button_data=MAX_CUSTOM_ID,
@@ -232,7 +339,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
             guild_ready_timeout=GUILD_WAIT,
         )
         client.http.max_ratelimit_timeout = NO_WAIT
-        client.add_dynamic_items(OptionButton)
+        client.add_dynamic_items(OptionButton, FormButton)
         tree = app_commands.CommandTree(client)
         guild = discord.Object(int(self.config.guild_id))
         for verb, description in COMMANDS:
@@ -516,7 +623,12 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
             )
         )
         thread = self._thread(session_id) or self.config.channel_id
-        card = {"session": session_id, "thread": thread, "message": sent.id}
+        card = {
+            "session": session_id,
+            "thread": thread,
+            "message": sent.id,
+            "request": request.model_dump(mode="json") if request.fields else None,
+        }
         await state.set(f"card:{request.id}", json.dumps(card))
         await state.set(f"cardmsg:{sent.id}", request.id)
         if card_key(request.id) != request.id:
@@ -559,6 +671,48 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         else:
             resolution = await self.core.resolve_permission(card_id, option, user)
         if not resolution.accepted:  # a refusal is logged by the core; the presser is told
+            try:
+                await interaction.followup.send(resolution.message, ephemeral=True)
+            except discord.HTTPException as exc:
+                log.warning("discord %s: could not answer a press: %s", self.instance_name, exc)
+
+    async def _on_form(self, interaction: discord.Interaction[Any], key: str) -> None:
+        """A form's "Fill in": asked of the core first (a stranger opens nothing), then the
+        form as a modal, only for the person who pressed; answered within Discord's 3 s."""
+        card_id = await self._state().get(f"cardkey:{key}") if key.startswith("#") else key
+        user = _user(interaction.user)
+        refused = await self.core.may_answer(card_id, user) if card_id else None
+        card = await self._card(card_id or "")
+        if refused is None and (card is None or not card.get("request")):
+            refused = await self.core.answer_form(card_id or key, {}, user)  # the core says why
+        if refused is not None:
+            await _respond(interaction, refused.message)
+            return
+        assert card is not None
+        request = PermissionRequest.model_validate(card["request"])
+        if len(request.fields) > MAX_FORM_FIELDS:
+            await _respond(
+                interaction, "This form is too long for Discord: answer it in the agent's terminal."
+            )
+            return
+        try:
+            await interaction.response.send_modal(FormModal(self, str(card_id), request))
+        except discord.HTTPException as exc:
+            log.warning("discord %s: could not answer a press: %s", self.instance_name, exc)
+
+    async def _on_form_submit(
+        self, interaction: discord.Interaction[Any], modal: FormModal
+    ) -> None:
+        values = modal.values()
+        if isinstance(values, str):
+            await _respond(interaction, values)
+            return
+        try:
+            await interaction.response.defer()
+        except discord.HTTPException as exc:
+            log.warning("discord %s: could not answer a press: %s", self.instance_name, exc)
+        resolution = await self.core.answer_form(modal.card_id, values, _user(interaction.user))
+        if not resolution.accepted:
             try:
                 await interaction.followup.send(resolution.message, ephemeral=True)
             except discord.HTTPException as exc:
@@ -799,10 +953,17 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
 
 def _buttons(request: PermissionRequest) -> discord.ui.View | None:
     """One button per option (none for an informational card), five a row."""
-    if request.informational or not request.options:
+    if request.informational:
         return None
     view = discord.ui.View(timeout=None)
     key = card_key(request.id)
+    if request.fields:
+        if len(request.fields) > MAX_FORM_FIELDS:
+            return None
+        view.add_item(FormButton(key))
+        return view
+    if not request.options:
+        return None
     for index, option in enumerate(request.options[:MAX_BUTTONS]):
         assert len(custom_id(request, index)) <= MAX_CUSTOM_ID
         view.add_item(OptionButton(key, index, label(option.label), option.is_allow))

@@ -27,6 +27,13 @@ CARD_TAIL: Final = 300
 MAX_CARD: Final = markdown.LIMIT - CARD_TAIL
 #: the custom_id of an option's button: `aep:{card key}:{option index}`
 CUSTOM_ID_PREFIX: Final = "aep:"
+#: a form's "Fill in" button: `aepf:{card key}`
+FORM_ID_PREFIX: Final = "aepf:"
+#: the most fields a form may have on Discord: a modal holds five components
+MAX_FORM_FIELDS: Final = 5
+#: a modal's title and a label's text at most (Discord's limits)
+MAX_MODAL_TITLE: Final = 45
+MAX_MODAL_LABEL: Final = 45
 
 _ICONS: Final = {
     "tool_call": "🔧",
@@ -106,7 +113,11 @@ def _hints(request: PermissionRequest) -> list[str]:
     hints: list[str] = []
     if request.informational:
         hints.append("*Answer it in the agent's own terminal.*")
-    elif request.accepts_text and not request.fields:
+    elif request.fields and len(request.fields) > MAX_FORM_FIELDS:
+        hints.append("*This form is too long for Discord: answer it in the agent's terminal.*")
+    elif request.fields:
+        hints.append("*Press Fill in to answer.*")
+    elif request.accepts_text:
         hints.append("*Reply to this message to answer in words.*")
     if request.expires_at is not None:
         try:

@@ -13,6 +13,8 @@ import pytest
 
 from aep_bridge import (
     ChannelError,
+    FormChoice,
+    FormField,
     OutcomeStatus,
     OutgoingMessage,
     PermissionOption,
@@ -227,3 +229,73 @@ async def test_slash_commands_are_registered_and_go_to_the_core_from_a_session_s
             pass
         assert len(fake.calls_to("PUT")) == 1
         assert fake.unanswered() == []
+
+
+FORM = PermissionRequest(
+    id="cF1",
+    kind="form",
+    title="Deploy settings",
+    fields=(
+        FormField(
+            id="f1",
+            type="select",
+            label="Environment",
+            required=True,
+            choices=(FormChoice(id="c1", label="Staging"), FormChoice(id="c2", label="Production")),
+        ),
+        FormField(id="f2", type="boolean", label="Tell the team?"),
+        FormField(id="f3", type="string", label="Release note", required=True),
+        FormField(id="f4", type="number", label="Replicas"),
+        FormField(
+            id="f5",
+            type="select",
+            label="Regions",
+            multi=True,
+            choices=(FormChoice(id="eu", label="EU"), FormChoice(id="us", label="US")),
+        ),
+    ),
+)
+
+
+async def test_a_form_opens_as_a_modal_for_an_approver_and_is_sent_by_its_ids() -> None:
+    async with FakeDiscord(limits=Limits.loose()) as fake:
+        core = FakeCore(approvers=[str(ALICE["id"])])
+        async with started(fake, core) as (adapter, _):
+            thread = int(await core.create_thread(adapter, SESSION, "form"))
+            await adapter.send_permission_request(SESSION, FORM)
+            (card,) = fake.messages(thread, from_bot=True)
+            assert [b["label"] for b in card.buttons] == ["Fill in ✏️"]
+            assert "Press Fill in to answer" in shown(card)
+
+            # a stranger opens nothing: the core refuses first, privately
+            refused = fake.press(card, card.custom_ids[0], MALLORY)
+            await fake.wait_until(lambda: fake.ephemeral(MALLORY), what="the refusal")
+            assert refused.modal is None
+            assert core.refused[-1].user.id == str(MALLORY["id"])
+
+            opened = fake.press(card, card.custom_ids[0], ALICE)
+            await fake.wait_until(lambda: opened.modal is not None, what="the modal")
+            assert opened.modal is not None
+            assert opened.modal["title"] == "Deploy settings"
+            assert core.presses == []  # nothing is sent before the form is submitted
+            answers: dict[str, str | list[str]] = {
+                "f0": ["1"],
+                "f1": ["y"],
+                "f2": "ships the new login",
+                "f3": "3",
+                "f4": ["0", "1"],
+            }
+            fake.submit_modal(opened, answers)
+            await fake.wait_until(lambda: core.presses, what="the form at the core")
+        press = core.presses[-1]
+        assert (press.card_id, press.via) == ("cF1", "form")
+        assert press.answer == {
+            "f1": "c2",
+            "f2": True,
+            "f3": "ships the new login",
+            "f4": 3.0,
+            "f5": ["eu", "us"],
+        }
+        assert fake.message(card.id).edits == []  # the shared card did not change
+        assert fake.unanswered() == []
+        assert fake.violations == []
