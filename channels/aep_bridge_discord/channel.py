@@ -37,8 +37,9 @@ modal holds five components: a longer form is shown without the button, to be an
 the agent's terminal.
 
 Not done yet (issue 17, work in progress): a form's "other" choice (free text beside a
-select), `aep-bridge setup discord`, a preview dialect, embeds for tool
-cards, docs/channels/discord.md.
+select), `aep-bridge setup discord` (invite URL, pairing code), a preview dialect
+(`aep-bridge preview --channel discord` draws the core's web dialect for now), embeds for
+tool cards (they are markdown messages), the bench figures (`make bench`).
 """
 
 from __future__ import annotations
