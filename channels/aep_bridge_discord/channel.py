@@ -545,8 +545,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         if key is not None:
             await state.set(key, str(sent.id))
             if earlier is not None:  # a finished answer replaces its streamed draft
-                with contextlib.suppress(discord.NotFound):
-                    await self._call(where.get_partial_message(int(earlier)).delete())
+                await self._delete(where, int(earlier))
 
     async def send_notification(self, notification: NotificationMessage) -> None:
         """A heads-up in the notifications channel, linking to the card (or the thread).
@@ -922,6 +921,15 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
             await self._call(message.edit(**kwargs))
             await self._call(found.edit(archived=True, locked=locked))
         return True
+
+    async def _delete(self, where: discord.PartialMessageable, message_id: int) -> None:
+        """Delete a message; one already gone is fine."""
+        try:
+            await self._call(where.get_partial_message(message_id).delete(), raw=True)
+        except discord.NotFound:
+            return
+        except discord.HTTPException as exc:
+            raise _mapped(exc) from None
 
     async def _call(self, call: Awaitable[T], *, raw: bool = False) -> T:
         """One discord.py call, its failures as the core's outbox understands them (`raw`:

@@ -299,3 +299,20 @@ async def test_a_form_opens_as_a_modal_for_an_approver_and_is_sent_by_its_ids() 
         assert fake.message(card.id).edits == []  # the shared card did not change
         assert fake.unanswered() == []
         assert fake.violations == []
+
+
+async def test_a_finished_answer_replaces_its_draft_even_when_the_draft_is_gone() -> None:
+    async with FakeDiscord(limits=Limits.loose()) as fake:
+        async with started(fake) as (adapter, core):
+            thread = int(await core.create_thread(adapter, SESSION, "drafts"))
+            draft = OutgoingMessage(type="text", text="Work", key="r1", notify=False)
+            await adapter.send_message(SESSION, draft)
+            await adapter.send_message(SESSION, draft.model_copy(update={"text": "Working"}))
+            (shown_draft,) = fake.messages(thread, from_bot=True)
+            assert shown(shown_draft) == "Working"  # edited in place
+            # someone deletes the draft; the finished answer still arrives, once
+            fake.fail_next("DELETE /channels/{channel_id}/messages/{message_id}", 404)
+            final = draft.model_copy(update={"text": "Done.", "notify": True})
+            await adapter.send_message(SESSION, final)
+        assert [shown(m) for m in fake.messages(thread, from_bot=True)][-1] == "Done."
+        assert fake.calls_to("DELETE", "/channels/{channel_id}/messages/{message_id}", status=404)
