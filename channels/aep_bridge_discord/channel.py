@@ -253,7 +253,9 @@ class FormModal(discord.ui.Modal):
                 )
             self.inputs.append(component)
             self.add_item(
-                discord.ui.Label(text=shorten(field.label, MAX_MODAL_LABEL), component=component)
+                discord.ui.Label(
+                    text=shorten(field.label, MAX_MODAL_LABEL) or field.id, component=component
+                )
             )
 
     async def on_submit(self, interaction: discord.Interaction[Any], /) -> None:
@@ -684,7 +686,8 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         refused = await self.core.may_answer(card_id, user) if card_id else None
         card = await self._card(card_id or "")
         if refused is None and (card is None or not card.get("request")):
-            refused = await self.core.answer_form(card_id or key, {}, user)  # the core says why
+            # never an empty answer in the form's place: only the card's fields, kept with it
+            refused = Resolution(status=ResolutionStatus.UNKNOWN)
         if refused is not None:
             await _respond(interaction, refused.message)
             return
