@@ -37,8 +37,9 @@ modal holds five components: a longer form is shown without the button, to be an
 the agent's terminal.
 
 Not done yet (issue 17, work in progress): a form's "other" choice (free text beside a
-select), `aep-bridge setup discord` (invite URL, pairing code), a preview dialect
-(`aep-bridge preview --channel discord` draws the core's web dialect for now), embeds for
+select), `aep-bridge setup discord` (invite URL, pairing code), a faithful preview
+(`preview.py` draws blocks with the core's HTML in Discord's look, not the markdown the bot
+sends), embeds for
 tool cards (they are markdown messages), the bench figures (`make bench`).
 """
 
@@ -73,6 +74,7 @@ from aep_bridge import (
     OutgoingMessage,
     PermissionOutcome,
     PermissionRequest,
+    PreviewDialect,
     RateLimit,
     RateLimited,
     RateLimits,
@@ -507,6 +509,13 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
             await self._call(thread.edit(archived=True, locked=True))
         else:
             await self._call(thread.edit(archived=True))
+
+    @classmethod
+    def preview_dialect(cls) -> PreviewDialect:
+        """`aep-bridge preview --channel discord`: a session in a Discord thread."""
+        from .preview import DiscordDialect
+
+        return DiscordDialect()
 
     # -- messages --------------------------------------------------------------------------
 

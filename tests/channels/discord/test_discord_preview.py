@@ -1,0 +1,69 @@
+"""Discord's preview dialect: offered by the channel without an instance, Discord's rows of
+five buttons, a form's one button, and the page `aep-bridge preview` draws with it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from aep_bridge import FormField, PermissionOption, PermissionOutcome, PermissionRequest
+from aep_bridge.types import OutcomeStatus
+from aep_bridge_discord import DiscordChannel
+from aep_bridge_discord.preview import DiscordDialect
+from tests.bridge_process import ROOT
+
+PREVIEW = (sys.executable, "-m", "aep_bridge", "preview", "--demo", "--channel", "discord")
+
+
+def _request(*labels: str, **extra: object) -> PermissionRequest:
+    return PermissionRequest.model_validate(
+        {
+            "id": "c1",
+            "title": "claude-code asks permission: Bash",
+            "description": "git push",
+            "options": [PermissionOption(id=f"o{i}", label=text) for i, text in enumerate(labels)],
+            **extra,
+        }
+    )
+
+
+def test_the_channel_offers_its_dialect_without_an_instance() -> None:
+    dialect = DiscordChannel.preview_dialect()
+    assert isinstance(dialect, DiscordDialect)
+    assert dialect.name == "Discord"
+    assert dialect.resend_on_notify
+    assert dialect.thread_name("x" * 150) == "x" * 99 + "…"
+
+
+def test_a_card_shows_rows_of_five_until_it_closes_and_a_form_one_button() -> None:
+    dialect = DiscordDialect()
+    request = _request(*(f"Option {n}" for n in range(7)))
+    assert dialect.card_buttons(request, None) == [
+        [f"Option {n}" for n in range(5)],
+        ["Option 5", "Option 6"],
+    ]
+    answered = PermissionOutcome(status=OutcomeStatus.ANSWERED, option_label="Deny", by="Alice")
+    assert dialect.card_buttons(request, answered) == []
+    assert answered.summary() in dialect.card_html(request, answered)
+    form = _request(kind="form", fields=[FormField(id="f1", type="string", label="Note")])
+    assert dialect.card_buttons(form, None) == [["Fill in ✏️"]]
+
+
+def test_aep_bridge_preview_draws_the_demo_in_discord_s_look(tmp_path: Path) -> None:
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "AEP_BRIDGE_PLUGINS": "aep_bridge_discord"}
+    page = tmp_path / "page.html"
+    done = subprocess.run(
+        [*PREVIEW, "--out", str(page)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    shown = page.read_text()
+    assert 'class="discord"' in shown
+    assert "<script" not in shown
