@@ -6,8 +6,9 @@ entry point `discord`, importing only the public `aep_bridge` API and discord.py
 
 Being built (issue 17). Done: the dialect (`markdown`), the config (`config`), the adapter
 (`channel`: threads or forum posts, messages, cards with buttons that survive a restart,
-text answers by reply, forms as a modal, heads-ups, slash commands, doctor). Not yet: the
-setup wizard, a preview dialect, embeds for tool cards (see `channel`'s docstring).
+text answers by reply, forms as a modal, heads-ups, slash commands, doctor), a first preview
+dialect (`preview`). Not yet: the setup wizard, embeds for tool cards, a form's "other"
+choice, the bench figures (see `channel`'s docstring).
 """
 
 from aep_bridge import hookimpl
