@@ -282,3 +282,33 @@ async def test_slash_commands_in_a_session_s_thread_reach_the_agent_from_approve
         assert command.type == "control.cancel"
         await agent.ack(command)
         await r.until("the outcome", lambda: any("accepted" in t for t in said()))
+
+
+async def test_a_ten_session_flood_meets_no_429(tmp_path):
+    """Ten agents at once, each with a session and a burst of replies: the outbox keeps
+    Discord's limits (5 per 5 s a thread, 50/s in all), so Discord refuses nothing (the
+    fixture asserts no violation) and every reply arrives."""
+    async with running(tmp_path) as r:
+        agents = [r.agent(session=f"flood-{n}") for n in range(10)]
+        async with contextlib.AsyncExitStack() as stack:
+            for agent in agents:
+                await stack.enter_async_context(agent)
+            for n, agent in enumerate(agents):
+                await agent.emit("session.started", {"label": f"flood {n}"}, capture="redacted")
+            for step in range(6):
+                for agent in agents:
+                    await agent.emit(
+                        "message.agent.replied", {"text": f"step {step}"}, capture="full"
+                    )
+
+            def arrived() -> int:
+                return sum(
+                    1
+                    for thread in r.fake.threads(TEXT_CHANNEL_ID)
+                    for m in r.fake.messages(thread.id, from_bot=True)
+                    if "step" in m.content
+                )
+
+            await r.until("every reply", lambda: arrived() == 60, timeout=90)
+        assert len(r.fake.threads(TEXT_CHANNEL_ID)) == 10
+        assert r.fake.calls_to("POST", "/channels/{channel_id}/messages", status=429) == []
