@@ -99,7 +99,7 @@ MAX_TOAST: Final = 200
 LIMIT_MARGIN: Final = 0.05
 #: what a question's heads-up shows when the question is closed: the icon replaces its ❓,
 #: and the outcome (at most `MAX_HEADS_UP_OUTCOME` units) follows a dash
-HEADS_UP_CLOSED: Final = "✅"
+HEADS_UP_CLOSED: Final = "✅"  # when the closing update does not say how (outcome_status)
 MAX_HEADS_UP_OUTCOME: Final = 200
 #: a heads-up's summary at most, so that the closing edit still fits under Telegram's limit
 MAX_HEADS_UP: Final = 3500
@@ -560,7 +560,8 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         outcome = html.escape(_shorten(notification.outcome, MAX_HEADS_UP_OUTCOME))
         await self._call(
             self.bot.edit_message_text(
-                f"{HEADS_UP_CLOSED} {sent['body']} — {outcome}",
+                f"{_OUTCOME_ICONS.get(str(notification.outcome_status), HEADS_UP_CLOSED)} "
+                f"{sent['body']} — {outcome}",
                 chat_id=self.config.chat_id,
                 message_id=int(sent["message"]),
                 parse_mode="HTML",

@@ -964,6 +964,7 @@ class Bridge:
                         summary=card.title,
                         request_id=request.id,
                         outcome=shown.summary(),
+                        outcome_status=shown.status,
                     )
                     channel.outbox.submit(Job.notification(closing))
 

@@ -232,6 +232,8 @@ class NotificationMessage(_Model):
     #: `updates_heads_ups`): what became of the question ("Allow, by Alice"). The channel edits
     #: the heads-up it sent for `request_id`, silently; if it sent none, it does nothing.
     outcome: str | None = None
+    #: with `outcome`: how the question closed (answered, expired, ...), for the channel's icon
+    outcome_status: OutcomeStatus | None = None
 
 
 class AgentCommand(_Model):

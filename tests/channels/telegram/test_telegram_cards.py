@@ -284,6 +284,24 @@ async def test_the_answer_edits_the_heads_up_silently_even_after_a_restart(
         await restarted.stop()
 
 
+async def test_a_heads_up_says_how_its_question_closed_with_the_cards_icon(
+    forum: Chat,
+) -> None:
+    """An expired question's heads-up does not say ✅: it takes the card's icon for how the
+    question closed."""
+    await forum.adapter.send_permission_request(SESSION, ask())
+    await forum.heads_up(summary=SUMMARY, request_id="c1")
+    [note] = forum.notes()
+    await forum.heads_up(
+        summary=SUMMARY,
+        request_id="c1",
+        outcome="Expired without an answer",
+        outcome_status=OutcomeStatus.EXPIRED,
+    )
+    edited = forum.fake.message(FORUM_ID, note.message_id)
+    assert edited.text == f"⌛ {NAME}: {SUMMARY} — Expired without an answer"
+
+
 async def test_an_answer_without_a_heads_up_sends_and_edits_nothing(forum: Chat) -> None:
     await forum.adapter.send_permission_request(SESSION, ask())
     sends = len(forum.fake.calls_to("sendMessage"))
