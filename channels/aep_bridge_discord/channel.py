@@ -119,9 +119,11 @@ NO_WAIT: Final = 0.001
 #: seconds added to each rate-limit window: Discord times a call when it arrives
 LIMIT_MARGIN: Final = 0.05
 MAX_HEADS_UP: Final = 1500
-#: seconds a question's heads-up waits for its card to be out, to link to it
+#: seconds a question's heads-up waits for its card to be out, to link to it. TO MEND before
+#: this lands: a wait outside the outbox; the outbox should order a question's heads-up after
+#: its card (both keyed: `card:{id}`, `heads-up:{id}`) for every channel
 CARD_WAIT: Final = 2.0
-HEADS_UP_CLOSED: Final = "✅"
+HEADS_UP_CLOSED: Final = "✅"  # when the closing update does not say how (outcome_status)
 #: Discord's "Thread is archived": a message in an archived thread cannot be edited
 THREAD_ARCHIVED: Final = 50083
 
@@ -596,9 +598,8 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         channel = self.client.get_partial_messageable(
             int(self.config.notifications_channel_id), guild_id=int(self.config.guild_id)
         )
-        await self._edit(
-            channel, int(sent["message"]), f"{HEADS_UP_CLOSED} {sent['body']} — {outcome}"
-        )
+        icon = OUTCOME_ICONS.get(str(notification.outcome_status), HEADS_UP_CLOSED)
+        await self._edit(channel, int(sent["message"]), f"{icon} {sent['body']} — {outcome}")
 
     async def _link(self, notification: NotificationMessage) -> str | None:
         """The card's message when it was sent here, else the session's thread."""
