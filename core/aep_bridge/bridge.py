@@ -810,7 +810,8 @@ class Bridge:
                     }
                 )
                 key = None if asked is None else _heads_up_key(asked)
-                channel.outbox.submit(Job.notification(notification, key=key))
+                after = None if asked is None else card_key(asked)  # it links to the card
+                channel.outbox.submit(Job.notification(notification, key=key, after=after))
             if rendered.rename and self.sessions.name_thread(
                 session.id, channel.name, rendered.rename
             ):

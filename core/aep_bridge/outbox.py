@@ -30,6 +30,8 @@ What it guarantees, and why:
   in the caller's transaction: the bridge withdraws a question's heads-up when the question
   closes, so an answer given before the heads-up's slot is not followed by a ringing
   "asks permission". One already in flight is not recalled.
+- **A heads-up after its card.** A question's heads-up follows its card (`after`): it starts
+  only once the card's job has gone, so it can link to the card's message.
 - **No stale urgency.** A card's job is keyed too (`card_key`): when its question closes
   before it went out, the bridge takes it back and submits it again at thread rank, so it
   lands where it happened instead of above what came before it.
@@ -230,15 +232,18 @@ class Job:
         )
 
     @classmethod
-    def notification(cls, notification: NotificationMessage, *, key: str | None = None) -> Job:
+    def notification(
+        cls, notification: NotificationMessage, *, key: str | None = None, after: str | None = None
+    ) -> Job:
         """A heads-up outside the thread (counted against `limit_keys(None)`); with a `key`,
-        one that `Outbox.withdraw` can take back while it is unsent."""
+        one that `Outbox.withdraw` can take back while it is unsent. With `after`, the key of
+        a job of the same session (a question's card, `card_key`) it waits for: it starts
+        only once that one is neither queued nor in flight, so it can link to what it sent."""
+        payload: dict[str, Any] = {"notification": notification.model_dump(mode="json")}
+        if after is not None:
+            payload["after"] = after
         return cls(
-            "send_notification",
-            notification.session_id,
-            {"notification": notification.model_dump(mode="json")},
-            Priority.NOTIFICATION,
-            key,
+            "send_notification", notification.session_id, payload, Priority.NOTIFICATION, key
         )
 
     @classmethod
@@ -1355,6 +1360,9 @@ class Outbox:
                 heapq.heappush(ready, (lane.best(), lane.turn, head.seq, key))
                 continue
             looked.add(key)
+            if self._waits_for_another(head):
+                kept.append(item)  # back when the job it follows has gone (`_changed`)
+                continue
             if head.future is None and head.session_id in self._held:
                 self._held_lanes.setdefault(head.session_id, set()).add(key)
                 continue  # its thread is still being created: back on `release`
@@ -1381,6 +1389,28 @@ class Outbox:
         for item in kept:
             heapq.heappush(ready, item)
         return chosen, (None if chosen is not None else wake)
+
+    def _waits_for_another(self, entry: _Entry) -> bool:
+        """Whether `entry`'s job follows another (`Job.notification(after=...)`) that is
+        still queued or in flight."""
+        after = entry.job.payload.get("after") if entry.job is not None else None
+        if not isinstance(after, str):
+            return False
+        queued = self._coalescing.get((entry.session_id, after))
+        if queued is not None and not queued.dead:
+            return True
+        for key in self._busy_lanes:  # in flight: no longer in `_coalescing`
+            lane = self._lanes.get(key)
+            flying = lane.queue[0] if lane is not None and lane.queue else None
+            if (
+                flying is not None
+                and flying.in_flight
+                and flying.job is not None
+                and flying.session_id == entry.session_id
+                and flying.job.coalesce == after
+            ):
+                return True
+        return False
 
     def _owed(self, now: float) -> tuple[dict[_Limiter, list[float]], float | None]:
         """The slots owed to the cards queued behind a card in flight: each wants one on

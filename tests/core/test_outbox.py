@@ -26,7 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aep_bridge.outbox import OWED_WHILE, Job, Outbox, Priority, split_markdown
+from aep_bridge.outbox import OWED_WHILE, Job, Outbox, Priority, card_key, split_markdown
 from aep_bridge.store import Store
 from aep_bridge.testing import FakeCore, MemoryChannel, VirtualTime
 from aep_bridge.text import LengthUnit, measure
@@ -1154,3 +1154,26 @@ async def test_a_card_call_that_hangs_holds_the_slots_of_the_cards_behind_it_onl
     await drain(outbox)
     await outbox.stop()
     assert [c.text for c in adapter.attempts] == ["card 0", "chatter", "card 1"]
+
+
+async def test_a_questions_heads_up_goes_only_once_its_card_has_gone(
+    vt: VirtualTime, store: Store
+) -> None:
+    """A card and its heads-up are two lanes; on a channel without limits both could be in
+    flight at once, and the heads-up could not link to a card not posted yet. It waits for
+    its card (`after`), whether that is still queued or in flight; others do not wait."""
+    adapter = Recorder(vt, limits=RateLimits())
+    adapter.block = lambda call: vt.sleep(2.0) if call.op == "send_permission_request" else None
+    outbox = outbox_for(adapter, store)
+    asked = card("s0", "Run make test?", card_id="q1")
+    outbox.submit(asked)
+    heads_up = NotificationMessage(session_id="s0", type="permission", summary="asks permission")
+    outbox.submit(Job.notification(heads_up, key="heads-up:q1", after=card_key("q1")))
+    other = NotificationMessage(session_id="s9", type="completed", summary="finished")
+    outbox.submit(Job.notification(other))
+    await outbox.start()
+    await drain(outbox)
+    started = {c.text: c.at for c in adapter.attempts}
+    assert started["Run make test?"] == 0.0
+    assert started["asks permission"] >= 2.0  # once the card's call returned
+    assert started["finished"] == 0.0  # a heads-up that follows nothing does not wait
