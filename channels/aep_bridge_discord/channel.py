@@ -119,10 +119,6 @@ NO_WAIT: Final = 0.001
 #: seconds added to each rate-limit window: Discord times a call when it arrives
 LIMIT_MARGIN: Final = 0.05
 MAX_HEADS_UP: Final = 1500
-#: seconds a question's heads-up waits for its card to be out, to link to it. TO MEND before
-#: this lands: a wait outside the outbox; the outbox should order a question's heads-up after
-#: its card (both keyed: `card:{id}`, `heads-up:{id}`) for every channel
-CARD_WAIT: Final = 2.0
 HEADS_UP_CLOSED: Final = "✅"  # when the closing update does not say how (outcome_status)
 #: Discord's "Thread is archived": a message in an archived thread cannot be edited
 THREAD_ARCHIVED: Final = 50083
@@ -325,7 +321,6 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         self._tasks: set[asyncio.Future[None]] = set()
         self._guild_ready = asyncio.Event()
         #: cards being sent or sent since the start, by card id: a heads-up about one links to it
-        self._cards_out: dict[str, asyncio.Event] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -604,14 +599,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
     async def _link(self, notification: NotificationMessage) -> str | None:
         """The card's message when it was sent here, else the session's thread."""
         base = f"https://discord.com/channels/{self.config.guild_id}"
-        card = await self._card(notification.request_id or "")
-        if card is None and notification.request_id:
-            # the outbox sends a card and its heads-up side by side (a thread and another
-            # channel): wait a moment for the card's message, to link to it
-            out = self._cards_out.setdefault(notification.request_id, asyncio.Event())
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(out.wait(), CARD_WAIT)
-            card = await self._card(notification.request_id)
+        card = await self._card(notification.request_id or "")  # out before it (the outbox)
         if card is not None:
             return f"{base}/{card['thread']}/{card['message']}"
         thread = self._thread(notification.session_id)
@@ -647,7 +635,6 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
             await state.set(f"cardkey:{card_key(request.id)}", request.id)
         if request.accepts_text and not request.informational:
             await self._open_cards(session_id, add=request.id)
-        self._cards_out.setdefault(request.id, asyncio.Event()).set()
 
     async def update_permission_request(
         self, session_id: str, request: PermissionRequest, outcome: PermissionOutcome
@@ -665,7 +652,6 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
             )
             await self._edit(where, int(card["message"]), text, view=view, thread=card["thread"])
         if outcome.closed:
-            self._cards_out.pop(request.id, None)
             await self._open_cards(session_id, remove=request.id)
 
     # -- events from Discord ---------------------------------------------------------------
