@@ -82,7 +82,7 @@ class Activity:
             run += [Span(text=ICONS.get(line.status, "•") + " "), *line.view.title]
             facts = [line.view.summary] if line.view.summary else []
             if durations and line.duration_ms is not None:
-                facts.append(_duration(line.duration_ms))
+                facts.append(duration(line.duration_ms))
             if facts:
                 run.append(Span(text=" — " + " · ".join(facts), italic=True))
             if line.view.details:
@@ -194,11 +194,16 @@ def first_line(blocks: Blocks) -> str:
     return ""
 
 
-def _duration(ms: int) -> str:
+def duration(ms: int) -> str:
+    """How long something took, as a person says it: `91 ms`, `1.4 s`, `7 s`, `1m 23s`,
+    `2h 05m`."""
     if ms < 1000:
         return f"{ms} ms"
     seconds = ms / 1000
     if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, seconds = divmod(round(seconds), 60)
-    return f"{minutes}m {seconds:02d}s"
+        return f"{seconds:.1f} s".replace(".0 s", " s")
+    minutes, secs = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m {secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m"

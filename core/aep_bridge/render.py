@@ -48,6 +48,7 @@ from .activity import (
     Tail,
     Thread,
     ToolLine,
+    duration,
     first_line,
     with_footer,
 )
@@ -737,7 +738,7 @@ class Renderer:
         text = f"Session ended ({reason})" if reason else "Session ended"
         tail = []
         if p is not None and p.duration_ms is not None:
-            tail.append(f"after {_duration(p.duration_ms)}")
+            tail.append(f"after {duration(p.duration_ms)}")
         if p is not None and p.runs is not None:
             tail.append(f"{p.runs} run" + ("" if p.runs == 1 else "s"))
         if tail:
@@ -793,7 +794,7 @@ class Renderer:
     def _run_finished(self, d: _Draft) -> None:
         ev = d.event
         p = _typed(ev, RunFinished)
-        took = f" in {_duration(p.duration_ms)}" if p is not None and p.duration_ms else ""
+        took = f" in {duration(p.duration_ms)}" if p is not None and p.duration_ms else ""
         usage = _usage_text(p) if p is not None else ""
         summary = self._text(p.summary) if p is not None else ""
         footer = " · ".join(x for x in (f"Finished{took}", usage) if x)
@@ -871,7 +872,7 @@ class Renderer:
             if detail:
                 text += f" ({detail})"
         if p is not None and p.duration_ms is not None:
-            text += f" after {_duration(p.duration_ms)}"
+            text += f" after {duration(p.duration_ms)}"
         d.add(QUIET, "error", text, metadata={"reason": reason or None})
 
     def _run_cancelled(self, d: _Draft) -> None:
@@ -1114,14 +1115,14 @@ class Renderer:
         p = _typed(d.event, AttentionResolved)
         text = f"Request resolved ({p.resolution})" if p is not None else "Request resolved"
         if p is not None and p.latency_ms is not None:
-            text += f" after {_duration(p.latency_ms)}"
+            text += f" after {duration(p.latency_ms)}"
         d.add(VERBOSE, "system_message", text)
 
     def _attention_timeout(self, d: _Draft) -> None:
         p = _typed(d.event, AttentionTimeout)
         text = "Request expired without an answer"
         if p is not None and p.after_ms is not None:
-            text += f" after {_duration(p.after_ms)}"
+            text += f" after {duration(p.after_ms)}"
         d.add(VERBOSE, "system_message", text)
 
     def _attention_routed(self, d: _Draft) -> None:
@@ -1293,7 +1294,7 @@ class Renderer:
         text = self._subagent_name(child, agent_type) + " finished"
         facts = [self._line(p.status, 40) if p is not None and p.status else ""]
         if p is not None and p.duration_ms is not None:
-            facts.append(f"after {_duration(p.duration_ms)}")
+            facts.append(f"after {duration(p.duration_ms)}")
         if any(facts):
             text += ": " + ", ".join(x for x in facts if x)
         key = self._subagent_key(ev, child, agent_type, start=False)
@@ -1406,7 +1407,7 @@ class Renderer:
         if p is not None and p.corpus:
             text += " from " + self._line(p.corpus, 60)
         if p is not None and p.duration_ms is not None:
-            text += f" in {_duration(p.duration_ms)}"
+            text += f" in {duration(p.duration_ms)}"
         d.add(VERBOSE, "system_message", text)
 
     def _retrieval_reranked(self, d: _Draft) -> None:
@@ -1417,7 +1418,7 @@ class Renderer:
         if p is not None and p.count is not None:
             text += f": kept {p.count}"
         if p is not None and p.duration_ms is not None:
-            text += f" in {_duration(p.duration_ms)}"
+            text += f" in {duration(p.duration_ms)}"
         if p is not None and p.query:
             text += " for " + self._line(p.query)
         d.add(VERBOSE, "system_message", text)
@@ -1789,19 +1790,6 @@ def _last_folder(path: str) -> str:
     if last == "~" or _MARKERS.search(last) or re.fullmatch(r"[A-Za-z]:", last):
         return ""
     return last
-
-
-def _duration(ms: int) -> str:
-    if ms < 1000:
-        return f"{ms} ms"
-    seconds = ms / 1000
-    if seconds < 60:
-        return f"{seconds:.1f} s".replace(".0 s", " s")
-    minutes, secs = divmod(round(seconds), 60)
-    if minutes < 60:
-        return f"{minutes}m {secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h {minutes:02d}m"
 
 
 def _number(n: float) -> str:
