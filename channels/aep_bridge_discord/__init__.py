@@ -4,17 +4,20 @@ A built-in channel shaped like any third-party plugin: registered through the `a
 entry point `discord`, importing only the public `aep_bridge` API and discord.py
 (`pip install 'aep-bridge[discord]'`).
 
-Being built (issue 17). Done: the dialect (`markdown`), the config (`config`), the adapter
-(`channel`: threads or forum posts, messages, cards with buttons that survive a restart,
-text answers by reply, forms as a modal, heads-ups, slash commands, doctor), a first preview
-dialect (`preview`). Not yet: the setup wizard, embeds for tool cards, a form's "other"
-choice, the bench figures (see `channel`'s docstring).
+Its modules: the dialect (`markdown`), the config (`config`), the adapter (`channel`:
+threads or forum posts, messages, cards with buttons that survive a restart, text answers by
+reply, forms as a modal, heads-ups, slash commands, doctor), the permissions the bot needs
+(`permissions`, for the doctor and the invite), `aep-bridge setup discord` (`setup`), embeds
+for a call's output and diff, the plan and errors (`embeds`), how messages and cards look
+(`look`), and the preview (`preview`: the very content and embeds the channel sends, drawn as
+Discord draws them by `client_html`). Its figures are in `make bench` (see `channel`).
 """
 
 from aep_bridge import hookimpl
 
 from .channel import DiscordChannel
 from .config import DiscordConfig
+from .setup import DiscordSetup
 
 
 @hookimpl
@@ -22,4 +25,16 @@ def register_channels() -> list[type[DiscordChannel]]:
     return [DiscordChannel]
 
 
-__all__ = ["DiscordChannel", "DiscordConfig", "register_channels"]
+@hookimpl
+def register_setup_wizards() -> list[DiscordSetup]:
+    """`aep-bridge setup discord`."""
+    return [DiscordSetup()]
+
+
+__all__ = [
+    "DiscordChannel",
+    "DiscordConfig",
+    "DiscordSetup",
+    "register_channels",
+    "register_setup_wizards",
+]

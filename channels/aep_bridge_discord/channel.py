@@ -4,7 +4,9 @@ The adapter translates, the core decides. Every platform call the core makes arr
 its outbox, which keeps Discord's limits (declared in `capabilities`); the adapter turns it
 into discord.py calls and discord.py's failures into `ChannelError`/`RateLimited`. discord.py
 never waits out a rate limit itself: its `max_ratelimit_timeout` is set to almost nothing, so
-a 429 (or a bucket it knows is empty) raises at once and the outbox schedules the retry.
+a 429 (or a bucket it knows is empty) raises at once and the outbox schedules the retry. Its
+buckets are `_Bucket`s, which refuse a call only when empty (discord.py's own refuse any call
+while their window is open, which held a thread to one message per window).
 
 Presses: an option's button carries `aep:{card key}:{option index}` as its `custom_id` and is
 a `discord.ui.DynamicItem` registered with `Client.add_dynamic_items`, so a card posted before
@@ -32,15 +34,23 @@ checks approvers and answers in the thread); registered in the guild at start wh
 
 Forms: a "Fill in" button (`aepf:{card key}`, a DynamicItem too) asks `core.may_answer`
 first, then opens the form as a modal for the person who pressed (text inputs for words and
-numbers, select menus for choices and yes/no); submitted, it goes to `core.answer_form`. A
+numbers, select menus for choices and yes/no); submitted, it goes to `core.answer_form`.
+The modal's custom_id is `aepm:{card key}` and discord.py forgets it once sent: a submission
+is read by a modal rebuilt from the card, so one opened before a restart still answers. A
 modal holds five components: a longer form is shown without the button, to be answered in
 the agent's terminal.
 
-Not done yet (issue 17, work in progress): a form's "other" choice (free text beside a
-select), `aep-bridge setup discord` (invite URL, pairing code), a faithful preview
-(`preview.py` draws blocks with the core's HTML in Discord's look, not the markdown the bot
-sends), embeds for
-tool cards (they are markdown messages), the bench figures (`make bench`).
+A choice that also takes words (AEP-0006 `other`) gets a menu and an "or in your words" box
+while the modal has room, else a box alone that names the choices; words naming a choice
+answer with that choice.
+
+Messages: `look.message_look` gives a message's content (Discord markdown) and its embeds
+(a call's output or diff, the plan, an error: `embeds`); an edit in place replaces both.
+`measure` counts the content only, which is what Discord holds to 2,000: the embeds keep
+their own limits in `embeds`.
+
+Measured by `make bench` (bench/discord_channel.py: latency, a flood; bench/discord_rendering.py:
+the reference session), recorded in bench/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -69,6 +79,7 @@ from aep_bridge import (
     ChannelError,
     ChannelUser,
     DoctorCheck,
+    FormField,
     IncomingMessage,
     NotificationMessage,
     OutgoingMessage,
@@ -82,7 +93,7 @@ from aep_bridge import (
     ResolutionStatus,
 )
 
-from . import markdown
+from . import embeds, markdown
 from .config import DiscordConfig
 from .look import (
     CARD_TAIL,
@@ -97,11 +108,12 @@ from .look import (
     card_markdown,
     custom_id,
     label,
-    message_markdown,
+    message_look,
     shorten,
     text_pieces,
     thread_name,
 )
+from .permissions import NEEDED, NEEDED_LOCK, NEEDED_TEXT
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +130,9 @@ GUILD_WAIT: Final = 0.1
 NO_WAIT: Final = 0.001
 #: seconds added to each rate-limit window: Discord times a call when it arrives
 LIMIT_MARGIN: Final = 0.05
+#: of Discord's 50 requests a second, what the outbox may spend: Discord counts the requests
+#: it does not see too (the start's login and slash commands, a thread fetched for an edit)
+GLOBAL_BUDGET: Final = 40
 MAX_HEADS_UP: Final = 1500
 HEADS_UP_CLOSED: Final = "✅"  # when the closing update does not say how (outcome_status)
 #: Discord's "Thread is archived": a message in an archived thread cannot be edited
@@ -134,8 +149,41 @@ COMMANDS: Final = (
 )
 
 T = TypeVar("T")
+#: a form's modal's custom_id: this and the card key
+FORM_MODAL: Final = "aepm:"
 #: `_edit`'s default: the message keeps its buttons
 _KEEP: Final = object()
+
+
+class _Bucket(discord.http.Ratelimit):
+    """discord.py's rate-limit bucket, refusing a call only when the bucket is empty.
+
+    With the channel's tiny `max_ratelimit_timeout`, discord.py's own bucket raises
+    `RateLimited` for any call while the bucket's window is open, calls left in it or not (a
+    thread took one message per 5 s instead of 5, and a card waited for the window), and
+    forgets that it is empty as soon as its last call returns. This one lets a call through
+    while the bucket has calls left, stays empty until its window ends, and leaves an empty
+    one to discord.py, which raises (never sleeps, as `NO_WAIT` has it)."""
+
+    async def acquire(self) -> None:
+        if self.is_expired():
+            self.reset()  # type: ignore[no-untyped-call]
+        if self.remaining <= 0:
+            await super().acquire()
+            return
+        self._last_request = self._loop.time()
+        self.remaining -= 1
+        self.outgoing += 1
+
+    async def _refresh(self) -> None:
+        """Never a sleep: a bucket whose window is still open stays empty and whoever waits
+        on it is told to come back when it ends; else it starts afresh."""
+        left = 0.0 if self.expires is None else self.expires - self._loop.time()
+        if left > NO_WAIT:
+            self._wake(len(self._pending_requests), exception=discord.RateLimited(left))
+            return
+        self.reset()  # type: ignore[no-untyped-call]
+        self._wake(self.remaining)
 
 
 class _Client(discord.Client):
@@ -151,6 +199,9 @@ class _Client(discord.Client):
     async def on_guild_available(self, guild: discord.Guild) -> None:
         if str(guild.id) == self.adapter.config.guild_id:
             self.adapter._guild_ready.set()
+
+    async def on_interaction(self, interaction: discord.Interaction[Any]) -> None:
+        await self.adapter._on_modal(interaction)
 
 
 class OptionButton(
@@ -221,18 +272,33 @@ class FormModal(discord.ui.Modal):
     yes/no as select menus. Submitted, it goes to the core as the card's answer."""
 
     def __init__(self, adapter: DiscordChannel, card_id: str, request: PermissionRequest) -> None:
-        super().__init__(title=shorten(request.title, MAX_MODAL_TITLE), timeout=900)
+        super().__init__(
+            title=shorten(request.title, MAX_MODAL_TITLE),
+            timeout=900,
+            custom_id=f"{FORM_MODAL}{card_key(card_id)}",
+        )
         self.adapter = adapter
         self.card_id = card_id
         self.request = request
         self.inputs: list[discord.ui.TextInput[Any] | discord.ui.Select[Any]] = []
+        #: a choice field that also takes words: its "or in your words" box, by field index
+        self.others: dict[int, discord.ui.TextInput[Any]] = {}
+        # a modal holds five components: a choice with "other" gets a menu and a box while
+        # they fit, else a box alone that names the choices
+        room = MAX_FORM_FIELDS - len(request.fields)
         for index, field in enumerate(request.fields):
             component: discord.ui.TextInput[Any] | discord.ui.Select[Any]
-            if field.type in ("string", "number"):
+            other = field.type == "select" and field.other
+            if other and room > 0:
+                room -= 1
+                self.others[index] = discord.ui.TextInput(
+                    custom_id=f"o{index}", required=False, max_length=4000
+                )
+            if field.type in ("string", "number") or (other and index not in self.others):
                 component = discord.ui.TextInput(
                     custom_id=f"f{index}",
                     required=field.required,
-                    placeholder="a number" if field.type == "number" else None,
+                    placeholder=_placeholder(field),
                     max_length=4000,
                 )
             else:
@@ -247,16 +313,17 @@ class FormModal(discord.ui.Modal):
                         discord.SelectOption(label=shorten(text, 100) or "…", value=value)
                         for text, value in choices
                     ],
-                    min_values=1 if field.required else 0,
+                    # with a box beside it, words may answer instead of the menu
+                    min_values=1 if field.required and not other else 0,
                     max_values=len(choices) if field.multi else 1,
-                    required=field.required,
+                    required=field.required and not other,
                 )
             self.inputs.append(component)
-            self.add_item(
-                discord.ui.Label(
-                    text=shorten(field.label, MAX_MODAL_LABEL) or field.id, component=component
-                )
-            )
+            name = shorten(field.label, MAX_MODAL_LABEL) or field.id
+            self.add_item(discord.ui.Label(text=name, component=component))
+            if index in self.others:
+                box = shorten(f"{field.label or field.id}: or in your words", MAX_MODAL_LABEL)
+                self.add_item(discord.ui.Label(text=box, component=self.others[index]))
 
     async def on_submit(self, interaction: discord.Interaction[Any], /) -> None:
         await self.adapter._on_form_submit(interaction, self)
@@ -264,8 +331,18 @@ class FormModal(discord.ui.Modal):
     def values(self) -> dict[str, Any] | str:
         """The answers by field id and choice id, or what is wrong with them."""
         found: dict[str, Any] = {}
-        for field, component in zip(self.request.fields, self.inputs, strict=True):
-            if isinstance(component, discord.ui.TextInput):
+        for index, (field, component) in enumerate(
+            zip(self.request.fields, self.inputs, strict=True)
+        ):
+            words = self.others[index].value.strip() if index in self.others else ""
+            box = component if isinstance(component, discord.ui.TextInput) else None
+            if words or (field.type == "select" and box is not None):
+                text = words or (box.value.strip() if box is not None else "")
+                if text:
+                    found[field.id] = _choice_or_words(field, text)
+                elif field.required:
+                    return f"{field.label or field.id}: pick one or write your own"
+            elif isinstance(component, discord.ui.TextInput):
                 text = component.value.strip()
                 if not text:
                     continue
@@ -283,7 +360,28 @@ class FormModal(discord.ui.Modal):
                     found[field.id] = [field.choices[int(v)].id for v in component.values]
                 else:
                     found[field.id] = field.choices[int(component.values[0])].id
+            elif field.required and field.other:
+                return f"{field.label or field.id}: pick one or write your own"
         return found
+
+
+def _placeholder(field: FormField) -> str | None:
+    """A text box's hint: a number, or, for a choice that takes words, the choices."""
+    if field.type == "number":
+        return "a number"
+    if field.type == "select":
+        return shorten("e.g. " + ", ".join(c.label for c in field.choices), 100)
+    return None
+
+
+def _choice_or_words(field: FormField, text: str) -> str | list[str]:
+    """Words typed for a choice field: a choice's id when they name one (its label or id,
+    any case), else the words themselves, as the agent asked for with `other`."""
+    wanted = text.casefold()
+    for choice in field.choices:
+        if wanted in (choice.label.casefold(), choice.id.casefold()):
+            return [choice.id] if field.multi else choice.id
+    return [text] if field.multi else text
 
 
 class DiscordChannel(ChannelAdapter[DiscordConfig]):
@@ -303,10 +401,11 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         max_buttons=MAX_BUTTONS,
         updates_heads_ups=True,
         # Discord's limits: 5 messages per 5 s in a channel or thread, 50 requests a second
-        # for the bot in all; each window a little wider (Discord times a call on arrival)
+        # for the bot in all (of which the outbox takes `GLOBAL_BUDGET`); each window a little
+        # wider (Discord times a call on arrival)
         rate_limits=RateLimits(
             per_chat=RateLimit(count=5, per_seconds=5 + LIMIT_MARGIN),
-            global_=RateLimit(count=50, per_seconds=1 + LIMIT_MARGIN),
+            global_=RateLimit(count=GLOBAL_BUDGET, per_seconds=1 + LIMIT_MARGIN),
         ),
     )
     config_model: ClassVar[type[ChannelConfig]] = DiscordConfig
@@ -341,6 +440,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
             guild_ready_timeout=GUILD_WAIT,
         )
         client.http.max_ratelimit_timeout = NO_WAIT
+        discord.http.Ratelimit = _Bucket  # type: ignore[misc]  # process-wide, as Route.BASE
         client.add_dynamic_items(OptionButton, FormButton)
         tree = app_commands.CommandTree(client)
         guild = discord.Object(int(self.config.guild_id))
@@ -517,8 +617,9 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
     # -- messages --------------------------------------------------------------------------
 
     def measure(self, blocks: Blocks) -> int:
-        """Discord counts a message's markdown source (`markdown.measure`)."""
-        return markdown.measure(blocks)
+        """What counts against Discord's 2,000 is a message's content, the markdown of what
+        is not in its embeds (`embeds.measure`); the embeds keep their own limits."""
+        return embeds.measure(blocks)
 
     async def send_message(self, session_id: str, content: OutgoingMessage) -> None:
         # the core's outbox splits; a direct caller may not have
@@ -534,18 +635,21 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
             await self.send_message(session_id, content.model_copy(update=update))
         if updates:
             return
-        text = message_markdown(content) or "…"
+        look = message_look(content)
+        text = look.content or ("" if look.embeds else "…")
+        shown = [discord.Embed.from_dict(embed.to_dict()) for embed in look.embeds]
         state = self._state()
         key = f"key:{session_id}:{content.key}" if content.key else None
         earlier = await state.get(key) if key else None
         where = self._messageable(session_id)
         if earlier is not None and not content.notify:
-            edited = await self._edit(where, int(earlier), text)
+            edited = await self._edit(where, int(earlier), text, embeds=shown)
             if edited:
                 return
         sent = await self._call(
             where.send(
-                text,
+                text or None,
+                embeds=shown,
                 allowed_mentions=discord.AllowedMentions.none(),
                 silent=not content.notify,
             )
@@ -657,22 +761,30 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
     # -- events from Discord ---------------------------------------------------------------
 
     async def _on_press(self, interaction: discord.Interaction[Any], key: str, option: int) -> None:
-        """An option's button: answered at once (deferred), then decided by the core."""
+        """An option's button: answered at once (deferred) while the core decides, so the
+        answer reaches the agent without waiting for Discord's round trip."""
+        deferred = asyncio.create_task(self._defer(interaction))
         try:
-            await interaction.response.defer()
-        except discord.HTTPException as exc:
-            log.warning("discord %s: could not answer a press: %s", self.instance_name, exc)
-        card_id = await self._state().get(f"cardkey:{key}") if key.startswith("#") else key
-        user = _user(interaction.user)
-        if not card_id:
-            resolution = Resolution(status=ResolutionStatus.UNKNOWN)
-        else:
-            resolution = await self.core.resolve_permission(card_id, option, user)
+            card_id = await self._state().get(f"cardkey:{key}") if key.startswith("#") else key
+            user = _user(interaction.user)
+            if not card_id:
+                resolution = Resolution(status=ResolutionStatus.UNKNOWN)
+            else:
+                resolution = await self.core.resolve_permission(card_id, option, user)
+        finally:
+            await deferred  # a follow-up needs the press answered first
         if not resolution.accepted:  # a refusal is logged by the core; the presser is told
             try:
                 await interaction.followup.send(resolution.message, ephemeral=True)
             except discord.HTTPException as exc:
                 log.warning("discord %s: could not answer a press: %s", self.instance_name, exc)
+
+    async def _defer(self, interaction: discord.Interaction[Any]) -> None:
+        """Tell Discord the press arrived (within its 3 s); the card's edit says the rest."""
+        try:
+            await interaction.response.defer()
+        except discord.HTTPException as exc:
+            log.warning("discord %s: could not answer a press: %s", self.instance_name, exc)
 
     async def _on_form(self, interaction: discord.Interaction[Any], key: str) -> None:
         """A form's "Fill in": asked of the core first (a stranger opens nothing), then the
@@ -694,10 +806,35 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
                 interaction, "This form is too long for Discord: answer it in the agent's terminal."
             )
             return
+        modal = FormModal(self, str(card_id), request)
         try:
-            await interaction.response.send_modal(FormModal(self, str(card_id), request))
+            await interaction.response.send_modal(modal)
         except discord.HTTPException as exc:
             log.warning("discord %s: could not answer a press: %s", self.instance_name, exc)
+        # discord.py forgets it now: its submission goes to `_on_modal`, the same way as one
+        # sent before a restart, which Discord keeps open in the person's client
+        modal.stop()
+
+    async def _on_modal(self, interaction: discord.Interaction[Any]) -> None:
+        """A form's modal submitted: rebuilt from its card (kept in the state), then read and
+        answered by discord.py's own modal code (`FormModal.on_submit`)."""
+        data: dict[str, Any] = dict(interaction.data or {})
+        custom = str(data.get("custom_id", ""))
+        if interaction.type is not discord.InteractionType.modal_submit:
+            return
+        if not custom.startswith(FORM_MODAL):
+            return
+        key = custom.removeprefix(FORM_MODAL)
+        card_id = await self._state().get(f"cardkey:{key}") if key.startswith("#") else key
+        card = await self._card(card_id or "")
+        if card_id is None or card is None or not card.get("request"):
+            await _respond(interaction, Resolution(status=ResolutionStatus.UNKNOWN).message)
+            return
+        modal = FormModal(self, card_id, PermissionRequest.model_validate(card["request"]))
+        # what discord.py does with a submission of a modal it knows (`ViewStore.dispatch_modal`)
+        await modal._dispatch_submit(
+            interaction, data.get("components", []), data.get("resolved", {})
+        )
 
     async def _on_form_submit(
         self, interaction: discord.Interaction[Any], modal: FormModal
@@ -895,15 +1032,19 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         *,
         view: discord.ui.View | object | None = _KEEP,
         thread: str | None = None,
+        embeds: list[discord.Embed] | None = None,
     ) -> bool:
         """Edit a message; False when it is gone. A card in an archived thread (a late
-        outcome) is edited by opening the thread for the edit and closing it again."""
+        outcome) is edited by opening the thread for the edit and closing it again.
+        `embeds` replace the message's (an empty list removes them); None keeps them."""
         kwargs: dict[str, Any] = {
-            "content": text,
+            "content": text or None,
             "allowed_mentions": discord.AllowedMentions.none(),
         }
         if view is not _KEEP:
             kwargs["view"] = view
+        if embeds is not None:
+            kwargs["embeds"] = embeds
         message = where.get_partial_message(message_id)
         try:
             await self._call(message.edit(**kwargs), raw=True)
@@ -1015,16 +1156,7 @@ def _describe(exc: BaseException | None) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-#: what the bot needs in the sessions' channel: (permission, why), for each kind of channel
-_NEEDED: Final = (
-    ("view_channel", "see the channel"),
-    ("send_messages", "post in it"),
-    ("send_messages_in_threads", "post in the sessions' threads"),
-    ("read_message_history", "edit its cards and see replies to them"),
-    ("embed_links", "show links"),
-)
-_NEEDED_TEXT: Final = (("create_public_threads", "open a thread per session"),)
-_NEEDED_LOCK: Final = (("manage_threads", "lock a session's thread at its end (lock_on_end)"),)
+#: what the bot needs in the sessions' channel is in `permissions` (the invite asks for it too)
 _FIX_PERMISSIONS: Final = (
     "give the bot's role these permissions on the channel (Edit Channel > Permissions), or "
     "invite it again with them"
@@ -1101,11 +1233,11 @@ async def _doctor(client: discord.Client, config: DiscordConfig) -> list[DoctorC
         else ("text channel: a thread per session")
     )
     checks.append(DoctorCheck(name="channel", ok=True, detail=f"#{channel.name} ({kind})"))
-    needed = list(_NEEDED)
+    needed = list(NEEDED)
     if isinstance(channel, discord.TextChannel):
-        needed += _NEEDED_TEXT
+        needed += NEEDED_TEXT
     if config.lock_on_end:
-        needed += _NEEDED_LOCK
+        needed += NEEDED_LOCK
     allowed = channel.permissions_for(member)
     missing = [why for name, why in needed if not getattr(allowed, name)]
     names = [name for name, _ in needed if not getattr(allowed, name)]

@@ -12,7 +12,7 @@ from typing import Final
 
 from aep_bridge import Blocks, OutgoingMessage, PermissionRequest, markup, measure, split_text
 
-from . import markdown
+from . import embeds, markdown
 
 #: Discord's limits (platform-facts.md): a thread's name, a button's label and custom_id
 MAX_THREAD_NAME: Final = 100
@@ -62,22 +62,21 @@ def thread_name(name: str) -> str:
     return name or "session"
 
 
-def message_markdown(content: OutgoingMessage) -> str:
-    """The message as Discord markdown: its blocks when it has them, else its text escaped;
-    with the icon or heading of its kind."""
-    body = markdown.blocks_markdown(content.blocks) if content.blocks else ""
-    if not body:
-        body = markdown.escape(content.text)
+def message_look(content: OutgoingMessage) -> embeds.Look:
+    """The message as Discord shows it: its content in Discord markdown, with the icon of
+    its kind, and its embeds (tool output and diffs, the plan, an error; `embeds`). The
+    channel sends it and the preview draws it: one function, so what the preview shows is
+    what the bot sends."""
     kind = str(content.type)
-    if kind == "tool_update" and content.metadata.get("activity"):
-        return body
-    if kind == "tool_update":
-        icon = _TOOL_STATUS.get(str(content.metadata.get("status", "")), "🔧")
-        return f"{icon} {body}"
-    if kind == "error":
-        return f"⚠️ **Error**\n{body}"
-    prefix = _ICONS.get(kind)
-    return f"{prefix} {body}" if prefix else body
+    prefix = ""
+    if kind == "tool_update" and not content.metadata.get("activity"):
+        prefix = _TOOL_STATUS.get(str(content.metadata.get("status", "")), "🔧") + " "
+    elif kind in _ICONS and kind != "plan":
+        prefix = _ICONS[kind] + " "
+    look = embeds.message_look(content, prefix)
+    if kind == "plan" and not look.embeds:  # a plan too long for an embed: as text
+        look = embeds.Look(f"{_ICONS['plan']} {look.content}", look.embeds)
+    return look
 
 
 def card_markdown(request: PermissionRequest, *, closed: bool = False) -> str:
@@ -166,4 +165,5 @@ def text_pieces(text: str, limit: int) -> list[str]:
 
 
 def blocks_pieces(blocks: Blocks, limit: int) -> list[Blocks]:
-    return list(markup.split(blocks, limit, markdown.measure))
+    """`blocks` in pieces whose content (`embeds.measure`) stays within `limit`."""
+    return list(markup.split(blocks, limit, embeds.measure))

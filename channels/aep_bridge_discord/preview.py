@@ -1,19 +1,39 @@
 """How a session looks in a Discord thread, for `aep-bridge preview --channel discord`.
 
-A first version: messages and cards are drawn from their blocks by the core's web dialect
-(its HTML is the safe one; the markdown the bot sends is not parsed back here), in Discord's
-dark theme, with what is Discord's own: the thread's name as Discord cuts it, the card's
-buttons in rows of five (a form's single Fill in button), a heads-up's icon and link text, and
-a finished answer sent as a new message (it replaces its draft, as the channel does).
+What the preview draws is what the bot sends: each message is `look.message_look` (the
+function the channel sends with), its content and its embeds drawn as a Discord client draws
+them (`client_html`): the content's markdown, then each embed as a box with a coloured bar
+on its left, its title, its description and its footer. A card is its markdown as the
+channel sends it, with the outcome line the channel adds. With what else is Discord's own:
+the thread's name as Discord cuts it, the card's buttons in rows of five (a form's single
+Fill in button), a heads-up's icon, and a finished answer sent as a new message (it replaces
+its draft, as the channel does).
 """
 
 from __future__ import annotations
 
 from typing import ClassVar, Final
 
-from aep_bridge import NotificationMessage, PermissionOutcome, PermissionRequest, PreviewDialect
+from aep_bridge import (
+    NotificationMessage,
+    OutgoingMessage,
+    PermissionOutcome,
+    PermissionRequest,
+    PreviewDialect,
+)
 
-from .look import MAX_FORM_FIELDS, label, thread_name
+from . import embeds, markdown
+from .client_html import inline, to_html
+from .look import (
+    CARD_TAIL,
+    MAX_FORM_FIELDS,
+    OUTCOME_ICONS,
+    card_markdown,
+    label,
+    message_look,
+    shorten,
+    thread_name,
+)
 
 #: Discord lays a message's buttons out five to a row
 BUTTONS_PER_ROW: Final = 5
@@ -38,7 +58,56 @@ body.discord { background: #313338; color: #dbdee1; }
 .discord .buttons { margin-top: 4px; }
 .discord .buttons .button { background: #4e5058; color: #fff; border-radius: 3px;
   font-weight: 500; font-size: 0.9em; padding: 0.2em 1em; }
+.discord .bubble { white-space: normal; }
+.discord .bubble pre { white-space: pre-wrap; }
+.discord .bubble pre code { background: none; }
+.discord .bubble .gap { height: 0.5em; }
+.discord .bubble .subtext { color: #949ba4; font-size: 0.8em; }
+.discord .bubble h3, .discord .bubble h4, .discord .bubble h5 { margin: 0.3em 0;
+  color: #f2f3f5; }
+.discord .bubble h3 { font-size: 1.5em; } .discord .bubble h4 { font-size: 1.25em; }
+.discord .bubble h5 { font-size: 1em; }
+.discord .bubble .li .marker { color: #949ba4; }
+.discord .bubble .depth-1 { padding-left: 1.2em; }
+.discord .bubble .depth-2 { padding-left: 2.4em; }
+.discord .bubble .depth-3 { padding-left: 3.6em; }
+.discord .bubble pre .add { color: #57f287; } .discord .bubble pre .del { color: #ed4245; }
+.discord .bubble pre .hunk { color: #00a8fc; }
+.discord .embed { background: #2b2d31; border-left: 4px solid #1e1f22; border-radius: 4px;
+  padding: 0.5em 0.9em 0.6em 0.75em; margin-top: 0.35em; max-width: 40em; font-size: 0.9em; }
+.discord .embed-title { font-weight: 600; color: #f2f3f5; margin-bottom: 0.2em; }
+.discord .embed-footer { color: #949ba4; font-size: 0.8em; margin-top: 0.4em; }
+.discord .embed pre { background: #1e1f22; }
+.discord .embed.green { border-left-color: #57f287; }
+.discord .embed.red { border-left-color: #ed4245; }
+.discord .embed.grey { border-left-color: #80848e; }
+.discord .embed.yellow { border-left-color: #fee75c; }
+.discord .embed.blurple { border-left-color: #5865f2; }
+.discord .item.kind-plan .bubble, .discord .item.kind-error .bubble { padding-top: 0; }
 """
+
+#: an embed's bar colour as a class (the page has no style attributes)
+_BARS: Final = {
+    embeds.GREEN: "green",
+    embeds.RED: "red",
+    embeds.GREY: "grey",
+    embeds.YELLOW: "yellow",
+    embeds.BLURPLE: "blurple",
+}
+
+
+def embed_html(embed: embeds.Embed) -> str:
+    """One embed as Discord draws it: a box with its colour's bar, title, description,
+    footer."""
+    bar = _BARS.get(embed.color, "") if embed.color is not None else ""
+    parts = [f'<div class="embed {bar}">'.replace(' ">', '">')]
+    if embed.title:
+        parts.append(f'<div class="embed-title">{inline(embed.title)}</div>')
+    if embed.description:
+        parts.append(f'<div class="embed-description">{to_html(embed.description)}</div>')
+    if embed.footer:
+        parts.append(f'<div class="embed-footer">{inline(embed.footer)}</div>')
+    return "".join(parts) + "</div>"
 
 
 class DiscordDialect(PreviewDialect):
@@ -52,6 +121,21 @@ class DiscordDialect(PreviewDialect):
 
     def thread_name(self, name: str) -> str:
         return thread_name(name)
+
+    def message_html(self, content: OutgoingMessage) -> str:
+        """The message as the channel sends it (`message_look`): content, then embeds."""
+        look = message_look(content)
+        text = look.content or ("" if look.embeds else "…")
+        return to_html(text) + "".join(embed_html(embed) for embed in look.embeds)
+
+    def card_html(self, request: PermissionRequest, outcome: PermissionOutcome | None) -> str:
+        """The card's markdown as the channel sends it, with its outcome line once answered."""
+        text = card_markdown(request, closed=outcome is not None and outcome.closed)
+        if outcome is not None:
+            icon = OUTCOME_ICONS.get(str(outcome.status), "•")
+            summary = markdown.escape(shorten(outcome.summary(), CARD_TAIL - 20))
+            text += f"\n\n{icon} {summary}"
+        return to_html(text)
 
     def card_buttons(
         self, request: PermissionRequest, outcome: PermissionOutcome | None

@@ -287,6 +287,9 @@ class Bridge:
         self._outbox_options = outbox_options or {}
         self._consumers: dict[str, asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        #: of `_tasks`, those creating a thread: a stop waits for them (a thread made but not
+        #: recorded would be made again at the next start)
+        self._thread_tasks: set[asyncio.Task[Any]] = set()
         self._creating: list[tuple[str, str]] = []  # (channel, session id) to create now
         self._started = False
         self._consuming = False
@@ -427,6 +430,10 @@ class Bridge:
         self.attention.stop()
         await _until(self.attention.idle(), deadline, hurry)
         await self.attention.cancel()
+        if self._thread_tasks:
+            await _until(
+                asyncio.gather(*self._thread_tasks, return_exceptions=True), deadline, hurry
+            )
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -585,10 +592,11 @@ class Bridge:
             or any(c.outbox.backlog or not c.outbox.is_idle for c in self.channels.values())
         )
 
-    def _spawn(self, coroutine: Awaitable[Any]) -> None:
+    def _spawn(self, coroutine: Awaitable[Any]) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     # -- sources ----------------------------------------------------------------------------
 
@@ -851,7 +859,9 @@ class Bridge:
     def _create_threads(self, pending: list[tuple[str, str]]) -> None:
         for channel_name, session_id in pending:
             if channel_name in self.channels:
-                self._spawn(self._create_thread(self.channels[channel_name], session_id))
+                task = self._spawn(self._create_thread(self.channels[channel_name], session_id))
+                self._thread_tasks.add(task)
+                task.add_done_callback(self._thread_tasks.discard)
 
     async def _create_thread(self, channel: Channel, session_id: str) -> None:
         """Create the thread (once: its row said `creating` before this began), then let the

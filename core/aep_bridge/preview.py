@@ -20,7 +20,7 @@ import html
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from .markup_html import blocks_html, escape, safe_url
+from .markup_html import blocks_html, escape, link, safe_url
 from .types import NotificationMessage, OutgoingMessage, PermissionOutcome, PermissionRequest
 
 # -- what was shown ---------------------------------------------------------------------
@@ -96,7 +96,8 @@ class PreviewDialect:
     Subclass it and return an instance from your channel's `preview_dialect` classmethod;
     what you do not override is the core's web dialect. Every method returns HTML that is
     safe to put in a page: escape what you were given (`escape`), keep only links
-    `safe_url` allows, and produce no script, style attribute or external resource.
+    `safe_url` allows (drawn with `link`), and produce no script, style attribute or
+    external resource.
     """
 
     #: the platform's name, in the page's title ("Telegram")
@@ -112,6 +113,8 @@ class PreviewDialect:
 
     escape = staticmethod(escape)
     safe_url = staticmethod(safe_url)
+    #: `link(text_html, url)`: a link that opens in a new tab (`url` checked by `safe_url`)
+    link = staticmethod(link)
 
     def thread_name(self, name: str) -> str:
         """A thread's name as the platform shows it (plain text; the page escapes it)."""

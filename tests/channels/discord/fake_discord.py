@@ -44,9 +44,10 @@ every size limit and drops the rate limits):
   `Via` as a Cloudflare ban and does not retry).
 - Messages: content <= 2000 characters, not empty, <= 10 embeds (title 256, description
   4096, <= 25 fields, field name 256 / value 1024, footer 2048, author 256, all of them
-  together <= 6000), components (<= 5 action rows, <= 5 buttons a row, a select alone in its
-  row, `custom_id` 1-100 and unique in the message, label <= 80, select options 1-25), a
-  `message_reference` to an existing message. Breaking one is a 400 with Discord's error JSON
+  together <= 6000, a colour 0-16777215; an edit is checked as a send is), components
+  (<= 5 action rows, <= 5 buttons a row, a select alone in its row, `custom_id` 1-100 and
+  unique in the message, label <= 80, select options 1-25), a `message_reference` to an
+  existing message. Breaking one is a 400 with Discord's error JSON
   (code 50035 "Invalid Form Body" with the `errors` tree, or 50006 for an empty message).
 - Threads: public (type 11) or private (no type, as Discord does) in a text channel, a post
   with its first message in a forum (the starter message has the thread's id), names 1-100;
@@ -77,7 +78,10 @@ Inspection: `calls`, `calls_to()`, `channel()`, `threads()`, `messages()`, `mess
 `ephemeral()`, `interactions`, `interaction()`, `responses`, `unanswered()`, `commands()`,
 `sessions`, `connected`, `heartbeats`, `gateway_closes`, `violations`, `violation_counts`.
 Injection: `press()` (a button or a select), `submit_modal()`, `slash()`, `say()`,
-`fail_next()`, `set_role_permissions()`, `set_overwrite()`, `add_member()`, `reconnect()`.
+`fail_next()`, `set_role_permissions()`, `set_overwrite()`, `add_member()`, `reconnect()`,
+`join_guild()` (with `FakeDiscord(in_guild=False)`: the bot invited later; `other_guilds` are
+more servers it is in, listed and empty). GET `/channels/{id}/messages` pages with `after` and
+`before` as Discord does.
 Waiting: `wait_until()`.
 """
 
@@ -835,8 +839,14 @@ class FakeDiscord:
         channels: list[FakeChannel] | None = None,
         privileged_intents: frozenset[str] | set[str] = frozenset({"message_content"}),
         heartbeat_interval: float = 41.25,
+        in_guild: bool = True,
     ) -> None:
         self.token = token
+        #: whether the bot is in the guild yet (False: invited later, with `join_guild()`)
+        self.in_guild = in_guild
+        #: other servers the bot is in, as (id, name): listed by GET /users/@me/guilds, with
+        #: nothing in them (their other routes answer Unknown Guild)
+        self.other_guilds: list[tuple[int, str]] = []
         self.limits = limits or Limits()
         self.clock = clock
         self.privileged_intents = set(privileged_intents)
@@ -1075,6 +1085,14 @@ class FakeDiscord:
         member = FakeMember(user, list(roles or []))
         self.members[member.id] = member
         return member
+
+    def join_guild(self) -> None:
+        """The bot is added to the guild (someone opened its invite link): it is listed by
+        GET /users/@me/guilds from now on, and connected sessions get GUILD_CREATE."""
+        self.in_guild = True
+        for session in self.sessions:
+            if session.wants(INTENT_GUILDS) and not session.ended:
+                self._send(session, "GUILD_CREATE", self._guild_to_api(full=True, session=session))
 
     def set_role_permissions(self, role_id: int, permissions: int) -> None:
         """Change a role's guild permissions (BOT_ROLE_ID: the bot's own)."""
@@ -1602,7 +1620,7 @@ class FakeDiscord:
             {
                 "v": 10,
                 "user": self.bot_user,
-                "guilds": [{"id": str(GUILD_ID), "unavailable": True}],
+                "guilds": [{"id": str(GUILD_ID), "unavailable": True}] if self.in_guild else [],
                 "session_id": session.session_id,
                 "resume_gateway_url": self.gateway_url,
                 "session_type": "normal",
@@ -1617,7 +1635,7 @@ class FakeDiscord:
                 "auth": {},
             },
         )
-        if session.wants(INTENT_GUILDS):
+        if session.wants(INTENT_GUILDS) and self.in_guild:
             self._send(session, "GUILD_CREATE", self._guild_to_api(full=True, session=session))
         return session
 
@@ -2011,7 +2029,7 @@ class FakeDiscord:
         bucket.take(now)
 
     def _guild(self, params: dict[str, str]) -> None:
-        if _snowflake(params.get("guild_id")) != GUILD_ID:
+        if _snowflake(params.get("guild_id")) != GUILD_ID or not self.in_guild:
             raise _unknown("Guild", 10004)
 
     def _get_channel_obj(self, params: dict[str, str]) -> FakeChannel:
@@ -2026,16 +2044,18 @@ class FakeDiscord:
         return 200, self.bot_user
 
     def _my_guilds(self, **_: Any) -> tuple[int, Any]:
+        mine = [(GUILD_ID, self.guild_name)] if self.in_guild else []
         return 200, [
             {
-                "id": str(GUILD_ID),
-                "name": self.guild_name,
+                "id": str(guild_id),
+                "name": name,
                 "icon": None,
                 "banner": None,
                 "owner": False,
-                "permissions": str(self._permissions(BOT_ID, None)),
+                "permissions": str(self._permissions(BOT_ID, None) if guild_id == GUILD_ID else 0),
                 "features": [],
             }
+            for guild_id, name in [*mine, *self.other_guilds]
         ]
 
     def _application(self, **_: Any) -> tuple[int, Any]:
@@ -2347,6 +2367,16 @@ class FakeDiscord:
         text(embed.get("description"), ["description"], limits.embed_description)
         text((embed.get("footer") or {}).get("text"), ["footer", "text"], limits.footer_text)
         text((embed.get("author") or {}).get("name"), ["author", "name"], limits.author_name)
+        color = embed.get("color")
+        if color is not None and (not isinstance(color, int) or not 0 <= color <= 0xFFFFFF):
+            # (discord.py sends what it was given: an int out of range is Discord's to refuse)
+            raise _form_error(
+                [*path, "color"],
+                "NUMBER_TYPE_MAX" if isinstance(color, int) and color > 0 else "NUMBER_TYPE_COERCE",
+                "int value should be less than or equal to 16777215."
+                if isinstance(color, int) and color > 0
+                else f'Value "{color}" is not int.',
+            )
         fields = embed.get("fields") or []
         if len(fields) > limits.embed_fields:
             raise _too_long([*path, "fields"], limits.embed_fields)
@@ -2504,7 +2534,15 @@ class FakeDiscord:
         channel = self._get_channel_obj(params)
         self._require(channel, READ_MESSAGE_HISTORY)
         limit = min(100, int(request.query_params.get("limit", 50)))
-        found = [m for m in self.messages(channel.id, service=True)][::-1][:limit]
+        after = _snowflake(request.query_params.get("after"))
+        before = _snowflake(request.query_params.get("before"))
+        found = [
+            m
+            for m in self.messages(channel.id, service=True)
+            if (after is None or m.id > after) and (before is None or m.id < before)
+        ]
+        # newest first; with `after`, the oldest `limit` after it (as Discord pages forward)
+        found = found[:limit][::-1] if after is not None else found[::-1][:limit]
         return 200, [self._message_to_api(m) for m in found]
 
     def _channel_message(self, params: dict[str, str]) -> tuple[FakeChannel, FakeMessage]:

@@ -62,8 +62,16 @@ def discord_user(fake: FakeDiscord, user: ChannelUser) -> dict[str, Any]:
 
 
 def shown(message: FakeMessage) -> str:
-    """What a person reads in a message: its markdown as Discord draws it."""
-    return visible(render(message.content))
+    """What a person reads in a message: its markdown as Discord draws it, then each embed's
+    title, description and footer (Discord draws them under the content)."""
+    parts = [message.content]
+    for embed in message.embeds:
+        parts += [
+            embed.get("title"),
+            embed.get("description"),
+            (embed.get("footer") or {}).get("text"),
+        ]
+    return "\n".join(visible(render(part)) for part in parts if part)
 
 
 class DiscordProbe:

@@ -74,3 +74,114 @@ async def _stranger_and_alice(fake: FakeDiscord, running: Any, caplog: Any) -> N
         {"values": {"env": "prod", "notify": False, "note": "ships the new login"}}
     ]
     assert fake.message(card.id).components == []  # answered: the button goes
+
+
+OTHER_FIELDS = [
+    {
+        "id": "env",
+        "type": "select",
+        "label": "Environment",
+        "required": True,
+        "other": True,
+        "choices": [{"id": "stg", "label": "Staging"}, {"id": "prod", "label": "Production"}],
+    },
+    {"id": "note", "type": "string", "label": "Release note"},
+]
+
+
+@pytest.mark.parametrize(
+    ("submitted", "answered"),
+    [
+        ({"o0": "the canary pool"}, "the canary pool"),  # words of one's own
+        ({"o0": "production"}, "prod"),  # words that name a choice: that choice
+        ({"f0": ["0"]}, "stg"),  # the menu, the box left empty
+    ],
+)
+async def test_a_choice_that_takes_words_has_a_menu_and_a_box_beside_it(
+    bridge: BridgeFixture, submitted: dict[str, Any], answered: str
+) -> None:
+    async with FakeDiscord() as fake:
+        with point_discord_py(fake):
+            block = channel_block(fake, approvers=[str(ALICE["id"])])
+            running = await bridge.start(DiscordChannel, block, name="discord")
+            try:
+                agent = running.agent()
+                agent.start("deploy")
+                agent.ask("Deploy where?", options=(), kind="form", fields=OTHER_FIELDS)
+                await running.settle()
+                (thread,) = fake.threads(TEXT_CHANNEL_ID)
+                card = next(m for m in fake.messages(thread.id, from_bot=True) if m.custom_ids)
+                opened = fake.press(card, card.custom_ids[0], ALICE)
+                await fake.wait_until(lambda: opened.modal is not None, what="Alice's form")
+                fake.submit_modal(opened, submitted)
+                await fake.wait_until(lambda: agent.answers, what="the answer at the agent")
+            finally:
+                await running.stop()
+    assert agent.answers == [{"values": {"env": answered}}]
+
+
+async def test_a_required_choice_left_empty_in_both_is_asked_again(
+    bridge: BridgeFixture,
+) -> None:
+    async with FakeDiscord() as fake:
+        with point_discord_py(fake):
+            block = channel_block(fake, approvers=[str(ALICE["id"])])
+            running = await bridge.start(DiscordChannel, block, name="discord")
+            try:
+                agent = running.agent()
+                agent.start("deploy")
+                agent.ask("Deploy where?", options=(), kind="form", fields=OTHER_FIELDS)
+                await running.settle()
+                (thread,) = fake.threads(TEXT_CHANNEL_ID)
+                card = next(m for m in fake.messages(thread.id, from_bot=True) if m.custom_ids)
+                opened = fake.press(card, card.custom_ids[0], ALICE)
+                await fake.wait_until(lambda: opened.modal is not None, what="Alice's form")
+                fake.submit_modal(opened, {"f1": "soon"})
+                await fake.wait_until(lambda: fake.ephemeral(ALICE), what="the problem")
+                await running.settle()
+            finally:
+                await running.stop()
+    assert "Environment: pick one or write your own" in fake.ephemeral(ALICE)[-1].content
+    assert agent.answers == []
+    assert fake.message(card.id).components != []  # still open: the button stays
+
+
+async def test_in_a_full_dialog_a_choice_that_takes_words_is_a_box_naming_the_choices(
+    bridge: BridgeFixture,
+) -> None:
+    notes = [{"id": f"n{i}", "type": "string", "label": f"Note {i}"} for i in range(4)]
+    async with FakeDiscord() as fake:
+        with point_discord_py(fake):
+            block = channel_block(fake, approvers=[str(ALICE["id"])])
+            running = await bridge.start(DiscordChannel, block, name="discord")
+            try:
+                agent = running.agent()
+                agent.start("deploy")
+                fields = [OTHER_FIELDS[0], *notes]  # five fields: no room for a menu and a box
+                agent.ask("Deploy where?", options=(), kind="form", fields=fields)
+                await running.settle()
+                (thread,) = fake.threads(TEXT_CHANNEL_ID)
+                card = next(m for m in fake.messages(thread.id, from_bot=True) if m.custom_ids)
+                opened = fake.press(card, card.custom_ids[0], ALICE)
+                await fake.wait_until(lambda: opened.modal is not None, what="Alice's form")
+                assert opened.modal is not None
+                box = next(
+                    c for c in _components(opened.modal["components"]) if c.get("custom_id") == "f0"
+                )
+                assert box["type"] == 4  # a text input
+                assert box["placeholder"] == "e.g. Staging, Production"
+                fake.submit_modal(opened, {"f0": "Staging"})
+                await fake.wait_until(lambda: agent.answers, what="the answer at the agent")
+            finally:
+                await running.stop()
+    assert agent.answers == [{"values": {"env": "stg"}}]
+
+
+def _components(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    for item in items:
+        found.append(item)
+        found += _components(item.get("components", []))
+        if isinstance(item.get("component"), dict):
+            found += _components([item["component"]])
+    return found

@@ -1,5 +1,6 @@
 """Discord's preview dialect: offered by the channel without an instance, Discord's rows of
-five buttons, a form's one button, and the page `aep-bridge preview` draws with it."""
+five buttons, a form's one button, a message drawn from the very content and embeds the
+channel sends, and the page `aep-bridge preview` draws with it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from aep_bridge import FormField, PermissionOption, PermissionOutcome, PermissionRequest
+from aep_bridge import (
+    FormField,
+    OutgoingMessage,
+    PermissionOption,
+    PermissionOutcome,
+    PermissionRequest,
+)
+from aep_bridge.markup import Code, Details, Paragraph, Span
 from aep_bridge.types import OutcomeStatus
 from aep_bridge_discord import DiscordChannel
 from aep_bridge_discord.preview import DiscordDialect
@@ -67,3 +75,44 @@ def test_aep_bridge_preview_draws_the_demo_in_discord_s_look(tmp_path: Path) -> 
     shown = page.read_text()
     assert 'class="discord"' in shown
     assert "<script" not in shown
+    # the failing run's output in a red embed, the edits' diffs in green ones, the plan
+    failing = shown.index("FAILED tests/test_totals.py::test_rounding - assert 10.0 == 10.01")
+    assert shown.rindex('<div class="embed red">', 0, failing) > shown.rindex("</li>", 0, failing)
+    assert shown.count('<div class="embed green">') >= 3
+    assert "📋 Plan" in shown
+    assert '<div class="subtext">Finished in 1m 23s' in shown
+    # drawn, not shown as markdown
+    body = shown[shown.index("<body") :]
+    for raw in ("**", "```", "-# ", "\\_", "](<"):
+        assert raw not in body, raw
+
+
+def test_the_preview_draws_what_the_channel_sends() -> None:
+    message = OutgoingMessage(
+        type="tool_update",
+        text="",
+        key="activity:1",
+        metadata={"activity": True},
+        blocks=(
+            Paragraph(
+                spans=(
+                    Span(text="❌ "),
+                    Span(text="Bash", bold=True),
+                    Span(text=" "),
+                    Span(text="make **all**", code=True),
+                    Span(text=" — exit 2", italic=True),
+                )
+            ),
+            Details(summary="last 2 lines", blocks=(Code(code="E   <b>boom</b>\nFAILED t"),)),
+        ),
+    )
+    html = DiscordDialect().message_html(message)
+    assert html == (
+        '<div class="line">❌ <strong>Bash</strong> <code>make **all**</code> '
+        "<em>— exit 2</em></div>"
+        '<div class="embed red"><div class="embed-title">❌ <strong>Bash</strong> '
+        "<code>make **all**</code> <em>— exit 2</em></div>"
+        '<div class="embed-description"><pre><code>E   &lt;b&gt;boom&lt;/b&gt;\nFAILED t'
+        "</code></pre></div>"
+        '<div class="embed-footer">last 2 lines</div></div>'
+    )

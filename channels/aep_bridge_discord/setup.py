@@ -1,0 +1,565 @@
+"""`aep-bridge setup discord`: from a bot token to a checked channel block.
+
+The wizard checks the token (GET /users/@me, and the application for the Message Content
+intent, saying how to turn it on), prints the invite URL with exactly the permissions the
+doctor checks (`permissions`), waits for the bot to join a server, lists the server's text and
+forum channels to pick the sessions' channel and a heads-up channel from, and pairs the first
+approver with a one-time code typed in the channel. It writes the block with the token as
+`${DISCORD_BOT_TOKEN}` (never its value) and runs the channel's doctor. Every question has a
+flag, for scripts: `--token-env`, `--guild-id`, `--channel-id`, `--notifications-channel-id`,
+`--approver`, `--yes`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import secrets
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import aiohttp
+import discord
+import discord.http
+
+from aep_bridge import SetupContext, SetupError, SetupOption, SetupWizard
+
+from .config import DISCORD_API
+from .permissions import invite_url
+
+#: the variable the token is read from at run time, unless `--token-env` names another
+TOKEN_ENV = "DISCORD_BOT_TOKEN"
+DEFAULT_WAIT = 300.0
+#: a bot token: three dot-separated parts of letters, digits, `_` and `-`
+_TOKEN = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
+#: tries at a typed token before giving up
+_TRIES = 3
+#: seconds between two looks (for the bot in a server, for the code): short at first, for
+#: someone quick, then every few seconds
+_FIRST_POLL = 0.25
+_POLL = 3.0
+#: digits of the pairing code
+_CODE_DIGITS = 6
+#: messages read per look for the code
+_PAGE = 50
+_KINDS = {
+    discord.ChannelType.text: "text channel: a thread per session",
+    discord.ChannelType.forum: "forum: a post per session",
+}
+_PORTAL = "https://discord.com/developers/applications"
+_INTENT_FIX = (
+    f"in the Developer Portal ({_PORTAL}) > your application > Bot > Privileged Gateway "
+    "Intents, turn on Message Content Intent and save"
+)
+_USER_ID_HOW = (
+    "turn on Developer Mode (User Settings > Advanced), then right-click a name > Copy User ID"
+)
+
+
+class DiscordSetup(SetupWizard):
+    """A bot token, a server and channel, and a first approver, checked against Discord."""
+
+    name = "discord"
+    description = (
+        "a bot from the Developer Portal in your server (invite URL, channel, pairing code)"
+    )
+    options: ClassVar = (
+        SetupOption(
+            "--token-env",
+            "read the bot token from this environment variable (the config then reads it from "
+            f"there too) instead of asking; default: ask, or use ${TOKEN_ENV}",
+            metavar="VAR",
+        ),
+        SetupOption(
+            "--guild-id",
+            "the server's id, instead of waiting for the bot to join one",
+            metavar="ID",
+            kind=int,
+        ),
+        SetupOption(
+            "--channel-id",
+            "the text or forum channel the sessions go to, instead of asking",
+            metavar="ID",
+            kind=int,
+        ),
+        SetupOption(
+            "--notifications-channel-id",
+            "a text channel for heads-ups, or none, instead of asking",
+            metavar="ID|none",
+        ),
+        SetupOption(
+            "--approver",
+            "a Discord user id allowed to answer, instead of the pairing code",
+            metavar="ID",
+            kind=int,
+            repeat=True,
+        ),
+        SetupOption(
+            "--wait",
+            f"seconds to wait for the bot to join, and for the code (default {DEFAULT_WAIT:.0f})",
+            metavar="SECONDS",
+            kind=float,
+            default=DEFAULT_WAIT,
+        ),
+        SetupOption(
+            "--api-base-url",
+            f"Discord's REST API through a proxy, instead of {DISCORD_API} "
+            "(written into the block as api_base_url)",
+            metavar="URL",
+        ),
+    )
+
+    async def run(self, setup: SetupContext) -> bool:
+        options = setup.options
+        given_base = options["api_base_url"]
+        if given_base and not re.match(r"https?://[^/]", given_base):
+            raise SetupError(
+                f"--api-base-url takes an http:// or https:// URL, such as {DISCORD_API}"
+            )
+        base = (given_base or DISCORD_API).rstrip("/")
+        variable, token, from_env = self._token(setup)
+        previous = discord.http.Route.BASE
+        discord.http.Route.BASE = base
+        try:
+            client, token = await self._sign_in(setup, base, variable, token, from_env)
+            try:
+                setup.say(f"ok    the token is {client.user}'s.")
+                await self._check_intent(setup, client)
+                guild = await self._find_guild(setup, client)
+                channels = await _channels(guild, token)
+                channel = self._pick_channel(setup, guild, channels)
+                notes = self._pick_notifications(setup, channels)
+                approvers = await self._approvers(setup, client, channel, notes, token)
+            finally:
+                await _close(client)
+        finally:
+            discord.http.Route.BASE = previous
+        block: dict[str, Any] = {
+            "token": "${" + variable + "}",
+            "guild_id": str(guild.id),
+            "channel_id": str(channel.id),
+        }
+        if notes is not None:
+            block["notifications_channel_id"] = str(notes.id)
+        block["approvers"] = approvers
+        if given_base:
+            block["api_base_url"] = base
+        path = setup.write_channel(block)
+        setup.say(f"Wrote channels.{setup.channel} to {path}.")
+        self._keep_token(setup, variable, token, from_env)
+        setup.say("")
+        setup.say("Checking it as `aep-bridge doctor` does:")
+        ok = await setup.doctor(environ={variable: token})
+        setup.say("")
+        if ok:
+            where = (
+                f"a post in #{channel.name}"
+                if channel.type == discord.ChannelType.forum
+                else f"a thread in #{channel.name}"
+            )
+            setup.say(f"Done. Start the bridge with `aep-bridge run`: a session becomes {where}.")
+        else:
+            setup.say(
+                "The block is written, but a check failed: fix what it says, then run "
+                "`aep-bridge doctor`."
+            )
+        return ok
+
+    # -- the token ---------------------------------------------------------------------------
+
+    def _token(self, setup: SetupContext) -> tuple[str, str, bool]:
+        """The variable the config will name, the token, and whether it came from there."""
+        named = setup.options["token_env"]
+        if named:
+            value = os.environ.get(named, "").strip()
+            if not value:
+                raise SetupError(
+                    f"${named} is not set: export {named}='the token from the Developer "
+                    "Portal' first"
+                )
+            return named, value, True
+        if os.environ.get(TOKEN_ENV, "").strip() and setup.confirm(
+            f"Use the bot token in ${TOKEN_ENV}?", default=True
+        ):
+            return TOKEN_ENV, os.environ[TOKEN_ENV].strip(), True
+        token = setup.secret(
+            "Bot token from the Developer Portal, Bot > Reset Token (it is not shown as you type)",
+            flag="--token-env VAR",
+        )
+        return TOKEN_ENV, token, False
+
+    async def _sign_in(
+        self, setup: SetupContext, base: str, variable: str, token: str, from_env: bool
+    ) -> tuple[discord.Client, str]:
+        """A logged-in client (REST only) and the token that worked; a typed token that is
+        refused is asked for again."""
+        for attempt in range(1, _TRIES + 1):
+            try:
+                return await _login(base, token), token
+            except SetupError as exc:
+                where = f"${variable}" if from_env else "that token"
+                if from_env or attempt == _TRIES:
+                    raise SetupError(f"{where}: {exc}") from None
+                setup.say(f"{exc}.")
+                token = setup.secret("Bot token from the Developer Portal, again")
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _check_intent(self, setup: SetupContext, client: discord.Client) -> None:
+        """The Message Content intent: without it the bot reads neither replies to its cards
+        nor the pairing code. Missing, it says how to turn it on and looks again."""
+        flags = client.application_flags
+        while not (flags.gateway_message_content or flags.gateway_message_content_limited):
+            setup.say("FAIL  the Message Content intent is off: the bot cannot read what people")
+            setup.say("      write (replies to its cards, the pairing code)")
+            setup.say(f"      fix: {_INTENT_FIX}")
+            if setup.assume_yes or not setup.confirm("Turned it on? Check again?", default=True):
+                raise SetupError(
+                    "nothing written: turn on Message Content Intent (Developer Portal > Bot "
+                    "> Privileged Gateway Intents), then run `aep-bridge setup discord` again"
+                )
+            try:
+                flags = (await client.application_info()).flags
+            except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
+                raise SetupError(f"cannot read the application: {_describe(exc)}") from None
+        setup.say("ok    the Message Content intent is on.")
+
+    def _keep_token(self, setup: SetupContext, variable: str, token: str, from_env: bool) -> None:
+        env_file = _tilde(setup.env_file)
+        setup.say(
+            f"The file says ${{{variable}}}, not the token: aep-bridge reads the token from "
+            "its environment when it starts."
+        )
+        if not from_env and setup.confirm(
+            f"Save the token in {env_file}, readable only by you?", default=True
+        ):
+            setup.save_secret(variable, token)
+            setup.say(f"Saved. Before `aep-bridge run`, load it: set -a; . {env_file}; set +a")
+            return
+        value = f'"${variable}"' if from_env else "'the token'"
+        setup.say(f"To keep it in {env_file}, readable only by you, and load it from there:")
+        setup.say(f"  mkdir -p {_tilde(setup.env_file.parent)}")
+        setup.say(f"  (umask 077; printf '{variable}=%s\\n' {value} >> {env_file})")
+        setup.say(f"  set -a; . {env_file}; set +a    # in the shell that runs aep-bridge")
+
+    # -- the server --------------------------------------------------------------------------
+
+    async def _find_guild(self, setup: SetupContext, client: discord.Client) -> discord.Guild:
+        """The server: `--guild-id`, else the one the bot is in (waiting for it to join one),
+        asking which when it is in several."""
+        url = invite_url(client.application_id or 0)
+        setup.say("")
+        setup.say("The bot's invite link (it asks for exactly the permissions the channel needs):")
+        setup.say(f"  {url}")
+        given = setup.options["guild_id"]
+        if given is not None:
+            try:
+                return await client.fetch_guild(int(given))
+            except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
+                raise SetupError(
+                    f"the bot is not in server {given} ({_describe(exc)}): open the invite "
+                    "link above and add it to that server, or check the id"
+                ) from None
+        guilds = await _guilds(client)
+        if not guilds:
+            guilds = await self._wait_for_guild(setup, client)
+        if len(guilds) == 1:
+            setup.say(f"ok    the bot is in “{guilds[0].name}” (server id {guilds[0].id}).")
+            return guilds[0]
+        setup.say("The bot is in these servers:")
+        for number, guild in enumerate(guilds, 1):
+            setup.say(f"  {number}. {guild.name} (server id {guild.id})")
+        answer = setup.ask(
+            "Which server (a number)?",
+            flag="--guild-id ID",
+            check=lambda a: _number_problem(a, len(guilds)),
+        )
+        return guilds[int(answer) - 1]
+
+    async def _wait_for_guild(
+        self, setup: SetupContext, client: discord.Client
+    ) -> list[discord.Guild]:
+        wait = max(1.0, float(setup.options["wait"]))
+        setup.say("Open it, pick your server and press Authorize (you need Manage Server there).")
+        setup.say(f"Waiting for the bot to join (up to {_duration(wait)}; Ctrl-C stops)...")
+        async for _ in _looks(wait):
+            guilds = await _guilds(client)
+            if guilds:
+                return guilds
+        raise SetupError(
+            f"the bot joined no server within {_duration(wait)}: open the invite link above, "
+            "pick your server and press Authorize, then run this again (or pass --guild-id ID "
+            "once it is in)"
+        )
+
+    # -- the channels ------------------------------------------------------------------------
+
+    def _pick_channel(
+        self,
+        setup: SetupContext,
+        guild: discord.Guild,
+        channels: Sequence[discord.abc.GuildChannel],
+    ) -> discord.abc.GuildChannel:
+        """The sessions' channel: `--channel-id`, else asked from the numbered list."""
+        if not channels:
+            raise SetupError(
+                f"“{guild.name}” has no text or forum channel: create one (a forum gives a post "
+                "per session, a text channel a thread per session), then run this again"
+            )
+        given = setup.options["channel_id"]
+        if given is not None:
+            for channel in channels:
+                if channel.id == int(given):
+                    setup.say(f"Sessions go to #{channel.name} ({_KINDS[channel.type]}).")
+                    return channel
+            raise SetupError(
+                f"{given} is not a text or forum channel of “{guild.name}”: pick one of "
+                + ", ".join(f"#{c.name} ({c.id})" for c in channels)
+            )
+        setup.say("")
+        setup.say(
+            f"The text and forum channels of “{guild.name}” (in a text channel each session "
+            "is a thread, in a forum a post):"
+        )
+        for number, channel in enumerate(channels, 1):
+            kind = "forum" if channel.type == discord.ChannelType.forum else "text channel"
+            setup.say(f"  {number}. #{channel.name} ({kind})")
+        answer = setup.ask(
+            "Which channel holds the sessions (a number)?",
+            default="1" if len(channels) == 1 else None,
+            flag="--channel-id ID",
+            check=lambda a: _number_problem(a, len(channels)),
+        )
+        return channels[int(answer) - 1]
+
+    def _pick_notifications(
+        self, setup: SetupContext, channels: Sequence[discord.abc.GuildChannel]
+    ) -> discord.abc.GuildChannel | None:
+        """The heads-up channel (a text channel), or None: `--notifications-channel-id`,
+        else asked, `none` by default."""
+        texts = {c.id for c in channels if c.type == discord.ChannelType.text}
+        given = setup.options["notifications_channel_id"]
+        if given is not None:
+            if given.strip().lower() == "none":
+                return None
+            for channel in channels:
+                if str(channel.id) == given.strip() and channel.id in texts:
+                    setup.say(f"Heads-ups go to #{channel.name}.")
+                    return channel
+            raise SetupError(
+                f"--notifications-channel-id {given} is not a text channel of the server: "
+                "give a text channel's id, or none"
+            )
+        if not texts:
+            return None
+
+        def problem(answer: str) -> str | None:
+            if answer.lower() == "none":
+                return None
+            wrong = _number_problem(answer, len(channels))
+            if wrong is not None:
+                return wrong + " Or none."
+            if channels[int(answer) - 1].id not in texts:
+                return "Heads-ups go to a text channel, not a forum: pick another, or none."
+            return None
+
+        answer = setup.ask(
+            "Heads-ups (done, failed, waiting for you) to which text channel (a number, or none)?",
+            default="none",
+            flag="--notifications-channel-id ID",
+            check=problem,
+        )
+        return None if answer.lower() == "none" else channels[int(answer) - 1]
+
+    # -- the first approver ------------------------------------------------------------------
+
+    async def _approvers(
+        self,
+        setup: SetupContext,
+        client: discord.Client,
+        channel: discord.abc.GuildChannel,
+        notes: discord.abc.GuildChannel | None,
+        token: str,
+    ) -> list[str]:
+        """`--approver`, else whoever types the pairing code in the sessions' text channel
+        (a forum's posts take no message: in the heads-up channel, else asked for an id)."""
+        given = setup.options["approver"]
+        if given:
+            wrong = [str(i) for i in given if int(i) <= 0]
+            if wrong:
+                raise SetupError(f"--approver takes a user's numeric id, not {', '.join(wrong)}")
+            return [str(int(i)) for i in given]
+        where = notes if channel.type == discord.ChannelType.forum else channel
+        if where is None:
+            setup.say(
+                f"#{channel.name} is a forum, where nobody can type a pairing code, and there "
+                "is no heads-up channel: give the first approver's user id instead."
+            )
+            answer = setup.ask(
+                f"Your Discord user id ({_USER_ID_HOW})",
+                flag="--approver ID",
+                check=_user_id_problem,
+            )
+            return [answer]
+        return [await self._pair(setup, client, where, token)]
+
+    async def _pair(
+        self,
+        setup: SetupContext,
+        client: discord.Client,
+        where: discord.abc.GuildChannel,
+        token: str,
+    ) -> str:
+        """The user id of whoever types a fresh one-time code in `where`, reading its new
+        messages; other messages (a wrong code too) are passed over."""
+        fix = (
+            f"give the bot's role View Channel and Read Message History in #{where.name} (Edit "
+            "Channel > Permissions), or pass --approver ID"
+        )
+        try:
+            latest = await client.http.logs_from(where.id, 1)
+        except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
+            raise SetupError(f"cannot read #{where.name}: {_describe(exc, token)}; {fix}") from None
+        after = int(latest[0]["id"]) if latest else 0
+        code = f"{secrets.randbelow(10**_CODE_DIGITS):0{_CODE_DIGITS}d}"
+        wait = max(1.0, float(setup.options["wait"]))
+        setup.say("")
+        setup.say(
+            "Who answers the agents' questions? The first approver is whoever types this code "
+            f"in #{where.name}:"
+        )
+        setup.say(f"    {code}")
+        setup.say(f"Waiting for it (up to {_duration(wait)}; Ctrl-C stops)...")
+        async for _ in _looks(wait):
+            try:
+                found = await client.http.logs_from(where.id, _PAGE, after=after)
+            except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
+                raise SetupError(
+                    f"cannot read #{where.name}: {_describe(exc, token)}; {fix}"
+                ) from None
+            for message in sorted(found, key=lambda m: int(m["id"])):
+                after = max(after, int(message["id"]))
+                author: dict[str, Any] = dict(message.get("author") or {})
+                if author.get("bot"):
+                    continue
+                content = str(message.get("content") or "").strip()
+                who = _who(author)
+                if content == code:
+                    setup.say(f"Got it: {who} typed the code, and is the first approver.")
+                    return str(author["id"])
+                if content.isdigit() and len(content) == _CODE_DIGITS:
+                    setup.say(f"{who} typed another code: not taken. Still waiting...")
+        raise SetupError(
+            f"nobody typed the code in #{where.name} within {_duration(wait)}: run this again "
+            f"for a new code, or pass --approver ID ({_USER_ID_HOW})"
+        )
+
+
+async def _login(base: str, token: str) -> discord.Client:
+    """A client logged in over REST (who the bot is, its application); a `SetupError` that
+    never quotes the token."""
+    if not _TOKEN.fullmatch(token):
+        raise SetupError(
+            "that is not a bot token: the Developer Portal's look like MTIz...NjQ.GhJk2a.x9..., "
+            "three parts joined by dots (Bot > Reset Token)"
+        )
+    client = discord.Client(intents=discord.Intents.none())
+    try:
+        await client.login(token)
+    except discord.LoginFailure:
+        await _close(client)
+        raise SetupError(
+            "Discord refused the token: it is wrong, or was reset. In the Developer Portal "
+            f"({_PORTAL}): your application > Bot > Reset Token, and copy the new one"
+        ) from None
+    except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
+        await _close(client)
+        raise SetupError(
+            f"cannot reach {base}: {_describe(exc, token)}; check the network (or --api-base-url)"
+        ) from None
+    return client
+
+
+async def _guilds(client: discord.Client) -> list[discord.Guild]:
+    try:
+        return [guild async for guild in client.fetch_guilds(limit=200, with_counts=False)]
+    except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
+        raise SetupError(f"cannot list the bot's servers: {_describe(exc)}") from None
+
+
+async def _channels(guild: discord.Guild, token: str) -> list[discord.abc.GuildChannel]:
+    """The server's text and forum channels, in Discord's order."""
+    try:
+        found = await guild.fetch_channels()
+    except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
+        raise SetupError(
+            f"cannot list the channels of “{guild.name}”: {_describe(exc, token)}"
+        ) from None
+    return sorted(
+        (c for c in found if c.type in _KINDS),
+        key=lambda c: (c.position, c.id),
+    )
+
+
+async def _looks(wait: float) -> AsyncIterator[None]:
+    """Each time to look again, until `wait` seconds have passed: at once, then after 0.25,
+    0.5, 1 and 2 seconds, then every 3 (quick for someone quick, gentle on Discord)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait
+    pause = _FIRST_POLL
+    yield
+    while (remaining := deadline - loop.time()) > 0:
+        await asyncio.sleep(min(pause, remaining))
+        pause = min(pause * 2, _POLL)
+        yield
+
+
+def _number_problem(answer: str, count: int) -> str | None:
+    if answer.isdigit() and 1 <= int(answer) <= count:
+        return None
+    return f"Give a number from 1 to {count}."
+
+
+def _user_id_problem(answer: str) -> str | None:
+    if answer.isascii() and answer.isdigit() and int(answer) > 0:
+        return None
+    return f"Not a user id: ids are numbers such as 123456789012345678 ({_USER_ID_HOW})."
+
+
+def _who(author: dict[str, Any]) -> str:
+    name = author.get("global_name") or author.get("username") or "someone"
+    handle = f"@{author['username']}, " if author.get("username") else ""
+    return f"{name} ({handle}user id {author.get('id')})"
+
+
+def _duration(seconds: float) -> str:
+    whole = round(seconds)
+    if whole >= 60 and whole % 60 == 0:
+        minutes = whole // 60
+        return f"{minutes} minute{'s' if minutes != 1 else ''}"
+    return f"{whole} s"
+
+
+def _describe(exc: BaseException, token: str = "") -> str:
+    """An error as one line, the token cut out (Discord's answers never quote it; the
+    network's errors might)."""
+    if isinstance(exc, discord.HTTPException):
+        text = f"{exc.status} {exc.text}"
+    else:
+        text = f"{type(exc).__name__}: {exc}"
+    return text.replace(token, "[token]") if token else text
+
+
+def _tilde(path: Path) -> str:
+    try:
+        return "~/" + str(path.relative_to(Path.home()))
+    except ValueError:
+        return str(path)
+
+
+async def _close(client: discord.Client) -> None:
+    try:
+        await client.close()
+    except Exception:  # it may never have started; closing must not hide the real error
+        return
