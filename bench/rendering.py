@@ -29,7 +29,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # for tests.*
 
-from tests.reference_session import FAILING_ASSERTION, demo_edits, demo_tools, run_reference
+from tests.reference_session import (
+    FAILING_ASSERTION,
+    Seen,
+    demo_edits,
+    demo_tools,
+    run_reference,
+)
 
 import results
 
@@ -43,8 +49,14 @@ def main() -> dict[str, Any]:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="aep-bench-rendering-") as tmp:
         seen, _ = asyncio.run(run_reference(Path(tmp), quiet=QUIET, timeout=TIMEOUT))
+    return figures(seen, started)
+
+
+def figures(seen: Seen, started: float) -> dict[str, Any]:
+    """The issue's figures from what a channel showed of the reference session (shared by
+    every channel's rendering benchmark)."""
     edits = demo_edits()
-    figures: dict[str, Any] = {
+    found: dict[str, Any] = {
         "bubbles": len(seen.bubbles),
         "notifications": len(seen.notifications),
         "rang": seen.notifications,
@@ -57,27 +69,30 @@ def main() -> dict[str, Any]:
         "tools": len(demo_tools()),
         "wall": time.monotonic() - started,
     }
-    print(f"rendering benchmark: {figures['wall']:.0f} s", flush=True)
-    return figures
+    print(f"rendering benchmark: {found['wall']:.0f} s", flush=True)
+    return found
 
 
 def _met(ok: bool) -> str:
     return "met" if ok else "NOT met"
 
 
-def section(r: dict[str, Any]) -> list[str]:
-    """The RESULTS.md section for these figures."""
+def section(
+    r: dict[str, Any], heading: str = HEADING, doc: str | None = __doc__, place: str = "topic"
+) -> list[str]:
+    """The RESULTS.md section for these figures (another channel's: its `heading`, the
+    `doc` that says how it was measured, and what it calls a session's `place`)."""
     edits = r["edits"]
     shown = sum(1 for _, ok in edits if ok)
     markers = ", ".join(f"`{name}` in {n}" for name, n in r["by_marker"].items()) or "none"
     lines = [
-        HEADING,
+        heading,
         "",
-        " ".join(__doc__.strip().split("\n\n", 1)[1].split()) if __doc__ else "",
+        " ".join(doc.strip().split("\n\n", 1)[1].split()) if doc else "",
         "",
         "| figure | measured | goal | |",
         "|---|---:|---|---|",
-        f"| bubbles in the session's topic | {r['bubbles']} | <= {GOALS['bubbles']} "
+        f"| bubbles in the session's {place} | {r['bubbles']} | <= {GOALS['bubbles']} "
         f"| {_met(r['bubbles'] <= GOALS['bubbles'])} |",
         f"| notifications | {r['notifications']} | <= {GOALS['notifications']} "
         f"| {_met(r['notifications'] <= GOALS['notifications'])} |",
@@ -96,7 +111,7 @@ def section(r: dict[str, Any]) -> list[str]:
         + "; ".join(f"`{line[:80].replace('`', '')}`" for line in r["rang"])
         + ".",
         "",
-        "The topic's bubbles, first lines:",
+        f"The {place}'s bubbles, first lines:",
         "",
         *(f"{i}. {line[:100]}" for i, line in enumerate(r["first_lines"], 1)),
         "",

@@ -75,6 +75,12 @@ def main() -> None:
     import rendering  # the reference session as the Telegram topic shows it
 
     lines += rendering.section(rendering.main())
+    import discord_channel  # the Discord channel: the real process, the fake Discord
+
+    lines += discord_channel.section(discord_channel.main())
+    import discord_rendering  # the reference session as a Discord thread shows it
+
+    lines += discord_rendering.section(discord_rendering.main())
     import attacks  # attacks on the endpoint: never-reading consumers, idle connections
 
     lines += attacks.section(attacks.main())
