@@ -6,7 +6,8 @@ entry point `discord`, importing only the public `aep_bridge` API and discord.py
 
 Its modules: the dialect (`markdown`), the config (`config`), the adapter (`channel`:
 threads or forum posts, messages, cards with buttons that survive a restart, text answers by
-reply, forms as a modal, heads-ups, slash commands, doctor), the permissions the bot needs
+reply, forms as a modal, heads-ups, slash commands), a card's buttons and a form's modal
+(`components`), `aep-bridge doctor`'s checks (`doctor`), the permissions the bot needs
 (`permissions`, for the doctor and the invite), `aep-bridge setup discord` (`setup`), embeds
 for a call's output and diff, the plan and errors (`embeds`), how messages and cards look
 (`look`), and the preview (`preview`: the very content and embeds the channel sends, drawn as

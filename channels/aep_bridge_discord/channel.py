@@ -25,8 +25,9 @@ which heads-up was sent for which question.
 `api_base_url` and `gateway_url` set discord.py's `Route.BASE` and the gateway's default URL,
 which are process-wide in discord.py: two Discord channels in one bridge share them.
 
-`doctor`: the token, the Message Content intent, the server, the channel and the bot's
-permissions there, the notifications channel, each failure with its fix (REST only).
+`doctor` (`doctor.py`): the token, the Message Content intent, the server, the channel and
+the bot's permissions there, the notifications channel, each failure with its fix (REST only).
+A card's buttons and a form's modal are in `components.py`.
 
 Slash commands: /sessions (a private list with links), and /status, /cancel, /pause,
 /resume in a session's thread, handed to the core as that session's chat command (the core
@@ -59,7 +60,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import re
 from collections.abc import Awaitable
 from typing import Any, ClassVar, Final, TypeVar
 
@@ -79,7 +79,6 @@ from aep_bridge import (
     ChannelError,
     ChannelUser,
     DoctorCheck,
-    FormField,
     IncomingMessage,
     NotificationMessage,
     OutgoingMessage,
@@ -94,26 +93,23 @@ from aep_bridge import (
 )
 
 from . import embeds, markdown
+from .components import FORM_MODAL, FormButton, FormModal, OptionButton, card_view
 from .config import DiscordConfig
+from .doctor import describe, run_doctor
 from .look import (
     CARD_TAIL,
     MAX_BUTTONS,
     MAX_CUSTOM_ID,
     MAX_FORM_FIELDS,
-    MAX_MODAL_LABEL,
-    MAX_MODAL_TITLE,
     OUTCOME_ICONS,
     blocks_pieces,
     card_key,
     card_markdown,
-    custom_id,
-    label,
     message_look,
     shorten,
     text_pieces,
     thread_name,
 )
-from .permissions import NEEDED, NEEDED_LOCK, NEEDED_TEXT
 
 log = logging.getLogger(__name__)
 
@@ -149,8 +145,6 @@ COMMANDS: Final = (
 )
 
 T = TypeVar("T")
-#: a form's modal's custom_id: this and the card key
-FORM_MODAL: Final = "aepm:"
 #: `_edit`'s default: the message keeps its buttons
 _KEEP: Final = object()
 
@@ -202,186 +196,6 @@ class _Client(discord.Client):
 
     async def on_interaction(self, interaction: discord.Interaction[Any]) -> None:
         await self.adapter._on_modal(interaction)
-
-
-class OptionButton(
-    discord.ui.DynamicItem[discord.ui.Button[Any]],
-    template=r"aep:(?P<card>.+):(?P<option>\d+)",
-):
-    """An option's button on a card. Everything needed to answer it is in its custom_id, so
-    it works for any card, posted before a restart too."""
-
-    def __init__(self, key: str, option: int, text: str = "", allow: bool = False) -> None:
-        style = discord.ButtonStyle.success if allow else discord.ButtonStyle.secondary
-        super().__init__(
-            discord.ui.Button(
-                label=text or str(option + 1), style=style, custom_id=f"aep:{key}:{option}"
-            )
-        )
-        self.key = key
-        self.option = option
-
-    @classmethod
-    async def from_custom_id(
-        cls,
-        interaction: discord.Interaction[Any],
-        item: discord.ui.Item[Any],
-        match: re.Match[str],
-        /,
-    ) -> OptionButton:
-        return cls(match["card"], int(match["option"]))
-
-    async def callback(self, interaction: discord.Interaction[Any]) -> None:
-        client = interaction.client
-        if isinstance(client, _Client):
-            await client.adapter._on_press(interaction, self.key, self.option)
-
-
-class FormButton(
-    discord.ui.DynamicItem[discord.ui.Button[Any]],
-    template=r"aepf:(?P<card>.+)",
-):
-    """A form's "Fill in" button: opens the form as a modal, for the person who pressed."""
-
-    def __init__(self, key: str) -> None:
-        super().__init__(
-            discord.ui.Button(
-                label="Fill in ✏️", style=discord.ButtonStyle.primary, custom_id=f"aepf:{key}"
-            )
-        )
-        self.key = key
-
-    @classmethod
-    async def from_custom_id(
-        cls,
-        interaction: discord.Interaction[Any],
-        item: discord.ui.Item[Any],
-        match: re.Match[str],
-        /,
-    ) -> FormButton:
-        return cls(match["card"])
-
-    async def callback(self, interaction: discord.Interaction[Any]) -> None:
-        client = interaction.client
-        if isinstance(client, _Client):
-            await client.adapter._on_form(interaction, self.key)
-
-
-class FormModal(discord.ui.Modal):
-    """A form's fields, one component each: words and numbers as text inputs, choices and
-    yes/no as select menus. Submitted, it goes to the core as the card's answer."""
-
-    def __init__(self, adapter: DiscordChannel, card_id: str, request: PermissionRequest) -> None:
-        super().__init__(
-            title=shorten(request.title, MAX_MODAL_TITLE),
-            timeout=900,
-            custom_id=f"{FORM_MODAL}{card_key(card_id)}",
-        )
-        self.adapter = adapter
-        self.card_id = card_id
-        self.request = request
-        self.inputs: list[discord.ui.TextInput[Any] | discord.ui.Select[Any]] = []
-        #: a choice field that also takes words: its "or in your words" box, by field index
-        self.others: dict[int, discord.ui.TextInput[Any]] = {}
-        # a modal holds five components: a choice with "other" gets a menu and a box while
-        # they fit, else a box alone that names the choices
-        room = MAX_FORM_FIELDS - len(request.fields)
-        for index, field in enumerate(request.fields):
-            component: discord.ui.TextInput[Any] | discord.ui.Select[Any]
-            other = field.type == "select" and field.other
-            if other and room > 0:
-                room -= 1
-                self.others[index] = discord.ui.TextInput(
-                    custom_id=f"o{index}", required=False, max_length=4000
-                )
-            if field.type in ("string", "number") or (other and index not in self.others):
-                component = discord.ui.TextInput(
-                    custom_id=f"f{index}",
-                    required=field.required,
-                    placeholder=_placeholder(field),
-                    max_length=4000,
-                )
-            else:
-                choices = (
-                    [("Yes", "y"), ("No", "n")]
-                    if field.type == "boolean"
-                    else [(c.label, str(i)) for i, c in enumerate(field.choices[:25])]
-                )
-                component = discord.ui.Select(
-                    custom_id=f"f{index}",
-                    options=[
-                        discord.SelectOption(label=shorten(text, 100) or "…", value=value)
-                        for text, value in choices
-                    ],
-                    # with a box beside it, words may answer instead of the menu
-                    min_values=1 if field.required and not other else 0,
-                    max_values=len(choices) if field.multi else 1,
-                    required=field.required and not other,
-                )
-            self.inputs.append(component)
-            name = shorten(field.label, MAX_MODAL_LABEL) or field.id
-            self.add_item(discord.ui.Label(text=name, component=component))
-            if index in self.others:
-                box = shorten(f"{field.label or field.id}: or in your words", MAX_MODAL_LABEL)
-                self.add_item(discord.ui.Label(text=box, component=self.others[index]))
-
-    async def on_submit(self, interaction: discord.Interaction[Any], /) -> None:
-        await self.adapter._on_form_submit(interaction, self)
-
-    def values(self) -> dict[str, Any] | str:
-        """The answers by field id and choice id, or what is wrong with them."""
-        found: dict[str, Any] = {}
-        for index, (field, component) in enumerate(
-            zip(self.request.fields, self.inputs, strict=True)
-        ):
-            words = self.others[index].value.strip() if index in self.others else ""
-            box = component if isinstance(component, discord.ui.TextInput) else None
-            if words or (field.type == "select" and box is not None):
-                text = words or (box.value.strip() if box is not None else "")
-                if text:
-                    found[field.id] = _choice_or_words(field, text)
-                elif field.required:
-                    return f"{field.label or field.id}: pick one or write your own"
-            elif isinstance(component, discord.ui.TextInput):
-                text = component.value.strip()
-                if not text:
-                    continue
-                if field.type == "number":
-                    try:
-                        found[field.id] = float(text)
-                    except ValueError:
-                        return f"{field.label}: a number, please"
-                else:
-                    found[field.id] = text
-            elif component.values:
-                if field.type == "boolean":
-                    found[field.id] = component.values[0] == "y"
-                elif field.multi:
-                    found[field.id] = [field.choices[int(v)].id for v in component.values]
-                else:
-                    found[field.id] = field.choices[int(component.values[0])].id
-            elif field.required and field.other:
-                return f"{field.label or field.id}: pick one or write your own"
-        return found
-
-
-def _placeholder(field: FormField) -> str | None:
-    """A text box's hint: a number, or, for a choice that takes words, the choices."""
-    if field.type == "number":
-        return "a number"
-    if field.type == "select":
-        return shorten("e.g. " + ", ".join(c.label for c in field.choices), 100)
-    return None
-
-
-def _choice_or_words(field: FormField, text: str) -> str | list[str]:
-    """Words typed for a choice field: a choice's id when they name one (its label or id,
-    any case), else the words themselves, as the agent asked for with `other`."""
-    wanted = text.casefold()
-    for choice in field.choices:
-        if wanted in (choice.label.casefold(), choice.id.casefold()):
-            return [choice.id] if field.multi else choice.id
-    return [text] if field.multi else text
 
 
 class DiscordChannel(ChannelAdapter[DiscordConfig]):
@@ -463,7 +277,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
             await _close(client)
             raise ChannelError(
-                f"Discord channel {self.instance_name}: cannot log in: {_describe(exc)}"
+                f"Discord channel {self.instance_name}: cannot log in: {describe(exc)}"
             ) from None
         runner = asyncio.create_task(client.connect(reconnect=True))
         ready = asyncio.create_task(client.wait_until_ready())
@@ -488,7 +302,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
                 )
             raise ChannelError(
                 f"Discord channel {self.instance_name}: the gateway did not become ready"
-                + (f": {_describe(error)}" if error is not None else "")
+                + (f": {describe(error)}" if error is not None else "")
             )
         self._client, self._runner = client, runner
         if client.get_guild(int(self.config.guild_id)) is None:
@@ -508,7 +322,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
             await self.stop()
             raise ChannelError(
                 f"Discord channel {self.instance_name}: cannot reach channel "
-                f"{self.config.channel_id}: {_describe(exc)}; is the bot in the server?",
+                f"{self.config.channel_id}: {describe(exc)}; is the bot in the server?",
                 permanent=isinstance(exc, discord.Forbidden | discord.NotFound),
             ) from None
         if isinstance(channel, discord.ForumChannel):
@@ -540,7 +354,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         client = discord.Client(intents=discord.Intents.none())
         client.http.max_ratelimit_timeout = NO_WAIT
         try:
-            return await _doctor(client, self.config)
+            return await run_doctor(client, self.config)
         finally:
             await _close(client)
 
@@ -719,7 +533,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         # quiet when its heads-up rings in the notifications channel: one question, one ping
         notify = request.notify or self.config.notifications_channel_id is None
         where = self._messageable(session_id)
-        view = _buttons(request)
+        view = card_view(request)
         extra: dict[str, Any] = {} if view is None else {"view": view}
         sent = await self._call(
             where.send(
@@ -750,7 +564,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
             icon = OUTCOME_ICONS.get(str(outcome.status), "•")
             summary = markdown.escape(shorten(outcome.summary(), CARD_TAIL - 20))
             text = f"{card_markdown(request, closed=outcome.closed)}\n\n{icon} {summary}"
-            view = None if outcome.closed else _buttons(request)
+            view = None if outcome.closed else card_view(request)
             where = self.client.get_partial_messageable(
                 int(card["thread"]), guild_id=int(self.config.guild_id)
             )
@@ -760,7 +574,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
 
     # -- events from Discord ---------------------------------------------------------------
 
-    async def _on_press(self, interaction: discord.Interaction[Any], key: str, option: int) -> None:
+    async def on_press(self, interaction: discord.Interaction[Any], key: str, option: int) -> None:
         """An option's button: answered at once (deferred) while the core decides, so the
         answer reaches the agent without waiting for Discord's round trip."""
         deferred = asyncio.create_task(self._defer(interaction))
@@ -786,7 +600,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         except discord.HTTPException as exc:
             log.warning("discord %s: could not answer a press: %s", self.instance_name, exc)
 
-    async def _on_form(self, interaction: discord.Interaction[Any], key: str) -> None:
+    async def on_form(self, interaction: discord.Interaction[Any], key: str) -> None:
         """A form's "Fill in": asked of the core first (a stranger opens nothing), then the
         form as a modal, only for the person who pressed; answered within Discord's 3 s."""
         card_id = await self._state().get(f"cardkey:{key}") if key.startswith("#") else key
@@ -836,9 +650,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
             interaction, data.get("components", []), data.get("resolved", {})
         )
 
-    async def _on_form_submit(
-        self, interaction: discord.Interaction[Any], modal: FormModal
-    ) -> None:
+    async def on_form_submit(self, interaction: discord.Interaction[Any], modal: FormModal) -> None:
         values = modal.values()
         if isinstance(values, str):
             await _respond(interaction, values)
@@ -911,7 +723,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
                 "discord %s: slash commands not registered: %s (invite the bot with the "
                 "applications.commands scope)",
                 self.instance_name,
-                _describe(exc),
+                describe(exc),
             )
 
     async def _on_slash(self, interaction: discord.Interaction[Any], verb: str) -> None:
@@ -1085,7 +897,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
                 raise
             raise _mapped(exc) from None
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            raise ChannelError(f"Discord call failed: {_describe(exc)}") from None
+            raise ChannelError(f"Discord call failed: {describe(exc)}") from None
 
     def _state(self) -> Any:
         return self.core.state(self.instance_name)
@@ -1098,25 +910,6 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
             return None
         raw = await self._state().get(f"card:{card_id}")
         return None if raw is None else dict(json.loads(raw))
-
-
-def _buttons(request: PermissionRequest) -> discord.ui.View | None:
-    """One button per option (none for an informational card), five a row."""
-    if request.informational:
-        return None
-    view = discord.ui.View(timeout=None)
-    key = card_key(request.id)
-    if request.fields:
-        if len(request.fields) > MAX_FORM_FIELDS:
-            return None
-        view.add_item(FormButton(key))
-        return view
-    if not request.options:
-        return None
-    for index, option in enumerate(request.options[:MAX_BUTTONS]):
-        assert len(custom_id(request, index)) <= MAX_CUSTOM_ID
-        view.add_item(OptionButton(key, index, label(option.label), option.is_allow))
-    return view
 
 
 def _user(user: discord.User | discord.Member) -> ChannelUser:
@@ -1146,141 +939,6 @@ def _mapped(exc: discord.HTTPException) -> ChannelError:
     return ChannelError(
         f"Discord refused the call: {exc.status} {exc.text} (code {exc.code})", permanent=True
     )
-
-
-def _describe(exc: BaseException | None) -> str:
-    if exc is None:
-        return ""
-    if isinstance(exc, discord.HTTPException):
-        return f"{exc.status} {exc.text}"
-    return f"{type(exc).__name__}: {exc}"
-
-
-#: what the bot needs in the sessions' channel is in `permissions` (the invite asks for it too)
-_FIX_PERMISSIONS: Final = (
-    "give the bot's role these permissions on the channel (Edit Channel > Permissions), or "
-    "invite it again with them"
-)
-
-
-async def _doctor(client: discord.Client, config: DiscordConfig) -> list[DoctorCheck]:
-    checks: list[DoctorCheck] = []
-    try:
-        await client.login(config.token.get_secret_value())
-    except discord.LoginFailure:
-        return [
-            DoctorCheck(
-                name="token",
-                ok=False,
-                detail="Discord refused the token",
-                fix="reset the token in the Developer Portal (Bot > Reset Token) and copy it",
-            )
-        ]
-    except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
-        return [
-            DoctorCheck(
-                name="token",
-                ok=False,
-                detail=f"cannot reach {config.api_base_url}: {_describe(exc)}",
-                fix="check the network, or api_base_url if you use a proxy",
-            )
-        ]
-    me = client.user
-    checks.append(DoctorCheck(name="token", ok=True, detail=f"the bot is {me}"))
-    flags = client.application_flags
-    if flags.gateway_message_content or flags.gateway_message_content_limited:
-        checks.append(DoctorCheck(name="intents", ok=True, detail="Message Content is on"))
-    else:
-        checks.append(
-            DoctorCheck(
-                name="intents",
-                ok=False,
-                detail="the Message Content intent is off: replies to cards cannot be read",
-                fix="turn on Message Content Intent in the Developer Portal (Bot > Privileged "
-                "Gateway Intents)",
-            )
-        )
-    try:
-        guild = await client.fetch_guild(int(config.guild_id))
-        channels = {c.id: c for c in await guild.fetch_channels()}
-        member = await guild.fetch_member(me.id if me else 0)
-    except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
-        checks.append(
-            DoctorCheck(
-                name="server",
-                ok=False,
-                detail=f"server {config.guild_id}: {_describe(exc)}",
-                fix="invite the bot to the server (Developer Portal > OAuth2 > URL Generator, "
-                "scopes bot and applications.commands), and check guild_id",
-            )
-        )
-        return checks
-    checks.append(DoctorCheck(name="server", ok=True, detail=guild.name))
-    channel = channels.get(int(config.channel_id))
-    if not isinstance(channel, discord.TextChannel | discord.ForumChannel):
-        checks.append(
-            DoctorCheck(
-                name="channel",
-                ok=False,
-                detail=f"{config.channel_id} is not a text or forum channel of {guild.name}",
-                fix="set channel_id to a text or forum channel (right-click it > Copy Channel ID)",
-            )
-        )
-        return checks
-    kind = (
-        "forum: a post per session"
-        if isinstance(channel, discord.ForumChannel)
-        else ("text channel: a thread per session")
-    )
-    checks.append(DoctorCheck(name="channel", ok=True, detail=f"#{channel.name} ({kind})"))
-    needed = list(NEEDED)
-    if isinstance(channel, discord.TextChannel):
-        needed += NEEDED_TEXT
-    if config.lock_on_end:
-        needed += NEEDED_LOCK
-    allowed = channel.permissions_for(member)
-    missing = [why for name, why in needed if not getattr(allowed, name)]
-    names = [name for name, _ in needed if not getattr(allowed, name)]
-    if missing:
-        checks.append(
-            DoctorCheck(
-                name="permissions",
-                ok=False,
-                detail=f"in #{channel.name} the bot may not {'; '.join(missing)} "
-                f"({', '.join(names)})",
-                fix=_FIX_PERMISSIONS,
-            )
-        )
-    else:
-        checks.append(
-            DoctorCheck(name="permissions", ok=True, detail=f"all it needs in #{channel.name}")
-        )
-    if config.notifications_channel_id is not None:
-        notes = channels.get(int(config.notifications_channel_id))
-        if not isinstance(notes, discord.TextChannel):
-            checks.append(
-                DoctorCheck(
-                    name="notifications",
-                    ok=False,
-                    detail=f"{config.notifications_channel_id} is not a text channel of "
-                    f"{guild.name}",
-                    fix="set notifications_channel_id to a text channel, or leave it unset",
-                )
-            )
-        elif not (rights := notes.permissions_for(member)).send_messages or not (
-            rights.view_channel
-        ):
-            checks.append(
-                DoctorCheck(
-                    name="notifications",
-                    ok=False,
-                    detail=f"the bot may not post in #{notes.name}",
-                    fix=_FIX_PERMISSIONS,
-                )
-            )
-        else:
-            checks.append(DoctorCheck(name="notifications", ok=True, detail=f"#{notes.name}"))
-    return checks
 
 
 async def _respond(interaction: discord.Interaction[Any], text: str) -> None:

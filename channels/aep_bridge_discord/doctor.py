@@ -1,0 +1,155 @@
+"""`aep-bridge doctor` for a Discord channel: is everything in place for the bot to work?
+
+REST only (no gateway), so it runs beside a running bridge. The permissions it checks are
+`permissions`' lists, the ones the setup wizard's invite asks for.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import aiohttp
+import discord
+
+from aep_bridge import DoctorCheck
+
+from .config import DiscordConfig
+from .permissions import NEEDED, NEEDED_LOCK, NEEDED_TEXT
+
+
+def describe(exc: BaseException | None) -> str:
+    """A failure in a line: Discord's answer (which never quotes the token), or the error."""
+    if exc is None:
+        return ""
+    if isinstance(exc, discord.HTTPException):
+        return f"{exc.status} {exc.text}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+#: what the bot needs in the sessions' channel is in `permissions` (the invite asks for it too)
+_FIX_PERMISSIONS: Final = (
+    "give the bot's role these permissions on the channel (Edit Channel > Permissions), or "
+    "invite it again with them"
+)
+
+
+async def run_doctor(client: discord.Client, config: DiscordConfig) -> list[DoctorCheck]:
+    """The token, the Message Content intent, the server, the channel and what the bot may
+    do there, the notifications channel: each failure with its fix. REST only."""
+    checks: list[DoctorCheck] = []
+    try:
+        await client.login(config.token.get_secret_value())
+    except discord.LoginFailure:
+        return [
+            DoctorCheck(
+                name="token",
+                ok=False,
+                detail="Discord refused the token",
+                fix="reset the token in the Developer Portal (Bot > Reset Token) and copy it",
+            )
+        ]
+    except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
+        return [
+            DoctorCheck(
+                name="token",
+                ok=False,
+                detail=f"cannot reach {config.api_base_url}: {describe(exc)}",
+                fix="check the network, or api_base_url if you use a proxy",
+            )
+        ]
+    me = client.user
+    checks.append(DoctorCheck(name="token", ok=True, detail=f"the bot is {me}"))
+    flags = client.application_flags
+    if flags.gateway_message_content or flags.gateway_message_content_limited:
+        checks.append(DoctorCheck(name="intents", ok=True, detail="Message Content is on"))
+    else:
+        checks.append(
+            DoctorCheck(
+                name="intents",
+                ok=False,
+                detail="the Message Content intent is off: replies to cards cannot be read",
+                fix="turn on Message Content Intent in the Developer Portal (Bot > Privileged "
+                "Gateway Intents)",
+            )
+        )
+    try:
+        guild = await client.fetch_guild(int(config.guild_id))
+        channels = {c.id: c for c in await guild.fetch_channels()}
+        member = await guild.fetch_member(me.id if me else 0)
+    except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
+        checks.append(
+            DoctorCheck(
+                name="server",
+                ok=False,
+                detail=f"server {config.guild_id}: {describe(exc)}",
+                fix="invite the bot to the server (Developer Portal > OAuth2 > URL Generator, "
+                "scopes bot and applications.commands), and check guild_id",
+            )
+        )
+        return checks
+    checks.append(DoctorCheck(name="server", ok=True, detail=guild.name))
+    channel = channels.get(int(config.channel_id))
+    if not isinstance(channel, discord.TextChannel | discord.ForumChannel):
+        checks.append(
+            DoctorCheck(
+                name="channel",
+                ok=False,
+                detail=f"{config.channel_id} is not a text or forum channel of {guild.name}",
+                fix="set channel_id to a text or forum channel (right-click it > Copy Channel ID)",
+            )
+        )
+        return checks
+    kind = (
+        "forum: a post per session"
+        if isinstance(channel, discord.ForumChannel)
+        else ("text channel: a thread per session")
+    )
+    checks.append(DoctorCheck(name="channel", ok=True, detail=f"#{channel.name} ({kind})"))
+    needed = list(NEEDED)
+    if isinstance(channel, discord.TextChannel):
+        needed += NEEDED_TEXT
+    if config.lock_on_end:
+        needed += NEEDED_LOCK
+    allowed = channel.permissions_for(member)
+    missing = [why for name, why in needed if not getattr(allowed, name)]
+    names = [name for name, _ in needed if not getattr(allowed, name)]
+    if missing:
+        checks.append(
+            DoctorCheck(
+                name="permissions",
+                ok=False,
+                detail=f"in #{channel.name} the bot may not {'; '.join(missing)} "
+                f"({', '.join(names)})",
+                fix=_FIX_PERMISSIONS,
+            )
+        )
+    else:
+        checks.append(
+            DoctorCheck(name="permissions", ok=True, detail=f"all it needs in #{channel.name}")
+        )
+    if config.notifications_channel_id is not None:
+        notes = channels.get(int(config.notifications_channel_id))
+        if not isinstance(notes, discord.TextChannel):
+            checks.append(
+                DoctorCheck(
+                    name="notifications",
+                    ok=False,
+                    detail=f"{config.notifications_channel_id} is not a text channel of "
+                    f"{guild.name}",
+                    fix="set notifications_channel_id to a text channel, or leave it unset",
+                )
+            )
+        elif not (rights := notes.permissions_for(member)).send_messages or not (
+            rights.view_channel
+        ):
+            checks.append(
+                DoctorCheck(
+                    name="notifications",
+                    ok=False,
+                    detail=f"the bot may not post in #{notes.name}",
+                    fix=_FIX_PERMISSIONS,
+                )
+            )
+        else:
+            checks.append(DoctorCheck(name="notifications", ok=True, detail=f"#{notes.name}"))
+    return checks
