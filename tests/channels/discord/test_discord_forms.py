@@ -4,7 +4,9 @@ they see, and what they submit reaches the agent as the form's values."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -89,6 +91,31 @@ OTHER_FIELDS = [
 ]
 
 
+@contextlib.asynccontextmanager
+async def _form_opened_by_alice(
+    bridge: BridgeFixture, fields: list[dict[str, Any]]
+) -> AsyncIterator[tuple[FakeDiscord, Any, Any, Any]]:
+    """A bridge whose agent asks `fields` as a form, the card's Fill in pressed by Alice:
+    (the fake, the agent, the card, the press that opened the modal)."""
+    async with FakeDiscord() as fake:
+        with point_discord_py(fake):
+            block = channel_block(fake, approvers=[str(ALICE["id"])])
+            running = await bridge.start(DiscordChannel, block, name="discord")
+            try:
+                agent = running.agent()
+                agent.start("deploy")
+                agent.ask("Deploy where?", options=(), kind="form", fields=fields)
+                await running.settle()
+                (thread,) = fake.threads(TEXT_CHANNEL_ID)
+                card = next(m for m in fake.messages(thread.id, from_bot=True) if m.custom_ids)
+                opened = fake.press(card, card.custom_ids[0], ALICE)
+                await fake.wait_until(lambda: opened.modal is not None, what="Alice's form")
+                yield fake, agent, card, opened
+                await running.settle()
+            finally:
+                await running.stop()
+
+
 @pytest.mark.parametrize(
     ("submitted", "answered"),
     [
@@ -100,47 +127,18 @@ OTHER_FIELDS = [
 async def test_a_choice_that_takes_words_has_a_menu_and_a_box_beside_it(
     bridge: BridgeFixture, submitted: dict[str, Any], answered: str
 ) -> None:
-    async with FakeDiscord() as fake:
-        with point_discord_py(fake):
-            block = channel_block(fake, approvers=[str(ALICE["id"])])
-            running = await bridge.start(DiscordChannel, block, name="discord")
-            try:
-                agent = running.agent()
-                agent.start("deploy")
-                agent.ask("Deploy where?", options=(), kind="form", fields=OTHER_FIELDS)
-                await running.settle()
-                (thread,) = fake.threads(TEXT_CHANNEL_ID)
-                card = next(m for m in fake.messages(thread.id, from_bot=True) if m.custom_ids)
-                opened = fake.press(card, card.custom_ids[0], ALICE)
-                await fake.wait_until(lambda: opened.modal is not None, what="Alice's form")
-                fake.submit_modal(opened, submitted)
-                await fake.wait_until(lambda: agent.answers, what="the answer at the agent")
-            finally:
-                await running.stop()
+    async with _form_opened_by_alice(bridge, OTHER_FIELDS) as (fake, agent, _, opened):
+        fake.submit_modal(opened, submitted)
+        await fake.wait_until(lambda: agent.answers, what="the answer at the agent")
     assert agent.answers == [{"values": {"env": answered}}]
 
 
 async def test_a_required_choice_left_empty_in_both_is_asked_again(
     bridge: BridgeFixture,
 ) -> None:
-    async with FakeDiscord() as fake:
-        with point_discord_py(fake):
-            block = channel_block(fake, approvers=[str(ALICE["id"])])
-            running = await bridge.start(DiscordChannel, block, name="discord")
-            try:
-                agent = running.agent()
-                agent.start("deploy")
-                agent.ask("Deploy where?", options=(), kind="form", fields=OTHER_FIELDS)
-                await running.settle()
-                (thread,) = fake.threads(TEXT_CHANNEL_ID)
-                card = next(m for m in fake.messages(thread.id, from_bot=True) if m.custom_ids)
-                opened = fake.press(card, card.custom_ids[0], ALICE)
-                await fake.wait_until(lambda: opened.modal is not None, what="Alice's form")
-                fake.submit_modal(opened, {"f1": "soon"})
-                await fake.wait_until(lambda: fake.ephemeral(ALICE), what="the problem")
-                await running.settle()
-            finally:
-                await running.stop()
+    async with _form_opened_by_alice(bridge, OTHER_FIELDS) as (fake, agent, card, opened):
+        fake.submit_modal(opened, {"f1": "soon"})
+        await fake.wait_until(lambda: fake.ephemeral(ALICE), what="the problem")
     assert "Environment: pick one or write your own" in fake.ephemeral(ALICE)[-1].content
     assert agent.answers == []
     assert fake.message(card.id).components != []  # still open: the button stays
@@ -150,30 +148,15 @@ async def test_in_a_full_dialog_a_choice_that_takes_words_is_a_box_naming_the_ch
     bridge: BridgeFixture,
 ) -> None:
     notes = [{"id": f"n{i}", "type": "string", "label": f"Note {i}"} for i in range(4)]
-    async with FakeDiscord() as fake:
-        with point_discord_py(fake):
-            block = channel_block(fake, approvers=[str(ALICE["id"])])
-            running = await bridge.start(DiscordChannel, block, name="discord")
-            try:
-                agent = running.agent()
-                agent.start("deploy")
-                fields = [OTHER_FIELDS[0], *notes]  # five fields: no room for a menu and a box
-                agent.ask("Deploy where?", options=(), kind="form", fields=fields)
-                await running.settle()
-                (thread,) = fake.threads(TEXT_CHANNEL_ID)
-                card = next(m for m in fake.messages(thread.id, from_bot=True) if m.custom_ids)
-                opened = fake.press(card, card.custom_ids[0], ALICE)
-                await fake.wait_until(lambda: opened.modal is not None, what="Alice's form")
-                assert opened.modal is not None
-                box = next(
-                    c for c in _components(opened.modal["components"]) if c.get("custom_id") == "f0"
-                )
-                assert box["type"] == 4  # a text input
-                assert box["placeholder"] == "e.g. Staging, Production"
-                fake.submit_modal(opened, {"f0": "Staging"})
-                await fake.wait_until(lambda: agent.answers, what="the answer at the agent")
-            finally:
-                await running.stop()
+    fields = [OTHER_FIELDS[0], *notes]  # five fields: no room for a menu and a box
+    async with _form_opened_by_alice(bridge, fields) as (fake, agent, _, opened):
+        assert opened.modal is not None
+        components = _components(opened.modal["components"])
+        box = next(c for c in components if c.get("custom_id") == "f0")
+        assert box["type"] == 4  # a text input
+        assert box["placeholder"] == "e.g. Staging, Production"
+        fake.submit_modal(opened, {"f0": "Staging"})
+        await fake.wait_until(lambda: agent.answers, what="the answer at the agent")
     assert agent.answers == [{"values": {"env": "stg"}}]
 
 
