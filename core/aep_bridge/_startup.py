@@ -11,6 +11,7 @@ the usual KeyboardInterrupt back (`release`) once it runs, and each command hand
 there. (Ctrl-C in the few milliseconds Python takes to start, before this runs, is Python's.)
 """
 
+import contextlib
 import os
 import signal
 import sys
@@ -45,13 +46,36 @@ def _is_the_command() -> bool:
     )
 
 
+#: whether this process is the command (known at import: `-m` shows only then)
+_command = False
+
+
 def guard() -> None:
     """In the command, until `release`: Ctrl-C prints `LINE` and exits 130."""
-    if _is_the_command() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    global _command
+    _command = _is_the_command()
+    if _command and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         try:  # noqa: SIM105
             signal.signal(signal.SIGINT, _interrupted)
         except ValueError:  # not the main thread
             pass
+
+
+def end_interrupted() -> None:
+    """In the command, after a Ctrl-C it handled while starting: end now, with 130.
+
+    CPython marks a KeyboardInterrupt raised inside `exec()` (dataclasses and namedtuples
+    make their methods so, at import) as unhandled even once it is caught, and then ends
+    the process by SIGINT instead of with the status the command returns."""
+    if not _command:
+        return
+    import logging
+
+    logging.shutdown()  # the line saying so is written
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(EXIT_INTERRUPTED)
 
 
 def release() -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import logging
 import os
@@ -154,8 +153,11 @@ def run(
         try:
             # one bridge per state directory, for this process's life, before the store opens
             held = hold_state_dir(state_dir_of(config))
-            with contextlib.suppress(KeyboardInterrupt):
+            try:
                 asyncio.run(serve(config, plugins, listen.host, listen.port))
+            except KeyboardInterrupt:  # before the bridge took its signals: it ends there
+                log.info("interrupted while starting (Ctrl-C)")
+                return _startup.EXIT_INTERRUPTED
         except StartFailed as failed:
             return failed.status
         finally:
@@ -164,6 +166,7 @@ def run(
                 signal.signal(signum, signal.SIG_IGN)
     except KeyboardInterrupt:
         log.info("interrupted while starting (Ctrl-C)")
+        _startup.end_interrupted()
         return _startup.EXIT_INTERRUPTED
     finally:
         if held is not None:
@@ -807,9 +810,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    _startup.release()  # from here, Ctrl-C is a KeyboardInterrupt each command handles
-    parser = build_parser()
+    parser = build_parser()  # imports the plugins' setup wizards: still `_startup`'s Ctrl-C
     args = parser.parse_args(argv)
+    _startup.release()  # from here, Ctrl-C is a KeyboardInterrupt each command handles
     try:
         if args.command == "validate":
             return validate(args.files, as_json=args.json, max_bytes=args.max_bytes)
