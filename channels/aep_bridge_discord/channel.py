@@ -579,7 +579,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         answer reaches the agent without waiting for Discord's round trip."""
         deferred = asyncio.create_task(self._defer(interaction))
         try:
-            card_id = await self._state().get(f"cardkey:{key}") if key.startswith("#") else key
+            card_id = await self._card_id(key)
             user = _user(interaction.user)
             if not card_id:
                 resolution = Resolution(status=ResolutionStatus.UNKNOWN)
@@ -603,7 +603,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
     async def on_form(self, interaction: discord.Interaction[Any], key: str) -> None:
         """A form's "Fill in": asked of the core first (a stranger opens nothing), then the
         form as a modal, only for the person who pressed; answered within Discord's 3 s."""
-        card_id = await self._state().get(f"cardkey:{key}") if key.startswith("#") else key
+        card_id = await self._card_id(key)
         user = _user(interaction.user)
         refused = await self.core.may_answer(card_id, user) if card_id else None
         card = await self._card(card_id or "")
@@ -639,7 +639,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         if not custom.startswith(FORM_MODAL):
             return
         key = custom.removeprefix(FORM_MODAL)
-        card_id = await self._state().get(f"cardkey:{key}") if key.startswith("#") else key
+        card_id = await self._card_id(key)
         card = await self._card(card_id or "")
         if card_id is None or card is None or not card.get("request"):
             await _respond(interaction, Resolution(status=ResolutionStatus.UNKNOWN).message)
@@ -904,6 +904,11 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
 
     def _thread(self, session_id: str) -> str | None:
         return self.core.thread_id(self.instance_name, session_id)
+
+    async def _card_id(self, key: str) -> str | None:
+        """The card id behind a button's or a modal's card key: the id itself, or, for an id
+        too long for a custom_id (`#...`, see `look.card_key`), the one it was saved for."""
+        return await self._state().get(f"cardkey:{key}") if key.startswith("#") else key
 
     async def _card(self, card_id: str) -> dict[str, Any] | None:
         if not card_id:
