@@ -84,6 +84,9 @@ def main() -> None:
     import attacks  # attacks on the endpoint: never-reading consumers, idle connections
 
     lines += attacks.section(attacks.main())
+    import agent_hooks  # the agent side: a hook call's cost, what the held loop adds
+
+    lines += agent_hooks.section(agent_hooks.main())
     RESULTS.write_text("\n".join(lines))
     print("\n".join(lines))
 

@@ -11,6 +11,8 @@ the README fails `test_every_readme_command_is_run_here` until it is run here to
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
 import pty
 import re
@@ -32,6 +34,8 @@ RUN_HERE = {
     "make test": "not run: it is the command running this test",
     ".venv/bin/aep-bridge emit --demo": "run",
     '.venv/bin/aep-bridge ask "Deploy to staging?" --option allow --option deny': "run",
+    "aep-bridge install claude-code": "run in a fresh project, with .venv/bin on PATH; then "
+    "its hook is run as Claude Code runs it, and the session shows on the console",
     ".venv/bin/aep-bridge validate ~/.aep/claude-code/s_8f2c.jsonl": "run, on the demo session",
     ".venv/bin/aep-bridge validate --json - < session.jsonl": "run, on the demo session",
 }
@@ -139,7 +143,11 @@ async def test_the_readme_as_a_reader_follows_it(tmp_path):
         out, err = await asyncio.to_thread(asking.communicate, timeout=60)
         assert asking.returncode == 0, err
         assert out.strip() == "allow", (out, err)
+
+        # install claude-code in a project, then run its hook as Claude Code would
+        await _connect_claude_code(reader, tmp_path / "project", shown)
     finally:
+        _stop_agent_daemon(reader)
         if bridge.poll() is None:
             os.killpg(bridge.pid, signal.SIGTERM)
             await asyncio.to_thread(bridge.wait, 20)
@@ -159,6 +167,50 @@ async def test_the_readme_as_a_reader_follows_it(tmp_path):
     )
     assert as_json.returncode == 0, as_json.stderr
     assert as_json.stdout.lstrip().startswith("{")
+
+
+async def _connect_claude_code(reader: Reader, project: Path, shown) -> None:
+    """`aep-bridge install claude-code` in a project, then its hooks, run the way Claude
+    Code runs them (the settings' command, a payload on stdin): the session reaches the
+    running bridge through the agent daemon the first hook starts."""
+    project.mkdir()
+    reader.env["PATH"] = f"{ROOT}/.venv/bin:{reader.env['PATH']}"
+    installed = reader.shell("aep-bridge install claude-code", cwd=project)
+    assert installed.returncode == 0, installed.stderr
+    settings = json.loads((project / ".claude" / "settings.json").read_text())
+    [group] = settings["hooks"]["UserPromptSubmit"]
+    command = group["hooks"][0]["command"]
+    for payload in (
+        {"hook_event_name": "SessionStart", "session_id": "readme-1", "source": "startup"},
+        {"hook_event_name": "UserPromptSubmit", "session_id": "readme-1", "prompt": "hi"},
+        {
+            "hook_event_name": "PreToolUse",
+            "session_id": "readme-1",
+            "tool_name": "Bash",
+            "tool_use_id": "t1",
+            "tool_input": {"command": "make test"},
+        },
+    ):
+        hook = await asyncio.to_thread(
+            subprocess.run,
+            ["bash", "-c", command],
+            input=json.dumps(payload),
+            cwd=project,
+            env=reader.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert (hook.returncode, hook.stdout) == (0, ""), hook.stderr
+    tool_call = re.compile(r"\[claude-code readme-1\] tool: .*Bash")
+    await _until(lambda: tool_call.search(shown()) is not None, "the tool call on the console")
+
+
+def _stop_agent_daemon(reader: Reader) -> None:
+    pid = reader.home / ".local" / "state" / "aep-bridge" / "agentd" / "agentd.pid"
+    if pid.exists():
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.kill(int(pid.read_text()), signal.SIGTERM)
 
 
 def test_a_broken_log_fails_the_readme_validate_command(tmp_path):

@@ -9,59 +9,148 @@ A channel imports only from here, from `aep_bridge.markup` (the message model: t
 of `OutgoingMessage.blocks`), and from `aep_bridge.testing` in its tests.
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 # first: in the `aep-bridge` command, Ctrl-C during the imports below ends it in one line
 from . import _startup  # noqa: F401
 
-# isort: split
-from starlette.routing import BaseRoute
+if TYPE_CHECKING:  # what type checkers see; at run time each name is imported on first use
+    from starlette.routing import BaseRoute
 
-from . import markup
-from .adapter import (
-    CONTRACT_VERSION,
-    DEFAULT_SIGNATURE_TTL,
-    AdapterFactory,
-    BridgeCore,
-    BridgeView,
-    ChannelAdapter,
-    ChannelRegistration,
-    ChannelState,
-    ContractMismatch,
-)
-from .aep.envelope import Event
-from .hookspecs import hookimpl
-from .markup import Blocks
-from .preview import PreviewDialect
-from .text import measure, split_text
-from .tools import ToolCall, ToolOutcome, ToolView
-from .types import (
-    OUTGOING_KINDS,
-    AgentCommand,
-    Attachment,
-    ChannelCapabilities,
-    ChannelConfig,
-    ChannelError,
-    ChannelUser,
-    DoctorCheck,
-    FormChoice,
-    FormField,
-    IncomingMessage,
-    NotificationMessage,
-    OutcomeStatus,
-    OutgoingKind,
-    OutgoingMessage,
-    PermissionOption,
-    PermissionOutcome,
-    PermissionRequest,
-    RateLimit,
-    RateLimited,
-    RateLimits,
-    Resolution,
-    ResolutionStatus,
-    SignedPress,
-)
-from .wizard import SetupContext, SetupError, SetupIO, SetupOption, SetupWizard
+    from . import markup
+    from .adapter import (
+        CONTRACT_VERSION,
+        DEFAULT_SIGNATURE_TTL,
+        AdapterFactory,
+        BridgeCore,
+        BridgeView,
+        ChannelAdapter,
+        ChannelRegistration,
+        ChannelState,
+        ContractMismatch,
+    )
+    from .aep.envelope import Event
+    from .hookspecs import hookimpl
+    from .markup import Blocks
+    from .preview import PreviewDialect
+    from .text import measure, split_text
+    from .tools import ToolCall, ToolOutcome, ToolView
+    from .types import (
+        OUTGOING_KINDS,
+        AgentCommand,
+        Attachment,
+        ChannelCapabilities,
+        ChannelConfig,
+        ChannelError,
+        ChannelUser,
+        DoctorCheck,
+        FormChoice,
+        FormField,
+        IncomingMessage,
+        NotificationMessage,
+        OutcomeStatus,
+        OutgoingKind,
+        OutgoingMessage,
+        PermissionOption,
+        PermissionOutcome,
+        PermissionRequest,
+        RateLimit,
+        RateLimited,
+        RateLimits,
+        Resolution,
+        ResolutionStatus,
+        SignedPress,
+    )
+    from .wizard import SetupContext, SetupError, SetupIO, SetupOption, SetupWizard
 
 __version__ = "0.1.0"
+
+#: where each public name lives. Importing them lazily keeps `import aep_bridge` cheap, so
+#: `aep-bridge hook` (run by the agent on every hook, which waits on it) starts in
+#: milliseconds instead of the half second the whole API takes to import.
+_HOMES: dict[str, tuple[str, ...]] = {
+    "starlette.routing": ("BaseRoute",),
+    ".adapter": (
+        "CONTRACT_VERSION",
+        "DEFAULT_SIGNATURE_TTL",
+        "AdapterFactory",
+        "BridgeCore",
+        "BridgeView",
+        "ChannelAdapter",
+        "ChannelRegistration",
+        "ChannelState",
+        "ContractMismatch",
+    ),
+    ".aep.envelope": ("Event",),
+    ".hookspecs": ("hookimpl",),
+    ".markup": ("Blocks",),
+    ".preview": ("PreviewDialect",),
+    ".text": (
+        "measure",
+        "split_text",
+    ),
+    ".tools": (
+        "ToolCall",
+        "ToolOutcome",
+        "ToolView",
+    ),
+    ".types": (
+        "OUTGOING_KINDS",
+        "AgentCommand",
+        "Attachment",
+        "ChannelCapabilities",
+        "ChannelConfig",
+        "ChannelError",
+        "ChannelUser",
+        "DoctorCheck",
+        "FormChoice",
+        "FormField",
+        "IncomingMessage",
+        "NotificationMessage",
+        "OutcomeStatus",
+        "OutgoingKind",
+        "OutgoingMessage",
+        "PermissionOption",
+        "PermissionOutcome",
+        "PermissionRequest",
+        "RateLimit",
+        "RateLimited",
+        "RateLimits",
+        "Resolution",
+        "ResolutionStatus",
+        "SignedPress",
+    ),
+    ".wizard": (
+        "SetupContext",
+        "SetupError",
+        "SetupIO",
+        "SetupOption",
+        "SetupWizard",
+    ),
+}
+_HOME_OF: dict[str, str] = {name: home for home, names in _HOMES.items() for name in names}
+_SUBMODULES = frozenset({"markup"})
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name on first use (PEP 562), and keep it for the next."""
+    home = _HOME_OF.get(name)
+    if home is None:
+        if name not in _SUBMODULES:
+            raise AttributeError(f"module 'aep_bridge' has no attribute {name!r}")
+        value: Any = importlib.import_module(f".{name}", __name__)
+    else:
+        value = getattr(
+            importlib.import_module(home, __name__ if home.startswith(".") else None), name
+        )
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
 
 __all__ = [
     "CONTRACT_VERSION",

@@ -25,6 +25,7 @@ from typing import Any, Literal, cast
 
 from .aep.build import make_respond_command
 from .aep.envelope import Event
+from .aep.form_values import form_problem
 from .aep.payloads import Answer
 from .aep.validation import parse_event
 from .intake.source import CommandResult
@@ -455,7 +456,7 @@ class Attention:
             if any(key not in known for key in values):
                 return Resolution(status=ResolutionStatus.REJECTED, reason="no such field")
             mapped = aep_form_values(request.event, values)  # card ids (f1, c2) to AEP ids
-            problem = _form_problem(request.fields, mapped)
+            problem = form_problem(request.fields, mapped)
             if problem:
                 return Resolution(status=ResolutionStatus.REJECTED, reason=problem)
             return Answer(values=mapped), None
@@ -736,21 +737,4 @@ def _option_index(option: str, count: int) -> int | None:
         index = int(option[1:]) - 1
         if 0 <= index < count:
             return index
-    return None
-
-
-def _form_problem(fields: list[dict[str, Any]], values: dict[str, Any]) -> str | None:
-    """Why form values would be refused by the agent (AEP-0006), or None."""
-    for spec in fields:
-        if not isinstance(spec, dict):
-            continue
-        field_id = spec.get("id")
-        if spec.get("required") and field_id not in values:
-            return f"{spec.get('label', field_id)} is required"
-        if field_id in values and spec.get("type") == "select":
-            ids = {c.get("id") for c in spec.get("choices") or [] if isinstance(c, dict)}
-            value = values[field_id]
-            for chosen in value if isinstance(value, list) else [value]:
-                if chosen not in ids and not (isinstance(chosen, str) and spec.get("other")):
-                    return f"{chosen!r} is not a choice of {spec.get('label', field_id)}"
     return None

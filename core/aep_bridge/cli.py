@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, BinaryIO, TextIO
 from . import __version__, _startup
 from .aep.jsonl import Finding, LogCheck
 from .aep.validation import DEFAULT_MAX_EVENT_BYTES
+from .client_endpoint import endpoint, running_bridge
 from .config import (
     CONFIG_ENV,
     DEFAULT_HOST,
@@ -191,7 +192,7 @@ def token(config_file: str | None, *, rotate: bool = False) -> int:
         return EXIT_USAGE
     state_dir = _state_dir(config)
     print(rotate_token(state_dir) if rotate else load_or_create_token(state_dir))
-    running = _running_bridge(state_dir, "token")
+    running = running_bridge(state_dir, "token")
     if running is not None:
         print(
             f"aep-bridge token: the bridge listening at {running} "
@@ -199,53 +200,6 @@ def token(config_file: str | None, *, rotate: bool = False) -> int:
             file=sys.stderr,
         )
     return EXIT_OK
-
-
-def _answers(base: str) -> bool:
-    """Whether an AEP endpoint answers discovery at `base` within 2 s."""
-    import httpx
-
-    try:
-        return httpx.get(f"{base}/.well-known/aep", timeout=2.0).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
-def _running_bridge(state_dir: Path, command: str) -> str | None:
-    """The URL a running bridge with this state directory wrote to its `listen.json`, if one
-    answers there. A file left by a bridge that was killed is said so, and not used."""
-    from .listening import listen_path, read_listening
-
-    found = read_listening(state_dir)
-    if found is None:
-        return None
-    if _answers(found.url):
-        return found.url
-    print(
-        f"aep-bridge {command}: {listen_path(state_dir)} says a bridge"
-        f"{f' (pid {found.pid})' if found.pid else ''} listens at {found.url}, but nothing "
-        "answers there (it was killed?); ignoring it",
-        file=sys.stderr,
-    )
-    return None
-
-
-def _endpoint(
-    config_file: str | None, url: str | None, token: str | None, command: str = "client"
-) -> tuple[str, str]:
-    """The base URL and token a client command uses: the flags, else the running bridge's
-    own (where its `listen.json` says it listens), else the config's `listen` address."""
-    from .intake.auth import load_or_create_token
-    from .listening import base_url
-
-    config = read_config(config_path(config_file))
-    state_dir = _state_dir(config)
-    base = (
-        url
-        or _running_bridge(state_dir, command)
-        or base_url(config.listen.host, config.listen.port)
-    )
-    return base.rstrip("/"), token or load_or_create_token(state_dir)
 
 
 def emit(
@@ -272,7 +226,7 @@ def emit(
 
         given.insert(0, ("the demo session", fresh_session()))
     try:
-        base, secret = _endpoint(config_file, url, token, "emit")
+        base, secret = endpoint(config_file, url, token, "emit")
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return EXIT_USAGE
@@ -369,7 +323,7 @@ def ask(
     from .tinyagent import AgentError, Cancelled, TinyAgent
 
     try:
-        base, secret = _endpoint(config_file, url, token, "ask")
+        base, secret = endpoint(config_file, url, token, "ask")
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return EXIT_USAGE
@@ -571,7 +525,7 @@ def status(
 
     out = out or sys.stdout
     try:
-        base, secret = _endpoint(config_file, url, token, "status")
+        base, secret = endpoint(config_file, url, token, "status")
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return EXIT_USAGE
@@ -750,9 +704,42 @@ def build_parser() -> argparse.ArgumentParser:
     listing = commands.add_parser("plugins", help="list plugins, their packages and status")
     listing.add_argument("--json", action="store_true", help="print JSON")
 
+    installer = commands.add_parser(
+        "install",
+        help="connect Claude Code or Codex: write its hook entries into a project",
+        description="Merge `aep-bridge hook AGENT` entries into the project's "
+        ".claude/settings.json (claude-code) or .codex/hooks.json (codex), keeping "
+        "everything else in the file; --uninstall removes exactly those entries.",
+    )
+    installer.add_argument("agent", choices=["claude-code", "codex"])
+    installer.add_argument(
+        "--project",
+        metavar="DIR",
+        help="the project (default: the git work tree of the current folder, else the folder)",
+    )
+    installer.add_argument(
+        "--uninstall", action="store_true", help="remove the entries install wrote"
+    )
+    installer.add_argument(
+        "--hold",
+        type=float,
+        metavar="SECONDS",
+        help="how long a permission prompt waits for an answer from chat (default 55): "
+        "the held hooks' timeout is this plus 10 s",
+    )
+
     from . import setup_command
 
     setup_command.add_parser(commands)  # `setup NAME ...`: the wizard parses its own options
+    hook = commands.add_parser(
+        "hook",
+        help="run by a coding agent on each hook: hands the payload to the agent daemon",
+        add_help=False,  # `aep-bridge hook` never reaches this parser (see launch.py)
+    )
+    hook.add_argument("rest", nargs=argparse.REMAINDER)
+    from .agents import daemon as agent_daemon
+
+    agent_daemon.add_parser(commands)
 
     show = commands.add_parser(
         "preview",
@@ -856,6 +843,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             from . import setup_command
 
             return setup_command.main(args)
+        if args.command == "install":
+            from .agents import install
+
+            return install.main(
+                args.agent, project=args.project, uninstall=args.uninstall, hold=args.hold
+            )
+        if args.command == "hook":
+            from .agents.shim import main as hook_main
+
+            return hook_main(args.rest)
+        if args.command == "agentd":
+            from .agents import daemon as agent_daemon
+
+            return agent_daemon.main(args)
         if args.command == "token":
             return token(args.config, rotate=args.rotate)
         if args.command == "emit":

@@ -45,7 +45,7 @@ class InLoopServer(uvicorn.Server):
 
 @contextlib.asynccontextmanager
 async def serve(
-    hub: Hub, auth: AuthPolicy | None, timing: Timing | None = None
+    hub: Hub, auth: AuthPolicy | None, timing: Timing | None = None, port: int | None = None
 ) -> AsyncIterator[Served]:
     endpoint = Endpoint(
         hub,
@@ -53,7 +53,7 @@ async def serve(
         limits=IngestLimits(max_body_bytes=256_000, max_event_bytes=16_000),
         timing=timing,
     )
-    port = free_port()
+    port = port or free_port()
     server = InLoopServer(
         uvicorn.Config(
             endpoint.app, host="127.0.0.1", port=port, log_level="error", ws_max_size=32_000

@@ -170,7 +170,7 @@ def _redact_gated(value: Any, path: str, table: dict[str, Capture], redactor: Va
     out = {}
     for key, item in value.items():
         child = f"{path}.{key}" if path else key
-        if table.get(child, "metadata") != "metadata" or child in _METADATA_STAR:
+        if table.get(child, "metadata") != "metadata" or child in METADATA_STAR:
             out[key] = redactor.value(item)
         else:
             out[key] = _redact_gated(item, child, table, redactor)
@@ -178,7 +178,7 @@ def _redact_gated(value: Any, path: str, table: dict[str, Capture], redactor: Va
 
 
 #: Fields that stay `metadata` in the schemas but may carry agent or user text at `redacted`+.
-_METADATA_STAR: Final = frozenset(
+METADATA_STAR: Final = frozenset(
     {"prompt", "options[].label", "fields[].label", "fields[].choices[].label", "answer.values"}
 )
 

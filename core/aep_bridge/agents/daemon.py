@@ -1,0 +1,461 @@
+"""`aep-bridge agentd`: the per-user agent daemon between the hooks and the bridge.
+
+Each hook call (`aep-bridge hook AGENT`, shim.py) posts its payload here over a Unix socket
+in a private directory. The daemon maps it to AEP events (codex.py, claude_code.py), gives
+them their envelope, session position and run (emitter.py), logs them, and sends them to the
+bridge over one WebSocket (link.py). A permission prompt or a question is held open until a
+human answers from the chat, the hold passes, or the agent moves on (held.py).
+
+Routes (HTTP/1.1 on the socket; `curl --unix-socket SOCK http://agentd/healthz`):
+- `POST /hook/{agent}`: a hook payload; answers `{"output": <the JSON the hook prints> | null}`
+  at once, or, for a held hook, when it is decided;
+- `GET /healthz`: `{"ok": true, "relay": <whether the bridge connection is up>}`.
+
+It is started on demand by the first hook and keeps running; one per user (a lock file in
+its directory), so a second start exits quietly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Final
+
+from ..aep.envelope import Event
+from ..aep.errors import InvalidEvent
+from ..aep.registry import CAPTURE_ORDER, Capture, Severity
+from . import claude_code, codex
+from .emitter import Emitter, SessionState
+from .held import AttentionLoop
+from .link import BridgeLink
+from .mapping import ALLOW, ALLOW_SESSION, Ceiling, Emission, Verdict
+from .paths import agentd_dir, check_private, socket_path
+from .shim import DEFAULT_HOLD, HELD_HOOKS, MAX_PAYLOAD
+
+log = logging.getLogger("aep_bridge.agentd")
+
+MAPPINGS: Final[dict[str, ModuleType]] = {"claude-code": claude_code, "codex": codex}
+#: the session option every permission card offers beside Annex A's allow and deny
+SESSION_OPTION: Final = {"id": ALLOW_SESSION, "label": "Allow for this session"}
+#: hooks after which an open request about the same tool is moot: the agent went on
+_TOOL_MOVED_ON: Final = frozenset({"PostToolUse", "PostToolUseFailure", "PermissionDenied"})
+#: hooks after which every open request of the session is moot
+_SESSION_MOVED_ON: Final = frozenset({"UserPromptSubmit", "Stop", "StopFailure", "SessionEnd"})
+#: hooks that close a heads-up ("the agent waits for you"): the person is back
+_BACK: Final = frozenset({"UserPromptSubmit", "PreToolUse", "SessionEnd", "Stop"})
+#: agents that keep no "for this session" rule of their own: the daemon keeps it
+_DAEMON_KEEPS_RULES: Final = frozenset({"codex"})
+
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class _Heads:
+    """Heads-ups (informational requests) open per session, to close when the person is back."""
+
+    open: dict[tuple[str, str], list[Event]] = field(default_factory=dict)
+
+
+class AgentDaemon:
+    """The daemon's state and its one ASGI app."""
+
+    def __init__(
+        self,
+        directory: Path,
+        url: str,
+        token: str | None,
+        *,
+        ceiling: Ceiling | None = None,
+        default_hold: float = DEFAULT_HOLD,
+    ) -> None:
+        self.ceiling = ceiling or Ceiling()
+        self.default_hold = default_hold
+        self.emitter = Emitter(directory)
+        self.link = BridgeLink(url, token, self._on_command, replay=self.emitter.recent)
+        self.loop = AttentionLoop(self._emit, self.link.send, self._find, self.ceiling)
+        self._heads = _Heads()
+
+    # -- events -------------------------------------------------------------------------
+
+    def _emit(
+        self,
+        state: SessionState,
+        type_: str,
+        data: dict[str, Any],
+        *,
+        capture: Capture = "metadata",
+        subject: str | None = None,
+        cause: str | None = None,
+        severity: Severity | None = None,
+        run: str | None = None,
+    ) -> Event:
+        event = self.emitter.build(
+            state,
+            type_,
+            data,
+            capture=capture,
+            subject=subject,
+            cause=cause,
+            severity=severity,
+            run=run,
+        )
+        self.link.send(event)
+        return event
+
+    def _emit_mapped(self, state: SessionState, emission: Emission) -> Event:
+        return self._emit(
+            state,
+            emission.type,
+            emission.data,
+            capture=emission.capture,
+            subject=emission.subject,
+            severity=emission.severity,
+            run=emission.run,
+        )
+
+    def _find(self, session: str | None) -> SessionState | None:
+        return next((s for (_, name), s in self.emitter.sessions.items() if name == session), None)
+
+    async def _on_command(self, command: Event) -> None:
+        await self.loop.on_command(command)
+
+    def _close_heads_ups(self, state: SessionState) -> None:
+        for request in self._heads.open.pop((state.agent, state.session), []):
+            self._emit(
+                state,
+                "attention.resolved",
+                {"resolution": "dismissed"},
+                subject=request.id,
+                cause=request.id,
+            )
+
+    # -- one hook -----------------------------------------------------------------------
+
+    async def handle(
+        self, agent: str, payload: Any, hold: float, gone: asyncio.Future[None] | None = None
+    ) -> dict[str, Any] | None:
+        """Map and emit one hook's events; the JSON the hook prints (None: nothing)."""
+        mapping = MAPPINGS[agent]
+        if not isinstance(payload, dict):
+            return None
+        session, _ = mapping.identity(payload)
+        if not isinstance(session, str) or not session:
+            return None
+        state = self.emitter.session(agent, session)
+        hook = payload.get("hook_event_name")
+        if hook == "PermissionRequest" and agent in _DAEMON_KEEPS_RULES:
+            rule = mapping.session_rule_key(payload)
+            if rule is not None and rule in state.allowed:
+                return mapping.hook_output(payload, Verdict(option=ALLOW))  # type: ignore[no-any-return]
+        self._settle(agent, state, hook, payload)
+        held: tuple[Event, str | None] | None = None
+        for emission in mapping.map_hook(payload, self.ceiling):
+            try:
+                event = self._emit_one(state, hook, emission)
+            except InvalidEvent as exc:  # a mapping fault: lose this event, not the hook
+                codes = ", ".join(sorted({v.rule for v in exc.violations}))
+                log.warning("dropped a %s event that is not valid: %s", emission.type, codes)
+                continue
+            if event is not None and event.type == "attention.requested":
+                if hook in HELD_HOOKS and "control" in (event.data or {}).get("respond_via", []):
+                    held = (event, emission.subject)
+                else:
+                    self._heads.open.setdefault((agent, session), []).append(event)
+        if held is None:
+            return None
+        request, subject = held
+        if not self.link.connected:  # nobody can answer: the agent asks for itself, now
+            self.loop.close_unheld(state, request)
+            return None
+        waiting: asyncio.Future[Verdict | None] = asyncio.ensure_future(
+            self.loop.hold(state, request, subject, hold)
+        )
+        if gone is not None:
+            either: list[asyncio.Future[Any]] = [waiting, gone]
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+            if not waiting.done():
+                waiting.cancel()  # the hook went away: the request is dismissed
+                with contextlib.suppress(asyncio.CancelledError):
+                    await waiting
+                return None
+        verdict = await waiting
+        if verdict is not None and verdict.option == ALLOW_SESSION and agent in _DAEMON_KEEPS_RULES:
+            rule = mapping.session_rule_key(payload)
+            if rule is not None:
+                state.allowed.add(rule)
+        return mapping.hook_output(payload, verdict)  # type: ignore[no-any-return]
+
+    def _emit_one(self, state: SessionState, hook: Any, emission: Emission) -> Event | None:
+        if emission.type == "run.started" and state.run is not None and emission.run != state.run:
+            # the last run was never closed (the agent was interrupted): it ends here
+            self._emit(state, "run.cancelled", {"by": "user"}, run=state.run)
+        if emission.type == "session.ended":
+            self.loop.dismiss(state)
+            self._close_heads_ups(state)
+        data = emission.data
+        if (
+            emission.type == "attention.requested"
+            and hook == "PermissionRequest"
+            and data.get("kind") == "permission"
+        ):
+            data = _with_session_option(data)
+        return self._emit_mapped(
+            state,
+            Emission(
+                emission.type,
+                data,
+                emission.subject,
+                emission.capture,
+                emission.severity,
+                emission.run,
+            ),
+        )
+
+    def _settle(self, agent: str, state: SessionState, hook: Any, payload: dict[str, Any]) -> None:
+        """What this hook says about the requests still open in its session."""
+        if hook in _BACK:
+            self._close_heads_ups(state)
+        if hook in _TOOL_MOVED_ON:
+            self.loop.dismiss(state, subject=_text(payload.get("tool_name")))
+        elif hook in _SESSION_MOVED_ON:
+            self.loop.dismiss(state)
+        elif hook == "ElicitationResult":  # the person answered in the terminal
+            server = _text(payload.get("mcp_server_name"))
+            content = payload.get("content")
+            if payload.get("action") == "accept" and isinstance(content, dict):
+                self.loop.answered_elsewhere(state, server, {"values": content})
+            else:  # declined or cancelled there: closed without an answer
+                self.loop.dismiss(state, subject=server)
+
+    # -- the ASGI app -------------------------------------------------------------------
+
+    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        method, path = scope["method"], scope["path"]
+        if method == "GET" and path == "/healthz":
+            await _reply(send, 200, {"ok": True, "relay": self.link.connected})
+            return
+        agent = path.removeprefix("/hook/") if path.startswith("/hook/") else None
+        if method != "POST" or agent is None:
+            await _reply(send, 404, {"error": "POST /hook/{agent} or GET /healthz"})
+            return
+        if agent not in MAPPINGS:
+            await _reply(send, 404, {"error": f"unknown agent {agent!r}: {sorted(MAPPINGS)}"})
+            return
+        body = await _read_body(receive)
+        if body is None:
+            await _reply(send, 413, {"error": f"a hook payload is at most {MAX_PAYLOAD} bytes"})
+            return
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            await _reply(send, 400, {"error": "the payload is not JSON"})
+            return
+        gone: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        watcher = asyncio.create_task(_watch_disconnect(receive, gone))
+        try:
+            output = await self.handle(agent, payload, _hold_of(scope, self.default_hold), gone)
+        finally:
+            watcher.cancel()
+        await _reply(send, 200, {"output": output})
+
+
+def _with_session_option(data: dict[str, Any]) -> dict[str, Any]:
+    """The permission options with "Allow for this session" after "Allow"."""
+    options = [o for o in data.get("options") or [] if isinstance(o, dict)]
+    if any(o.get("id") == ALLOW_SESSION for o in options):
+        return data
+    at = next((i + 1 for i, o in enumerate(options) if o.get("id") == ALLOW), len(options))
+    return {**data, "options": [*options[:at], dict(SESSION_OPTION), *options[at:]]}
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _hold_of(scope: dict[str, Any], default: float) -> float:
+    for name, value in scope.get("headers") or []:
+        if name == b"x-aep-hold":
+            try:
+                return max(0.0, min(float(value), 3600.0))
+            except ValueError:
+                break
+    return default
+
+
+async def _read_body(receive: Receive) -> bytes | None:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return b""
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_PAYLOAD:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+async def _watch_disconnect(receive: Receive, gone: asyncio.Future[None]) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            if not gone.done():
+                gone.set_result(None)
+            return
+
+
+async def _reply(send: Send, status: int, body: dict[str, Any]) -> None:
+    data = json.dumps(body, separators=(",", ":")).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": data})
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+# -- the command ----------------------------------------------------------------------------
+
+
+def add_parser(commands: Any) -> None:
+    """`aep-bridge agentd` on the command line."""
+    parser = commands.add_parser(
+        "agentd",
+        help="run the agent daemon the hooks talk to (started on demand by `aep-bridge hook`)",
+        description="The per-user daemon between the agents' hooks and the bridge. The hooks "
+        "start it when it is not running; run it yourself to see its log or choose options.",
+    )
+    parser.add_argument("--url", help="the bridge's address (default: the running bridge's)")
+    parser.add_argument("--token", help="the bridge's token (default: this machine's bridge's)")
+    parser.add_argument("--dir", help="its directory (socket, epoch, session logs)")
+    parser.add_argument(
+        "--capture",
+        choices=CAPTURE_ORDER[1:],
+        default="metadata",
+        help="the highest capture level of events other than attention.* (default metadata)",
+    )
+    parser.add_argument(
+        "--attention-capture",
+        choices=CAPTURE_ORDER[1:],
+        default="redacted",
+        help="the highest capture level of attention.* events (default redacted: the person "
+        "answering sees the prompt, with secrets, paths and PII redacted)",
+    )
+
+
+def _address(url: str | None, token: str | None) -> tuple[str, str | None]:
+    url = url or os.environ.get("AEP_BRIDGE_URL")
+    token = token or os.environ.get("AEP_BRIDGE_TOKEN")
+    if url is None or token is None:
+        from ..client_endpoint import endpoint
+
+        base, found = endpoint(None, url, token, "agentd")
+        url, token = base, token or found
+    if url.startswith(("http://", "https://")):
+        url = url.replace("http", "ws", 1).rstrip("/") + "/socket"
+    return url, token
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the daemon until SIGTERM or Ctrl-C; 0 also when another one already runs."""
+    directory = Path(args.dir).expanduser() if args.dir else agentd_dir()
+    try:
+        _private_dir(directory)
+    except PermissionError as exc:
+        print(f"aep-bridge agentd: {exc}", file=sys.stderr)
+        return 2
+    # held open (and locked) for the process's life: one daemon per directory
+    lock = open(directory / "agentd.lock", "a+")  # noqa: SIM115
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        print("aep-bridge agentd: already running for this user", file=sys.stderr)
+        return 0
+    (directory / "agentd.pid").write_text(f"{os.getpid()}\n")
+    logging.basicConfig(  # the libraries at WARNING: httpx's INFO lines are URLs
+        level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr
+    )
+    log.setLevel(logging.INFO)
+    url, token = _address(args.url, args.token)
+    ceiling = Ceiling(events=args.capture, attention=args.attention_capture)
+    daemon = AgentDaemon(directory, url, token, ceiling=ceiling)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve(daemon, socket_path(directory)))
+    return 0
+
+
+def _private_dir(directory: Path) -> None:
+    """Make `directory` (0700), and refuse one another user owns or others can enter: the
+    directory's permissions are what keeps other users away from the socket."""
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    check_private(directory)
+
+
+def _bind(path: Path) -> socket.socket:
+    """The daemon's listening socket at `path`, readable and writable by its user only."""
+    _private_dir(path.parent)
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()  # a socket left by a daemon that was killed (the lock says none runs)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)
+    try:
+        listener.bind(os.fspath(path))
+    finally:
+        os.umask(old)
+    listener.listen(64)
+    return listener
+
+
+async def _serve(daemon: AgentDaemon, path: Path) -> None:
+    import uvicorn
+
+    listener = _bind(path)
+    config = uvicorn.Config(daemon, log_level="warning", lifespan="on", access_log=False)
+    server = uvicorn.Server(config)
+    daemon.link.start()
+    log.info(
+        "agentd listening on %s (epoch %d), sending to %s",
+        path,
+        daemon.emitter.epoch,
+        daemon.link.url,
+    )
+    try:
+        asyncio.get_running_loop().add_signal_handler(
+            signal.SIGTERM, lambda: setattr(server, "should_exit", True)
+        )
+        await server.serve(sockets=[listener])
+    finally:
+        await daemon.link.close()
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
+__all__ = ["MAPPINGS", "AgentDaemon", "add_parser", "main"]

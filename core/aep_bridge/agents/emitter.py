@@ -1,0 +1,165 @@
+"""The daemon's side of the envelope: identity, positions, runs, and the durable session log.
+
+The daemon owns session order (AEP-0001 §7): each event gets the next `seq` of its session
+within the daemon's `epoch`. The epoch is bumped and persisted on every start, so a daemon
+that restarts mid-session never reuses a position. Every event is appended to the session's
+JSONL log before it goes anywhere else: the log is the record `aep-bridge validate` checks
+and a history consumer can replay, whatever happened to the connection.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import socket
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from ..aep.build import make_event
+from ..aep.envelope import Event
+from ..aep.ids import new_id, source_uri
+from ..aep.registry import Capture, Severity
+
+EPOCH_FILE: Final = "epoch"
+LOG_DIR: Final = "logs"
+_SAFE_NAME: Final = re.compile(r"[A-Za-z0-9._-]{1,80}")
+#: types that end the session's current run
+_RUN_ENDS: Final = frozenset({"run.finished", "run.failed", "run.cancelled"})
+
+
+def next_epoch(directory: Path) -> int:
+    """Bump and persist the restart generation: one more than the last start's."""
+    path = directory / EPOCH_FILE
+    try:
+        last = int(path.read_text().strip())
+    except (OSError, ValueError):
+        last = -1
+    epoch = last + 1
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(f"{epoch}\n")
+    os.replace(temporary, path)
+    return epoch
+
+
+def log_name(session: str) -> str:
+    """A file name for a session's log: the id when it is a plain name, else its hash."""
+    if _SAFE_NAME.fullmatch(session) and not session.startswith("."):
+        return f"{session}.jsonl"
+    return f"{hashlib.sha256(session.encode()).hexdigest()[:32]}.jsonl"
+
+
+@dataclass(slots=True)
+class SessionState:
+    """What the daemon remembers of one agent session."""
+
+    agent: str
+    session: str
+    source: str
+    seq: int = 0
+    run: str | None = None
+    runs: int = 0
+    log: Path | None = None
+    #: the last events sent, re-sent after a reconnect (dedupe makes that harmless, and it
+    #: re-claims the session for its commands)
+    recent: list[Event] = field(default_factory=list)
+    #: session rules from "allow for this session", for agents that keep none themselves
+    allowed: set[str] = field(default_factory=set)
+
+
+class Emitter:
+    """Builds, logs and positions every event the daemon emits."""
+
+    #: events of a session re-sent after a reconnect
+    RECENT: Final = 16
+    #: sessions remembered (most recently active first to stay); an older one that comes
+    #: back starts a new run of positions in the same epoch, after the ones it had
+    SESSIONS: Final = 256
+    #: sessions whose recent events are re-sent after a reconnect
+    REPLAYED: Final = 32
+
+    def __init__(self, directory: Path, *, host: str | None = None) -> None:
+        self.directory = directory
+        self.host = host or socket.gethostname()
+        self.epoch = next_epoch(directory)
+        self.sessions: OrderedDict[tuple[str, str], SessionState] = OrderedDict()
+        #: where forgotten sessions' positions reached, so none is used twice in this epoch
+        self._resumed: dict[tuple[str, str], int] = {}
+
+    def recent(self) -> list[Event]:
+        """The last events of the most recently active sessions, oldest session first."""
+        live = list(self.sessions.values())[-self.REPLAYED :]
+        return [event for state in live for event in state.recent]
+
+    def session(self, agent: str, session: str) -> SessionState:
+        key = (agent, session)
+        state = self.sessions.get(key)
+        if state is not None:
+            self.sessions.move_to_end(key)
+        else:
+            logs = self.directory / LOG_DIR / agent
+            logs.mkdir(parents=True, exist_ok=True, mode=0o700)
+            state = SessionState(
+                agent,
+                session,
+                source_uri(self.host, agent, session),
+                seq=self._resumed.pop(key, 0),
+                log=logs / log_name(session),
+            )
+            self.sessions[key] = state
+            while len(self.sessions) > self.SESSIONS:
+                self._forget()
+        return state
+
+    def _forget(self) -> None:
+        """Drop the least recently active session, keeping where its positions reached."""
+        _, state = self.sessions.popitem(last=False)
+        self._resumed[(state.agent, state.session)] = state.seq
+
+    def build(
+        self,
+        state: SessionState,
+        type_: str,
+        data: dict[str, Any] | None,
+        *,
+        capture: Capture = "metadata",
+        subject: str | None = None,
+        cause: str | None = None,
+        severity: Severity | None = None,
+        run: str | None = None,
+    ) -> Event:
+        """The next event of `state`'s session, logged. Raises `InvalidEvent` on a bad one
+        (nothing is logged or positioned then)."""
+        if type_ == "run.started":
+            if run is None:
+                state.runs += 1
+                run = f"run-{state.runs}-{new_id().lower()}"
+            state.run = run
+        event = make_event(
+            type_,
+            source=state.source,
+            agent=state.agent,
+            session=state.session,
+            seq=state.seq,
+            epoch=self.epoch,
+            run=run or state.run,
+            data=data,
+            subject=subject,
+            cause=cause,
+            severity=severity,
+            capture=capture,
+        )
+        state.seq += 1
+        if type_ in _RUN_ENDS:
+            state.run = None
+        if state.log is not None:
+            with open(state.log, "ab") as log:
+                log.write(event.raw + b"\n")
+        state.recent.append(event)
+        del state.recent[: -self.RECENT]
+        return event
+
+
+__all__ = ["Emitter", "SessionState", "log_name", "next_epoch"]

@@ -1,0 +1,147 @@
+"""`aep-bridge hook AGENT`: the command an agent runs on every hook.
+
+It reads the hook's JSON payload on stdin, hands it to the per-user daemon over its Unix
+socket (starting the daemon when none answers), and prints the daemon's answer on stdout
+for the hooks that wait for one (a permission prompt answered from the chat).
+
+The agent waits on this command, so it is built to be quick and harmless:
+- standard library only, and `aep_bridge` imports nothing eagerly: it starts in tens of ms;
+- it fails open: no daemon, a dead bridge, a bad payload or any error of its own ends it
+  with status 0 and nothing on stdout, which every agent reads as "no opinion" (it goes on,
+  or shows its own permission dialog). It never blocks the agent beyond the hold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final
+
+from .paths import agentd_dir, check_private, socket_path
+
+AGENTS: Final = ("claude-code", "codex")
+#: hooks the daemon holds open until a human answers (or the hold passes)
+HELD_HOOKS: Final = frozenset({"PermissionRequest", "Elicitation"})
+#: how long a held hook waits for the human by default, in seconds (the agent's own timeout
+#: for the hook, written by `aep-bridge install`, is above it)
+DEFAULT_HOLD: Final = 55.0
+#: the longest payload handed on; beyond it the hook is skipped (fail open)
+MAX_PAYLOAD: Final = 8 * 1024 * 1024
+#: how long a hook that is not held waits for the daemon to take its payload
+QUICK_WAIT: Final = 3.0
+#: how long a hook waits for a daemon it started to listen
+START_WAIT: Final = 4.0
+#: the hold's margin: the daemon answers at the hold, the hook gives up a little after
+_MARGIN: Final = 3.0
+
+
+def _post(path: Path, agent: str, body: bytes, hold: float, wait: float) -> bytes:
+    """One HTTP/1.1 exchange with the daemon over its socket; the response's body.
+
+    Written out by hand rather than with `http.client`, whose import (email, ssl) costs
+    the agent 20 ms on every hook; the daemon's answer is a small JSON body with a
+    `Content-Length`, and the connection closes after it."""
+    if path.parent.exists():
+        check_private(path.parent)  # never talk to a socket another user could have put there
+    head = (
+        f"POST /hook/{agent} HTTP/1.1\r\nHost: agentd\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nX-AEP-Hold: {hold:g}\r\nConnection: close\r\n\r\n"
+    )
+    chunks: list[bytes] = []
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(wait)
+        sock.connect(os.fspath(path))
+        sock.sendall(head.encode() + body)
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+            if sum(map(len, chunks)) > MAX_PAYLOAD:
+                raise OSError("the daemon's answer is too long")
+    status, _, rest = b"".join(chunks).partition(b"\r\n")
+    if status.split(b" ")[1:2] != [b"200"]:
+        raise OSError(f"the daemon answered {status.decode(errors='replace')!r}")
+    return rest.partition(b"\r\n\r\n")[2]
+
+
+def _start_daemon(directory: Path) -> subprocess.Popen[bytes]:
+    """Start `aep-bridge agentd` in its own session, detached from the agent's terminal."""
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with open(directory / "agentd.log", "ab") as log:  # the child keeps its own copy
+        return subprocess.Popen(
+            [sys.executable, "-m", "aep_bridge", "agentd"],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            close_fds=True,
+        )
+
+
+def deliver(agent: str, body: bytes, *, hold: float, directory: Path | None = None) -> bytes:
+    """Hand one payload to the daemon (started if needed); its answer's bytes.
+
+    Raises OSError when no daemon takes it in time: the caller fails open."""
+    directory = directory if directory is not None else agentd_dir()
+    path = socket_path(directory)
+    try:
+        event = json.loads(body).get("hook_event_name")
+    except (ValueError, AttributeError):
+        event = None
+    wait = hold + _MARGIN if event in HELD_HOOKS else QUICK_WAIT
+    try:
+        return _post(path, agent, body, hold, wait)
+    except (FileNotFoundError, ConnectionRefusedError):
+        pass  # no daemon yet: start one, and try again while it comes up
+    daemon = _start_daemon(directory)
+    deadline = time.monotonic() + START_WAIT
+    while True:
+        try:
+            return _post(path, agent, body, hold, wait)
+        except (FileNotFoundError, ConnectionRefusedError):
+            # gone already: it could not start (its log says why), or another one runs
+            # and is still coming up (the lock): only the deadline ends that wait
+            if time.monotonic() > deadline or daemon.poll() not in (None, 0):
+                raise
+            time.sleep(0.05)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="aep-bridge hook",
+        description="Run by the agent on each hook: hands the payload on stdin to the agent "
+        "daemon and prints its decision. Never fails the agent: any problem ends with "
+        "status 0 and no output.",
+    )
+    parser.add_argument("agent", choices=AGENTS, help="the agent whose hook this is")
+    parser.add_argument(
+        "--hold",
+        type=float,
+        default=DEFAULT_HOLD,
+        help=f"seconds a permission prompt waits for an answer (default {DEFAULT_HOLD:g})",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        body = sys.stdin.buffer.read(MAX_PAYLOAD + 1)
+        if not body.strip() or len(body) > MAX_PAYLOAD:
+            return 0
+        answer = json.loads(deliver(args.agent, body, hold=max(0.0, args.hold)))
+        output = answer.get("output") if isinstance(answer, dict) else None
+        if output is not None:
+            sys.stdout.write(json.dumps(output, separators=(",", ":")) + "\n")
+            sys.stdout.flush()
+    except (OSError, ValueError, KeyboardInterrupt) as exc:
+        print(f"aep-bridge hook: skipped ({type(exc).__name__}: {exc})", file=sys.stderr)
+    return 0
+
+
+__all__ = ["AGENTS", "DEFAULT_HOLD", "HELD_HOOKS", "deliver", "main"]

@@ -1,0 +1,779 @@
+"""The agent daemon's held loop against a model of its promises, in random orders.
+
+Hypothesis drives a real `AgentDaemon` (real mappings, emitter, session logs and held loop;
+its `BridgeLink` is never started, so what it queues is exactly what the bridge would
+receive) through hooks of two Claude Code and two Codex sessions: permission prompts,
+`AskUserQuestion` and elicitation forms held open, heads-ups, answers from the bridge
+(valid or not, for the right request or another, fresh or retried with the same id), holds
+passing, hooks going away, and the agent moving on. After every step the queued events are
+checked against what AEP promises a consumer (schemas, positions, one terminal per request
+before the session ends, one decision per command, retries re-sent byte for byte) and the
+hooks' outputs against the answers the model says were taken.
+
+Time is the event loop's own clock, moved only by the model (`time_passes`, and an answer
+read as a hold passes), so a hold passes exactly when the model says; `time.monotonic`
+(latencies) is left alone. The link's `connected` flag stands for the bridge's `hello`
+(the socket is never opened), and a rule drops and restores it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import selectors
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import hypothesis
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from aep_bridge.aep.build import make_event
+from aep_bridge.aep.envelope import Event
+from aep_bridge.aep.validation import parse_event
+from aep_bridge.agents import codex
+from aep_bridge.agents.daemon import AgentDaemon
+from aep_bridge.agents.mapping import Ceiling, Verdict
+from tests.core.rig import machine_settings
+from tests.official import assert_valid
+
+PAYLOADS = Path(__file__).parent / "payloads"
+CC, CX = "claude-code", "codex"
+SESSIONS = ((CC, "cc-a"), (CC, "cc-b"), (CX, "cx-a"), (CX, "cx-b"))
+BRIDGE = "aep://bridge/aep-bridge"
+#: a hold that passes only when the model moves the clock past it, and one that never does
+HOLDS = (0.5, 1000.0)
+#: Codex commands the permission prompts ask about (so a session rule fits some, not all)
+CODEX_COMMANDS = ("rm -rf build", "make test")
+TERMINALS = frozenset({"attention.resolved", "attention.timeout"})
+ACKS = frozenset({"control.accepted", "control.rejected"})
+
+
+def payload(agent: str, name: str, **changes: Any) -> dict[str, Any]:
+    """A recorded hook payload of `agent` (payloads/AGENT/NAME.json), with `changes`."""
+    data: dict[str, Any] = json.loads(
+        (PAYLOADS / agent.replace("-", "_") / f"{name}.json").read_text()
+    )
+    data.update(changes)
+    return data
+
+
+class ClockLoop(asyncio.SelectorEventLoop):
+    """An event loop whose clock moves only when told: timers fire when the model says."""
+
+    def __init__(self) -> None:
+        super().__init__(selectors.SelectSelector())
+        self.now = 1000.0
+
+    def time(self) -> float:
+        return self.now
+
+
+# -- the answers the bridge sends, and what the model expects of them ------------------------
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One answer a person may give: its wire form, and the verdict it makes (None: refused)."""
+
+    name: str
+    answer: dict[str, Any]
+    verdict: Verdict | None
+    recorded: dict[str, Any] | None = None  # what attention.answered says was applied
+
+
+GUIDANCE = "run the unit tests only"
+PERMISSION_ANSWERS = (
+    Answer("allow", {"option": "allow"}, Verdict(option="allow"), {"option": "allow"}),
+    Answer(
+        "allow_session",
+        {"option": "allow_session"},
+        Verdict(option="allow_session"),
+        {"option": "allow_session"},
+    ),
+    Answer("deny", {"option": "deny"}, Verdict(option="deny"), {"option": "deny"}),
+    Answer(
+        "deny with words",
+        {"option": "deny", "text": "not now"},
+        Verdict(option="deny", text="not now"),
+        {"option": "deny", "text": "not now"},
+    ),
+    Answer("the word allow", {"text": " Allow "}, Verdict(option="allow"), {"option": "allow"}),
+    Answer(
+        "the session label",
+        {"text": "allow for this session"},
+        Verdict(option="allow_session"),
+        {"option": "allow_session"},
+    ),
+    Answer(
+        "guidance",
+        {"text": GUIDANCE},
+        Verdict(option="deny", text=GUIDANCE),
+        {"option": "deny", "text": GUIDANCE},
+    ),
+    Answer("an option it does not offer", {"option": "sudo"}, None),
+    Answer("blank text", {"text": "   "}, None),
+    Answer("form values", {"values": {"1": "1"}}, None),
+    Answer("nothing", {}, None),
+)
+ASK_VALID = {"1": "1", "2": ["1", "2"]}
+ASK_OTHER = {"1": "DuckDB", "2": ["2"]}
+ASK_ANSWERS = (
+    Answer("choices", {"values": ASK_VALID}, Verdict(values=ASK_VALID), {"values": ASK_VALID}),
+    Answer("other", {"values": ASK_OTHER}, Verdict(values=ASK_OTHER), {"values": ASK_OTHER}),
+    Answer("a required question left out", {"values": {"1": "1"}}, None),
+    Answer("one choice for a multi select", {"values": {"1": "1", "2": "1"}}, None),
+    Answer("an option", {"option": "allow"}, None),
+    Answer("text for two questions", {"text": "SQLite"}, None),
+    Answer("a third question", {"values": {**ASK_VALID, "3": "1"}}, None),
+)
+ELICIT_MIN = {"environment": "staging", "confirm": True}
+ELICIT_ALL = {"environment": "production", "confirm": False, "replicas": 3, "reason": "release"}
+ELICIT_ANSWERS = (
+    Answer("required", {"values": ELICIT_MIN}, Verdict(values=ELICIT_MIN), {"values": ELICIT_MIN}),
+    Answer("all", {"values": ELICIT_ALL}, Verdict(values=ELICIT_ALL), {"values": ELICIT_ALL}),
+    Answer("not a choice", {"values": {"environment": "dev", "confirm": True}}, None),
+    Answer("a required field left out", {"values": {"environment": "staging"}}, None),
+    Answer("a word for a boolean", {"values": {"environment": "staging", "confirm": "yes"}}, None),
+    Answer("text for a number", {"values": {**ELICIT_MIN, "replicas": "three"}}, None),
+    Answer("an option", {"option": "deny"}, None),
+    Answer("a field it does not have", {"values": {**ELICIT_MIN, "admin": "yes"}}, None),
+)
+ANSWERS = {"permission": PERMISSION_ANSWERS, "ask": ASK_ANSWERS, "elicit": ELICIT_ANSWERS}
+
+
+# -- the model -------------------------------------------------------------------------------
+
+
+@dataclass
+class Asked:
+    """A request the daemon raised, and what the model expects of it."""
+
+    agent: str
+    session: str
+    kind: str  # permission, ask, elicit (held); heads-up (informational)
+    subject: str | None
+    event: Event
+    payload: dict[str, Any]
+    task: asyncio.Task[dict[str, Any] | None] | None = None
+    gone: asyncio.Future[None] | None = None
+    hold: float = 0.0
+    opened: float = 0.0
+    state: str = "open"  # open, answered, timeout, dismissed, elsewhere
+    verdict: Verdict | None = None
+    left: bool = False  # the hook went away
+
+
+@dataclass
+class Sent:
+    """A command the bridge sent, and the ack it got."""
+
+    command: Event
+    ack: bytes | None = None
+
+
+@dataclass
+class Stream:
+    """What the checker has read of one session's events."""
+
+    position: tuple[int, int] | None = None
+    raised: list[str] = field(default_factory=list)
+
+
+class DaemonModel(RuleBasedStateMachine):
+    """A real daemon, one asyncio loop, and the model of what it must do."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loop = ClockLoop()
+        self.tmp = tempfile.TemporaryDirectory(prefix="aep-agentd-model-")
+        self.daemon = AgentDaemon(Path(self.tmp.name), "ws://127.0.0.1:9/socket", None)
+        self.daemon.link.connected = True  # the bridge said hello (the link is never started)
+        self.asked: list[Asked] = []
+        self.sent: list[Sent] = []
+        self.known: set[tuple[str, str]] = set()  # sessions that emitted something
+        self.turns: dict[str, int] = {}  # codex session -> its current turn
+        self.allowed: dict[str, set[str]] = {}  # codex session -> its "for this session" rules
+        # the checker's view of the queue
+        self.read = 0
+        self.by_id: dict[str, bytes] = {}
+        self.streams: dict[str, Stream] = {}
+        self.terminals: dict[str, list[str]] = {}  # request id -> terminal event ids
+        self.requests: dict[str, str] = {}  # request id -> its source
+        self.decisions: dict[str, list[str]] = {}  # command id -> ack ids
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    def _run(self, coroutine: Any) -> Any:
+        return self.loop.run_until_complete(coroutine)
+
+    def _spin(self) -> None:
+        """Let every task run as far as it can without the clock moving."""
+
+        async def spin() -> None:
+            for _ in range(20):
+                await asyncio.sleep(0)
+
+        self._run(spin())
+
+    def _queued(self) -> list[bytes]:
+        return list(self.daemon.link._outbox)
+
+    def _new(self, since: int) -> list[Event]:
+        return [parse_event(raw) for raw in self._queued()[since:]]
+
+    def _payload(self, agent: str, session: str, name: str, **changes: Any) -> dict[str, Any]:
+        data = payload(agent, name, session_id=session, **changes)
+        if agent == CX and "turn_id" in data:
+            data["turn_id"] = f"turn-{session}-{self.turns.get(session, 0)}"
+        return data
+
+    def _hook(self, agent: str, session: str, data: dict[str, Any]) -> Any:
+        """A hook that does not wait: its output, at once."""
+        before = len(self._queued())
+        output = self._run(self.daemon.handle(agent, data, HOLDS[-1]))
+        if len(self._queued()) > before:
+            self.known.add((agent, session))
+        return output
+
+    def _open(self, agent: str | None = None, session: str | None = None) -> list[Asked]:
+        return [
+            a
+            for a in self.asked
+            if a.state == "open"
+            and a.kind != "heads-up"
+            and (agent is None or a.agent == agent)
+            and (session is None or a.session == session)
+        ]
+
+    def _close(self, agent: str, session: str, subject: str | None = None) -> None:
+        """The agent moved on: its open requests (about `subject`) are dismissed."""
+        for asked in self._open(agent, session):
+            if subject is None or asked.subject == subject:
+                asked.state = "dismissed"
+
+    def _back(self, agent: str, session: str) -> None:
+        """The person is back at the terminal: the heads-ups are dismissed."""
+        for asked in self.asked:
+            mine = (asked.agent, asked.session) == (agent, session)
+            if mine and asked.kind == "heads-up" and asked.state == "open":
+                asked.state = "dismissed"
+
+    # -- the agent: hooks that do not wait -------------------------------------------------
+
+    @rule(
+        where=st.sampled_from(SESSIONS),
+        hook=st.sampled_from(
+            (
+                "SessionStart",
+                "UserPromptSubmit",
+                "PreToolUse",
+                "PostToolUse",
+                "Stop",
+                "SessionEnd",
+                "idle",
+                "PermissionDenied",
+                "PostToolUse AskUserQuestion",
+                "PreToolUse AskUserQuestion",
+            )
+        ),
+    )
+    def a_hook_fires(self, where: tuple[str, str], hook: str) -> None:
+        agent, session = where
+        if agent == CX and hook in {
+            "SessionEnd",
+            "idle",
+            "PermissionDenied",
+            "PostToolUse AskUserQuestion",
+            "PreToolUse AskUserQuestion",
+        }:
+            hook = "PostToolUse"  # Codex has none of these hooks
+        if hook == "UserPromptSubmit" and agent == CX:
+            self.turns[session] = self.turns.get(session, 0) + 1
+        if hook == "idle":
+            data = self._payload(agent, session, "Notification")
+        elif hook.endswith("AskUserQuestion"):
+            name = hook.split()[0]
+            data = self._payload(
+                agent, session, name, tool_name="AskUserQuestion", tool_use_id="toolu_ask"
+            )
+        else:
+            data = self._payload(agent, session, hook)
+        before = len(self._queued())
+        assert self._hook(agent, session, data) is None
+        name, tool = data["hook_event_name"], data.get("tool_name")
+        if name in {"UserPromptSubmit", "Stop", "SessionEnd"}:
+            self._close(agent, session)
+        elif name in {"PostToolUse", "PermissionDenied"}:
+            self._close(agent, session, tool)
+        if name in {"UserPromptSubmit", "PreToolUse", "SessionEnd", "Stop"}:
+            self._back(agent, session)
+        if hook == "idle":
+            (event,) = [e for e in self._new(before) if e.type == "attention.requested"]
+            self.asked.append(Asked(agent, session, "heads-up", None, event, data))
+        self._spin()
+
+    @rule(
+        session=st.sampled_from([s for a, s in SESSIONS if a == CC]),
+        action=st.sampled_from(("accept", "decline")),
+    )
+    def the_elicitation_is_answered_in_the_terminal(self, session: str, action: str) -> None:
+        """The person answered (or declined) the MCP server's form in Claude Code's dialog."""
+        self._hook(CC, session, self._payload(CC, session, "ElicitationResult", action=action))
+        elicits = [a for a in self._open(CC, session) if a.kind == "elicit"]
+        if action == "decline":
+            for asked in elicits:
+                asked.state = "dismissed"
+        elif elicits:
+            elicits[0].state = "elsewhere"
+        self._spin()
+
+    @rule(up=st.booleans())
+    def the_bridge_connection(self, up: bool) -> None:
+        """The bridge goes away or comes back; what is held stays held."""
+        self.daemon.link.connected = up
+
+    # -- the agent: hooks that wait ----------------------------------------------------------
+
+    @rule(
+        where=st.sampled_from(SESSIONS),
+        kind=st.sampled_from(("permission", "permission", "ask", "elicit", "url")),
+        hold=st.sampled_from(HOLDS),
+        command=st.sampled_from(CODEX_COMMANDS),
+    )
+    def a_question_is_raised(
+        self, where: tuple[str, str], kind: str, hold: float, command: str
+    ) -> None:
+        agent, session = where
+        if agent == CX:
+            kind = "permission"
+            tool_input = {"command": command, "description": "housekeeping"}
+            data = self._payload(agent, session, "PermissionRequest", tool_input=tool_input)
+            if codex.session_rule_key(data) in self.allowed.get(session, set()):
+                # allowed for this session already: decided at once, nothing raised
+                before = len(self._queued())
+                output = self._hook(agent, session, data)
+                assert output == _decision("allow")
+                assert len(self._queued()) == before
+                hypothesis.event("codex allowed for this session already")
+                return
+        elif kind == "ask":
+            data = self._payload(agent, session, "PermissionRequest-AskUserQuestion")
+        elif kind in ("elicit", "url"):
+            data = self._payload(
+                agent, session, "Elicitation" if kind == "elicit" else "Elicitation-url"
+            )
+        else:
+            data = self._payload(agent, session, "PermissionRequest")
+        before = len(self._queued())
+        gone: asyncio.Future[None] = self.loop.create_future()
+        task = self.loop.create_task(self.daemon.handle(agent, data, hold, gone))
+        self._spin()
+        self.known.add((agent, session))
+        (event,) = [e for e in self._new(before) if e.type == "attention.requested"]
+        if kind == "url":  # a sign-in in the browser: a heads-up, the hook does not wait
+            assert task.done()
+            assert task.result() is None
+            self.asked.append(
+                Asked(agent, session, "heads-up", data.get("mcp_server_name"), event, data)
+            )
+            return
+        subject = {"ask": "AskUserQuestion", "elicit": data.get("mcp_server_name")}.get(
+            kind, data.get("tool_name")
+        )
+        if not self.daemon.link.connected:  # nobody could answer: the agent asks itself, now
+            assert task.done()
+            assert task.result() is None
+            self.asked.append(Asked(agent, session, kind, subject, event, data, state="dismissed"))
+            return
+        assert event.id in self.daemon.loop.pending, "the hook holds its request open"
+        self.asked.append(
+            Asked(agent, session, kind, subject, event, data, task, gone, hold, self.loop.now)
+        )
+
+    @precondition(lambda self: self._open())
+    @rule(data=st.data())
+    def the_hook_goes_away(self, data: st.DataObject) -> None:
+        asked = data.draw(st.sampled_from(self._open()))
+        assert asked.gone is not None
+        asked.gone.set_result(None)
+        asked.state, asked.left = "dismissed", True
+        self._spin()
+
+    @precondition(lambda self: any(a.task is not None and not a.task.done() for a in self.asked))
+    @rule(seconds=st.sampled_from((0.25, 0.5, 2.0)))
+    def time_passes(self, seconds: float) -> None:
+        self.loop.now += seconds
+        self._spin()
+        self._expire()
+
+    def _expire(self) -> None:
+        for asked in self._open():
+            if self.loop.now >= asked.opened + asked.hold:
+                asked.state = "timeout"
+
+    # -- the bridge --------------------------------------------------------------------------
+
+    @precondition(lambda self: self.asked and self.known)
+    @rule(data=st.data(), right_session=st.booleans())
+    def the_bridge_answers(self, data: st.DataObject, right_session: bool) -> None:
+        open_ = self._open()
+        pick_open: bool = data.draw(st.booleans())
+        some = open_ if open_ and pick_open else self.asked
+        self._answer(data, data.draw(st.sampled_from(some)), right_session)
+
+    @precondition(lambda self: self._passing())
+    @rule(data=st.data(), right_session=st.booleans())
+    def the_answer_comes_as_the_hold_passes(self, data: st.DataObject, right_session: bool) -> None:
+        """The hold's timer fires and the answer is read before the hook sees its timeout:
+        the answer, taken, is what the hook returns (or, refused, the hold passes)."""
+        asked = data.draw(st.sampled_from(self._passing()))
+        self.loop.now = asked.opened + asked.hold
+        self._answer(data, asked, right_session, late=True)
+        self._expire()
+
+    @precondition(lambda self: self._open())
+    @rule(data=st.data())
+    def the_hook_goes_away_as_the_answer_comes(self, data: st.DataObject) -> None:
+        """The agent gives up on the hook in the moment the answer is read: one end only."""
+        asked = data.draw(st.sampled_from(self._open()))
+        self._answer(data, asked, True, leaving=True)
+        asked.left = True
+        if asked.state == "open":
+            asked.state = "dismissed"
+
+    def _passing(self) -> list[Asked]:
+        """Open requests whose hold has not passed yet but can."""
+        return [a for a in self._open() if a.hold < HOLDS[-1] and self.loop.now < a.opened + a.hold]
+
+    def _answer(
+        self,
+        data: st.DataObject,
+        asked: Asked,
+        right_session: bool,
+        *,
+        late: bool = False,
+        leaving: bool = False,
+    ) -> None:
+        answer = data.draw(st.sampled_from(ANSWERS.get(asked.kind, PERMISSION_ANSWERS)))
+        session = (asked.agent, asked.session)
+        if not right_session or session not in self.known:
+            session = data.draw(st.sampled_from(sorted(self.known)))
+        command = make_event(
+            "control.attention.respond",
+            source=BRIDGE,
+            agent="aep-bridge",
+            session=session[1],
+            subject=asked.event.id,
+            cause=asked.event.id,
+            data={"answer": answer.answer},
+            capture="full" if "text" in answer.answer or "values" in answer.answer else "metadata",
+        )
+        takes = (
+            asked.state == "open"
+            and asked.kind != "heads-up"
+            and session[1] == asked.session
+            and answer.verdict is not None
+        )
+        hypothesis.event(
+            f"the answer is {'taken' if takes else 'refused'}{' late' if late else ''}"
+        )
+        before = len(self._queued())
+
+        async def deliver() -> None:
+            if late:  # the timer has fired; the command is read in the next iteration
+                await asyncio.sleep(0)
+            if leaving and asked.gone is not None:  # the hook is not woken before it is read
+                asked.gone.set_result(None)
+            await self.daemon.loop.on_command(command)
+
+        self._run(deliver())
+        new = self._new(before)
+        at = next(i for i, e in enumerate(new) if e.cause == command.id)
+        if late or leaving:  # the hook's own end may follow, but never come between
+            new = new[at : at + (3 if takes else 1)]
+        else:
+            assert at == 0, new
+        if takes:
+            assert [e.type for e in new] == [
+                "control.accepted",
+                "attention.answered",
+                "attention.resolved",
+            ], (answer, new)
+            _accepted, answered, resolved = new
+            assert answered.data is not None
+            assert resolved.data is not None
+            assert answered.data["answer"] == answer.recorded
+            assert answered.data["via"] == "control"
+            assert answered.cause == command.id
+            assert resolved.cause == answered.id
+            assert resolved.data["resolution"] == "answered"
+            asked.state, asked.verdict = "answered", answer.verdict
+            if asked.agent == CX and answer.recorded == {"option": "allow_session"}:
+                rule_key = codex.session_rule_key(asked.payload)
+                assert rule_key is not None
+                self.allowed.setdefault(asked.session, set()).add(rule_key)
+        else:
+            assert [e.type for e in new] == ["control.rejected"], (answer, asked.state, new)
+            assert new[0].data is not None
+            assert new[0].data["reason"] == "invalid"
+            assert new[0].session == session[1]
+        self.sent.append(Sent(command, new[0].raw))
+        self._spin()
+
+    @precondition(lambda self: self.sent)
+    @rule(data=st.data())
+    def the_bridge_retries(self, data: st.DataObject) -> None:
+        """The bridge did not see the ack: it sends the same command again."""
+        sent = data.draw(st.sampled_from(self.sent))
+        before = len(self._queued())
+        self._run(self.daemon.loop.on_command(sent.command))
+        assert self._queued()[before:] == [sent.ack], "the recorded ack again, nothing else"
+        self._spin()
+
+    # -- what must always hold ----------------------------------------------------------------
+
+    @invariant()
+    def the_daemon_keeps_its_promises(self) -> None:
+        """Checked in this order: the events read first, then what they must say."""
+        self._every_event_keeps_the_protocol()
+        self._every_command_has_one_decision()
+        self._every_request_ends_as_the_model_says()
+
+    def _every_event_keeps_the_protocol(self) -> None:
+        queued = self._queued()
+        for raw in queued[self.read :]:
+            event = parse_event(raw)
+            assert_valid(json.loads(raw))
+            if event.id in self.by_id:  # a re-sent ack: the very same bytes
+                assert self.by_id[event.id] == raw
+                assert event.type in ACKS
+                continue
+            self.by_id[event.id] = raw
+            stream = self.streams.setdefault(event.source, Stream())
+            position = event.position
+            assert position is not None, event
+            assert stream.position is None or position > stream.position, (stream, event)
+            stream.position = position
+            if event.type == "attention.requested":
+                stream.raised.append(event.id)
+                self.requests[event.id] = event.source
+                self.terminals[event.id] = []
+            elif event.type.startswith("attention."):
+                assert event.subject in self.requests, event  # subject = the request id
+                assert self.requests[event.subject] == event.source
+                if event.type in TERMINALS:
+                    self.terminals[event.subject].append(event.id)
+                    assert len(self.terminals[event.subject]) == 1, event
+                else:
+                    assert not self.terminals[event.subject], ("answered after its end", event)
+            elif event.type == "session.ended":
+                open_ = [r for r in stream.raised if not self.terminals[r]]
+                assert not open_, ("the session ended with requests open (AEP-0002 §7.2)", open_)
+            elif event.type in ACKS:
+                assert event.cause is not None
+                self.decisions.setdefault(event.cause, []).append(event.id)
+        self.read = len(queued)
+
+    def _every_command_has_one_decision(self) -> None:
+        for sent in self.sent:
+            assert len(self.decisions.get(sent.command.id, [])) == 1, sent.command
+
+    def _every_request_ends_as_the_model_says(self) -> None:
+        for asked in self.asked:
+            ends = self.terminals.get(asked.event.id, [])
+            if asked.state == "open":
+                assert not ends, asked
+                assert asked.task is None or not asked.task.done(), ("a hook freed early", asked)
+                continue
+            assert len(ends) == 1, ("no terminal", asked)
+            end = parse_event(self.by_id[ends[0]])
+            expected = "attention.timeout" if asked.state == "timeout" else "attention.resolved"
+            assert end.type == expected, (asked.state, end)
+            if end.type == "attention.resolved":
+                resolution = {"answered": "answered", "elsewhere": "answered"}.get(
+                    asked.state, "dismissed"
+                )
+                assert end.data is not None
+                assert end.data["resolution"] == resolution, end
+            if asked.task is None:
+                continue
+            assert asked.task.done(), ("a hook still waits after its request ended", asked)
+            output = None if asked.left else asked.task.result()
+            if asked.state == "answered" and not asked.left:
+                assert output is not None, asked
+                _check_output(asked, output)
+            else:
+                assert output is None, (asked.state, output)
+
+    def teardown(self) -> None:
+        for asked in self.asked:
+            hypothesis.event(f"a {asked.kind} request ends {asked.state}")
+        try:
+            for asked in self.asked:  # the agent quits: every hook still waiting goes away
+                if asked.gone is not None and not asked.gone.done():
+                    asked.gone.set_result(None)
+            self._spin()
+        finally:
+            self.loop.close()
+            self.tmp.cleanup()
+
+
+def _decision(behavior: str, **more: Any) -> dict[str, Any]:
+    decision = {"behavior": behavior, **more}
+    return {"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": decision}}
+
+
+def _check_output(asked: Asked, output: dict[str, Any]) -> None:
+    """The hook's stdout JSON says what the person answered, in the agent's words."""
+    verdict = asked.verdict
+    assert verdict is not None
+    specific = output["hookSpecificOutput"]
+    if asked.kind == "elicit":
+        assert specific == {
+            "hookEventName": "Elicitation",
+            "action": "accept",
+            "content": verdict.values,
+        }
+        return
+    decision = specific["decision"]
+    assert specific["hookEventName"] == "PermissionRequest"
+    if asked.kind == "ask":
+        assert decision["behavior"] == "allow"
+        questions = asked.payload["tool_input"]["questions"]
+        values = verdict.values or {}
+        labels = {"1": ["PostgreSQL", "SQLite"], "2": ["us-east", "eu-west"]}
+        expected = {}
+        for n, question in enumerate(questions, 1):
+            chosen = values[str(n)]
+            chosen = chosen if isinstance(chosen, list) else [chosen]
+            words = [labels[str(n)][int(c) - 1] if c.isdigit() else c for c in chosen]
+            expected[question["question"]] = ", ".join(words)
+        assert decision["updatedInput"]["answers"] == expected
+        return
+    if verdict.option == "deny":
+        assert decision["behavior"] == "deny"
+        if verdict.text:
+            assert decision["message"] == verdict.text
+        return
+    assert decision["behavior"] == "allow"
+    if verdict.option == "allow_session" and asked.agent == CC:
+        rules = decision["updatedPermissions"]
+        assert rules
+        assert {r["destination"] for r in rules} == {"session"}
+    else:
+        assert "updatedPermissions" not in decision
+
+
+DaemonModel.TestCase.settings = machine_settings(120, 30)
+test_the_daemons_held_loop = DaemonModel.TestCase
+
+
+# -- what the machine found, as plain cases ---------------------------------------------------
+
+URL = "ws://127.0.0.1:9/socket"
+
+
+def _respond(request: Event, answer: dict[str, Any]) -> Event:
+    return make_event(
+        "control.attention.respond",
+        source=BRIDGE,
+        agent="aep-bridge",
+        session=request.session,
+        subject=request.id,
+        cause=request.id,
+        data={"answer": answer},
+        capture="full",
+    )
+
+
+def _raise(
+    loop: ClockLoop, daemon: AgentDaemon, data: dict[str, Any], hold: float
+) -> tuple[asyncio.Task[dict[str, Any] | None], Event]:
+    """A held hook and the request it raised."""
+    gone: asyncio.Future[None] = loop.create_future()
+    task = loop.create_task(daemon.handle(CC, data, hold, gone))
+    task.add_done_callback(lambda _: None if gone.done() else gone.set_result(None))
+    for _ in range(5):
+        loop.run_until_complete(asyncio.sleep(0))
+    (request,) = [
+        e for e in map(parse_event, daemon.link._outbox) if e.type == "attention.requested"
+    ]
+    return task, request
+
+
+def _sent(daemon: AgentDaemon) -> list[Event]:
+    return [parse_event(raw) for raw in daemon.link._outbox]
+
+
+def test_an_answer_read_as_the_hold_passes_is_the_hooks_decision(tmp_path: Path) -> None:
+    """The hold's timer fired, and the person's answer was read before the hook woke to it:
+    the daemon accepted it and said so to the bridge, so the agent must get it too."""
+    loop = ClockLoop()
+    try:
+        daemon = AgentDaemon(tmp_path, URL, None)
+        daemon.link.connected = True  # the bridge said hello
+        hook, request = _raise(loop, daemon, payload(CC, "PermissionRequest"), 0.5)
+        loop.now += 0.5  # the hold passes ...
+
+        async def answer_in_the_same_moment() -> None:
+            await asyncio.sleep(0)  # ... the timer has fired, the hook has not woken yet
+            await daemon.loop.on_command(_respond(request, {"option": "allow"}))
+
+        loop.run_until_complete(answer_in_the_same_moment())
+        output = loop.run_until_complete(hook)
+        types = [e.type for e in _sent(daemon)]
+        assert types[-3:] == ["control.accepted", "attention.answered", "attention.resolved"]
+        assert "attention.timeout" not in types
+        assert output == _decision("allow")
+    finally:
+        loop.close()
+
+
+def test_form_values_for_a_field_the_form_does_not_have_are_refused(tmp_path: Path) -> None:
+    """`attention.answered` states what was applied (AEP-0008): a key the form never asked
+    for would be recorded and then silently dropped, so the answer is refused instead."""
+    loop = ClockLoop()
+    try:
+        daemon = AgentDaemon(tmp_path, URL, None)
+        daemon.link.connected = True  # the bridge said hello
+        hook, request = _raise(loop, daemon, payload(CC, "Elicitation"), 1000.0)
+        values = {**ELICIT_MIN, "admin": "yes please"}
+        loop.run_until_complete(daemon.loop.on_command(_respond(request, {"values": values})))
+        last = _sent(daemon)[-1]
+        assert last.type == "control.rejected"
+        assert last.data is not None
+        assert last.data["reason"] == "invalid"
+        assert not hook.done()  # still open for a better answer
+        loop.run_until_complete(daemon.loop.on_command(_respond(request, {"values": ELICIT_MIN})))
+        assert loop.run_until_complete(hook) is not None
+    finally:
+        loop.close()
+
+
+def test_typed_form_answers_stay_out_of_a_metadata_ceiling(tmp_path: Path) -> None:
+    """At an attention ceiling of `metadata` the recorded answer keeps the structure (the
+    choice, the number, the yes/no) and never what the person typed (AEP-0002 §5.3)."""
+    loop = ClockLoop()
+    try:
+        ceiling = Ceiling(attention="metadata")
+        daemon = AgentDaemon(tmp_path, URL, None, ceiling=ceiling)
+        daemon.link.connected = True  # the bridge said hello
+        hook, request = _raise(loop, daemon, payload(CC, "Elicitation"), 1000.0)
+        loop.run_until_complete(daemon.loop.on_command(_respond(request, {"values": ELICIT_ALL})))
+        content = loop.run_until_complete(hook)
+        assert content is not None  # the agent gets everything the person gave
+        assert content["hookSpecificOutput"]["content"]["reason"] == "release"
+        (answered,) = [e for e in _sent(daemon) if e.type == "attention.answered"]
+        assert answered.capture == "metadata"
+        assert b"release" not in answered.raw
+        assert answered.data is not None
+        assert answered.data["answer"]["values"] == {
+            "environment": "production",
+            "confirm": False,
+            "replicas": 3,
+        }
+    finally:
+        loop.close()

@@ -1,0 +1,353 @@
+"""The whole agent side, end to end: a hook process, the daemon, the bridge, a person.
+
+Each test runs `aep-bridge hook AGENT` as the agent does, with a recorded payload of that
+agent on stdin, against a running `aep-bridge agentd` and a real bridge whose phone is a
+memory channel. What the hook prints is what the agent reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from aep_bridge.aep.build import make_respond_command
+from aep_bridge.aep.payloads import Answer
+from aep_bridge.aep.validation import parse_event
+from aep_bridge.intake.auth import AuthPolicy
+from aep_bridge.intake.source import LocalSource
+from tests.agents.live import ALICE, MALLORY, Live, get, live, payload
+from tests.bridge_process import free_port
+from tests.core.rig import Rig
+from tests.intake.conftest import TOKEN, Served, serve
+from tests.official import assert_valid
+
+pytestmark = pytest.mark.asyncio
+
+CC = "claude-code"
+
+
+async def _started(running: Live, agent: str = CC) -> None:
+    """The session and a run are open, as when the agent is working."""
+    for name in ("SessionStart", "UserPromptSubmit"):
+        done = await running.hook(agent, payload(agent, name))
+        assert done.status == 0
+        assert done.output is None
+
+
+async def test_a_permission_allowed_from_the_phone_lets_claude_code_run_the_tool(tmp_path: Path):
+    async with live(tmp_path) as running:
+        await _started(running)
+        hook = running.hook(CC, payload(CC, "PermissionRequest"))
+        card = await running.card()
+        request = running.channel.cards[card][1]
+        assert running.labels(card) == ["Allow", "Allow for this session", "Deny"]
+        assert "npm test" in f"{request.title}\n{request.description}"
+        await running.press(card, "Allow")
+        done = await hook
+        assert done.status == 0
+        assert done.output == {
+            "hookSpecificOutput": {
+                "hookEventName": "PermissionRequest",
+                "decision": {"behavior": "allow"},
+            }
+        }
+        types = [e["type"] for e in running.events(CC)]
+        answered = types.index("attention.answered")
+        assert types[answered - 1] == "control.accepted"
+        assert types[answered + 1] == "attention.resolved"
+
+
+async def test_allow_for_this_session_returns_claude_codes_session_rule(tmp_path: Path):
+    async with live(tmp_path) as running:
+        await _started(running)
+        hook = running.hook(CC, payload(CC, "PermissionRequest"))
+        await running.press(await running.card(), "Allow for this session")
+        decision = (await hook).output["hookSpecificOutput"]["decision"]
+        assert decision["behavior"] == "allow"
+        assert decision["updatedPermissions"]
+        assert {rule["destination"] for rule in decision["updatedPermissions"]} == {"session"}
+
+
+async def test_a_text_answer_is_a_deny_with_the_persons_guidance(tmp_path: Path):
+    async with live(tmp_path) as running:
+        await _started(running)
+        hook = running.hook(CC, payload(CC, "PermissionRequest"))
+        card = await running.card()
+        await running.channel.core.answer_text(card, "use pytest -x instead", ALICE)
+        decision = (await hook).output["hookSpecificOutput"]["decision"]
+        assert decision == {"behavior": "deny", "message": "use pytest -x instead"}
+        answered = [e for e in running.events(CC) if e["type"] == "attention.answered"]
+        assert answered[-1]["data"]["answer"]["option"] == "deny"
+
+
+async def test_a_stranger_cannot_answer_and_the_hook_keeps_waiting(tmp_path: Path):
+    async with live(tmp_path) as running:
+        await _started(running)
+        hook = running.hook(CC, payload(CC, "PermissionRequest"), "--hold", "3")
+        card = await running.card()
+        await running.press(card, "Allow", MALLORY)
+        done = await hook  # nobody allowed answered: the hold passes
+        assert done.output is None
+        types = [e["type"] for e in running.events(CC)]
+        assert "attention.answered" not in types
+        assert types[-1] == "attention.timeout"
+
+
+async def test_no_answer_within_the_hold_gives_the_agent_its_own_dialog(tmp_path: Path):
+    async with live(tmp_path) as running:
+        await _started(running)
+        done = await running.hook(CC, payload(CC, "PermissionRequest"), "--hold", "1")
+        assert done.status == 0
+        assert done.stdout == ""
+        timeout = [e for e in running.events(CC) if e["type"] == "attention.timeout"]
+        assert len(timeout) == 1
+        assert timeout[0]["data"]["after_ms"] >= 900
+
+
+async def test_the_tool_running_anyway_dismisses_the_card(tmp_path: Path):
+    """The person answered in the terminal: the agent runs the tool, the card closes."""
+    async with live(tmp_path) as running:
+        await _started(running)
+        hook = running.hook(CC, payload(CC, "PermissionRequest"))
+        await running.card()
+        await running.hook(CC, payload(CC, "PostToolUse"))
+        assert (await hook).output is None
+        resolved = [e for e in running.events(CC) if e["type"] == "attention.resolved"]
+        assert resolved[-1]["data"] == {"resolution": "dismissed"}
+
+
+async def test_codex_allowed_from_the_phone(tmp_path: Path):
+    async with live(tmp_path) as running:
+        await _started(running, "codex")
+        hook = running.hook("codex", payload("codex", "PermissionRequest"))
+        await running.press(await running.card(), "Allow")
+        assert (await hook).output == {
+            "hookSpecificOutput": {
+                "hookEventName": "PermissionRequest",
+                "decision": {"behavior": "allow"},
+            }
+        }
+
+
+async def test_codex_allow_for_this_session_is_kept_by_the_daemon(tmp_path: Path):
+    async with live(tmp_path) as running:
+        await _started(running, "codex")
+        hook = running.hook("codex", payload("codex", "PermissionRequest"))
+        await running.press(await running.card(), "Allow for this session")
+        first = (await hook).output
+        assert first["hookSpecificOutput"]["decision"]["behavior"] == "allow"
+        again = await running.hook("codex", payload("codex", "PermissionRequest"))
+        assert again.output == first  # the same request again: allowed without asking
+        assert len(running.channel.cards) == 1
+        other = payload("codex", "PermissionRequest", tool_input={"command": "rm -rf /"})
+        third = running.hook("codex", other, "--hold", "1")
+        await running.card(2)  # a different command is asked again
+        assert (await third).output is None
+
+
+async def test_a_dead_bridge_never_holds_the_agent(tmp_path: Path):
+    """Nobody can answer while the bridge is away: a permission prompt is not held (the
+    agent shows its own dialog at once), and the hooks return with nothing to say."""
+    async with live(tmp_path, daemon=False) as running:
+        dead = {"AEP_BRIDGE_URL": "http://127.0.0.1:9", "AEP_BRIDGE_TOKEN": "x"}
+        # the bridge is up, but the daemon the hook starts points where nothing listens
+        for name in ("SessionStart", "PreToolUse", "PermissionRequest"):
+            done = await running.hook(CC, payload(CC, name), **dead)
+            assert done.status == 0
+            assert done.stdout == ""
+        status, body = await get(running.directory, "/healthz")
+        assert (status, body) == (200, {"ok": True, "relay": False})
+        # the events wait in the session log all the same; the prompt was closed at once
+        types = [e["type"] for e in running.events(CC)]
+        assert types == [
+            "session.started",
+            "tool.requested",
+            "attention.requested",
+            "attention.resolved",
+        ]
+        assert running.events(CC)[-1]["data"] == {"resolution": "dismissed"}
+
+
+async def test_garbage_on_stdin_is_skipped_quietly(tmp_path: Path):
+    async with live(tmp_path) as running:
+        for body in (b"not json", b"[1, 2]", b"{}", b""):
+            done = await running.hook(CC, body)
+            assert done.status == 0
+            assert done.stdout == ""
+        assert running.events(CC) == []
+
+
+async def test_every_event_the_daemon_emits_is_valid_and_its_log_validates(tmp_path: Path):
+    async with live(tmp_path) as running:
+        for agent, names in (
+            (
+                CC,
+                [
+                    "SessionStart",
+                    "UserPromptSubmit",
+                    "PreToolUse",
+                    "PostToolUse",
+                    "Notification",
+                    "Stop",
+                    "SessionEnd",
+                ],
+            ),
+            ("codex", ["SessionStart", "PreToolUse", "PostToolUse", "Stop"]),
+        ):
+            for name in names:
+                assert (await running.hook(agent, payload(agent, name))).status == 0
+            for event in running.events(agent):
+                assert_valid(event)
+        from aep_bridge.cli import main
+
+        logs = sorted((running.directory / "logs").rglob("*.jsonl"))
+        assert len(logs) == 2
+        for log in logs:
+            assert main(["validate", str(log)]) == 0, log
+
+
+async def test_claude_codes_question_is_a_form_answered_from_the_phone(tmp_path: Path):
+    async with live(tmp_path) as running:
+        await _started(running)
+        hook = running.hook(CC, payload(CC, "PermissionRequest-AskUserQuestion"), "--hold", "10")
+        card = await running.card()
+        request = running.channel.cards[card][1]
+        fields = {f.label: f for f in request.fields}
+        database = fields["Database: Which database should the new service use?"]
+        regions = fields["Regions: Which regions should we roll out to?"]
+        sqlite = next(c.id for c in database.choices if c.label == "SQLite")
+        await running.channel.core.answer_form(
+            card, {database.id: sqlite, regions.id: ["c1", "ap-south"]}, ALICE
+        )
+        decision = (await hook).output["hookSpecificOutput"]["decision"]
+        assert decision["behavior"] == "allow"
+        assert decision["updatedInput"]["answers"] == {
+            "Which database should the new service use?": "SQLite",
+            "Which regions should we roll out to?": "us-east, ap-south",
+        }
+
+
+async def test_an_mcp_servers_form_is_answered_from_the_phone(tmp_path: Path):
+    async with live(tmp_path) as running:
+        await _started(running)
+        hook = running.hook(CC, payload(CC, "Elicitation"), "--hold", "10")
+        card = await running.card()
+        fields = {f.label: f for f in running.channel.cards[card][1].fields}
+        environment = fields["Environment"]
+        production = next(c.id for c in environment.choices if c.label == "Production")
+        values = {
+            environment.id: production,
+            fields["Replica count"].id: 3,
+            fields["Proceed immediately"].id: True,
+        }
+        await running.channel.core.answer_form(card, values, ALICE)
+        output = (await hook).output["hookSpecificOutput"]
+        assert output["hookEventName"] == "Elicitation"
+        assert output["action"] == "accept"
+        assert output["content"] == {"environment": "production", "replicas": 3, "confirm": True}
+
+
+async def test_a_waiting_agent_is_a_heads_up_closed_when_the_person_is_back(tmp_path: Path):
+    async with live(tmp_path) as running:
+        await _started(running)
+        await running.hook(CC, payload(CC, "Stop"))
+        await running.hook(CC, payload(CC, "Notification"))  # idle_prompt
+        card = await running.card()
+        request = running.channel.cards[card][1]
+        assert request.informational  # nothing to press: the person answers in the terminal
+        await running.hook(CC, payload(CC, "UserPromptSubmit"))
+        types = [e["type"] for e in running.events(CC)]
+        assert types[-2:] == ["attention.resolved", "run.started"]
+
+
+async def test_the_first_hook_starts_the_daemon(tmp_path: Path):
+    async with live(tmp_path, daemon=False) as running:
+        done = await running.hook(CC, payload(CC, "SessionStart"))
+        assert done.status == 0
+        await running.wait_relay(True)
+        async with asyncio.timeout(10):
+            while not running.channel.threads:  # the session reached the phone
+                await asyncio.sleep(0.02)
+
+
+async def test_a_restarted_daemon_takes_a_new_epoch_and_the_session_goes_on(tmp_path: Path):
+    async with live(tmp_path) as running:
+        await _started(running)
+        await running.stop_daemon()
+        await running.start_daemon()
+        hook = running.hook(CC, payload(CC, "PermissionRequest"))
+        await running.press(await running.card(), "Deny")
+        assert (await hook).output["hookSpecificOutput"]["decision"]["behavior"] == "deny"
+        epochs = [(e["epoch"], e["seq"]) for e in running.events(CC)]
+        assert epochs[0][0] + 1 == epochs[-1][0]
+        assert epochs == sorted(epochs)
+        assert len(running.channel.threads) == 1  # still the one thread
+
+
+async def test_events_wait_for_a_bridge_that_is_away(tmp_path: Path):
+    channels = {"phone": {"type": "memory", "approvers": ["alice"]}}
+    async with Rig(tmp_path / "bridge", channels=channels) as rig:
+        port = free_port()
+        directory = tmp_path / "agentd"
+        directory.mkdir(mode=0o700)
+        running = Live(rig, Served(rig.hub, port), directory)
+        try:
+            await running.start_daemon(wait=False)
+            await running.wait_relay(False)
+            for name in ("SessionStart", "UserPromptSubmit", "PreToolUse"):
+                assert (await running.hook(CC, payload(CC, name))).status == 0
+            async with serve(rig.hub, AuthPolicy(TOKEN), port=port):
+                await running.wait_relay(True)
+                async with asyncio.timeout(10):
+                    while not running.channel.messages:  # what waited reached the phone
+                        await asyncio.sleep(0.02)
+                assert len(running.channel.threads) == 1
+        finally:
+            await running.stop_daemon()
+
+
+async def test_a_command_sent_twice_is_decided_once_with_the_same_ack(tmp_path: Path):
+    """The bridge sends an answer again when its ack is late: the agent applies it once,
+    and the retry gets the very same ack."""
+    async with live(tmp_path) as running:
+        await _started(running)
+        hook = running.hook(CC, payload(CC, "PermissionRequest"), "--hold", "10")
+        await running.card()
+        [request] = [
+            parse_event(json.dumps(e).encode())
+            for e in running.events(CC)
+            if e["type"] == "attention.requested"
+        ]
+        bridge = LocalSource(running.rig.hub)
+        command = make_respond_command(
+            request, Answer(option="deny"), source="aep://localhost/agent/tester", agent="tester"
+        )
+        first = await bridge.send_command(command, timeout=5)
+        again = await bridge.send_command(command, timeout=5)
+        assert first.status == "accepted"
+        assert again.ack.raw == first.ack.raw
+        assert (await hook).output["hookSpecificOutput"]["decision"]["behavior"] == "deny"
+        types = [e["type"] for e in running.events(CC)]
+        assert types.count("control.accepted") == 1
+        assert types.count("attention.answered") == 1
+
+
+@pytest.mark.parametrize(("action", "last"), [("accept", "answered"), ("decline", "dismissed")])
+async def test_an_mcp_form_answered_in_the_terminal_closes_the_card(
+    tmp_path: Path, action: str, last: str
+):
+    async with live(tmp_path) as running:
+        await _started(running)
+        hook = running.hook(CC, payload(CC, "Elicitation"), "--hold", "20")
+        await running.card()
+        await running.hook(CC, payload(CC, "ElicitationResult", action=action))
+        assert (await hook).output is None  # the agent has its answer already
+        events = running.events(CC)
+        assert events[-1]["type"] == "attention.resolved"
+        assert events[-1]["data"]["resolution"] == last
+        if action == "accept":
+            assert events[-2]["type"] == "attention.answered"
+            assert events[-2]["data"]["via"] == "oob"

@@ -1,0 +1,102 @@
+"""`aep-bridge hook` as the agent runs it: quick, harmless, and careful where it talks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+PAYLOAD = json.dumps({"hook_event_name": "SessionStart", "session_id": "s1"}).encode()
+
+
+def _hook(directory: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    env = {**os.environ, "AEP_AGENTD_DIR": str(directory), "AEP_BRIDGE_URL": "http://127.0.0.1:9"}
+    return subprocess.run(
+        [sys.executable, "-m", "aep_bridge", "hook", "codex", *args],
+        input=PAYLOAD,
+        capture_output=True,
+        env=env,
+        timeout=30,
+        check=False,
+    )
+
+
+def test_a_directory_others_can_enter_is_never_talked_to(tmp_path: Path):
+    """A socket another user could have planted could read the payloads and answer for the
+    person: the hook skips (the agent decides alone) and starts no daemon there."""
+    directory = tmp_path / "agentd"
+    directory.mkdir(mode=0o755)
+    directory.chmod(0o755)
+    (directory / "agentd.sock").touch()
+    done = _hook(directory)
+    assert done.returncode == 0
+    assert done.stdout == b""
+    assert b"PermissionError" in done.stderr
+    assert not (directory / "agentd.pid").exists()
+
+
+def test_the_daemon_refuses_a_directory_others_can_enter(tmp_path: Path):
+    directory = tmp_path / "agentd"
+    directory.mkdir(mode=0o777)
+    directory.chmod(0o777)
+    done = subprocess.run(
+        [sys.executable, "-m", "aep_bridge", "agentd", "--dir", str(directory)],
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert b"chmod 700" in done.stderr
+    assert not (directory / "agentd.sock").exists()
+
+
+def test_the_hook_loads_only_itself():
+    """The agent waits on every hook: the hook imports none of the bridge (pydantic, the
+    server, the plugins), only the standard library and its own few modules."""
+    code = (
+        "import sys; from aep_bridge.launch import main; import aep_bridge.agents.shim; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('aep_bridge', 'pydantic', 'starlette', 'websockets', 'uvicorn', 'pluggy')))"
+    )
+    loaded = json.loads(
+        subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, timeout=30)
+        .stdout.decode()
+        .replace("'", '"')
+    )
+    assert loaded == [
+        "aep_bridge",
+        "aep_bridge._startup",
+        "aep_bridge.agents",
+        "aep_bridge.agents.paths",
+        "aep_bridge.agents.shim",
+        "aep_bridge.launch",
+    ]
+
+
+def test_the_public_api_still_gives_every_name():
+    """`aep_bridge` imports its names on first use; each one a plugin imports is there."""
+    import aep_bridge
+
+    for name in aep_bridge.__all__:
+        assert getattr(aep_bridge, name) is not None, name
+    assert set(aep_bridge._HOME_OF) | {"markup", "__version__"} == set(aep_bridge.__all__)
+
+
+def test_type_checkers_see_the_names_the_package_gives():
+    """The `TYPE_CHECKING` imports (what mypy and editors see) name exactly the lazy ones."""
+    import ast
+
+    import aep_bridge
+
+    tree = ast.parse(Path(aep_bridge.__file__).read_text())
+    seen: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            for item in node.body:
+                if isinstance(item, ast.ImportFrom):
+                    home = "." * item.level + (item.module or "")
+                    seen.update({alias.name: home for alias in item.names})
+    seen.pop("markup")
+    assert seen == aep_bridge._HOME_OF
