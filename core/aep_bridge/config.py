@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
@@ -217,6 +217,27 @@ class AttentionConfig(BaseModel):
     )
 
 
+AgentCapture = Literal["metadata", "redacted", "full"]
+
+
+class AgentsConfig(BaseModel):
+    """The agent daemon (`aep-bridge agentd`, docs/agents.md): what its events may carry
+    out of the machine. It reads this file when it starts; its flags override it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    capture: AgentCapture = Field(
+        default="metadata",
+        description="the highest capture level of the agents' events other than attention.*: "
+        "metadata (tool names and digests, not their arguments or results), redacted or full",
+    )
+    attention_capture: AgentCapture = Field(
+        default="redacted",
+        description="the highest capture level of attention.* (permission prompts, questions): "
+        "redacted shows the person answering the prompt with secrets, paths and PII replaced",
+    )
+
+
 class BridgeConfig(BaseModel):
     """The whole file. Channel blocks stay raw here; `resolve_channels` checks them."""
 
@@ -226,6 +247,7 @@ class BridgeConfig(BaseModel):
     intake: IntakeConfig = Field(default_factory=IntakeConfig)
     redaction: RedactionConfig = Field(default_factory=RedactionConfig)
     attention: AttentionConfig = Field(default_factory=AttentionConfig)
+    agents: AgentsConfig = Field(default_factory=AgentsConfig)
     routes: list[RouteConfig] | None = Field(
         default=None,
         description="which sessions go to which channels: a session goes to the channels of "

@@ -233,10 +233,16 @@ class DaemonModel(RuleBasedStateMachine):
     def _hook(self, agent: str, session: str, data: dict[str, Any]) -> Any:
         """A hook that does not wait: its output, at once."""
         before = len(self._queued())
-        output = self._run(self.daemon.handle(agent, data, HOLDS[-1]))
+        gone: asyncio.Future[None] = self.loop.create_future()
+        task = self.loop.create_task(self.daemon.handle(agent, data, HOLDS[-1], gone))
+        self._spin()
         if len(self._queued()) > before:
             self.known.add((agent, session))
-        return output
+        if not task.done():  # free it before failing, so the loop can close
+            gone.set_result(None)
+            self._spin()
+            raise AssertionError(f"a {data['hook_event_name']} hook waits")
+        return task.result()
 
     def _open(self, agent: str | None = None, session: str | None = None) -> list[Asked]:
         return [
@@ -511,7 +517,8 @@ class DaemonModel(RuleBasedStateMachine):
             assert resolved.cause == answered.id
             assert resolved.data["resolution"] == "answered"
             asked.state, asked.verdict = "answered", answer.verdict
-            if asked.agent == CX and answer.recorded == {"option": "allow_session"}:
+            # the rule is kept once the hook returns it (not when the hook left meanwhile)
+            if asked.agent == CX and answer.recorded == {"option": "allow_session"} and not leaving:
                 rule_key = codex.session_rule_key(asked.payload)
                 assert rule_key is not None
                 self.allowed.setdefault(asked.session, set()).add(rule_key)

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from aep_sdk.gen import AepEvent
+from aep_sdk.projection import project_state
 
 from aep_bridge.aep.build import make_respond_command
 from aep_bridge.aep.payloads import Answer
@@ -201,6 +205,10 @@ async def test_every_event_the_daemon_emits_is_valid_and_its_log_validates(tmp_p
                 assert (await running.hook(agent, payload(agent, name))).status == 0
             for event in running.events(agent):
                 assert_valid(event)
+                AepEvent.model_validate(event)  # the official SDK's model, an independent peer
+            # the official SDK's projection folds the session with no position fault
+            state = project_state(running.events(agent))
+            assert not state.get("violations"), state["violations"]
         from aep_bridge.cli import main
 
         logs = sorted((running.directory / "logs").rglob("*.jsonl"))
@@ -351,3 +359,44 @@ async def test_an_mcp_form_answered_in_the_terminal_closes_the_card(
         if action == "accept":
             assert events[-2]["type"] == "attention.answered"
             assert events[-2]["data"]["via"] == "oob"
+
+
+async def test_the_configs_attention_ceiling_keeps_the_command_off_the_phone(tmp_path: Path):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"agents": {"attention_capture": "metadata"}}))
+    async with live(tmp_path, daemon=False) as running:
+        await running.start_daemon("--config", str(config))
+        await _started(running)
+        hook = running.hook(CC, payload(CC, "PermissionRequest"), "--hold", "10")
+        card = await running.card()
+        request = running.channel.cards[card][1]
+        shown = f"{request.title}\n{request.description}"
+        assert "npm test" not in shown
+        assert "Bash" in shown  # which tool asks is structure, and stays
+        # at metadata the buttons say the options' ids (AEP-0003 §9.2: structure only)
+        assert running.labels(card) == ["allow", "allow_session", "deny"]
+        await running.press(card, "allow")
+        assert (await hook).output["hookSpecificOutput"]["decision"]["behavior"] == "allow"
+
+
+async def test_a_config_the_daemon_cannot_use_names_the_key(tmp_path: Path):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"agents": {"capture": "everything"}}))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "aep_bridge",
+            "agentd",
+            "--dir",
+            str(tmp_path / "d"),
+            "--config",
+            str(config),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "agents.capture" in done.stderr

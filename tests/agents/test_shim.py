@@ -100,3 +100,42 @@ def test_type_checkers_see_the_names_the_package_gives():
                     seen.update({alias.name: home for alias in item.names})
     seen.pop("markup")
     assert seen == aep_bridge._HOME_OF
+
+
+def test_the_daemon_never_writes_the_bridges_token(tmp_path: Path):
+    """Its log quotes the bridge's address and why it cannot be reached; the token is
+    scrubbed from every line, even when it sits in the address itself."""
+    import signal
+    import time
+
+    token = "s3cret-bridge-token-0123456789"
+    directory = tmp_path / "agentd"
+    log = tmp_path / "agentd.err"
+    with log.open("wb") as err:
+        daemon = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "aep_bridge",
+                "agentd",
+                "--dir",
+                str(directory),
+                "--url",
+                f"ws://127.0.0.1:9/socket?access_token={token}",
+                "--token",
+                token,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    try:
+        deadline = time.monotonic() + 20
+        while b"not reachable" not in log.read_bytes():
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(10)
+    text = log.read_text()
+    assert "127.0.0.1:9" in text
+    assert token not in text

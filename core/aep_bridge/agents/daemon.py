@@ -35,7 +35,10 @@ from typing import Any, Final
 
 from ..aep.envelope import Event
 from ..aep.errors import InvalidEvent
+from ..aep.redaction import RedactionPolicy, Redactor
 from ..aep.registry import CAPTURE_ORDER, Capture, Severity
+from ..config import ConfigError, config_path, read_config
+from ..scrub import ScrubFilter, register, secrets_in
 from . import claude_code, codex
 from .emitter import Emitter, SessionState
 from .held import AttentionLoop
@@ -183,15 +186,19 @@ class AgentDaemon:
         waiting: asyncio.Future[Verdict | None] = asyncio.ensure_future(
             self.loop.hold(state, request, subject, hold)
         )
-        if gone is not None:
-            either: list[asyncio.Future[Any]] = [waiting, gone]
-            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
-            if not waiting.done():
+        try:
+            if gone is not None:
+                either: list[asyncio.Future[Any]] = [waiting, gone]
+                await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+            if not waiting.done() and gone is not None and gone.done():
                 waiting.cancel()  # the hook went away: the request is dismissed
                 with contextlib.suppress(asyncio.CancelledError):
                     await waiting
                 return None
-        verdict = await waiting
+            verdict = await waiting
+        except asyncio.CancelledError:  # this call itself was cancelled (the daemon stops)
+            waiting.cancel()
+            raise
         if verdict is not None and verdict.option == ALLOW_SESSION and agent in _DAEMON_KEEPS_RULES:
             rule = mapping.session_rule_key(payload)
             if rule is not None:
@@ -265,7 +272,7 @@ class AgentDaemon:
             return
         try:
             payload = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):
             await _reply(send, 400, {"error": "the payload is not JSON"})
             return
         gone: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -359,25 +366,26 @@ def add_parser(commands: Any) -> None:
     parser.add_argument(
         "--capture",
         choices=CAPTURE_ORDER[1:],
-        default="metadata",
-        help="the highest capture level of events other than attention.* (default metadata)",
+        help="the highest capture level of events other than attention.* (default: the "
+        "config's agents.capture, metadata)",
     )
     parser.add_argument(
         "--attention-capture",
         choices=CAPTURE_ORDER[1:],
-        default="redacted",
-        help="the highest capture level of attention.* events (default redacted: the person "
-        "answering sees the prompt, with secrets, paths and PII redacted)",
+        help="the highest capture level of attention.* events (default: the config's "
+        "agents.attention_capture, redacted: the person answering sees the prompt, with "
+        "secrets, paths and PII redacted)",
     )
+    parser.add_argument("--config", help="the bridge's config file (default: as `run` finds it)")
 
 
-def _address(url: str | None, token: str | None) -> tuple[str, str | None]:
+def _address(url: str | None, token: str | None, config: str | None) -> tuple[str, str | None]:
     url = url or os.environ.get("AEP_BRIDGE_URL")
     token = token or os.environ.get("AEP_BRIDGE_TOKEN")
     if url is None or token is None:
         from ..client_endpoint import endpoint
 
-        base, found = endpoint(None, url, token, "agentd")
+        base, found = endpoint(config, url, token, "agentd")
         url, token = base, token or found
     if url.startswith(("http://", "https://")):
         url = url.replace("http", "ws", 1).rstrip("/") + "/socket"
@@ -404,8 +412,24 @@ def main(args: argparse.Namespace) -> int:
         level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr
     )
     log.setLevel(logging.INFO)
-    url, token = _address(args.url, args.token)
-    ceiling = Ceiling(events=args.capture, attention=args.attention_capture)
+    try:
+        config = read_config(config_path(args.config))
+    except ConfigError as exc:
+        print(f"aep-bridge agentd: {exc}", file=sys.stderr)
+        return 2
+    url, token = _address(args.url, args.token, args.config)
+    secrets = [*secrets_in(config), *([token] if token else [])]
+    register(secrets)  # never in a line it writes, whatever the line quotes (a URL, an error)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(ScrubFilter())
+    policy = RedactionPolicy.from_environment(
+        config.redaction.secret_env, extra_values=secrets, pii=config.redaction.pii
+    )
+    ceiling = Ceiling(
+        events=args.capture or config.agents.capture,
+        attention=args.attention_capture or config.agents.attention_capture,
+        redactor=Redactor(policy),
+    )
     daemon = AgentDaemon(directory, url, token, ceiling=ceiling)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_serve(daemon, socket_path(directory)))
