@@ -181,6 +181,7 @@ _ERROR_RANK: Final = SEVERITY_RANK["error"]
 _SAFE_KEY: Final = re.compile(r"[A-Za-z0-9_.:@#/-]{1,128}")
 #: What the redaction pipeline puts in place of what it removes.
 _MARKERS: Final = re.compile(r"\[REDACTED:[a-z]+\]")
+_UUID: Final = re.compile(r"[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
 _ALLOW_WORDS: Final = ("allow", "approve", "accept", "yes", "proceed", "grant", "continue", "ok")
 _THOUGHT_ROLES: Final = frozenset({"reasoning", "thinking", "thought"})
 _DONE: Final = frozenset({"completed", "complete", "done", "success", "succeeded", "ok"})
@@ -360,7 +361,10 @@ class Renderer:
             folder = _last_folder(self._t(payload.cwd))
             if folder:
                 return self._line(folder, MAX_THREAD_NAME)
-        who = " ".join(x for x in (gated.agent, gated.session) if x)
+        session = gated.session
+        if session is not None and _UUID.fullmatch(session):
+            session = session[:8]  # Claude Code's ids: the first 8 tell sessions apart
+        who = " ".join(x for x in (gated.agent, session) if x)
         return self._line(who, MAX_THREAD_NAME) or "session"
 
     def permission_request(

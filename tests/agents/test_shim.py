@@ -139,3 +139,19 @@ def test_the_daemon_never_writes_the_bridges_token(tmp_path: Path):
     text = log.read_text()
     assert "127.0.0.1:9" in text
     assert token not in text
+
+
+def test_a_wrong_command_line_never_exits_2(tmp_path: Path):
+    """Both agents read a hook's status 2 as "block the tool": a typo in the settings must
+    not refuse every tool call the agent makes."""
+    for args in (["nope"], ["codex", "--hold", "soon"], []):
+        done = subprocess.run(
+            [sys.executable, "-m", "aep_bridge", "hook", *args],
+            input=PAYLOAD,
+            capture_output=True,
+            timeout=30,
+            check=False,
+        )
+        assert done.returncode == 1, args
+        assert b"error" in done.stderr
+        assert done.stdout == b""

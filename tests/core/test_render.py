@@ -1265,6 +1265,16 @@ def test_thread_name_prefers_the_label_then_the_folder_then_agent_and_session():
     assert renderer.thread_name(ev("session.started", {}), ceiling="full") == "claude-code s1"
 
 
+def test_a_uuid_session_is_named_by_its_first_eight_characters():
+    """Claude Code's session ids are UUIDs: the thread is `claude-code 9f2c7a1e`, enough to
+    tell sessions apart, not 36 characters of hex."""
+    uuid = "9f2c7a1e-3b4d-4c5e-8f60-1a2b3c4d5e6f"
+    started = ev("session.started", {}, session=uuid)
+    assert _renderer().thread_name(started, ceiling="metadata") == "claude-code 9f2c7a1e"
+    other = ev("session.started", {}, session="not-a-uuid-but-long-9f2c7a1e3b4d")
+    assert _renderer().thread_name(other, ceiling="metadata").endswith("9f2c7a1e3b4d")
+
+
 def test_thread_name_is_redacted_and_short():
     renderer = _renderer()
     long = ev("session.started", {"label": f"{EMAIL} " + "word " * 60}, capture="redacted")

@@ -22,7 +22,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Final
+from typing import Final, NoReturn
 
 from .paths import agentd_dir, check_private, socket_path
 
@@ -111,8 +111,18 @@ def deliver(agent: str, body: bytes, *, hold: float, directory: Path | None = No
             time.sleep(0.05)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a wrong command line exits 1, never argparse's 2: both agents read a
+    hook's status 2 as "block" (the tool call refused), and a typo in the settings must not
+    stop every tool the agent runs."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(1, f"{self.prog}: error: {message}\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="aep-bridge hook",
         description="Run by the agent on each hook: hands the payload on stdin to the agent "
         "daemon and prints its decision. Never fails the agent: any problem ends with "
