@@ -137,13 +137,7 @@ class AgentDaemon:
 
     def _close_heads_ups(self, state: SessionState) -> None:
         for request in self._heads.open.pop((state.agent, state.session), []):
-            self._emit(
-                state,
-                "attention.resolved",
-                {"resolution": "dismissed"},
-                subject=request.id,
-                cause=request.id,
-            )
+            self.loop.close(state, request)
 
     # -- one hook -----------------------------------------------------------------------
 
@@ -181,7 +175,7 @@ class AgentDaemon:
             return None
         request, subject = held
         if not self.link.connected:  # nobody can answer: the agent asks for itself, now
-            self.loop.close_unheld(state, request)
+            self.loop.close(state, request)
             return None
         waiting: asyncio.Future[Verdict | None] = asyncio.ensure_future(
             self.loop.hold(state, request, subject, hold)

@@ -170,19 +170,13 @@ class AttentionLoop:
     def _dismiss(self, held: Held) -> None:
         if self.pending.pop(held.request.id, None) is None:
             return
-        self._emit(
-            held.state,
-            "attention.resolved",
-            {"resolution": "dismissed"},
-            subject=held.request.id,
-            cause=held.request.id,
-        )
+        self.close(held.state, held.request)
         if not held.future.done():
             held.future.set_result(None)
 
-    def close_unheld(self, state: SessionState, request: Event) -> None:
-        """Close a request nobody can answer (the bridge is away) at once, as dismissed:
-        the hook returns at once and the agent shows its own dialog."""
+    def close(self, state: SessionState, request: Event) -> None:
+        """Close a request no hook waits on as dismissed: a heads-up once the person is
+        back, or a prompt nobody can answer (the bridge is away: the agent asks itself)."""
         self._emit(
             state,
             "attention.resolved",
