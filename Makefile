@@ -48,8 +48,10 @@ $(DEV_STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS))
 
 venv: $(DEV_STAMP)
 
-# `make run PORT=8801 CONFIG=path/to/config.json`: each is passed on only when set.
+# `make run PORT=8801 CONFIG=path/to/config.json`: each is passed on only when set. The bridge
+# stays the foreground process (Ctrl-C stops it); it logs the web page's sign-in URL itself.
 run: $(RUN_STAMP)
+	@echo "try it: $(BIN)/aep-bridge demo   (in another terminal, once the bridge below prints its sign-in URL)"
 	$(BIN)/aep-bridge run$(if $(CONFIG), --config "$(CONFIG)")$(if $(PORT), --port $(PORT))
 
 test: $(DEV_STAMP)

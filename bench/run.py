@@ -87,6 +87,9 @@ def main() -> None:
     import agent_hooks  # the agent side: a hook call's cost, what the held loop adds
 
     lines += agent_hooks.section(agent_hooks.main())
+    import web_channel  # the web channel in a real browser: request to card, click to command
+
+    lines += web_channel.section(web_channel.main())
     RESULTS.write_text("\n".join(lines))
     print("\n".join(lines))
 

@@ -1,7 +1,8 @@
 """The README's commands, run in order as a reader runs them on this checkout.
 
 `make run` starts the bridge (on a free port instead of 8787, with its state and config in a
-fresh home folder), `aep-bridge emit --demo` sends the recorded session, `aep-bridge ask`
+fresh home folder), `aep-bridge demo` plays the scripted session, answered on the console,
+`aep-bridge emit --demo` sends the recorded session, `aep-bridge ask`
 puts a question that is answered the way the README says (typing the card's short id and the
 option's number into the console), and the `validate` examples check a session log. `make
 test` is the command running this, so it is the one line not run here. A command added to
@@ -32,6 +33,8 @@ README = ROOT / "README.md"
 RUN_HERE = {
     "make run": "started with PORT=<free port>, in a fresh HOME",
     "make test": "not run: it is the command running this test",
+    ".venv/bin/aep-bridge demo": "run, answered by typing on the console (a short id and a number, "
+    "then the release channel in words)",
     ".venv/bin/aep-bridge emit --demo": "run",
     '.venv/bin/aep-bridge ask "Deploy to staging?" --option allow --option deny': "run",
     "aep-bridge install claude-code": "run in a fresh project, with .venv/bin on PATH; then "
@@ -117,6 +120,9 @@ async def test_the_readme_as_a_reader_follows_it(tmp_path):
 
         await _until(listening, "make run to serve")
 
+        # demo: a scripted session that waits for its answers, given on the console
+        await _play_the_demo(reader, keyboard, shown)
+
         # emit --demo: found through the running bridge's listen.json, not a --url
         sent = await asyncio.to_thread(reader.shell, ".venv/bin/aep-bridge emit --demo")
         assert sent.returncode == 0, sent.stderr
@@ -167,6 +173,34 @@ async def test_the_readme_as_a_reader_follows_it(tmp_path):
     )
     assert as_json.returncode == 0, as_json.stderr
     assert as_json.stdout.lstrip().startswith("{")
+
+
+async def _play_the_demo(reader: Reader, keyboard: int, shown) -> None:
+    """`aep-bridge demo`, answered as the README says: the permission by the card's short id
+    and the option's number, the form by its short id and the release channel in words."""
+    demo = subprocess.Popen(
+        ["bash", "-c", ".venv/bin/aep-bridge demo"],
+        cwd=ROOT,
+        env=reader.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        push = re.compile(r"answer with: (\w{4,6}) 1 = Allow\s+\1 2 = Deny")
+        await _until(lambda: push.search(shown()) is not None, "the demo's permission card")
+        os.write(keyboard, f"{push.findall(shown())[-1]} 1\n".encode())
+        form = re.compile(r"Where should the fix be released\?\s+or type: (\w{4,6}) ")
+        await _until(lambda: form.search(shown()) is not None, "the demo's form")
+        os.write(keyboard, f"{form.findall(shown())[-1]} beta ship it\n".encode())
+        out, err = await asyncio.to_thread(demo.communicate, timeout=60)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
+    assert demo.returncode == 0, err
+    assert "push: allow (via aep-bridge)" in out.splitlines(), out
+    assert "release: channel: beta, notes: ship it (via aep-bridge)" in out.splitlines(), out
 
 
 async def _connect_claude_code(reader: Reader, project: Path, shown) -> None:

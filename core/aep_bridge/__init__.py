@@ -4,7 +4,7 @@ This module is the public API for channel plugins: the adapter contract, its typ
 hook markers, and the helpers every channel needs. Every name a hook or a contract method
 hands a plugin is exported here (`Event` for vendor rendering, `ToolCall`, `ToolOutcome` and
 `ToolView` for tool rendering, `BridgeView` for the lifecycle hooks, Starlette's `BaseRoute`
-for routes, the `Setup*` types for setup wizards).
+for routes, the `Setup*` types for setup wizards, `blocks_html` for a page in a browser).
 A channel imports only from here, from `aep_bridge.markup` (the message model: the blocks
 of `OutgoingMessage.blocks`), and from `aep_bridge.testing` in its tests.
 """
@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
     from .aep.envelope import Event
     from .hookspecs import hookimpl
     from .markup import Blocks
+    from .markup_html import blocks_html
     from .preview import PreviewDialect
     from .text import measure, split_text
     from .tools import ToolCall, ToolOutcome, ToolView
@@ -85,6 +86,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     ".aep.envelope": ("Event",),
     ".hookspecs": ("hookimpl",),
     ".markup": ("Blocks",),
+    ".markup_html": ("blocks_html",),
     ".preview": ("PreviewDialect",),
     ".text": (
         "measure",
@@ -199,6 +201,7 @@ __all__ = [
     "ToolOutcome",
     "ToolView",
     "__version__",
+    "blocks_html",
     "hookimpl",
     "markup",
     "measure",

@@ -9,6 +9,7 @@ core's outbox decides what happens next.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
@@ -147,6 +148,22 @@ class BridgeView(Protocol):
 
     def thread_id(self, channel: str, session_id: str) -> str | None:
         """The platform thread a channel created for a session, if any."""
+        ...
+
+    @property
+    def url(self) -> str | None:
+        """Where people reach the bridge's HTTP server (`http://127.0.0.1:8787`), if known."""
+        ...
+
+    def is_bridge_token(self, value: str) -> bool:
+        """Whether `value` is the bridge's bearer token (`aep-bridge token`): a page's sign-in
+        may take it, without the plugin ever holding the token."""
+        ...
+
+    @property
+    def stopping(self) -> asyncio.Event:
+        """Set when the bridge begins to stop, before its server waits for the open
+        connections: a plugin ends its long-lived responses (an event stream) then."""
         ...
 
 

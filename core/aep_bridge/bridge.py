@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hmac
 import inspect
 import json
 import logging
@@ -186,6 +187,17 @@ class PluginView:
     def thread_id(self, channel: str, session_id: str) -> str | None:
         return self._bridge.thread_id(channel, session_id)
 
+    @property
+    def url(self) -> str | None:
+        return self._bridge.url
+
+    def is_bridge_token(self, value: str) -> bool:
+        return self._bridge.is_bridge_token(value)
+
+    @property
+    def stopping(self) -> asyncio.Event:
+        return self._bridge.stopping
+
 
 def _press(
     method: str, value: str, old_value: str, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -241,10 +253,17 @@ class Bridge:
         outbox_options: dict[str, Any] | None = None,
         ack_timeout: float = ACK_TIMEOUT,
         secrets: Iterable[str] = (),
+        url: str | None = None,
+        token: str | None = None,
     ) -> None:
         """`secrets` are values no channel may show besides those in the config: the
-        endpoint's token."""
+        endpoint's token. `url` is where people reach the bridge's HTTP server and `token`
+        its bearer token, for plugins that ask (`BridgeView.url`, `is_bridge_token`)."""
         self.config = config
+        self.url = url
+        self.token = token
+        #: set when the bridge begins to stop (`BridgeView.stopping`)
+        self.stopping = asyncio.Event()
         self.host = host
         self.plan: ChannelPlan = resolve_channels(config, host)
         self.store = store if store is not None else Store.memory()
@@ -419,6 +438,7 @@ class Bridge:
         outboxes' queues share `flush_timeout`. Setting `hurry` ends the wait at once. What
         is not delivered by then stays in the store for the next start.
         """
+        self.stopping.set()
         deadline = asyncio.get_running_loop().time() + max(0.0, flush_timeout)
         for task in self._consumers.values():
             task.cancel()
@@ -471,6 +491,11 @@ class Bridge:
         for extra in self.host.hook.register_routes(bridge=self.view):
             mounted += list(extra or ())
         return mounted
+
+    def is_bridge_token(self, value: str) -> bool:
+        """Whether `value` is the endpoint's bearer token (`BridgeView.is_bridge_token`)."""
+        token = self.token
+        return token is not None and hmac.compare_digest(value.encode(), token.encode())
 
     @property
     def running(self) -> Sequence[str]:

@@ -359,6 +359,51 @@ def ask(
         return 3
 
 
+def demo(
+    *,
+    config_file: str | None,
+    url: str | None,
+    token: str | None,
+    timeout: float,
+    pace: float,
+) -> int:
+    """Play the scripted demo session against the bridge, printing each answer it gets."""
+    from .demo_agent import DemoAgent
+    from .tinyagent import AgentError, Cancelled
+
+    try:
+        base, secret = endpoint(config_file, url, token, "demo")
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_USAGE
+    if url is None:
+        for warning in _unseen(config_file):
+            print(f"aep-bridge demo: warning: {warning}", file=sys.stderr)
+    socket_url = base.replace("http://", "ws://", 1).replace("https://", "wss://", 1) + "/socket"
+    agent = DemoAgent(socket_url, secret, timeout=timeout, pace=pace, say=_say)
+    try:
+        asyncio.run(agent.run())
+    except AgentError as exc:
+        detail = exc.detail if exc.code == "closed" else str(exc)
+        print(f"aep-bridge demo: {detail}", file=sys.stderr)
+        return EXIT_USAGE
+    except Cancelled:
+        print("aep-bridge demo: cancelled by control.cancel", file=sys.stderr)
+        return EXIT_VIOLATIONS
+    except TimeoutError:
+        print(f"aep-bridge demo: no answer within {timeout:g} s", file=sys.stderr)
+        return 3
+    except KeyboardInterrupt:
+        print("aep-bridge demo: stopped; the session has ended", file=sys.stderr)
+        return 130
+    print("demo finished: the session has ended", flush=True)
+    return EXIT_OK
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
 def check(config_file: str | None, *, out: TextIO | None = None) -> int:
     """Validate a config as `run` would use it; exit 1 if anything must be fixed."""
     out = out or sys.stdout
@@ -673,12 +718,29 @@ def build_parser() -> argparse.ArgumentParser:
         "--kind", default="permission", choices=["permission", "input", "review", "other"]
     )
     question.add_argument("--timeout", type=float, help="seconds to wait (default: forever)")
+    player = commands.add_parser(
+        "demo",
+        help="play a scripted coding session against the bridge; answer it in any channel",
+    )
+    player.add_argument(
+        "--timeout",
+        type=float,
+        default=300.0,
+        help="seconds each question waits for its answer (default 300)",
+    )
+    player.add_argument(
+        "--pace",
+        type=float,
+        default=0.3,
+        metavar="SECONDS",
+        help="pause between the session's steps (default 0.3; 0 for none)",
+    )
     report = commands.add_parser(
         "status",
         help="ask the running bridge for its sources, channels, pending questions, outboxes",
     )
     report.add_argument("--json", action="store_true", help="print the bridge's JSON report")
-    for client in (sender, question, report):
+    for client in (sender, question, player, report):
         client.add_argument(
             "--url",
             help="the endpoint (default: where the running bridge listens, from its "
@@ -862,6 +924,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "emit":
             return emit(
                 args.files, config_file=args.config, url=args.url, token=args.token, demo=args.demo
+            )
+        if args.command == "demo":
+            return demo(
+                config_file=args.config,
+                url=args.url,
+                token=args.token,
+                timeout=args.timeout,
+                pace=args.pace,
             )
         if args.command == "ask":
             return ask(

@@ -5,8 +5,8 @@ plugin declares (`ChannelAdapter.config_model`), so a third-party channel's opti
 checked as strictly as the built-in ones. Strings may say `${VAR}` to take a value from the
 environment, so tokens need not sit in the file; `$${` writes a literal `${`.
 
-Without a file the bridge runs on embedded defaults: the AEP endpoint on 127.0.0.1:8787 and
-the console channel.
+Without a file the bridge runs on embedded defaults: the AEP endpoint on 127.0.0.1:8787, the
+console channel and the web page.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ DEFAULT_PORT: Final = 8787
 #: What runs with no config file at all.
 EMBEDDED_DEFAULTS: Final[dict[str, Any]] = {
     "listen": {"host": DEFAULT_HOST, "port": DEFAULT_PORT},
-    "channels": {"console": {"approvers": ["local"]}},
+    "channels": {"console": {"approvers": ["local"]}, "web": {"approvers": ["local"]}},
 }
 
 #: a host name, an IPv4 address or a bracketed IPv6 one (`listen.allowed_hosts`)

@@ -217,6 +217,16 @@ class _RefusedHandshakes(logging.Filter):
         return True
 
 
+def _page_url(host: str, port: int) -> str:
+    """Where a person on this machine opens the bridge: an any-address listen is reached on
+    loopback."""
+    if host in ("", "0.0.0.0"):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 def sources_of(config: BridgeConfig, hub: Hub, store: Store) -> list[EventSource]:
     """The embedded endpoint, then each configured relay and log folder."""
     sources: list[EventSource] = [LocalSource(hub)]
@@ -244,7 +254,9 @@ async def serve(config: BridgeConfig, plugins: PluginHost, host: str, port: int)
     hub = Hub(
         HubLimits(replay_buffer=intake.replay_buffer, queue_bytes=intake.max_queued_bytes), store
     )
-    bridge = Bridge(config, plugins, store=store, secrets=[token])
+    bridge = Bridge(
+        config, plugins, store=store, secrets=[token], url=_page_url(host, port), token=token
+    )
     sources = sources_of(config, hub, store)
     for source in sources:
         bridge.add_source(source)
@@ -287,6 +299,7 @@ async def serve(config: BridgeConfig, plugins: PluginHost, host: str, port: int)
         """End every SSE response: a client still reading must not hold the stop up."""
         for participant in {s.owner for s in hub.subscriptions if s.owner.kind == "sse"}:
             hub.leave(participant)
+        bridge.stopping.set()  # and the plugins' own (the web page's stream)
 
     server: _Server | None = None
     guard = ConnectionGuard(

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 import socket
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -239,7 +240,15 @@ class RunningBridge(Generic[A]):
                 self._hub.join(scripted.participant)
                 scripted.hub = self._hub
             self._source = LocalSource(self._hub)
-            bridge = Bridge(self._config, self._host, store=self._store, ack_timeout=ACK_TIMEOUT)
+            bridge = Bridge(
+                self._config,
+                self._host,
+                store=self._store,
+                ack_timeout=ACK_TIMEOUT,
+                secrets=[self._owner.token],
+                url=self._owner.url,
+                token=self._owner.token,
+            )
             self._bridge = bridge
             bridge.add_source(self._source)
             await bridge.start()
@@ -281,6 +290,8 @@ class BridgeFixture:
         self._socket.bind(("127.0.0.1", 0))
         #: the bridge's HTTP address, known before it starts: your config's public URL
         self.url = f"http://127.0.0.1:{self._socket.getsockname()[1]}"
+        #: the bridge's bearer token (`BridgeView.is_bridge_token`), as `aep-bridge token` prints
+        self.token = secrets.token_urlsafe(24)
         self._app: ASGIApp | None = None
         self._server: uvicorn.Server | None = None
         self._serving: asyncio.Task[None] | None = None

@@ -1,0 +1,20 @@
+"""The `channels.web` block."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from aep_bridge import ChannelConfig
+
+
+class WebConfig(ChannelConfig):
+    """The web page's options; `approvers` must list `user` for the page to answer."""
+
+    user: str = Field(
+        default="local",
+        description="the user id of whoever signs in to the page (list it in approvers)",
+    )
+    user_name: str = Field(default="you", description="the name the page's answers are shown by")
+    signin_minutes: float = Field(
+        default=15.0, gt=0, le=1440, description="how long the one-time sign-in code is good for"
+    )

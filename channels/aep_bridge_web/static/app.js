@@ -1,0 +1,345 @@
+// The web channel's page: the state from /api/state, live changes from /api/stream (SSE),
+// answers POSTed to /api/answer. Agent text arrives as server-escaped HTML (`html`,
+// `description_html`); everything else is put in the page with textContent only.
+"use strict";
+
+const csrf = document.querySelector('meta[name="csrf"]').content;
+const sessions = new Map(); // id -> Session
+const cards = new Map(); // id -> Card
+const answered = []; // ids of the cards answered since the page loaded, newest first
+const ANSWERED_SHOWN = 10;
+let current = null; // the session shown in #session-view
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (name === "text") node.textContent = value;
+    else if (name === "className") node.className = value;
+    else node.setAttribute(name, value === true ? "" : String(value));
+  }
+  for (const child of children) if (child) node.append(child);
+  return node;
+}
+
+function when(iso) {
+  const date = new Date(iso);
+  return Number.isNaN(date.getTime()) ? "" : date.toLocaleTimeString();
+}
+
+// a snapshot may be older than what the stream already gave: keep the newer copy
+function newer(map, entity) {
+  const known = map.get(entity.id);
+  if (!known || (known.rev || 0) <= (entity.rev || 0)) map.set(entity.id, entity);
+}
+
+function isOpen(card) {
+  return !card.informational && (!card.outcome || !card.outcome.closed);
+}
+
+// -- answering -------------------------------------------------------------------------
+
+async function answer(card, body, feedback, controls) {
+  for (const control of controls) control.disabled = true;
+  feedback.textContent = "Sending…";
+  try {
+    const reply = await fetch("api/answer", {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
+      body: JSON.stringify({ card_id: card.id, ...body }),
+    });
+    const result = await reply.json().catch(() => ({}));
+    feedback.textContent = result.message || result.detail || `The bridge answered ${reply.status}`;
+  } catch (error) {
+    feedback.textContent = "The bridge cannot be reached: try again.";
+  }
+  for (const control of controls) control.disabled = false;
+}
+
+function fieldInput(field, id) {
+  const required = field.required || null;
+  if (field.type === "select" && field.multi) {
+    const box = el("fieldset", { className: "field" }, el("legend", { text: field.label }));
+    for (const choice of field.choices) {
+      const cid = `${id}-${choice.id}`;
+      box.append(el("div", { className: "check" },
+        el("input", { type: "checkbox", id: cid, name: field.id, value: choice.id }),
+        el("label", { for: cid, text: choice.label })));
+    }
+    return box;
+  }
+  let input;
+  if (field.type === "select") {
+    input = el("select", { id, name: field.id, required });
+    if (!field.required) input.append(el("option", { value: "", text: "(none)" }));
+    for (const choice of field.choices) input.append(el("option", { value: choice.id, text: choice.label }));
+  } else if (field.type === "boolean") {
+    return el("div", { className: "field check" },
+      el("input", { type: "checkbox", id, name: field.id }),
+      el("label", { for: id, text: field.label }));
+  } else if (field.type === "number") {
+    input = el("input", { type: "number", id, name: field.id, required, min: field.min, max: field.max, step: "any" });
+  } else {
+    input = el("input", { type: "text", id, name: field.id, required });
+  }
+  return el("div", { className: "field" }, el("label", { for: id, text: field.label }), input);
+}
+
+function formValues(form, fields) {
+  const values = {};
+  for (const field of fields) {
+    if (field.type === "select" && field.multi) {
+      values[field.id] = [...form.querySelectorAll(`input[name="${CSS.escape(field.id)}"]:checked`)].map((i) => i.value);
+      continue;
+    }
+    const input = form.elements.namedItem(field.id);
+    if (!input) continue;
+    if (field.type === "boolean") values[field.id] = input.checked;
+    else if (field.type === "number") { if (input.value !== "") values[field.id] = Number(input.value); }
+    else if (input.value !== "") values[field.id] = input.value;
+  }
+  return values;
+}
+
+function renderCard(card, place) {
+  const uid = `${place}-card-${card.id}`;
+  const feedback = el("p", { className: "feedback", role: "status", "aria-live": "polite" });
+  const node = el("article", {
+    className: `card${isOpen(card) ? " open" : " closed"}`,
+    "data-card-id": card.id,
+    id: uid,
+    "aria-labelledby": `${uid}-title`,
+  });
+  const session = sessions.get(card.session_id);
+  node.append(el("h3", { id: `${uid}-title`, text: card.title }));
+  if (session) {
+    node.append(el("p", { className: "meta" },
+      el("a", { href: `#s=${encodeURIComponent(session.id)}`, text: session.title }),
+      ` · ${when(card.time)}`));
+  }
+  const details = el("div", { className: "details" });
+  details.innerHTML = card.description_html; // escaped by the server
+  node.append(details);
+  if (card.outcome) node.append(el("p", { className: "outcome", text: card.outcome.summary }));
+  if (card.informational) node.append(el("p", { className: "hint", text: "Answered in the agent's own terminal." }));
+  if (isOpen(card)) {
+    const controls = [];
+    if (card.fields.length) {
+      const form = el("form", { className: "form" });
+      card.fields.forEach((field, i) => form.append(fieldInput(field, `${uid}-f${i}`)));
+      const send = el("button", { type: "submit", className: "submit", text: "Send" });
+      form.append(send);
+      form.addEventListener("submit", (event) => {
+        event.preventDefault();
+        answer(card, { values: formValues(form, card.fields) }, feedback, [send]);
+      });
+      controls.push(send);
+      node.append(form);
+    }
+    if (card.options.length) {
+      const row = el("div", { className: "options" });
+      for (const option of card.options) {
+        const button = el("button", { type: "button", className: `option${option.is_allow ? " allow" : ""}`, text: option.label });
+        button.addEventListener("click", () => answer(card, { option: option.index, token: option.token }, feedback, controls));
+        controls.push(button);
+        row.append(button);
+      }
+      node.append(row);
+    }
+    if (card.accepts_text || (!card.options.length && !card.fields.length)) {
+      const id = `${uid}-text`;
+      const input = el("input", { type: "text", id, autocomplete: "off" });
+      const send = el("button", { type: "submit", text: "Send" });
+      const form = el("form", { className: "text-answer" },
+        el("label", { for: id, text: "Your answer" }), input, send);
+      form.addEventListener("submit", (event) => {
+        event.preventDefault();
+        if (input.value.trim()) answer(card, { text: input.value }, feedback, [send]);
+      });
+      controls.push(send);
+      node.append(form);
+    }
+  }
+  node.append(feedback);
+  return node;
+}
+
+// -- the queue -------------------------------------------------------------------------
+
+function renderQueue() {
+  const shown = [...cards.values()].filter(isOpen).sort((a, b) => a.time.localeCompare(b.time));
+  document.getElementById("queue").replaceChildren(...shown.map((c) => renderCard(c, "queue")));
+  const done = answered.map((id) => cards.get(id)).filter(Boolean);
+  document.getElementById("answered").replaceChildren(...done.map((c) => renderCard(c, "answered")));
+  document.getElementById("answered-section").hidden = done.length === 0;
+  const open = shown.length;
+  document.getElementById("queue-count").textContent = open ? `(${open})` : "";
+  document.getElementById("queue-empty").hidden = open > 0;
+  document.title = open ? `(${open}) aep-bridge` : "aep-bridge";
+}
+
+// -- sessions --------------------------------------------------------------------------
+
+function renderSessions() {
+  const list = document.getElementById("sessions");
+  const ordered = [...sessions.values()].sort((a, b) =>
+    (b.pending > 0) - (a.pending > 0) || b.updated.localeCompare(a.updated));
+  list.replaceChildren(...ordered.map((s) => {
+    const link = el("a", {
+      className: "session",
+      href: `#s=${encodeURIComponent(s.id)}`,
+      "data-session-id": s.id,
+      "aria-current": s.id === current ? "page" : null,
+    },
+    el("span", { className: "title", text: s.title }),
+    el("span", { className: "facts" },
+      el("span", { className: "agent", text: s.agent || "agent" }),
+      el("span", { className: `state ${s.state}`, text: s.state === "ended" ? "ended" : "active" }),
+      s.pending ? el("span", { className: "pending", text: `${s.pending} waiting` }) : null));
+    return el("li", {}, link);
+  }));
+  document.getElementById("sessions-empty").hidden = sessions.size > 0;
+  if (current && sessions.has(current)) renderFacts(sessions.get(current));
+}
+
+function usageText(usage) {
+  if (!usage) return "";
+  if (usage.text) return usage.text;
+  const parts = [];
+  if (usage.input_tokens != null) parts.push(`${usage.input_tokens} in`);
+  if (usage.output_tokens != null) parts.push(`${usage.output_tokens} out`);
+  return parts.join(", ");
+}
+
+function renderFacts(session) {
+  document.getElementById("session-title").textContent = session.title;
+  const facts = [session.agent || "agent", session.state];
+  const usage = usageText(session.usage);
+  if (usage) facts.push(usage);
+  document.getElementById("session-facts").textContent = facts.join(" · ");
+}
+
+function renderItem(item) {
+  const node = el("div", { className: `item ${item.kind} type-${item.type || item.kind}`, "data-key": item.key });
+  node.append(el("time", { datetime: item.time, text: when(item.time) }));
+  const body = el("div", { className: "body" });
+  body.innerHTML = item.html; // escaped by the server
+  node.append(body);
+  return node;
+}
+
+function placeCard(card) {
+  const timeline = document.getElementById("timeline");
+  if (card.session_id !== current) return;
+  const node = renderCard(card, "timeline");
+  const old = timeline.querySelector(`[data-card-id="${CSS.escape(card.id)}"]`);
+  if (old) old.replaceWith(node);
+  else timeline.append(node);
+}
+
+let arrived = null; // items the stream gave while a session's timeline was being fetched
+
+function placeItem(item) {
+  if (item.session_id !== current) return;
+  if (arrived) arrived.push(item);
+  const timeline = document.getElementById("timeline");
+  const node = renderItem(item);
+  const old = timeline.querySelector(`.item[data-key="${CSS.escape(item.key)}"]`);
+  if (old) old.replaceWith(node);
+  else timeline.append(node);
+}
+
+async function openSession(id) {
+  current = id;
+  renderSessions();
+  const timeline = document.getElementById("timeline");
+  if (!id) return;
+  arrived = [];
+  const reply = await fetch(`api/sessions/${encodeURIComponent(id)}`, { credentials: "same-origin" });
+  if (!reply.ok) {
+    arrived = null;
+    document.getElementById("session-title").textContent = "This session is not known here";
+    timeline.replaceChildren();
+    return;
+  }
+  const data = await reply.json();
+  if (current !== id) return;
+  newer(sessions, data.session);
+  for (const card of data.cards || []) newer(cards, card);
+  renderFacts(data.session);
+  const entries = [
+    ...data.items.map((item) => ({ time: item.time, node: () => renderItem(item) })),
+    ...(data.cards || []).map((card) => ({ time: card.time, node: () => renderCard(card, "timeline") })),
+  ].sort((a, b) => a.time.localeCompare(b.time));
+  timeline.replaceChildren(...entries.map((e) => e.node()));
+  // what changed while the snapshot was on its way
+  const revs = new Map(data.items.map((item) => [item.key, item.rev || 0]));
+  const late = arrived.filter((item) => (item.rev || 0) > (revs.get(item.key) || 0));
+  arrived = null;
+  for (const item of late) placeItem(item);
+  for (const card of cards.values()) if (card.session_id === id) placeCard(card);
+}
+
+function fromHash() {
+  const match = /^#s=(.+)$/.exec(location.hash);
+  return match ? decodeURIComponent(match[1]) : null;
+}
+
+// -- state and stream ------------------------------------------------------------------
+
+async function load() {
+  const reply = await fetch("api/state", { credentials: "same-origin" });
+  if (reply.status === 401) {
+    document.getElementById("connection").textContent = "Signed out: open a new sign-in link.";
+    return false;
+  }
+  const state = await reply.json();
+  for (const s of state.sessions) newer(sessions, s);
+  const inQueue = new Set(state.queue.map((c) => c.id));
+  for (const [id, card] of cards) {
+    if (isOpen(card) && !inQueue.has(id) && (card.rev || 0) <= state.rev) cards.delete(id); // closed meanwhile
+  }
+  for (const card of state.queue) newer(cards, card);
+  renderQueue();
+  const wanted = fromHash() || current;
+  await openSession(wanted && sessions.has(wanted) ? wanted : null);
+  return true;
+}
+
+function connect() {
+  const stream = new EventSource("api/stream");
+  const status = document.getElementById("connection");
+  stream.addEventListener("open", () => {
+    status.textContent = "Live";
+    load(); // the state now (again after a reconnect: what was missed)
+  });
+  stream.addEventListener("error", () => {
+    if (stream.readyState === EventSource.CLOSED) load(); // refused: says why
+    else status.textContent = "Reconnecting…";
+  });
+  stream.addEventListener("session", (event) => {
+    newer(sessions, JSON.parse(event.data));
+    renderSessions();
+  });
+  stream.addEventListener("item", (event) => placeItem(JSON.parse(event.data)));
+  stream.addEventListener("card", (event) => {
+    const card = JSON.parse(event.data);
+    const before = cards.get(card.id);
+    newer(cards, card);
+    if (before && isOpen(before) && !isOpen(card) && !answered.includes(card.id)) {
+      answered.unshift(card.id);
+      answered.length = Math.min(answered.length, ANSWERED_SHOWN);
+    }
+    renderQueue();
+    placeCard(card);
+  });
+}
+
+window.addEventListener("hashchange", () => {
+  const id = fromHash();
+  if (id) openSession(id).then(() => document.getElementById("session-view").focus());
+});
+
+document.getElementById("session-view").tabIndex = -1;
+connect();

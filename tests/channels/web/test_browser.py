@@ -1,0 +1,579 @@
+"""The web page in a real browser: Debian's chromium, headless, driven by Playwright.
+
+Each test starts `aep-bridge run` as a process of its own (a temporary config and state
+directory, the web channel on), signs in through the URL the bridge logs, and plays an agent
+against the bridge's real endpoint with `TinyAgent`. Nothing of ours is replaced: what the
+browser shows and what the agent receives are what a person and an agent would get.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.async_api import (
+    Browser,
+    BrowserContext,
+    Locator,
+    Page,
+    async_playwright,
+    expect,
+)
+
+from aep_bridge.tinyagent import Answer, TinyAgent
+from tests.bridge_process import ROOT, BridgeProcess, free_port, write_config
+
+CHROMIUM = Path("/usr/bin/chromium")
+#: the flags the bridge's browser tests run chromium with (Playwright adds --headless and a
+#: fresh temporary --user-data-dir to every launch)
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+HERE = Path(__file__).resolve().parent
+AXE = HERE / "node_modules" / "axe-core" / "axe.min.js"
+SIGN_IN = re.compile(
+    r"web (?P<name>\S+): sign in at (?P<url>http://\S+/channels/web/signin\?code=\S+) "
+    r"\(one use, within 15 minutes\)"
+)
+#: how long the browser waits for the page to show something (generous: a slow CI machine)
+WAIT_MS = 15_000
+PROMPT = "git push origin fix/checkout"
+
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason="no /usr/bin/chromium on this machine (`.ci/run` installs Debian's chromium, "
+    "so CI runs these tests; locally: apt-get install chromium)",
+)
+expect.set_options(timeout=WAIT_MS)
+
+
+@dataclass
+class Web:
+    """A running bridge with the web channel, a browser, and what the test needs of both."""
+
+    bridge: BridgeProcess
+    base: str
+    sign_in_url: str
+    token: str
+    browser: Browser
+
+    @property
+    def page_url(self) -> str:
+        return f"{self.base}/channels/web/"
+
+    async def context(self, **options: Any) -> BrowserContext:
+        """A browser context of its own: no cookie, no storage (a second person, or a fresh
+        browser)."""
+        context = await self.browser.new_context(**options)
+        # every CSP violation the page causes, kept where the test can read it (an init
+        # script runs through the DevTools protocol, so the page's own CSP does not block it)
+        await context.add_init_script(
+            "window.__csp = [];"
+            "document.addEventListener('securitypolicyviolation', e =>"
+            " window.__csp.push(e.violatedDirective + ' ' + (e.blockedURI || 'inline')));"
+        )
+        return context
+
+    async def signed_in(self, **options: Any) -> Page:
+        """A page signed in through the logged one-time URL, at the web page."""
+        page = await (await self.context(**options)).new_page()
+        response = await page.goto(self.sign_in_url)
+        assert response is not None
+        assert response.ok, f"sign-in failed: {response.status}\n{await page.content()}"
+        assert page.url == self.page_url
+        return page
+
+    def agent(self, **options: Any) -> TinyAgent:
+        """An agent connected to the bridge's WebSocket endpoint."""
+        socket = self.base.replace("http://", "ws://", 1) + "/socket"
+        return TinyAgent(socket, self.token, agent="demo-agent", **options)
+
+
+@pytest.fixture
+async def web(tmp_path: Path) -> AsyncIterator[Web]:
+    port = free_port()
+    channels = {"web": {"approvers": ["local"], "capture": "redacted"}}
+    bridge = BridgeProcess(write_config(tmp_path, port, channels), tmp_path / "bridge.log")
+    base = f"http://127.0.0.1:{port}"
+    await bridge.start(base)
+    try:
+        line = await bridge.until(
+            "the sign-in line", lambda: SIGN_IN.search(bridge.log.read_text()), 20
+        )
+        token = await asyncio.to_thread(bridge.token)
+        async with async_playwright() as playwright:
+            browser = await playwright.chromium.launch(
+                executable_path=str(CHROMIUM), headless=True, args=FLAGS
+            )
+            try:
+                yield Web(bridge, base, line["url"], token, browser)
+            finally:
+                await browser.close()
+    finally:
+        await bridge.aclose()
+
+
+def card_in(page: Page, where: str = "#queue") -> Locator:
+    """The cards in `where` (the waiting queue unless told)."""
+    return page.locator(f"{where} article.card")
+
+
+def option(card: Locator, label: str) -> Locator:
+    """The card's button for `label` (exactly that label)."""
+    return card.locator("button.option").filter(has_text=re.compile(rf"^\s*{re.escape(label)}\s*$"))
+
+
+def submit(card: Locator, field: str) -> Locator:
+    """The button that sends the form holding the input labelled `field`."""
+    return card.locator("form").filter(has=card.page.get_by_label(field)).get_by_role("button")
+
+
+async def ask(agent: TinyAgent, question: str = PROMPT, **options: Any) -> asyncio.Task[Answer]:
+    """The agent asks in the background; the task ends with the answer it received."""
+    options.setdefault("timeout", 60)
+    task = asyncio.create_task(agent.ask(question, ["allow", "deny"], **options))
+    await asyncio.sleep(0)
+    return task
+
+
+async def answered(task: asyncio.Task[Answer]) -> Answer:
+    """What the agent received (generous: this is no timing check)."""
+    return await asyncio.wait_for(task, 30)
+
+
+async def csp_violations(page: Page) -> list[str]:
+    return list(await page.evaluate("window.__csp || []"))
+
+
+# -- the whole loop -------------------------------------------------------------------------
+
+
+async def test_sign_in_press_allow_the_agent_gets_it_and_both_tabs_show_the_outcome(web: Web):
+    page = await web.signed_in()
+    second = await page.context.new_page()  # the same person, a second tab
+    await second.goto(web.page_url)
+    async with web.agent() as agent:
+        asking = await ask(agent)
+        card = card_in(page)
+        await expect(card).to_have_count(1)
+        await expect(card).to_contain_text(PROMPT)
+        card_id = await card.get_attribute("data-card-id")
+        assert card_id
+        # the session appears in the list, named by its agent
+        session = page.locator("#sessions a.session[data-session-id]")
+        await expect(session).to_have_count(1)
+        await expect(session).to_contain_text("demo-agent")
+        await expect(card_in(second)).to_have_count(1)
+        assert [await b.inner_text() for b in await card.locator("button.option").all()] == [
+            "allow",
+            "deny",
+        ]
+
+        await option(card, "allow").click()
+
+        answer = await answered(asking)
+        assert answer.option == "allow"
+        for tab in (page, second):
+            outcome = tab.locator(f'article.card[data-card-id="{card_id}"] .outcome')
+            await expect(outcome.first).to_contain_text("allow")
+            await expect(outcome.first).to_contain_text("you")
+            # answered: it is no longer waiting for anyone
+            await expect(
+                tab.locator(f'#queue article.card[data-card-id="{card_id}"]')
+            ).to_have_count(0)
+    assert await csp_violations(page) == []
+
+
+async def test_the_session_view_shows_the_timeline_live(web: Web):
+    page = await web.signed_in()
+    async with web.agent() as agent:
+        asking = await ask(agent)
+        link = page.locator("#sessions a.session[data-session-id]")
+        await expect(link).to_have_count(1)
+        await link.click()
+        view = page.locator("#session-view")
+        await expect(view).to_contain_text(PROMPT)
+        await expect(card_in(page, "#session-view")).to_have_count(1)
+        await option(card_in(page), "deny").click()
+        assert (await answered(asking)).option == "deny"
+        await expect(view.locator("article.card .outcome").first).to_contain_text("deny")
+
+
+async def test_a_second_person_sees_the_outcome_of_an_answer_given_elsewhere(web: Web):
+    """Two browsers (two sign-ins): one answers, the other's card closes live."""
+    first = await web.signed_in()
+    other = await (await web.context()).new_page()
+    await other.goto(f"{web.base}/channels/web/signin?token={web.token}")
+    assert other.url == web.page_url
+    async with web.agent() as agent:
+        asking = await ask(agent)
+        await expect(card_in(first)).to_have_count(1)
+        await expect(card_in(other)).to_have_count(1)
+        card_id = await card_in(first).get_attribute("data-card-id")
+        await option(card_in(other), "allow").click()
+        assert (await answered(asking)).option == "allow"
+        outcome = first.locator(f'article.card[data-card-id="{card_id}"] .outcome')
+        await expect(outcome.first).to_contain_text("allow")
+
+
+# -- sign-in --------------------------------------------------------------------------------
+
+
+async def test_without_the_cookie_the_page_and_the_api_refuse(web: Web):
+    async with web.agent() as agent:
+        asking = await ask(agent)
+        signed = await web.signed_in()
+        await expect(card_in(signed)).to_have_count(1)  # there is something to see
+
+        page = await (await web.context()).new_page()
+        response = await page.goto(web.page_url)
+        assert response is not None
+        assert response.status == 401
+        body = await page.locator("body").inner_text()
+        assert "aep-bridge token" in body
+        assert PROMPT not in body
+        assert await page.locator("article.card").count() == 0
+        for path in ("api/state", "api/stream"):
+            api = await page.request.get(f"{web.base}/channels/web/{path}")
+            assert api.status == 401, path
+            assert PROMPT not in await api.text()
+        posted = await page.request.post(
+            f"{web.base}/channels/web/api/answer",
+            data={"card_id": await card_in(signed).get_attribute("data-card-id"), "option": 0},
+        )
+        assert posted.status in (401, 403)
+        assert not asking.done()
+        asking.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asking
+
+
+async def test_the_bridge_root_leads_to_the_page(web: Web):
+    page = await web.signed_in()
+    response = await page.goto(f"{web.base}/")
+    assert response is not None
+    assert response.ok
+    assert page.url == web.page_url
+    await expect(page.locator("#queue")).to_be_attached()
+    await expect(page.locator("#sessions")).to_be_attached()
+
+
+async def test_the_sign_in_code_works_once_and_the_token_signs_in_again(web: Web):
+    page = await web.signed_in()
+    cookies = {c["name"]: c for c in await page.context.cookies()}
+    cookie = cookies["aep_web"]
+    assert cookie["httpOnly"] is True
+    assert cookie["sameSite"] == "Strict"
+    assert cookie["path"] == "/channels/web"
+    assert cookie["secure"] is False
+    assert await page.evaluate("document.cookie") == ""  # the page's script cannot read it
+
+    again = await (await web.context()).new_page()
+    response = await again.goto(web.sign_in_url)
+    assert response is not None
+    assert response.status == 403
+    body = await again.locator("body").inner_text()
+    assert "aep-bridge token" in body
+    assert "aep_web" not in {c["name"] for c in await again.context.cookies()}
+
+    response = await again.goto(f"{web.base}/channels/web/signin?token={web.token}")
+    assert response is not None
+    assert response.ok
+    assert again.url == web.page_url
+    assert "aep_web" in {c["name"] for c in await again.context.cookies()}
+
+
+# -- what the page may do -------------------------------------------------------------------
+
+
+async def test_the_page_runs_under_its_strict_csp_with_no_violation(web: Web):
+    page = await (await web.context()).new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    await page.goto(web.sign_in_url)
+    response = await page.reload()
+    assert response is not None
+    headers = response.headers
+    csp = headers["content-security-policy"]
+    for directive in ("default-src 'self'", "script-src 'self'", "frame-ancestors 'none'"):
+        assert directive in csp
+    assert "unsafe-inline" not in csp
+    assert headers["x-content-type-options"] == "nosniff"
+    assert headers["referrer-policy"] == "no-referrer"
+    async with web.agent() as agent:
+        asking = await ask(agent)
+        await expect(card_in(page)).to_have_count(1)
+        await page.locator("#sessions a.session").first.click()
+        await option(card_in(page), "allow").click()
+        await answered(asking)
+        await expect(page.locator("article.card .outcome").first).to_contain_text("allow")
+    assert await page.locator("script:not([src])").count() == 0
+    assert await csp_violations(page) == []
+    assert errors == []
+
+
+async def test_agent_text_is_shown_as_text_never_run_as_html(web: Web):
+    page = await web.signed_in()
+    hostile = '<img src=x onerror="window.__pwned=1"> push <b id="bold">now</b>'
+    async with web.agent() as agent:
+        asking = await ask(agent, hostile)
+        card = card_in(page)
+        await expect(card).to_have_count(1)
+        await expect(card).to_contain_text("<img src=x")
+        await page.locator("#sessions a.session").first.click()
+        await expect(page.locator("#session-view")).to_contain_text("<b id=")
+        await expect(page.locator("#sessions")).to_contain_text("<img src=x")
+        assert await page.locator("img[src=x], #bold").count() == 0
+        assert await page.evaluate("window.__pwned") is None
+        await option(card, "deny").click()
+        assert (await answered(asking)).option == "deny"
+    assert await csp_violations(page) == []
+
+
+async def test_another_origin_cannot_answer_for_the_signed_in_person(web: Web):
+    """A page of another origin on the same machine, opened in the signed-in browser, posts
+    to the answer API as a form and as a no-cors fetch (what a browser lets any page send):
+    neither answers. The person's own press afterwards is the answer the agent gets."""
+    page = await web.signed_in()
+    evil = f"http://127.0.0.1:{free_port()}/evil.html"
+    async with web.agent() as agent:
+        asking = await ask(agent)
+        card = card_in(page)
+        await expect(card).to_have_count(1)
+        card_id = await card.get_attribute("data-card-id")
+        target = f"{web.base}/channels/web/api/answer"
+        body = '{"card_id": "' + str(card_id) + '", "option": 0, "x": "'
+        html = f"""<!doctype html><title>free stickers</title>
+<form method="post" action="{target}" enctype="text/plain">
+<input name='{body}' value='"}}'></form>
+<script>
+window.fetched = fetch("{target}", {{method: "POST", mode: "no-cors", credentials: "include",
+  headers: {{"Content-Type": "text/plain"}},
+  body: JSON.stringify({{card_id: "{card_id}", option: 0}})}}).then(() => "sent", e => String(e));
+</script>"""
+
+        async def serve(route: Any) -> None:
+            await route.fulfill(body=html, content_type="text/html")
+
+        await page.context.route(evil, serve)
+        attacker = await page.context.new_page()
+        await attacker.goto(evil)
+        # sent; its reply is opaque to that page, or withheld (a network error) when the
+        # bridge's headers forbid other origins to read it
+        await attacker.evaluate("window.fetched")
+        async with attacker.expect_navigation() as posted:
+            await attacker.evaluate("document.forms[0].submit()")
+        response = await posted.value
+        assert response is not None
+        assert response.status in (401, 403, 415), response.status
+
+        await expect(card).to_have_count(1)  # still waiting
+        await option(card, "deny").click()
+        assert (await answered(asking)).option == "deny"
+
+
+# -- answers beyond a button ----------------------------------------------------------------
+
+
+async def test_a_typed_answer_reaches_the_agent(web: Web):
+    page = await web.signed_in()
+    async with web.agent() as agent:
+        asking = asyncio.create_task(
+            agent.ask("Which branch should I rebase onto?", kind="input", timeout=60)
+        )
+        card = card_in(page)
+        await expect(card).to_have_count(1)
+        box = card.get_by_role("textbox")
+        await expect(box).to_have_count(1)
+        await expect(box).to_have_accessible_name(re.compile(r"\S"))  # it has a label
+        await box.fill("release/2.4")
+        await box.press("Enter")  # the text box sends its answer as a form does
+        answer = await answered(asking)
+        assert answer.text == "release/2.4"
+        await expect(page.locator("article.card .outcome").first).to_contain_text("release/2.4")
+
+
+async def test_a_form_is_filled_in_and_its_values_reach_the_agent(web: Web):
+    page = await web.signed_in()
+    async with web.agent() as agent:
+        await agent.emit("session.started", {"label": "Release"}, capture="redacted")
+        agent.run = "r1"
+        await agent.emit("run.started", {"trigger": "user"})
+        fields = [
+            {
+                "id": "channel",
+                "type": "select",
+                "label": "Release channel",
+                "required": True,
+                "choices": [{"id": "stable", "label": "Stable"}, {"id": "beta", "label": "Beta"}],
+            },
+            {"id": "notes", "type": "string", "label": "Release notes"},
+        ]
+        request = await agent.emit(
+            "attention.requested",
+            {"kind": "form", "prompt": "Ship it?", "fields": fields, "respond_via": ["control"]},
+            capture="redacted",
+        )
+        card = card_in(page)
+        await expect(card).to_have_count(1)
+        await card.get_by_label("Release channel").select_option(label="Beta")
+        await card.get_by_label("Release notes").fill("Fixes the flaky checkout")
+        await submit(card, "Release notes").click()
+
+        command = await asyncio.wait_for(agent.next_command(), 30)
+        assert command.type == "control.attention.respond"
+        assert command.subject == request.id
+        values = command.data["answer"]["values"]
+        assert values == {"channel": "beta", "notes": "Fixes the flaky checkout"}
+        await agent.report_answer(command)
+        await expect(page.locator("article.card .outcome").first).to_be_visible()
+
+
+# -- for everyone, on every screen ----------------------------------------------------------
+
+
+async def test_keyboard_alone_answers_a_question(web: Web):
+    page = await web.signed_in()
+    async with web.agent() as agent:
+        asking = await ask(agent)
+        deny = option(card_in(page), "deny")
+        await expect(deny).to_be_visible()
+        await page.locator("body").click(position={"x": 1, "y": 1})
+        for _ in range(60):
+            await page.keyboard.press("Tab")
+            if await deny.evaluate("b => b === document.activeElement"):
+                break
+        else:
+            pytest.fail("Tab never reached the deny button")
+        await page.keyboard.press("Enter")
+        assert (await answered(asking)).option == "deny"
+
+
+async def test_a_phone_sized_screen_shows_and_answers_the_question(web: Web):
+    page = await web.signed_in(viewport={"width": 375, "height": 740}, is_mobile=True)
+    async with web.agent() as agent:
+        asking = await ask(agent)
+        card = card_in(page)
+        await expect(card).to_have_count(1)
+        allow = option(card, "allow")
+        await expect(allow).to_be_in_viewport()
+        box = await allow.bounding_box()
+        assert box is not None
+        assert box["x"] >= 0
+        assert box["x"] + box["width"] <= 375
+        width = await page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 375, f"the page scrolls sideways on a phone ({width} px wide)"
+        await allow.click()
+        assert (await answered(asking)).option == "allow"
+        await expect(page.locator("article.card .outcome").first).to_contain_text("allow")
+
+
+def axe_source() -> str:
+    """axe-core's script, installed from npm beside these tests when it is missing."""
+    if not AXE.exists():
+        npm = shutil.which("npm")
+        assert npm, "npm is needed to install axe-core (apt-get install npm)"
+        subprocess.run(
+            [npm, "install", "--prefix", str(HERE), "--no-audit", "--no-fund", "axe-core@4"],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
+    return AXE.read_text()
+
+
+@pytest.mark.parametrize(
+    "screen", [{"width": 1280, "height": 800}, {"width": 375, "height": 740}], ids=["desk", "phone"]
+)
+async def test_axe_finds_no_serious_accessibility_violation(web: Web, screen: dict[str, int]):
+    source = await asyncio.to_thread(axe_source)
+    page = await web.signed_in(viewport=screen)
+    async with web.agent() as agent, web.agent() as other:
+        asking = await ask(agent)
+        typed = asyncio.create_task(other.ask("Which branch?", kind="input", timeout=60))
+        await expect(card_in(page)).to_have_count(2)
+        await page.locator("#sessions a.session").first.click()
+        await expect(card_in(page, "#session-view")).to_have_count(1)
+        # evaluated through DevTools, as a browser extension runs it: the page's CSP stays on
+        await page.evaluate(source)
+        result = await page.evaluate(
+            "async () => (await axe.run(document, {resultTypes: ['violations']})).violations"
+            ".map(v => ({id: v.id, impact: v.impact, help: v.help,"
+            " nodes: v.nodes.map(n => n.target.join(' '))}))"
+        )
+        bad = [v for v in result if v["impact"] in ("serious", "critical")]
+        assert bad == [], bad
+        for task in (asking, typed):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+# -- the demo -------------------------------------------------------------------------------
+
+
+async def test_the_demo_is_answered_in_the_browser(web: Web, tmp_path: Path):
+    """`aep-bridge demo` as a user runs it: its session appears, Allow goes to it, the form's
+    values go to it, and it ends with the answers printed."""
+    page = await web.signed_in()
+    printed = tmp_path / "demo.out"
+    with printed.open("wb") as out:
+        demo = await asyncio.create_subprocess_exec(
+            *[sys.executable, "-m", "aep_bridge", "demo"],
+            *["--url", web.base, "--token", web.token, "--pace", "0", "--timeout", "60"],
+            cwd=ROOT,
+            env=web.bridge.env(),
+            stdout=out,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+    try:
+        session = page.locator("#sessions a.session[data-session-id]")
+        await expect(session).to_contain_text("Fix the flaky checkout test")
+        card = card_in(page)
+        await expect(card).to_have_count(1)
+        await expect(card).to_contain_text("git push origin fix/checkout")
+        push_id = await card.get_attribute("data-card-id")
+        await session.click()
+        await expect(page.locator("#session-view")).to_contain_text(
+            "pytest -x tests/test_checkout.py"
+        )
+        await option(card, "Allow").click()
+        pushed = page.locator(f'article.card[data-card-id="{push_id}"] .outcome').first
+        await expect(pushed).to_contain_text("Allow")
+
+        form = card_in(page)
+        await expect(form).to_contain_text("Where should the fix be released?")
+        await form.get_by_label("Release channel").select_option(label="Beta")
+        await form.get_by_label("Release notes").fill("Fixes the flaky checkout")
+        await submit(form, "Release notes").click()
+
+        status = await asyncio.wait_for(demo.wait(), 60)
+        text = printed.read_text()
+        assert status == 0, text
+        assert "push: allow" in text
+        assert "release: channel: beta, notes: Fixes the flaky checkout" in text
+        await expect(page.locator("#queue article.card")).to_have_count(0)
+        await expect(session).to_contain_text("ended")
+    except BaseException as exc:
+        exc.add_note(f"aep-bridge demo printed:\n{printed.read_text()}")
+        exc.add_note(f"the bridge logged:\n{web.bridge.tail()}")
+        raise
+    finally:
+        if demo.returncode is None:
+            demo.kill()
+            await demo.wait()

@@ -1,0 +1,439 @@
+"""The web channel over HTTP, inside the real core (`bridge` fixture): sign-in, the page's
+headers, the API a browser uses, the live stream, and answers reaching the agent."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from aep_bridge.testing.fixture import BridgeFixture, RunningBridge
+
+SIGN_IN = re.compile(
+    r"web web: sign in at (http://\S+/channels/web/signin\?code=(\S+)) "
+    r"\(one use, within 15 minutes\)"
+)
+PROMPT = "Run `git push origin fix/checkout`?"
+
+
+class Page:
+    """A browser's view of the web channel: its cookie jar and the CSRF token of its page."""
+
+    def __init__(self, running: RunningBridge[Any], client: httpx.AsyncClient) -> None:
+        self.running = running
+        self.client = client
+        self.csrf = ""
+
+    @property
+    def base(self) -> str:
+        return self.running.channel_url
+
+    async def sign_in(self, url: str) -> httpx.Response:
+        reply = await self.client.get(url)
+        if reply.status_code == 303:
+            page = await self.client.get(f"{self.base}/")
+            assert page.status_code == 200, page.text
+            match = re.search(r'<meta name="csrf" content="([^"]+)">', page.text)
+            assert match, page.text
+            self.csrf = match.group(1)
+        return reply
+
+    async def answer(self, body: dict[str, Any], **headers: str) -> httpx.Response:
+        return await self.client.post(
+            f"{self.base}/api/answer",
+            content=json.dumps(body),
+            headers={
+                "Content-Type": "application/json",
+                "X-CSRF-Token": self.csrf,
+                "Origin": self.running.url,
+                **headers,
+            },
+        )
+
+    async def press(self, card: dict[str, Any], index: int, **headers: str) -> httpx.Response:
+        """A click on the card's button `index`: its option and the token it carries."""
+        token = card["options"][index]["token"]
+        return await self.answer(
+            {"card_id": card["id"], "option": index, "token": token}, **headers
+        )
+
+    async def state(self) -> dict[str, Any]:
+        reply = await self.client.get(f"{self.base}/api/state")
+        assert reply.status_code == 200, reply.text
+        return dict(reply.json())
+
+
+@pytest.fixture
+async def web(
+    bridge: BridgeFixture, caplog: pytest.LogCaptureFixture
+) -> tuple[RunningBridge[Any], str]:
+    """The bridge with its web channel, found by name as `aep-bridge run` finds it, and the
+    sign-in URL it logged."""
+    caplog.set_level(logging.INFO, logger="aep_bridge.web")
+    running = await bridge.start("web", {"approvers": ["local"]})
+    match = SIGN_IN.search(caplog.text)
+    assert match, caplog.text
+    return running, match.group(1)
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(timeout=10) as client:
+        yield client
+
+
+async def test_the_logged_url_signs_in_once_with_a_strict_cookie(
+    web: tuple[RunningBridge[Any], str], client: httpx.AsyncClient
+) -> None:
+    running, url = web
+    assert url.startswith(f"{running.url}/channels/web/signin?code=")
+    reply = await client.get(url)
+    assert reply.status_code == 303
+    assert reply.headers["location"] == "/channels/web/"
+    cookie = reply.headers["set-cookie"]
+    assert cookie.startswith("aep_web=")
+    assert "HttpOnly" in cookie
+    assert "SameSite=strict" in cookie or "SameSite=Strict" in cookie
+    assert "Path=/channels/web" in cookie
+    assert "Secure" not in cookie
+    # the code is spent: a second use (another browser) is refused with the way back in
+    async with httpx.AsyncClient() as other:
+        again = await other.get(url)
+        assert again.status_code == 403
+        assert "aep-bridge token" in again.text
+        assert "set-cookie" not in again.headers
+
+
+async def test_the_bridge_token_signs_in_again_and_a_wrong_one_does_not(
+    web: tuple[RunningBridge[Any], str], client: httpx.AsyncClient, bridge: BridgeFixture
+) -> None:
+    running, _ = web
+    wrong = await client.get(f"{running.channel_url}/signin?token=not-the-token")
+    assert wrong.status_code == 403
+    right = await client.get(f"{running.channel_url}/signin?token={bridge.token}")
+    assert right.status_code == 303
+    assert (await client.get(f"{running.channel_url}/")).status_code == 200
+
+
+async def test_an_expired_code_is_refused(
+    web: tuple[RunningBridge[Any], str], client: httpx.AsyncClient
+) -> None:
+    running, _ = web
+    running.adapter.signin.ttl = -1.0  # as if 15 minutes had passed since it was made
+    code = running.adapter.signin.new_code()
+    reply = await client.get(f"{running.channel_url}/signin?code={code}")
+    assert reply.status_code == 403
+
+
+async def test_without_the_cookie_everything_but_signin_and_static_is_refused(
+    web: tuple[RunningBridge[Any], str], client: httpx.AsyncClient
+) -> None:
+    running, _ = web
+    agent = running.agent()
+    agent.start("Fix the flaky checkout test")
+    agent.ask(PROMPT)
+    await running.settle()
+    page = await client.get(f"{running.channel_url}/")
+    assert page.status_code == 401
+    assert "aep-bridge token" in page.text
+    assert "git push" not in page.text
+    for path in ("api/state", "api/sessions/x", "api/stream"):
+        reply = await client.get(f"{running.channel_url}/{path}")
+        assert reply.status_code == 401, path
+        assert reply.json()["error"] == "signed-out"
+    card = running.adapter.board.state()["queue"][0]["id"]
+    posted = await client.post(
+        f"{running.channel_url}/api/answer", json={"card_id": card, "option": 0}
+    )
+    assert posted.status_code == 401
+    await running.settle()
+    assert agent.answers == []
+    assert (await client.get(f"{running.channel_url}/static/app.js")).status_code == 200
+
+
+async def test_every_response_carries_the_strict_headers(
+    web: tuple[RunningBridge[Any], str], client: httpx.AsyncClient
+) -> None:
+    running, url = web
+    page = Page(running, client)
+    replies = [await client.get(f"{running.channel_url}/")]  # signed out
+    replies.append(await client.get(url))
+    replies += [await client.get(f"{running.channel_url}/{p}") for p in ("", "api/state")]
+    replies.append(await client.get(f"{running.channel_url}/static/app.css"))
+    for reply in replies:
+        csp = reply.headers["content-security-policy"]
+        assert "script-src 'self'" in csp
+        assert "frame-ancestors 'none'" in csp
+        assert "unsafe-inline" not in csp
+        assert reply.headers["x-content-type-options"] == "nosniff"
+        assert reply.headers["referrer-policy"] == "no-referrer"
+    assert replies[2].headers["cache-control"] == "no-store"
+    assert replies[3].headers["cache-control"] == "no-store"
+    html = replies[2].text
+    assert "<script>" not in html
+    assert "style=" not in html
+    assert "<style" not in html
+    assert '<script src="static/app.js" defer></script>' in html
+    del page
+
+
+async def test_a_press_on_the_page_reaches_the_agent_and_closes_the_card(
+    web: tuple[RunningBridge[Any], str], client: httpx.AsyncClient
+) -> None:
+    running, url = web
+    page = Page(running, client)
+    await page.sign_in(url)
+    agent = running.agent(agent="claude-code")
+    agent.start("Fix the flaky checkout test")
+    agent.ask(PROMPT, options=[("allow", "Allow"), ("deny", "Deny")])
+    await running.settle()
+    state = await page.state()
+    [session] = state["sessions"]
+    assert session["title"] == "Fix the flaky checkout test"
+    assert session["agent"] == "claude-code"
+    assert session["pending"] == 1
+    [card] = state["queue"]
+    assert [o["label"] for o in card["options"]] == ["Allow", "Deny"]
+    assert card["session_id"] == session["id"]
+    assert card["outcome"] is None
+
+    reply = await page.press(card, 0)
+    assert reply.status_code == 200
+    assert reply.json() == {"status": "accepted", "message": "Sent to the agent"}
+    await running.settle()
+    assert agent.answers == [{"option": "allow"}]
+    state = await page.state()
+    assert state["queue"] == []
+    assert state["sessions"][0]["pending"] == 0
+    timeline = await client.get(f"{running.channel_url}/api/sessions/{session['id']}")
+    [closed] = timeline.json()["cards"]
+    assert closed["outcome"]["closed"] is True
+    assert "Allow" in closed["outcome"]["summary"]
+    assert closed["outcome"]["by"] == "you"
+    # a second press hears it was answered already (200: the page shows the message)
+    again = await page.press(card, 1)
+    assert again.status_code == 200
+    assert again.json()["status"] == "already_answered"
+
+
+async def test_the_signed_in_user_is_refused_when_not_an_approver(
+    bridge: BridgeFixture, caplog: pytest.LogCaptureFixture, client: httpx.AsyncClient
+) -> None:
+    caplog.set_level(logging.INFO, logger="aep_bridge.web")
+    running = await bridge.start("web", {"approvers": ["someone-else"]})
+    page = Page(running, client)
+    match = SIGN_IN.search(caplog.text)
+    assert match
+    await page.sign_in(match.group(1))
+    agent = running.agent()
+    agent.start()
+    agent.ask(PROMPT)
+    await running.settle()
+    [card] = (await page.state())["queue"]
+    reply = await page.press(card, 0)
+    assert reply.json()["status"] == "not_allowed"
+    await running.settle()
+    assert agent.answers == []
+
+
+async def test_text_and_form_answers_go_to_the_core(
+    web: tuple[RunningBridge[Any], str], client: httpx.AsyncClient
+) -> None:
+    running, url = web
+    page = Page(running, client)
+    await page.sign_in(url)
+    agent = running.agent()
+    agent.start()
+    agent.emit(
+        "attention.requested",
+        {"kind": "input", "prompt": "Which branch?", "options": [], "accepts_text": True},
+        capture="full",
+    )
+    await running.settle()
+    [card] = (await page.state())["queue"]
+    assert card["accepts_text"] is True
+    reply = await page.answer({"card_id": card["id"], "text": "main"})
+    assert reply.json()["status"] == "accepted", reply.json()
+    await running.settle()
+    assert agent.answers == [{"text": "main"}]
+
+
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [
+        ({"X-CSRF-Token": "forged"}, 403),
+        ({"X-CSRF-Token": ""}, 403),
+        ({"Origin": "http://evil.example"}, 403),
+        ({"Content-Type": "text/plain"}, 415),
+    ],
+)
+async def test_a_post_without_the_page_s_token_origin_or_json_changes_nothing(
+    web: tuple[RunningBridge[Any], str],
+    client: httpx.AsyncClient,
+    headers: dict[str, str],
+    status: int,
+) -> None:
+    running, url = web
+    page = Page(running, client)
+    await page.sign_in(url)
+    agent = running.agent()
+    agent.start()
+    agent.ask(PROMPT)
+    await running.settle()
+    [card] = (await page.state())["queue"]
+    reply = await page.press(card, 0, **headers)
+    assert reply.status_code == status
+    await running.settle()
+    assert agent.answers == []
+    assert len((await page.state())["queue"]) == 1
+
+
+async def test_a_press_with_another_card_s_token_is_refused(
+    web: tuple[RunningBridge[Any], str], client: httpx.AsyncClient
+) -> None:
+    running, url = web
+    page = Page(running, client)
+    await page.sign_in(url)
+    agent = running.agent()
+    agent.start()
+    agent.ask(PROMPT)
+    agent.ask("Run `make deploy`?")
+    await running.settle()
+    first, second = (await page.state())["queue"]
+    token = first["options"][0]["token"]
+    for body in (
+        {"card_id": second["id"], "option": 0, "token": token},  # another card's button
+        {"card_id": first["id"], "option": 1, "token": token},  # another option's
+        {"card_id": first["id"], "option": 0},  # none
+    ):
+        reply = await page.answer(body)
+        assert reply.json()["status"] == "rejected", body
+        assert "reload the page" in reply.json()["message"]
+    await running.settle()
+    assert agent.answers == []
+
+
+async def test_after_a_restart_the_page_still_shows_the_session_and_takes_the_answer(
+    web: tuple[RunningBridge[Any], str], client: httpx.AsyncClient, bridge: BridgeFixture
+) -> None:
+    running, _ = web
+    agent = running.agent()
+    agent.start("Fix the flaky checkout test")
+    agent.say("Found it: the cart fixture races the price load.")
+    agent.ask(PROMPT, options=[("allow", "Allow"), ("deny", "Deny")])
+    await running.settle()
+    await running.restart()
+    page = Page(running, client)  # a restart signs everyone out: sign in again
+    signed = await page.sign_in(f"{running.channel_url}/signin?token={bridge.token}")
+    assert signed.status_code == 303
+    state = await page.state()
+    [session] = state["sessions"]
+    assert session["title"] == "Fix the flaky checkout test"
+    [card] = state["queue"]
+    timeline = await client.get(f"{running.channel_url}/api/sessions/{session['id']}")
+    assert "the cart fixture races" in json.dumps(timeline.json()["items"])
+    reply = await page.press(card, 1)
+    assert reply.json()["status"] == "accepted"
+    await running.settle()
+    assert agent.answers == [{"option": "deny"}]
+
+
+async def test_a_body_over_64_kib_is_refused(
+    web: tuple[RunningBridge[Any], str], client: httpx.AsyncClient
+) -> None:
+    running, url = web
+    page = Page(running, client)
+    await page.sign_in(url)
+    reply = await page.answer({"card_id": "c1", "text": "x" * 70_000})
+    assert reply.status_code == 413
+
+
+async def test_the_stream_sends_sessions_items_and_cards_live(
+    web: tuple[RunningBridge[Any], str], client: httpx.AsyncClient
+) -> None:
+    running, url = web
+    page = Page(running, client)
+    await page.sign_in(url)
+    events: list[tuple[str, dict[str, Any]]] = []
+
+    async def read() -> None:
+        async with client.stream("GET", f"{running.channel_url}/api/stream") as stream:
+            assert stream.headers["content-type"].startswith("text/event-stream")
+            name = ""
+            async for line in stream.aiter_lines():
+                if line.startswith("event: "):
+                    name = line[7:]
+                elif line.startswith("data: "):
+                    events.append((name, json.loads(line[6:])))
+                    if "card" in {n for n, _ in events} and "not bold" in line:
+                        return
+
+    reader = asyncio.create_task(read())
+    await asyncio.sleep(0.2)
+    agent = running.agent()
+    agent.start("Fix the flaky checkout test")
+    agent.ask(PROMPT)
+    agent.say("I found the race: <b>not bold</b>")
+    await running.settle()
+    await asyncio.wait_for(reader, 5)
+    kinds = {name for name, _ in events}
+    assert {"session", "item", "card"} <= kinds
+    html = " ".join(str(d.get("html", "")) for n, d in events if n == "item")
+    assert "&lt;b&gt;not bold&lt;/b&gt;" in html
+    assert "<b>" not in html
+
+
+async def test_the_bridge_root_redirects_to_the_page(
+    web: tuple[RunningBridge[Any], str], client: httpx.AsyncClient
+) -> None:
+    running, _ = web
+    reply = await client.get(f"{running.url}/")
+    assert reply.status_code == 307
+    assert reply.headers["location"] == "/channels/web/"
+
+
+async def test_an_open_page_s_stream_ends_when_the_bridge_stops(
+    web: tuple[RunningBridge[Any], str], client: httpx.AsyncClient
+) -> None:
+    """A page left open must not hold up a stop: its stream ends (and it reconnects later)."""
+    running, url = web
+    await Page(running, client).sign_in(url)
+    opened = asyncio.Event()
+
+    async def read() -> list[str]:
+        lines = []
+        async with client.stream("GET", f"{running.channel_url}/api/stream") as stream:
+            async for line in stream.aiter_lines():
+                opened.set()
+                lines.append(line)
+        return lines
+
+    reader = asyncio.create_task(read())
+    await asyncio.wait_for(opened.wait(), 5)
+    await running.stop()
+    assert await asyncio.wait_for(reader, 10) == [": hello", ""]
+
+
+def test_the_page_forgets_the_oldest_ended_sessions_past_its_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from aep_bridge_web import board
+
+    monkeypatch.setattr(board, "SESSION_LIMIT", 3)
+    kept = board.Board(lambda card, option: f"{card}:{option}")
+    for name in ("s1", "s2", "s3"):
+        kept.session(name)
+    kept.session("s2", state="ended")
+    kept.session("s1", state="ended")
+    kept.session("s4")
+    assert list(kept.sessions) == ["s1", "s3", "s4"]  # s2 ended first: it went
+    kept.session("s5")
+    assert list(kept.sessions) == ["s3", "s4", "s5"]
+    kept.session("s6")  # none ended: all kept
+    assert len(kept.sessions) == 4
