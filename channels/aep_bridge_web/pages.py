@@ -13,7 +13,7 @@ import html
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from starlette.requests import Request
 from starlette.responses import (
@@ -25,12 +25,31 @@ from starlette.responses import (
 )
 from starlette.routing import BaseRoute, Route
 
-from aep_bridge import Resolution, ResolutionStatus
+from aep_bridge import BridgeCore, ChannelUser, Resolution, ResolutionStatus
 
 from .auth import COOKIE, PageSession
 
 if TYPE_CHECKING:
-    from .channel import WebChannel
+    from .auth import SignIn
+    from .board import Board
+
+
+class Served(Protocol):
+    """What the routes need of their channel (the `WebChannel` serving them)."""
+
+    board: Board
+    signin: SignIn
+    user: ChannelUser
+    ping_every: float
+
+    @property
+    def core(self) -> BridgeCore: ...
+
+    @property
+    def instance_name(self) -> str: ...
+
+    def is_bridge_token(self, value: str) -> bool: ...
+
 
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -85,7 +104,7 @@ _STALE = "this button is out of date: reload the page"
 class Pages:
     """The routes of one web channel instance."""
 
-    def __init__(self, channel: WebChannel) -> None:
+    def __init__(self, channel: Served) -> None:
         self.channel = channel
 
     @property

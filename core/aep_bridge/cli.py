@@ -861,7 +861,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()  # imports the plugins' setup wizards: still `_startup`'s Ctrl-C
     args = parser.parse_args(argv)
-    _startup.release()  # from here, Ctrl-C is a KeyboardInterrupt each command handles
+    if args.command != "run":
+        _startup.release()  # from here, Ctrl-C is a KeyboardInterrupt each command handles
+    # `run` keeps `_startup`'s Ctrl-C (one line, status 130) until the bridge takes SIGINT
+    # over to stop in its own order (server.py): a KeyboardInterrupt raised among the imports
+    # it still makes can be swallowed by Python's import machinery ("Exception ignored in
+    # ... _get_module_lock"), and the bridge would then start as if nobody had pressed it
     try:
         if args.command == "validate":
             return validate(args.files, as_json=args.json, max_bytes=args.max_bytes)

@@ -288,6 +288,8 @@ class BridgeFixture:
         self.state_dir = state_dir
         self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._socket.bind(("127.0.0.1", 0))
+        # replies go out at once (Nagle would hold each small one ~40 ms for the client's ACK)
+        self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         #: the bridge's HTTP address, known before it starts: your config's public URL
         self.url = f"http://127.0.0.1:{self._socket.getsockname()[1]}"
         #: the bridge's bearer token (`BridgeView.is_bridge_token`), as `aep-bridge token` prints
