@@ -54,8 +54,11 @@ run: $(RUN_STAMP)
 	@echo "try it: $(BIN)/aep-bridge demo   (in another terminal, once the bridge below prints its sign-in URL)"
 	$(BIN)/aep-bridge run$(if $(CONFIG), --config "$(CONFIG)")$(if $(PORT), --port $(PORT))
 
+# Four workers (pytest-xdist), even on two cores: most tests wait on a process, a socket or a
+# paced fake platform, not the CPU. A file's tests share a worker (`loadfile`), so a module's
+# fixture (a pip install, a paced reference session) is built once. Plain `pytest` runs serially.
 test: $(DEV_STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 4 --dist loadfile
 
 bench: $(DEV_STAMP)
 	$(BIN)/python bench/run.py

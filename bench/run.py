@@ -81,6 +81,12 @@ def main() -> None:
     import discord_rendering  # the reference session as a Discord thread shows it
 
     lines += discord_rendering.section(discord_rendering.main())
+    import slack_channel  # the Slack channel: the real process, the fake Slack
+
+    lines += slack_channel.section(slack_channel.main())
+    import slack_rendering  # the reference session as a Slack thread shows it
+
+    lines += slack_rendering.section(slack_rendering.main())
     import attacks  # attacks on the endpoint: never-reading consumers, idle connections
 
     lines += attacks.section(attacks.main())

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -20,11 +22,50 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 
 
+#: the lowest port `free_port` hands out: above the well-known services, below the kernel's
+#: ephemeral ports
+FIRST_PORT = 10_000
+#: the ports `free_port` gave this process lately: none is given twice while a bridge may
+#: still be starting on it
+_given: collections.deque[int] = collections.deque(maxlen=256)
+
+
+def _ephemeral_low() -> int:
+    """The first port the kernel picks by itself (`bind(("", 0))`, outgoing connections)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768
+
+
 def free_port() -> int:
-    """A loopback port nothing listens on now (for the bridge to bind)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port nothing listens on now (for the bridge to bind).
+
+    The port is closed again until the bridge binds it, so it comes from where nothing else
+    of the suite takes one meanwhile: below the kernel's ephemeral ports (which every
+    `bind(0)` of an in-process fake server and every outgoing connection draw from), and
+    under pytest-xdist from this worker's own share of them."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")  # gw0, gw1, ... (unset: one process)
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    index = int(worker[2:]) if worker[2:].isdigit() else 0
+    span = (_ephemeral_low() - FIRST_PORT) // max(workers, 1)
+    if span < 500:  # an unusual ephemeral range: let the kernel pick, as before
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return int(s.getsockname()[1])
+    first = FIRST_PORT + index * span
+    for _ in range(500):
+        port = random.randrange(first, first + span)
+        if port in _given:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:  # taken, or a closed connection's TIME_WAIT: another one
+                continue
+        _given.append(port)
+        return port
+    raise AssertionError(f"no free port in {first}-{first + span - 1}")
 
 
 def write_config(

@@ -131,15 +131,15 @@ def test_an_unknown_channel_type_says_what_to_install(tmp_path, host):
 
 
 def test_a_channel_that_is_not_built_is_unknown_not_an_extra_to_install(tmp_path, host):
-    """No `aep-bridge[slack]` exists: the fix offered is never to install it."""
+    """No `aep-bridge[irc]` exists: the fix offered is never to install it."""
     config = read_config(
-        write(tmp_path, {"channels": {"team": {"type": "slack"}, "matrix": {"token": "t"}}})
+        write(tmp_path, {"channels": {"team": {"type": "irc"}, "matrix": {"token": "t"}}})
     )
     plan = resolve_channels(config, host, {})
     problems = {p.key: str(p) for p in plan.problems}
     assert set(problems) == {"channels.team.type", "channels.matrix"}
     assert problems["channels.team.type"].startswith(
-        "channels.team.type: unknown channel type 'slack': the installed channel types are "
+        "channels.team.type: unknown channel type 'irc': the installed channel types are "
         "pager, failing; pip install the package that provides it"
     )
     assert "unknown channel type 'matrix'" in problems["channels.matrix"]

@@ -173,13 +173,37 @@ async def test_a_read_only_state_dir_is_one_line(tmp_path: Path, first_run: bool
     one_line_failure(lines, f"cannot use the state directory {state}")
 
 
+#: the only code of ours a Ctrl-C can interrupt before `_startup.guard` takes SIGINT: the
+#: imports at the top of the package and of `_startup` itself
+BEFORE_THE_GUARD = ("/aep_bridge/__init__.py", "/aep_bridge/_startup.py")
+
+
+def in_pythons_own_start(status: int, lines: list[str]) -> bool:
+    """Whether the Ctrl-C landed before `_startup.guard` ran (before Python took SIGINT, in
+    its site import, in runpy finding the module, or in the imports the guard needs): that
+    much is Python's (aep_bridge/_startup.py), and a busy machine (the suite in parallel
+    workers) can take longer than the delay to get past it."""
+    if status == -signal.SIGINT and not lines:
+        return True
+    if "KeyboardInterrupt" not in "\n".join(lines):
+        return False
+    ours = [line for line in lines if line.lstrip().startswith("File ") and "/aep_bridge/" in line]
+    return all(
+        line.endswith("in <module>") and any(name in line for name in BEFORE_THE_GUARD)
+        for line in ours
+    )
+
+
 @pytest.mark.parametrize("delay", [0.15, 0.4, 0.7])
 def test_ctrl_c_while_starting_is_no_traceback(tmp_path: Path, delay: float):
-    bridge = BridgeProcess(write_config(tmp_path, free_port()), tmp_path / "run.log")
-    proc = bridge.spawn()
-    time.sleep(delay)
-    proc.send_signal(signal.SIGINT)
-    status, lines = finished(bridge)
+    for attempt in range(5):  # each time Python itself was still starting: press again
+        bridge = BridgeProcess(write_config(tmp_path, free_port()), tmp_path / f"run{attempt}.log")
+        proc = bridge.spawn()
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        status, lines = finished(bridge)
+        if not in_pythons_own_start(status, lines):
+            break
     assert "Traceback" not in "\n".join(lines), "\n".join(lines)
     assert "KeyboardInterrupt" not in "\n".join(lines), "\n".join(lines)
     if status == 130:  # while it loaded

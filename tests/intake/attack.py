@@ -36,7 +36,11 @@ def open_fds(pid: int) -> int:
 
 def _stalled(port: int) -> socket.socket:
     sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # fills at once
+    # fills at once (a flood is megabytes); much smaller (4 KB, under one loopback segment),
+    # what the kernel already holds for the consumer trickles out at some 40 KB/s once it
+    # does read (raising it then does not help), and reading the last 4 MB of a dropped SSE
+    # stream to its end took some 100 s
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
     return sock
 
 

@@ -681,6 +681,7 @@ async def test_permissions_are_enforced(fake: FakeDiscord) -> None:
 async def test_followups_mentions_token_lifetime_and_injected_failures() -> None:
     clock = ManualClock()
     done = asyncio.Event()
+    read_original: list[str] = []  # within the token's 15 minutes
     late_edit: list[BaseException] = []
 
     def setup(client: discord.Client) -> None:
@@ -692,7 +693,7 @@ async def test_followups_mentions_token_lifetime_and_injected_failures() -> None
             await interaction.followup.send("1 session")  # fills the loading message
             await interaction.followup.send("only you see this", ephemeral=True)
             original = await interaction.original_response()
-            assert original.content == "1 session"
+            read_original.append(original.content)
             await done.wait()
             try:
                 await interaction.edit_original_response(content="too late")
@@ -713,6 +714,8 @@ async def test_followups_mentions_token_lifetime_and_injected_failures() -> None
             assert shown[0].id == ran.original_id
             assert shown[0].flags & (1 << 7) == 0  # no longer loading
             assert [m.content for m in fake.ephemeral(ALICE)] == ["only you see this"]
+            # the command read its response before the clock moves past the token's life
+            assert await fake.wait_until(lambda: read_original) == ["1 session"]
             clock.advance(901)  # the interaction token lasts 15 minutes
             done.set()
             await fake.wait_until(lambda: late_edit)

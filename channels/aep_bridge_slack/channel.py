@@ -1,0 +1,657 @@
+"""`SlackChannel`: each agent session a thread under a parent message, each question a card
+with Block Kit buttons, over Socket Mode (no public URL).
+
+The adapter translates, the core decides. Every platform call the core makes arrives through
+its outbox, which keeps Slack's limits (declared in `capabilities`); the adapter turns it into
+slack-sdk calls and slack-sdk's failures into `ChannelError`/`RateLimited`. slack-sdk never
+waits out a rate limit itself: no `AsyncRateLimitErrorRetryHandler` is added, so a 429 raises
+at once with Slack's `Retry-After` and the outbox schedules the retry.
+
+A session is a parent message in `channel_id` (its name and state, edited as they change)
+and everything else replies in its thread (`thread_ts`): the thread's id is the parent's `ts`.
+
+Presses arrive over Socket Mode (slack-bolt's `AsyncApp` and `AsyncSocketModeHandler`; the
+listeners are in `events`). An
+option's button carries `{card key}:{option index}` as its `value` (`look.card_key`), so a
+card posted before a restart still answers: the adapter keeps nothing to answer a press.
+Every listener acks first (Slack wants it within 3 s), then hands the press to the core by
+card id (`core.resolve_permission`); the core checks approvers (user ids, and the members of
+the user groups in `approver_roles`) and a refusal is told to the presser alone (an
+ephemeral message in the card's thread). Words in a session's thread while one question
+there takes words are its answer (`core.answer_text`); other words go to the core as
+`handle_incoming_message`.
+
+Forms: a "Fill in" button asks `core.may_answer` first (a stranger opens nothing), then opens
+the form as a modal (`views.open`, `look.modal_view`); its submission is read by
+`look.form_values` (errors go back in the ack, shown under the fields) and answered with
+`core.answer_form`. The request is kept with the card, so a modal opened before a restart
+still answers.
+
+`/aep sessions|status|cancel|pause|resume [session]`: a slash command carries no thread, so
+a session is named by its name or the start of its id (with one session live, it may be left
+out); `sessions` lists them with links, the others go to the core as that session's chat
+command (the core checks approvers and answers in the thread).
+
+Heads-ups go to `notifications_channel_id`, linking to the card by permalink (built from
+`auth.test`'s workspace URL: no extra call); the closing update edits the heads-up.
+
+What the adapter keeps, in the channel's state in the bridge's store, is for its own display
+and survives a restart: which thread belongs to which session, which message is which card,
+which keyed message to edit, which heads-up was sent for which question.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Awaitable
+from typing import Any, ClassVar, Final, TypeVar
+
+import aiohttp
+from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_bolt.app.async_app import AsyncApp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from aep_bridge import (
+    Blocks,
+    BridgeCore,
+    ChannelAdapter,
+    ChannelCapabilities,
+    ChannelConfig,
+    ChannelError,
+    DoctorCheck,
+    NotificationMessage,
+    OutgoingMessage,
+    PermissionOutcome,
+    PermissionRequest,
+    PreviewDialect,
+    RateLimit,
+    RateLimited,
+    RateLimits,
+)
+
+from . import look, mrkdwn
+from .config import APP_TOKEN_FIX, BOT_TOKEN_FIX, SlackConfig
+from .events import Listeners
+
+log = logging.getLogger(__name__)
+
+#: how long `start` waits for the Socket Mode WebSocket
+CONNECT_TIMEOUT: Final = 30.0
+#: Slack's answers that trying again can fix
+TRANSIENT: Final = frozenset(
+    {"internal_error", "fatal_error", "service_unavailable", "request_timeout", "ratelimited"}
+)
+#: Slack's refusals, with the fix a person can make
+FIXES: Final = {
+    "invalid_auth": f"check `bot_token`: {BOT_TOKEN_FIX}",
+    "not_authed": f"check `bot_token`: {BOT_TOKEN_FIX}",
+    "account_inactive": f"check `bot_token`: {BOT_TOKEN_FIX}",
+    "token_revoked": f"check `bot_token`: {BOT_TOKEN_FIX}",
+    "token_expired": f"check `bot_token`: {BOT_TOKEN_FIX}",
+    "not_in_channel": "invite the bot: /invite @app in the channel",
+    "channel_not_found": (
+        "check `channel_id` (the channel's details: the Channel ID is at the bottom), and "
+        "invite the bot: /invite @app in the channel"
+    ),
+    "is_archived": "the channel is archived: unarchive it, or set another `channel_id`",
+}
+
+T = TypeVar("T")
+#: the key of a session's header message (`session.started`, and the first prompt joining
+#: it: docs/rendering.md), which the parent message shows instead of a reply
+HEADER_KEY: Final = "session:"
+#: how long `stop` lets envelopes being handled send their acks before it closes the socket
+DRAIN_TIMEOUT: Final = 2.0
+
+
+class _Handler(AsyncSocketModeHandler):
+    """slack-bolt's Socket Mode handler, counting the envelopes it is handling, so `stop`
+    lets them send their acks before it closes the connection (else Slack sends them
+    again, and slack-sdk logs an error for each)."""
+
+    def __init__(self, app: AsyncApp, app_token: str) -> None:
+        super().__init__(app, app_token)
+        self.busy = 0
+        self.idle = asyncio.Event()
+        self.idle.set()
+
+    async def handle(self, client: Any, req: Any) -> None:
+        self.busy += 1
+        self.idle.clear()
+        try:
+            await super().handle(client, req)
+        finally:
+            self.busy -= 1
+            if self.busy == 0:
+                self.idle.set()
+
+
+class SlackChannel(ChannelAdapter[SlackConfig]):
+    """A Slack app over Socket Mode: a thread per session under a parent message in one
+    channel, cards with Block Kit buttons, heads-ups in a notifications channel."""
+
+    name = "slack"
+    capabilities = ChannelCapabilities(
+        threads=True,
+        buttons=True,
+        edits=True,
+        text_answers=True,
+        forms=True,  # a "Fill in" button opening a modal
+        max_message_length=look.MAX_TEXT,
+        length_unit="chars",
+        max_button_data=look.MAX_BUTTON_VALUE,
+        max_buttons=look.MAX_BUTTONS,
+        updates_heads_ups=True,
+        # Slack: chat.postMessage about one a second in a channel (all its threads
+        # together: `limit_keys`), chat.update Tier 3 (about 50 a minute); each window a
+        # little wider (Slack times a call when it arrives)
+        rate_limits=RateLimits(
+            per_chat=RateLimit(count=1, per_seconds=1.1),
+            global_=RateLimit(count=50, per_seconds=61),
+        ),
+    )
+    config_model: ClassVar[type[ChannelConfig]] = SlackConfig
+    contract_version: ClassVar[str] = "1.2"
+
+    def __init__(self, core: BridgeCore, config: SlackConfig) -> None:
+        super().__init__(core, config)
+        self._client: AsyncWebClient | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self._handler: _Handler | None = None
+        self._url = ""  # the workspace's, from auth.test: permalinks
+        self._lock = asyncio.Lock()
+        self._tasks: set[asyncio.Future[None]] = set()
+        self._listeners = Listeners(self)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        session = aiohttp.ClientSession()
+        client = AsyncWebClient(
+            token=self.config.bot_token.get_secret_value(),
+            base_url=self.config.api_base_url,
+            session=session,
+        )
+        try:
+            auth, channel, wss = await self._connect_checks(client)
+        except BaseException:
+            await session.close()
+            raise
+        app = AsyncApp(
+            client=client,
+            signing_secret="",  # Socket Mode: requests come over the WebSocket, not signed
+            # a listener acks and returns, its work a task (`events`): bolt sends the ack
+            # as it returns, instead of looking for it every 10 ms
+            process_before_response=True,
+            name=f"aep-bridge slack {self.instance_name}",
+        )
+        self._listeners.listen(app)
+        handler = _Handler(app, self.config.app_token.get_secret_value())
+        handler.client.wss_uri = wss  # the URL `_connect_checks` was given: no second call
+        try:
+            await asyncio.wait_for(handler.connect_async(), CONNECT_TIMEOUT)  # type: ignore[no-untyped-call]
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            with contextlib.suppress(Exception):
+                await handler.close_async()  # type: ignore[no-untyped-call]
+            await session.close()
+            raise ChannelError(
+                f"Slack channel {self.instance_name}: cannot open the Socket Mode connection: "
+                f"{self._describe(exc)}"
+            ) from None
+        self._client, self._session, self._handler = client, session, handler
+        self._url = str(auth.get("url") or "https://slack.com/")
+        if not self._url.endswith("/"):
+            self._url += "/"
+        if self.config.approver_roles:
+            self._spawn(self._listeners.warm_groups())
+        log.info(
+            "slack %s: @%s in %s, #%s (Socket Mode)",
+            self.instance_name,
+            auth.get("user", "?"),
+            auth.get("team", "?"),
+            channel.get("name", self.config.channel_id),
+        )
+
+    async def _connect_checks(
+        self, client: AsyncWebClient
+    ) -> tuple[dict[str, Any], dict[str, Any], str]:
+        """The bot token (`auth.test`), the sessions' channel (`conversations.info`: there,
+        with the bot in it), and the app token (`apps.connections.open`, whose URL the Socket
+        Mode client then takes): each refusal a permanent error with its fix."""
+        name = self.instance_name
+        try:
+            auth = (await client.auth_test()).data
+        except SlackApiError as exc:
+            code = _code(exc)
+            if code in FIXES and code not in ("not_in_channel", "channel_not_found"):
+                raise ChannelError(
+                    f"Slack refused the bot token of channel {name} ({code}): check "
+                    f"`bot_token`: {BOT_TOKEN_FIX}",
+                    permanent=True,
+                ) from None
+            raise self._mapped(exc) from None
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            raise ChannelError(
+                f"Slack channel {name}: cannot reach Slack: {self._describe(exc)}"
+            ) from None
+        assert isinstance(auth, dict)
+        try:
+            info = (await client.conversations_info(channel=self.config.channel_id)).data
+        except SlackApiError as exc:
+            code = _code(exc)
+            if code in ("channel_not_found", "not_in_channel"):
+                raise ChannelError(
+                    f"Slack channel {name}: cannot reach channel {self.config.channel_id} "
+                    f"({code}): {FIXES[code]}",
+                    permanent=True,
+                ) from None
+            raise self._mapped(exc) from None
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            raise ChannelError(
+                f"Slack channel {name}: cannot reach Slack: {self._describe(exc)}"
+            ) from None
+        assert isinstance(info, dict)
+        channel = dict(info.get("channel") or {})
+        if channel.get("is_member") is False:
+            raise ChannelError(
+                f"Slack channel {name}: the bot is not in channel {self.config.channel_id}: "
+                f"{FIXES['not_in_channel']}",
+                permanent=True,
+            )
+        try:
+            opened = await client.apps_connections_open(
+                app_token=self.config.app_token.get_secret_value()
+            )
+        except SlackApiError as exc:
+            code = _code(exc)
+            if code in TRANSIENT or _status(exc) >= 500:
+                raise self._mapped(exc) from None
+            raise ChannelError(
+                f"Slack refused the app token of channel {name} ({code}): check `app_token`: "
+                f"{APP_TOKEN_FIX}; and turn on Socket Mode in the app's settings",
+                permanent=True,
+            ) from None
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            raise ChannelError(
+                f"Slack channel {name}: cannot reach Slack: {self._describe(exc)}"
+            ) from None
+        return auth, channel, str(opened["url"])
+
+    async def doctor(self) -> list[DoctorCheck]:
+        """The tokens, Socket Mode, the bot in the channels, its scopes, the approver groups:
+        each failure with its fix. Web API only: `aep-bridge doctor` runs it beside a
+        running bridge."""
+        from .doctor import run_doctor
+
+        async with aiohttp.ClientSession() as session:
+            client = AsyncWebClient(
+                token=self.config.bot_token.get_secret_value(),
+                base_url=self.config.api_base_url,
+                session=session,
+            )
+            return await run_doctor(client, self.config)
+
+    async def stop(self) -> None:
+        """Envelopes being handled send their acks, and what was acked (a press on its way
+        to the core) finishes, for up to `DRAIN_TIMEOUT` each: Slack does not send an acked
+        press again. Then the socket and the client close."""
+        handler, self._handler = self._handler, None
+        if handler is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(handler.idle.wait(), DRAIN_TIMEOUT)
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=DRAIN_TIMEOUT)
+        for task in list(self._tasks):
+            task.cancel()
+        if handler is not None:
+            with contextlib.suppress(Exception):
+                await handler.close_async()  # type: ignore[no-untyped-call]
+        session, self._session = self._session, None
+        self._client = None
+        if session is not None:
+            await session.close()
+
+    @property
+    def client(self) -> AsyncWebClient:
+        if self._client is None:
+            raise ChannelError(f"Slack channel {self.instance_name} is not started")
+        return self._client
+
+    @classmethod
+    def preview_dialect(cls) -> PreviewDialect:
+        """`aep-bridge preview --channel slack`: a session in a Slack thread."""
+        from .preview import SlackDialect
+
+        dialect: PreviewDialect = SlackDialect()
+        return dialect
+
+    def limit_keys(self, session_id: str | None) -> tuple[str, str]:
+        """Slack counts a channel's posts together, all its threads as one: every session is
+        the sessions' channel; heads-ups count against the notifications channel."""
+        if session_id:
+            return (self.config.channel_id, self.config.channel_id)
+        where = self.config.notifications_channel_id or self.config.channel_id
+        return (where, where)
+
+    # -- threads ---------------------------------------------------------------------------
+
+    async def create_session_thread(self, session_id: str, name: str) -> str:
+        shown = look.parent_look(name, "running")
+        sent = await self._post(self.config.channel_id, shown)
+        state = self._state()
+        await state.set(f"thread:{sent}", session_id)
+        await self._remember_session(session_id, sent, name)
+        return sent
+
+    async def rename_session_thread(self, session_id: str, new_name: str) -> None:
+        thread = self._thread(session_id)
+        if thread is None:
+            return
+        await self._remember_session(session_id, thread, new_name)
+        await self._update_parent(session_id, thread, new_name, "running")
+
+    async def archive_session_thread(self, session_id: str) -> None:
+        live = await self._live()
+        thread = self._thread(session_id)
+        name = live.get(session_id, ["", session_id])[1]
+        await self._forget_session(session_id)
+        if thread is not None:
+            await self._update_parent(session_id, thread, name, "ended")
+
+    async def _update_parent(
+        self, session_id: str, thread: str, name: str, state: str, header: look.Look | None = None
+    ) -> bool:
+        """The parent message, with the session's header (kept in the state: a restart or
+        a rename keeps showing it). False when the parent is gone."""
+        key = f"header:{session_id}"
+        if header is not None:
+            await self._state().set(key, json.dumps([header.text, header.blocks]))
+        else:
+            kept = await self._state().get(key)
+            if kept is not None:
+                text, blocks = json.loads(kept)
+                header = look.Look(text, blocks)
+        shown = look.parent_look(name, state, header)
+        return await self._update(self.config.channel_id, thread, shown)
+
+    async def delete_session_thread(self, session_id: str) -> None:
+        """A Slack thread is its parent's replies: deleting them one by one would cost a call
+        each under Tier 3; the parent says the session ended instead, as at `archive`."""
+        await self.archive_session_thread(session_id)
+
+    # -- messages --------------------------------------------------------------------------
+
+    def measure(self, blocks: Blocks) -> int:
+        """What Slack counts: the mrkdwn the blocks become."""
+        return look.measure(blocks)
+
+    async def send_message(self, session_id: str, content: OutgoingMessage) -> None:
+        # the core's outbox splits; a direct caller may not have
+        limit = look.MAX_TEXT
+        updates: list[dict[str, Any]] = []
+        if content.blocks and self.measure(content.blocks) > limit:
+            updates = [
+                {"blocks": part, "text": ""} for part in look.blocks_pieces(content.blocks, limit)
+            ]
+        elif not content.blocks and len(mrkdwn.escape(content.text)) > limit:
+            updates = [{"text": piece} for piece in look.text_pieces(content.text, limit)]
+        if len(updates) > 1:
+            for index, update in enumerate(updates):
+                last = index == len(updates) - 1
+                update.update(key=content.key if last else None, notify=content.notify and last)
+                await self.send_message(session_id, content.model_copy(update=update))
+            return
+        shown = look.message_look(content)
+        thread = self._thread(session_id)
+        if thread is not None and (content.key or "").startswith(HEADER_KEY):
+            # the session's header (docs/rendering.md) is shown in the parent message
+            live = await self._live()
+            name = live.get(session_id, [thread, session_id])[1]
+            if await self._update_parent(session_id, thread, name, "running", shown):
+                return
+        state = self._state()
+        key = f"key:{session_id}:{content.key}" if content.key else None
+        earlier = await state.get(key) if key else None
+        if earlier is not None and await self._update(self.config.channel_id, earlier, shown):
+            return
+        sent = await self._post(self.config.channel_id, shown, thread=thread)
+        if key is not None:
+            await state.set(key, sent)
+
+    async def send_notification(self, notification: NotificationMessage) -> None:
+        """A heads-up in the notifications channel, linking to the card (or the thread).
+        One about a question is remembered, so its closing update edits it."""
+        where = self.config.notifications_channel_id
+        if where is None:
+            return  # no heads-ups configured: the cards are in the thread
+        if notification.outcome is not None:
+            await self._close_heads_up(notification)
+            return
+        state = self._state()
+        key = f"headsup:{notification.request_id}" if notification.request_id else None
+        if key is not None and await state.get(key) is not None:
+            return  # sent before (a retry after a restart): one question rings once
+        shown = look.heads_up_look(notification, await self._link(notification))
+        sent = await self._post(where, shown)
+        if key is not None:
+            await state.set(key, json.dumps({"ts": sent, "text": shown.text}))
+
+    async def _close_heads_up(self, notification: NotificationMessage) -> None:
+        where = self.config.notifications_channel_id
+        raw = await self._state().get(f"headsup:{notification.request_id}")
+        if raw is None or notification.outcome is None or where is None:
+            return  # none sent here: an answered question must not ring
+        sent = json.loads(raw)
+        status = None if notification.outcome_status is None else str(notification.outcome_status)
+        shown = look.closed_heads_up_look(sent["text"], notification.outcome, status)
+        await self._update(where, sent["ts"], shown)
+
+    async def _link(self, notification: NotificationMessage) -> str | None:
+        """The card's message when it was sent here, else the session's thread."""
+        card = await self._card(notification.request_id or "")  # out before it (the outbox)
+        if card is not None:
+            return self._permalink(card["channel"], card["ts"], card.get("thread"))
+        thread = self._thread(notification.session_id)
+        return self._permalink(self.config.channel_id, thread) if thread else None
+
+    def _permalink(self, channel: str, ts: str, thread: str | None = None) -> str:
+        """Slack's permalink, built as Slack builds it (no `chat.getPermalink` call)."""
+        link = f"{self._url}archives/{channel}/p{ts.replace('.', '')}"
+        if thread and thread != ts:
+            link += f"?thread_ts={thread}&cid={channel}"
+        return link
+
+    # -- cards -----------------------------------------------------------------------------
+
+    async def send_permission_request(self, session_id: str, request: PermissionRequest) -> None:
+        state = self._state()
+        if await self._card(request.id) is not None:
+            return  # sent before (a retry after a restart): do not repeat it
+        thread = self._thread(session_id)
+        sent = await self._post(self.config.channel_id, look.card_look(request), thread=thread)
+        card = {
+            "session": session_id,
+            "channel": self.config.channel_id,
+            "ts": sent,
+            "thread": thread,
+            "request": request.model_dump(mode="json") if request.fields else None,
+        }
+        await state.set(f"card:{request.id}", json.dumps(card))
+        await state.set(f"cardmsg:{sent}", request.id)
+        key = look.card_key(request.id)
+        if key != request.id:
+            await state.set(f"cardkey:{key}", request.id)
+        if request.accepts_text and not request.informational:
+            await self._open_cards(session_id, add=request.id)
+
+    async def update_permission_request(
+        self, session_id: str, request: PermissionRequest, outcome: PermissionOutcome
+    ) -> None:
+        async with self._lock:
+            card = await self._card(request.id)
+            if card is None:
+                return
+            shown = look.card_look(request, outcome=outcome)
+            await self._update(card["channel"], card["ts"], shown)
+        if outcome.closed:
+            await self._open_cards(session_id, remove=request.id)
+
+    def _failed(self, what: str, exc: BaseException) -> None:
+        log.warning("slack %s: %s failed: %s", self.instance_name, what, self._describe(exc))
+
+    # -- platform calls --------------------------------------------------------------------
+
+    async def _post(self, channel: str, shown: look.Look, *, thread: str | None = None) -> str:
+        """Post a message (a reply when `thread`); its `ts`. Never a broadcast, never an
+        unfurl: a link the agent wrote stays a line."""
+        extra: dict[str, Any] = {"thread_ts": thread} if thread else {}
+        if shown.blocks:
+            extra["blocks"] = shown.blocks
+        sent = await self._call(
+            self.client.chat_postMessage(
+                channel=channel,
+                text=shown.text or "…",
+                unfurl_links=False,
+                unfurl_media=False,
+                **extra,
+            )
+        )
+        return str(sent["ts"])
+
+    async def _update(self, channel: str, ts: str, shown: look.Look) -> bool:
+        """Edit a message in place; False when it is gone."""
+        try:
+            await self._call(
+                self.client.chat_update(
+                    channel=channel, ts=ts, text=shown.text or "…", blocks=shown.blocks
+                ),
+                raw=True,
+            )
+        except SlackApiError as exc:
+            if _code(exc) in ("message_not_found", "cant_update_message"):
+                return False
+            raise self._mapped(exc) from None
+        return True
+
+    async def _call(self, call: Awaitable[T], *, raw: bool = False) -> T:
+        """One slack-sdk call, its failures as the core's outbox understands them (`raw`:
+        slack-sdk's own SlackApiError, other than rate limits, passes through)."""
+        try:
+            return await call
+        except SlackApiError as exc:
+            if raw and not _limited(exc):
+                raise
+            raise self._mapped(exc) from None
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            raise ChannelError(f"Slack call failed: {self._describe(exc)}") from None
+
+    def _mapped(self, exc: SlackApiError) -> ChannelError:
+        """slack-sdk's refusal as the outbox's: a 429 to wait out, a 5xx (or Slack's own
+        failure) to retry, any other refusal permanent, with the fix when known."""
+        code = _code(exc)
+        status = _status(exc)
+        if _limited(exc):
+            retry_after = 1.0
+            headers = getattr(exc.response, "headers", None) or {}
+            for name, value in headers.items():
+                if str(name).lower() == "retry-after":
+                    with contextlib.suppress(TypeError, ValueError):
+                        retry_after = float(value)
+            return RateLimited(retry_after, f"Slack said 429 ({code or 'ratelimited'})")
+        if status >= 500 or code in TRANSIENT:
+            return ChannelError(f"Slack failed: {status} {code or ''}".rstrip())
+        fix = FIXES.get(code or "")
+        if code == "missing_scope":
+            needed = exc.response.get("needed") if exc.response is not None else None
+            fix = (
+                f"add the scope {needed} (OAuth & Permissions > Bot Token Scopes), then "
+                "reinstall the app to the workspace"
+            )
+        return ChannelError(
+            f"Slack refused the call: {code or status}" + (f" ({fix})" if fix else ""),
+            permanent=True,
+        )
+
+    def _describe(self, exc: BaseException) -> str:
+        """A failure in a line: Slack's error code, or the network's error with the tokens
+        cut out (Slack's answers never quote them; a network error's text may hold a URL)."""
+        if isinstance(exc, SlackApiError):
+            return _code(exc) or f"HTTP {_status(exc)}"
+        text = f"{type(exc).__name__}: {exc}".rstrip(": ")
+        for secret in (self.config.bot_token, self.config.app_token):
+            text = text.replace(secret.get_secret_value(), "[token]")
+        return text
+
+    # -- what the adapter keeps ------------------------------------------------------------
+
+    def _state(self) -> Any:
+        return self.core.state(self.instance_name)
+
+    def _thread(self, session_id: str) -> str | None:
+        return self.core.thread_id(self.instance_name, session_id)
+
+    async def _card_id(self, key: str) -> str | None:
+        """The card id behind a button's or a modal's card key: the id itself, or, for an id
+        too long for Slack (`#...`, see `look.card_key`), the one it was saved for."""
+        if not key:
+            return None
+        return await self._state().get(f"cardkey:{key}") if key.startswith("#") else key
+
+    async def _card(self, card_id: str) -> dict[str, Any] | None:
+        if not card_id:
+            return None
+        raw = await self._state().get(f"card:{card_id}")
+        return None if raw is None else dict(json.loads(raw))
+
+    async def _open_cards(
+        self, session_id: str, *, add: str | None = None, remove: str | None = None
+    ) -> list[str]:
+        """The session's open cards that take words (words in the thread answer the only
+        one)."""
+        state = self._state()
+        cards: list[str] = json.loads(await state.get(f"open:{session_id}") or "[]")
+        if add is not None and add not in cards:
+            cards.append(add)
+        if remove is not None and remove in cards:
+            cards.remove(remove)
+        if add is not None or remove is not None:
+            await state.set(f"open:{session_id}", json.dumps(cards))
+        return cards
+
+    async def _live(self) -> dict[str, list[str]]:
+        """The live sessions: session id -> [thread ts, name]."""
+        return dict(json.loads(await self._state().get("sessions") or "{}"))
+
+    async def _remember_session(self, session_id: str, thread: str, name: str) -> None:
+        live = await self._live()
+        live[session_id] = [thread, name]
+        await self._state().set("sessions", json.dumps(live))
+
+    async def _forget_session(self, session_id: str) -> None:
+        live = await self._live()
+        if live.pop(session_id, None) is not None:
+            await self._state().set("sessions", json.dumps(live))
+
+    def _spawn(self, coroutine: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+def _code(exc: SlackApiError) -> str | None:
+    """Slack's error code (`invalid_auth`, `channel_not_found`, ...), or None."""
+    response = exc.response
+    error = response.get("error") if response is not None else None
+    return str(error) if error else None
+
+
+def _status(exc: SlackApiError) -> int:
+    return int(getattr(exc.response, "status_code", 0) or 0)
+
+
+def _limited(exc: SlackApiError) -> bool:
+    return _status(exc) == 429 or _code(exc) == "ratelimited"

@@ -1,0 +1,633 @@
+"""`aep-bridge setup slack`: from an app's two tokens to a checked channel block.
+
+The wizard checks the bot token (`auth.test`, and its scopes against the doctor's list, saying
+how to add the missing ones) and the app token (`apps.connections.open`: Socket Mode), lists
+the channels the bot is in (`users.conversations`, waiting for an `/invite` when there is none)
+to pick the sessions' channel and a heads-up channel from, and pairs the first approver: it
+connects over Socket Mode and prints a one-time code; whoever types it in the sessions' channel
+becomes the first approver. It writes the block with the tokens as `${SLACK_BOT_TOKEN}` and
+`${SLACK_APP_TOKEN}` (never their values) and runs the channel's doctor. Every question has a
+flag, for scripts: `--bot-token-env`, `--app-token-env`, `--channel-id`,
+`--notifications-channel-id`, `--approver`, `--yes`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import os
+import re
+import secrets
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Final
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.socket_mode.aiohttp import SocketModeClient
+from slack_sdk.socket_mode.async_client import AsyncBaseSocketModeClient
+from slack_sdk.socket_mode.request import SocketModeRequest
+from slack_sdk.socket_mode.response import SocketModeResponse
+from slack_sdk.web.async_client import AsyncWebClient
+
+from aep_bridge import SetupContext, SetupError, SetupOption, SetupWizard
+
+from .config import SLACK_API
+from .doctor import (
+    _NETWORK,
+    APP_TOKEN_HOW,
+    BOT_TOKEN_HOW,
+    MANIFEST,
+    REFUSED,
+    describe,
+    error_code,
+    granted_scopes,
+    missing_scopes,
+)
+
+#: the variables the tokens are read from at run time, unless the `--...-env` flags name others
+BOT_ENV: Final = "SLACK_BOT_TOKEN"
+APP_ENV: Final = "SLACK_APP_TOKEN"
+#: how long the pairing code is taken (and the longest `--wait`): ten minutes
+CODE_LIFE: Final = 600.0
+DEFAULT_WAIT: Final = CODE_LIFE
+#: digits of the pairing code
+CODE_DIGITS: Final = 8
+#: tries at a typed token before giving up
+_TRIES: Final = 3
+#: seconds between two looks for the bot in a channel: short at first, then every 5 (Slack
+#: holds users.conversations to Tier 2, about 20 calls a minute)
+_FIRST_POLL: Final = 0.25
+_POLL: Final = 5.0
+_MEMBER_ID_HOW: Final = "a person's profile > ⋮ > Copy member ID"
+_USER: Final = re.compile(r"[UW][A-Z0-9]{2,}")
+_CHANNEL: Final = re.compile(r"[CG][A-Z0-9]{2,}")
+
+
+@dataclass(frozen=True, slots=True)
+class _Token:
+    """A token, the variable the config names for it, and whether it came from there."""
+
+    variable: str
+    value: str
+    from_env: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Channel:
+    id: str
+    name: str
+    private: bool
+
+    @property
+    def label(self) -> str:
+        return f"#{self.name}"
+
+
+class SlackSetup(SetupWizard):
+    """A Slack app's bot and app tokens, a channel, and a first approver, checked on Slack."""
+
+    name = "slack"
+    description = (
+        "a Slack app over Socket Mode (its two tokens, the channel it is in, a pairing code)"
+    )
+    options: ClassVar = (
+        SetupOption(
+            "--bot-token-env",
+            "read the bot token (xoxb-...) from this environment variable (the config then "
+            f"reads it from there too) instead of asking; default: ask, or use ${BOT_ENV}",
+            metavar="VAR",
+        ),
+        SetupOption(
+            "--app-token-env",
+            "read the app-level token (xapp-...) from this environment variable instead of "
+            f"asking; default: ask, or use ${APP_ENV}",
+            metavar="VAR",
+        ),
+        SetupOption(
+            "--channel-id",
+            "the channel the sessions go to (one the bot is in), instead of asking",
+            metavar="ID",
+        ),
+        SetupOption(
+            "--notifications-channel-id",
+            "a channel for heads-ups, or none, instead of asking",
+            metavar="ID|none",
+        ),
+        SetupOption(
+            "--approver",
+            "a Slack member id (U...) allowed to answer, instead of the pairing code",
+            metavar="ID",
+            repeat=True,
+        ),
+        SetupOption(
+            "--wait",
+            "seconds to wait for the bot to be invited to a channel, and for the code "
+            f"(default and most {DEFAULT_WAIT:.0f}: the code is taken for ten minutes)",
+            metavar="SECONDS",
+            kind=float,
+            default=DEFAULT_WAIT,
+        ),
+        SetupOption(
+            "--api-base-url",
+            f"Slack's Web API elsewhere (GovSlack, a proxy), instead of {SLACK_API} (written "
+            "into the block as api_base_url)",
+            metavar="URL",
+        ),
+    )
+
+    async def run(self, setup: SetupContext) -> bool:
+        options = setup.options
+        given_base = options["api_base_url"]
+        if given_base and not re.match(r"https?://[^/?#]+(/[^?#]*)?$", given_base.strip()):
+            raise SetupError(
+                f"--api-base-url takes an http:// or https:// URL without a query, such as "
+                f"{SLACK_API}"
+            )
+        base = given_base.strip().rstrip("/") + "/" if given_base else SLACK_API
+        bot = self._token(setup, "bot")
+        client, bot = await self._bot(setup, base, bot)
+        await self._check_scopes(setup, client)
+        app = await self._app(setup, base, self._token(setup, "app"), bot)
+        channels = await self._channels(setup, client, bot.value)
+        channel = self._pick_channel(setup, channels)
+        notes = self._pick_notifications(setup, channels, channel)
+        approvers = await self._approvers(setup, client, base, channel, bot, app)
+        block: dict[str, Any] = {
+            "bot_token": "${" + bot.variable + "}",
+            "app_token": "${" + app.variable + "}",
+            "channel_id": channel.id,
+        }
+        if notes is not None:
+            block["notifications_channel_id"] = notes.id
+        block["approvers"] = approvers
+        if given_base:
+            block["api_base_url"] = base
+        path = setup.write_channel(block)
+        setup.say(f"Wrote channels.{setup.channel} to {path}.")
+        self._keep_tokens(setup, (bot, app))
+        setup.say("")
+        setup.say("Checking it as `aep-bridge doctor` does:")
+        ok = await setup.doctor(environ={bot.variable: bot.value, app.variable: app.value})
+        setup.say("")
+        if ok:
+            setup.say(
+                "Done. Start the bridge with `aep-bridge run`: a session becomes a thread in "
+                f"{channel.label}."
+            )
+        else:
+            setup.say(
+                "The block is written, but a check failed: fix what it says, then run "
+                "`aep-bridge doctor`."
+            )
+        return ok
+
+    # -- the tokens --------------------------------------------------------------------------
+
+    def _token(self, setup: SetupContext, kind: str) -> _Token:
+        """The bot or app token: from the variable its flag names, else the default variable
+        (when the person says so), else typed."""
+        default = BOT_ENV if kind == "bot" else APP_ENV
+        named = setup.options[f"{kind}_token_env"]
+        if named:
+            value = os.environ.get(named, "").strip()
+            if not value:
+                raise SetupError(
+                    f"${named} is not set: export {named}='{_prefix(kind)}...' first (the "
+                    f"{_what(kind)})"
+                )
+            return _Token(named, value, True)
+        if os.environ.get(default, "").strip() and setup.confirm(
+            f"Use the {kind} token in ${default}?", default=True
+        ):
+            return _Token(default, os.environ[default].strip(), True)
+        value = setup.secret(
+            f"{_what(kind)[0].upper()}{_what(kind)[1:]} (it is not shown as you type)",
+            flag=f"--{kind}-token-env VAR",
+        )
+        return _Token(default, value, False)
+
+    async def _bot(
+        self, setup: SetupContext, base: str, bot: _Token
+    ) -> tuple[AsyncWebClient, _Token]:
+        """A client with the bot token Slack took, and its `auth.test`; a typed token that is
+        refused is asked for again."""
+        for attempt in range(1, _TRIES + 1):
+            try:
+                client, me = await _auth(base, bot.value)
+            except SetupError as exc:
+                where = f"${bot.variable}" if bot.from_env else "that token"
+                if bot.from_env or attempt == _TRIES:
+                    raise SetupError(f"{where}: {exc}") from None
+                setup.say(f"{exc}.")
+                bot = _Token(bot.variable, setup.secret("The bot token, again"), False)
+                continue
+            setup.say(
+                f"ok    the bot token is @{me.get('user') or 'the bot'}'s, in "
+                f"{me.get('team') or 'the workspace'}."
+            )
+            return client, bot
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _check_scopes(self, setup: SetupContext, client: AsyncWebClient) -> None:
+        """The bot token's scopes (Slack names them in each answer's `x-oauth-scopes`):
+        missing ones are named with what each is for, and looked at again once added."""
+        while True:
+            try:
+                me = await client.auth_test()
+            except (SlackApiError, *_NETWORK) as exc:
+                raise SetupError(
+                    f"cannot ask Slack for the bot's scopes: {describe(exc)}"
+                ) from None
+            granted = granted_scopes(me.headers)
+            if granted is None:
+                setup.say("note  Slack did not say which scopes the bot has: not checked.")
+                return
+            missing = missing_scopes(granted)
+            if not missing:
+                setup.say("ok    the bot has every scope it needs.")
+                return
+            setup.say("FAIL  the bot token lacks these scopes:")
+            for scope, why in missing:
+                setup.say(f"        {scope}: to {why}")
+            setup.say(
+                "      fix: in your app's settings (api.slack.com/apps), OAuth & Permissions > "
+                "Scopes > Bot Token Scopes, add them (or create the app from"
+            )
+            setup.say(f"      {MANIFEST}), then Install App > Reinstall to Workspace")
+            if setup.assume_yes or not setup.confirm(
+                "Added them and reinstalled? Check again?", default=True
+            ):
+                raise SetupError(
+                    "the bot token lacks scopes the channel needs: add them, reinstall the "
+                    "app, then run this again (nothing written)"
+                )
+
+    async def _app(self, setup: SetupContext, base: str, app: _Token, bot: _Token) -> _Token:
+        """The app token, checked by opening a Socket Mode URL (never connected to here)."""
+        for attempt in range(1, _TRIES + 1):
+            problem = await _socket_mode_problem(base, app.value, bot.value)
+            if problem is None:
+                setup.say("ok    the app token opens Socket Mode.")
+                return app
+            where = f"${app.variable}" if app.from_env else "that token"
+            if app.from_env or attempt == _TRIES:
+                raise SetupError(f"{where}: {problem}")
+            setup.say(f"{problem}.")
+            app = _Token(app.variable, setup.secret("The app-level token, again"), False)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _keep_tokens(self, setup: SetupContext, tokens: Sequence[_Token]) -> None:
+        """Say where the tokens go (the file names the variables); offer to save the typed
+        ones in the env file, readable only by the person."""
+        env_file = _tilde(setup.env_file)
+        names = " and ".join(f"${{{t.variable}}}" for t in tokens)
+        setup.say(
+            f"The file says {names}, not the tokens: aep-bridge reads them from its environment "
+            "when it starts."
+        )
+        typed = [t for t in tokens if not t.from_env]
+        if typed and setup.confirm(
+            f"Save the typed token{'s' if len(typed) > 1 else ''} in {env_file}, readable "
+            "only by you?",
+            default=True,
+        ):
+            for token in typed:
+                setup.save_secret(token.variable, token.value)
+            setup.say(f"Saved. Before `aep-bridge run`, load it: set -a; . {env_file}; set +a")
+            return
+        setup.say(f"To keep them in {env_file}, readable only by you, and load them from there:")
+        setup.say(f"  mkdir -p {_tilde(setup.env_file.parent)}")
+        for token in tokens:
+            value = f'"${token.variable}"' if token.from_env else "'the token'"
+            setup.say(f"  (umask 077; printf '{token.variable}=%s\\n' {value} >> {env_file})")
+        setup.say(f"  set -a; . {env_file}; set +a    # in the shell that runs aep-bridge")
+
+    # -- the channels ------------------------------------------------------------------------
+
+    async def _channels(
+        self, setup: SetupContext, client: AsyncWebClient, bot: str
+    ) -> list[_Channel]:
+        """The channels the bot is in; none yet: says how to invite it, and waits."""
+        found = await _member_channels(client, bot)
+        if found:
+            return found
+        wait = _wait(setup)
+        setup.say("")
+        setup.say("The bot is in no channel yet. In Slack, open the channel the sessions go to")
+        setup.say("(or create one) and invite the bot: type /invite @ and the app's name there.")
+        setup.say(f"Waiting for it (up to {_duration(wait)}; Ctrl-C stops)...")
+        async for _ in _looks(wait):
+            found = await _member_channels(client, bot)
+            if found:
+                return found
+        raise SetupError(
+            f"the bot was invited to no channel within {_duration(wait)}: type /invite @app "
+            "in the channel for the sessions, then run this again"
+        )
+
+    def _pick_channel(self, setup: SetupContext, channels: Sequence[_Channel]) -> _Channel:
+        """The sessions' channel: `--channel-id`, else asked from the numbered list."""
+        given = setup.options["channel_id"]
+        if given is not None:
+            for channel in channels:
+                if channel.id == given.strip():
+                    setup.say(f"Sessions go to {channel.label} (a thread per session).")
+                    return channel
+            raise SetupError(
+                f"the bot is not in {given}: invite it there (/invite @app in the channel), "
+                "or pick one it is in: " + ", ".join(f"{c.label} ({c.id})" for c in channels)
+            )
+        setup.say("")
+        setup.say("The channels the bot is in (each session becomes a thread in the one you pick):")
+        for number, channel in enumerate(channels, 1):
+            setup.say(f"  {number}. {channel.label}{' (private)' if channel.private else ''}")
+        answer = setup.ask(
+            "Which channel holds the sessions (a number)?",
+            default="1" if len(channels) == 1 else None,
+            flag="--channel-id ID",
+            check=lambda a: _number_problem(a, len(channels)),
+        )
+        return channels[int(answer) - 1]
+
+    def _pick_notifications(
+        self, setup: SetupContext, channels: Sequence[_Channel], sessions: _Channel
+    ) -> _Channel | None:
+        """The heads-up channel, or None: `--notifications-channel-id`, else asked (`none` by
+        default, and not asked when the bot is in no other channel)."""
+        given = setup.options["notifications_channel_id"]
+        if given is not None:
+            if given.strip().lower() == "none":
+                return None
+            for channel in channels:
+                if channel.id == given.strip():
+                    setup.say(f"Heads-ups go to {channel.label}.")
+                    return channel
+            raise SetupError(
+                f"--notifications-channel-id {given}: the bot is not in that channel; invite "
+                "it there first (/invite @app), or give none"
+            )
+        others = [c for c in channels if c != sessions]
+        if not others:
+            return None
+
+        def problem(answer: str) -> str | None:
+            if answer.lower() == "none":
+                return None
+            wrong = _number_problem(answer, len(channels))
+            return None if wrong is None else wrong + " Or none."
+
+        answer = setup.ask(
+            "Heads-ups (done, failed, waiting for you) to which channel (a number, or none)?",
+            default="none",
+            flag="--notifications-channel-id ID",
+            check=problem,
+        )
+        return None if answer.lower() == "none" else channels[int(answer) - 1]
+
+    # -- the first approver ------------------------------------------------------------------
+
+    async def _approvers(
+        self,
+        setup: SetupContext,
+        client: AsyncWebClient,
+        base: str,
+        channel: _Channel,
+        bot: _Token,
+        app: _Token,
+    ) -> list[str]:
+        """`--approver`, else whoever types the pairing code in the sessions' channel."""
+        given = [str(a).strip() for a in setup.options["approver"]]
+        if given:
+            wrong = [a for a in given if not _USER.fullmatch(a)]
+            if wrong:
+                raise SetupError(
+                    f"--approver takes a Slack member id such as U0123456789 ({_MEMBER_ID_HOW}), "
+                    f"not {', '.join(wrong)}"
+                )
+            return given
+        return [await _pair(setup, client, base, channel, bot.value, app.value)]
+
+
+async def _auth(base: str, token: str) -> tuple[AsyncWebClient, dict[str, Any]]:
+    """A client with the bot token and its `auth.test`; a `SetupError` that never quotes the
+    token."""
+    if not token.startswith("xoxb-"):
+        raise SetupError(
+            "that is not a bot token: bot tokens start with xoxb- (OAuth & Permissions > Bot "
+            "User OAuth Token)"
+        )
+    client = AsyncWebClient(token=token, base_url=base)
+    try:
+        me = await client.auth_test()
+    except SlackApiError as exc:
+        if error_code(exc) in REFUSED:
+            raise SetupError(f"Slack refused the bot token: {BOT_TOKEN_HOW}") from None
+        raise SetupError(f"Slack did not take the bot token: {describe(exc)}") from None
+    except _NETWORK as exc:
+        raise SetupError(
+            f"cannot reach {base}: {describe(exc, token)}; check the network (or --api-base-url)"
+        ) from None
+    if not me.get("bot_id"):
+        raise SetupError(
+            "that token is not a bot's: copy OAuth & Permissions > Bot User OAuth Token (xoxb-...)"
+        )
+    return client, dict(me.data) if isinstance(me.data, dict) else {}
+
+
+async def _socket_mode_problem(base: str, app: str, bot: str) -> str | None:
+    """Why the app token does not open Socket Mode, or None when it does."""
+    if not app.startswith("xapp-"):
+        return (
+            "that is not an app-level token: they start with xapp- (Basic Information > "
+            "App-Level Tokens)"
+        )
+    try:
+        await AsyncWebClient(base_url=base).apps_connections_open(app_token=app)
+    except SlackApiError as exc:
+        return (
+            f"Slack did not open Socket Mode with the app token ({describe(exc)}): {APP_TOKEN_HOW}"
+        )
+    except _NETWORK as exc:
+        return f"cannot reach {base}: {describe(exc, app, bot)}; check the network"
+    return None
+
+
+async def _member_channels(client: AsyncWebClient, bot: str) -> list[_Channel]:
+    """The public and private channels the bot is in, not archived, by name."""
+    found: list[_Channel] = []
+    cursor: str | None = None
+    while True:
+        try:
+            page = await client.users_conversations(
+                types="public_channel,private_channel",
+                exclude_archived=True,
+                limit=200,
+                **({"cursor": cursor} if cursor else {}),
+            )
+        except (SlackApiError, *_NETWORK) as exc:
+            raise SetupError(
+                f"cannot list the bot's channels: {describe(exc, bot)} (it needs the scopes "
+                "channels:read and groups:read)"
+            ) from None
+        for item in page.get("channels") or []:
+            channel_id = str(item.get("id") or "")
+            if _CHANNEL.fullmatch(channel_id) and not item.get("is_archived"):
+                name = str(item.get("name") or channel_id)
+                found.append(_Channel(channel_id, name, bool(item.get("is_private"))))
+        cursor = str((page.get("response_metadata") or {}).get("next_cursor") or "") or None
+        if cursor is None:
+            return sorted(found, key=lambda c: (c.name, c.id))
+
+
+async def _pair(
+    setup: SetupContext,
+    client: AsyncWebClient,
+    base: str,
+    where: _Channel,
+    bot: str,
+    app: str,
+) -> str:
+    """The member id of whoever types a fresh one-time code in `where`, heard over Socket
+    Mode; every other message (a wrong code, another channel, a bot) is passed over, its text
+    never shown."""
+    code = f"{secrets.randbelow(10**CODE_DIGITS):0{CODE_DIGITS}d}"
+    wait = _wait(setup)
+    loop = asyncio.get_running_loop()
+    taken: asyncio.Future[str] = loop.create_future()
+    deadline = 0.0
+    others: asyncio.Queue[str] = asyncio.Queue()
+
+    async def hear(socket: AsyncBaseSocketModeClient, request: SocketModeRequest) -> None:
+        # every envelope is acked, or Slack sends it again
+        await socket.send_socket_mode_response(SocketModeResponse(request.envelope_id))
+        if request.type != "events_api" or taken.done() or loop.time() > deadline:
+            return
+        event: dict[str, Any] = dict(request.payload.get("event") or {})
+        if (
+            event.get("type") != "message"
+            or event.get("subtype")
+            or event.get("bot_id")
+            or event.get("channel") != where.id
+            or not isinstance(event.get("user"), str)
+        ):
+            return
+        text = str(event.get("text") or "").strip()
+        if hmac.compare_digest(text.encode(), code.encode()):
+            taken.set_result(event["user"])
+        elif text.isascii() and text.isdigit() and len(text) == CODE_DIGITS:
+            others.put_nowait(event["user"])
+
+    quiet = logging.getLogger(f"{__name__}.socket_mode")  # its chatter is not the person's
+    if not quiet.handlers:
+        quiet.addHandler(logging.NullHandler())
+    quiet.propagate = False
+    socket = SocketModeClient(app_token=app, web_client=AsyncWebClient(base_url=base), logger=quiet)
+    socket.socket_mode_request_listeners.append(hear)
+    try:
+        try:
+            await socket.connect()  # type: ignore[no-untyped-call]
+        except (SlackApiError, *_NETWORK) as exc:
+            raise SetupError(
+                f"cannot connect over Socket Mode to hear the code: {describe(exc, app, bot)}; "
+                "or pass --approver ID"
+            ) from None
+        deadline = loop.time() + wait
+        setup.say("")
+        setup.say(
+            "Who answers the agents' questions? The first approver is whoever types this code "
+            f"in {where.label}:"
+        )
+        setup.say(f"    {code}")
+        setup.say(f"Waiting for it (up to {_duration(wait)}; Ctrl-C stops)...")
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            wrong = asyncio.ensure_future(others.get())
+            done, _ = await asyncio.wait(
+                {taken, wrong}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+            )
+            if wrong in done:
+                who = await _who(client, wrong.result())
+                setup.say(f"{who} typed another code: not taken. Still waiting...")
+                continue
+            wrong.cancel()
+            if taken in done:
+                user = taken.result()
+                setup.say(
+                    f"Got it: {await _who(client, user)} typed the code, and is the first approver."
+                )
+                return user
+    finally:
+        await socket.close()  # type: ignore[no-untyped-call]
+    raise SetupError(
+        f"nobody typed the code in {where.label} within {_duration(wait)}: run this again for "
+        f"a new code, or pass --approver ID ({_MEMBER_ID_HOW})"
+    )
+
+
+async def _who(client: AsyncWebClient, user: str) -> str:
+    """A person as `Alice (@alice, member id U0ALICE)`, or their id when Slack says no more."""
+    try:
+        found = await client.users_info(user=user)
+    except (SlackApiError, *_NETWORK):
+        return f"member {user}"
+    info: dict[str, Any] = dict(found.get("user") or {})
+    profile: dict[str, Any] = dict(info.get("profile") or {})
+    name = info.get("real_name") or profile.get("real_name") or profile.get("display_name")
+    handle = info.get("name")
+    if name and handle:
+        return f"{name} (@{handle}, member id {user})"
+    if name or handle:
+        return f"{name or '@' + str(handle)} (member id {user})"
+    return f"member {user}"
+
+
+def _prefix(kind: str) -> str:
+    return "xoxb-" if kind == "bot" else "xapp-"
+
+
+def _what(kind: str) -> str:
+    if kind == "bot":
+        return "bot token: OAuth & Permissions > Bot User OAuth Token, xoxb-..."
+    return "app-level token: Basic Information > App-Level Tokens, xapp-..."
+
+
+def _wait(setup: SetupContext) -> float:
+    return min(CODE_LIFE, max(1.0, float(setup.options["wait"])))
+
+
+async def _looks(wait: float) -> AsyncIterator[None]:
+    """Each time to look again, until `wait` seconds have passed: at once, then after 0.25,
+    0.5, 1, 2 and 4 seconds, then every 5 (within Slack's Tier 2)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait
+    pause = _FIRST_POLL
+    yield
+    while (remaining := deadline - loop.time()) > 0:
+        await asyncio.sleep(min(pause, remaining))
+        pause = min(pause * 2, _POLL)
+        yield
+
+
+def _number_problem(answer: str, count: int) -> str | None:
+    if answer.isdigit() and 1 <= int(answer) <= count:
+        return None
+    return f"Give a number from 1 to {count}."
+
+
+def _duration(seconds: float) -> str:
+    whole = round(seconds)
+    if whole >= 60 and whole % 60 == 0:
+        minutes = whole // 60
+        return f"{minutes} minute{'s' if minutes != 1 else ''}"
+    return f"{whole} s"
+
+
+def _tilde(path: Path) -> str:
+    try:
+        return "~/" + str(path.relative_to(Path.home()))
+    except ValueError:
+        return str(path)
