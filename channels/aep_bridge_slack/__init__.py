@@ -9,7 +9,8 @@ Its modules: the config (`config`), the adapter (`channel`: parent messages and 
 messages, cards with buttons that survive a restart, text answers in the thread, forms as a
 modal, heads-ups), its slack-bolt listeners (`events`: presses, the form's modal, words in a
 thread, `/aep`, who is who), the dialect (`mrkdwn`: Slack's markup, agent text escaped), how
-messages, cards, parent messages and heads-ups look as Block Kit (`look`), the preview
+messages, cards, parent messages and heads-ups look as Block Kit (`look`), a form's modal
+and what comes back from it (`modal`), the preview
 (`preview`: Block Kit drawn as Slack draws it), `aep-bridge doctor`'s checks (`doctor`) and
 `aep-bridge setup slack` (`setup`).
 """

@@ -22,8 +22,8 @@ there takes words are its answer (`core.answer_text`); other words go to the cor
 `handle_incoming_message`.
 
 Forms: a "Fill in" button asks `core.may_answer` first (a stranger opens nothing), then opens
-the form as a modal (`views.open`, `look.modal_view`); its submission is read by
-`look.form_values` (errors go back in the ack, shown under the fields) and answered with
+the form as a modal (`views.open`, `modal.modal_view`); its submission is read by
+`modal.form_values` (errors go back in the ack, shown under the fields) and answered with
 `core.answer_form`. The request is kept with the card, so a modal opened before a restart
 still answers.
 
@@ -62,6 +62,7 @@ from aep_bridge import (
     ChannelCapabilities,
     ChannelConfig,
     ChannelError,
+    ChannelState,
     DoctorCheck,
     NotificationMessage,
     OutgoingMessage,
@@ -207,7 +208,7 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         if not self._url.endswith("/"):
             self._url += "/"
         if self.config.approver_roles:
-            self._spawn(self._listeners.warm_groups())
+            self.spawn(self._listeners.warm_groups())
         log.info(
             "slack %s: @%s in %s, #%s (Socket Mode)",
             self.instance_name,
@@ -342,7 +343,7 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
     async def create_session_thread(self, session_id: str, name: str) -> str:
         shown = look.parent_look(name, "running")
         sent = await self._post(self.config.channel_id, shown)
-        state = self._state()
+        state = self.state()
         await state.set(f"thread:{sent}", session_id)
         await self._remember_session(session_id, sent, name)
         return sent
@@ -355,7 +356,7 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         await self._update_parent(session_id, thread, new_name, "running")
 
     async def archive_session_thread(self, session_id: str) -> None:
-        live = await self._live()
+        live = await self.live_sessions()
         thread = self._thread(session_id)
         name = live.get(session_id, ["", session_id])[1]
         await self._forget_session(session_id)
@@ -369,9 +370,9 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         a rename keeps showing it). False when the parent is gone."""
         key = f"header:{session_id}"
         if header is not None:
-            await self._state().set(key, json.dumps([header.text, header.blocks]))
+            await self.state().set(key, json.dumps([header.text, header.blocks]))
         else:
-            kept = await self._state().get(key)
+            kept = await self.state().get(key)
             if kept is not None:
                 text, blocks = json.loads(kept)
                 header = look.Look(text, blocks)
@@ -409,11 +410,11 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         thread = self._thread(session_id)
         if thread is not None and (content.key or "").startswith(HEADER_KEY):
             # the session's header (docs/rendering.md) is shown in the parent message
-            live = await self._live()
+            live = await self.live_sessions()
             name = live.get(session_id, [thread, session_id])[1]
             if await self._update_parent(session_id, thread, name, "running", shown):
                 return
-        state = self._state()
+        state = self.state()
         key = f"key:{session_id}:{content.key}" if content.key else None
         earlier = await state.get(key) if key else None
         if earlier is not None and await self._update(self.config.channel_id, earlier, shown):
@@ -431,7 +432,7 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         if notification.outcome is not None:
             await self._close_heads_up(notification)
             return
-        state = self._state()
+        state = self.state()
         key = f"headsup:{notification.request_id}" if notification.request_id else None
         if key is not None and await state.get(key) is not None:
             return  # sent before (a retry after a restart): one question rings once
@@ -442,7 +443,7 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
 
     async def _close_heads_up(self, notification: NotificationMessage) -> None:
         where = self.config.notifications_channel_id
-        raw = await self._state().get(f"headsup:{notification.request_id}")
+        raw = await self.state().get(f"headsup:{notification.request_id}")
         if raw is None or notification.outcome is None or where is None:
             return  # none sent here: an answered question must not ring
         sent = json.loads(raw)
@@ -452,13 +453,13 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
 
     async def _link(self, notification: NotificationMessage) -> str | None:
         """The card's message when it was sent here, else the session's thread."""
-        card = await self._card(notification.request_id or "")  # out before it (the outbox)
+        card = await self.card(notification.request_id or "")  # out before it (the outbox)
         if card is not None:
-            return self._permalink(card["channel"], card["ts"], card.get("thread"))
+            return self.permalink(card["channel"], card["ts"], card.get("thread"))
         thread = self._thread(notification.session_id)
-        return self._permalink(self.config.channel_id, thread) if thread else None
+        return self.permalink(self.config.channel_id, thread) if thread else None
 
-    def _permalink(self, channel: str, ts: str, thread: str | None = None) -> str:
+    def permalink(self, channel: str, ts: str, thread: str | None = None) -> str:
         """Slack's permalink, built as Slack builds it (no `chat.getPermalink` call)."""
         link = f"{self._url}archives/{channel}/p{ts.replace('.', '')}"
         if thread and thread != ts:
@@ -468,8 +469,8 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
     # -- cards -----------------------------------------------------------------------------
 
     async def send_permission_request(self, session_id: str, request: PermissionRequest) -> None:
-        state = self._state()
-        if await self._card(request.id) is not None:
+        state = self.state()
+        if await self.card(request.id) is not None:
             return  # sent before (a retry after a restart): do not repeat it
         thread = self._thread(session_id)
         sent = await self._post(self.config.channel_id, look.card_look(request), thread=thread)
@@ -486,21 +487,22 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         if key != request.id:
             await state.set(f"cardkey:{key}", request.id)
         if request.accepts_text and not request.informational:
-            await self._open_cards(session_id, add=request.id)
+            await self.open_cards(session_id, add=request.id)
 
     async def update_permission_request(
         self, session_id: str, request: PermissionRequest, outcome: PermissionOutcome
     ) -> None:
         async with self._lock:
-            card = await self._card(request.id)
+            card = await self.card(request.id)
             if card is None:
                 return
             shown = look.card_look(request, outcome=outcome)
             await self._update(card["channel"], card["ts"], shown)
         if outcome.closed:
-            await self._open_cards(session_id, remove=request.id)
+            await self.open_cards(session_id, remove=request.id)
 
-    def _failed(self, what: str, exc: BaseException) -> None:
+    def failed(self, what: str, exc: BaseException) -> None:
+        """Log a call that failed, in one line that names no token."""
         log.warning("slack %s: %s failed: %s", self.instance_name, what, self._describe(exc))
 
     # -- platform calls --------------------------------------------------------------------
@@ -588,31 +590,34 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
 
     # -- what the adapter keeps ------------------------------------------------------------
 
-    def _state(self) -> Any:
+    def state(self) -> ChannelState:
+        """The channel's keys in the bridge's store (what survives a restart)."""
         return self.core.state(self.instance_name)
 
     def _thread(self, session_id: str) -> str | None:
         return self.core.thread_id(self.instance_name, session_id)
 
-    async def _card_id(self, key: str) -> str | None:
+    async def card_id(self, key: str) -> str | None:
         """The card id behind a button's or a modal's card key: the id itself, or, for an id
         too long for Slack (`#...`, see `look.card_key`), the one it was saved for."""
         if not key:
             return None
-        return await self._state().get(f"cardkey:{key}") if key.startswith("#") else key
+        return await self.state().get(f"cardkey:{key}") if key.startswith("#") else key
 
-    async def _card(self, card_id: str) -> dict[str, Any] | None:
+    async def card(self, card_id: str) -> dict[str, Any] | None:
+        """What was kept of a card: its session, channel, ts, thread, and its request when
+        it is a form."""
         if not card_id:
             return None
-        raw = await self._state().get(f"card:{card_id}")
+        raw = await self.state().get(f"card:{card_id}")
         return None if raw is None else dict(json.loads(raw))
 
-    async def _open_cards(
+    async def open_cards(
         self, session_id: str, *, add: str | None = None, remove: str | None = None
     ) -> list[str]:
         """The session's open cards that take words (words in the thread answer the only
         one)."""
-        state = self._state()
+        state = self.state()
         cards: list[str] = json.loads(await state.get(f"open:{session_id}") or "[]")
         if add is not None and add not in cards:
             cards.append(add)
@@ -622,21 +627,22 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
             await state.set(f"open:{session_id}", json.dumps(cards))
         return cards
 
-    async def _live(self) -> dict[str, list[str]]:
+    async def live_sessions(self) -> dict[str, list[str]]:
         """The live sessions: session id -> [thread ts, name]."""
-        return dict(json.loads(await self._state().get("sessions") or "{}"))
+        return dict(json.loads(await self.state().get("sessions") or "{}"))
 
     async def _remember_session(self, session_id: str, thread: str, name: str) -> None:
-        live = await self._live()
+        live = await self.live_sessions()
         live[session_id] = [thread, name]
-        await self._state().set("sessions", json.dumps(live))
+        await self.state().set("sessions", json.dumps(live))
 
     async def _forget_session(self, session_id: str) -> None:
-        live = await self._live()
+        live = await self.live_sessions()
         if live.pop(session_id, None) is not None:
-            await self._state().set("sessions", json.dumps(live))
+            await self.state().set("sessions", json.dumps(live))
 
-    def _spawn(self, coroutine: Awaitable[None]) -> None:
+    def spawn(self, coroutine: Awaitable[None]) -> None:
+        """Run `coroutine` as the adapter's task (waited for, then cancelled, at `stop`)."""
         task = asyncio.ensure_future(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

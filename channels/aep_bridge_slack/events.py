@@ -16,13 +16,16 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 import aiohttp
 from slack_bolt.app.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
 
 from aep_bridge import (
+    BridgeCore,
+    ChannelState,
     ChannelUser,
     IncomingMessage,
     PermissionRequest,
@@ -30,10 +33,8 @@ from aep_bridge import (
     ResolutionStatus,
 )
 
-from . import look, mrkdwn
-
-if TYPE_CHECKING:
-    from .channel import SlackChannel
+from . import look, modal, mrkdwn
+from .config import SlackConfig
 
 #: seconds a user group's members are taken as known (`approver_roles`)
 GROUPS_TTL: Final = 60.0
@@ -42,10 +43,31 @@ COMMAND: Final = "/aep"
 VERBS: Final = ("sessions", "status", "cancel", "pause", "resume")
 
 
+class Adapter(Protocol):
+    """What the listeners use of their `SlackChannel` (which imports them: a protocol,
+    not an import back)."""
+
+    core: BridgeCore
+    config: SlackConfig
+
+    @property
+    def instance_name(self) -> str: ...
+    @property
+    def client(self) -> AsyncWebClient: ...
+    def state(self) -> ChannelState: ...
+    async def card_id(self, key: str) -> str | None: ...
+    async def card(self, card_id: str) -> dict[str, Any] | None: ...
+    async def open_cards(self, session_id: str) -> list[str]: ...
+    async def live_sessions(self) -> dict[str, list[str]]: ...
+    def permalink(self, channel: str, ts: str, thread: str | None = None) -> str: ...
+    def failed(self, what: str, exc: BaseException) -> None: ...
+    def spawn(self, coroutine: Awaitable[None]) -> None: ...
+
+
 class Listeners:
     """The listeners of one adapter's bolt app, and who is who (names, user groups)."""
 
-    def __init__(self, adapter: SlackChannel) -> None:
+    def __init__(self, adapter: Adapter) -> None:
         self.adapter = adapter
         self._names: dict[str, str] = {}
         self._groups: dict[str, tuple[float, frozenset[str]]] = {}
@@ -65,13 +87,13 @@ class Listeners:
     async def _on_answer(self, ack: Callable[..., Awaitable[Any]], body: dict[str, Any]) -> None:
         """An option's button: acked at once, then handed to the core by card id."""
         await ack()
-        self.adapter._spawn(self._answer(body))
+        self.adapter.spawn(self._answer(body))
 
     async def _answer(self, body: dict[str, Any]) -> None:
         try:
             action = body["actions"][0]
             key, _, index = str(action.get("value", "")).rpartition(":")
-            card_id = await self.adapter._card_id(key)
+            card_id = await self.adapter.card_id(key)
             user = await self._user(body.get("user") or {})
             if not card_id or not index.isdigit():
                 resolution = Resolution(status=ResolutionStatus.UNKNOWN)
@@ -80,21 +102,21 @@ class Listeners:
             if not resolution.accepted:  # a refusal is logged by the core; the presser is told
                 await self._tell(body, user.id, resolution.message)
         except Exception as exc:  # never into bolt's log, which may quote the payload
-            self.adapter._failed("a press", exc)
+            self.adapter.failed("a press", exc)
 
     async def _on_form(self, ack: Callable[..., Awaitable[Any]], body: dict[str, Any]) -> None:
         """A form's "Fill in": asked of the core first (a stranger opens nothing), then the
         form as a modal, for the person who pressed (within Slack's 3 s of the press)."""
         await ack()
-        self.adapter._spawn(self._form(body))
+        self.adapter.spawn(self._form(body))
 
     async def _form(self, body: dict[str, Any]) -> None:
         try:
             key = str(body["actions"][0].get("value", ""))
-            card_id = await self.adapter._card_id(key)
+            card_id = await self.adapter.card_id(key)
             user = await self._user(body.get("user") or {})
             refused = await self.adapter.core.may_answer(card_id, user) if card_id else None
-            card = await self.adapter._card(card_id or "")
+            card = await self.adapter.card(card_id or "")
             if refused is None and (card is None or not card.get("request")):
                 refused = Resolution(status=ResolutionStatus.UNKNOWN)
             if refused is not None:
@@ -103,30 +125,30 @@ class Listeners:
             assert card is not None
             request = PermissionRequest.model_validate(card["request"])
             await self.adapter.client.views_open(
-                trigger_id=body["trigger_id"], view=look.modal_view(request, key)
+                trigger_id=body["trigger_id"], view=modal.modal_view(request, key)
             )
         except Exception as exc:
-            self.adapter._failed("a form", exc)
+            self.adapter.failed("a form", exc)
 
     async def _on_submit(self, ack: Callable[..., Awaitable[Any]], body: dict[str, Any]) -> None:
         """A form's modal submitted: the values read (a wrong one goes back in the ack,
         shown under its field), then the answer to the core, which checks approvers."""
         view = body.get("view") or {}
-        card_id = await self.adapter._card_id(str(view.get("private_metadata", "")))
-        card = await self.adapter._card(card_id or "")
+        card_id = await self.adapter.card_id(str(view.get("private_metadata", "")))
+        card = await self.adapter.card(card_id or "")
         request = None
         if card_id is not None and card is not None and card.get("request"):
             request = PermissionRequest.model_validate(card["request"])
         values = (
-            look.form_values(request, (view.get("state") or {}).get("values") or {})
+            modal.form_values(request, (view.get("state") or {}).get("values") or {})
             if request is not None
             else None
         )
-        if isinstance(values, look.FormErrors):
+        if isinstance(values, modal.FormErrors):
             await ack(response_action="errors", errors=dict(values))
             return
         await ack()  # who submitted is looked up after: it may ask Slack (user groups)
-        self.adapter._spawn(self._submitted(body, card_id, card, values))
+        self.adapter.spawn(self._submitted(body, card_id, card, values))
 
     async def _submitted(
         self,
@@ -145,11 +167,11 @@ class Listeners:
             if not resolution.accepted:
                 await self._ephemeral_card(card, user.id, resolution.message)
         except Exception as exc:
-            self.adapter._failed("a form", exc)
+            self.adapter.failed("a form", exc)
 
     async def _on_message(self, body: dict[str, Any]) -> None:
         """Words in a session's thread: bolt acks the event as this returns."""
-        self.adapter._spawn(self._message(body))
+        self.adapter.spawn(self._message(body))
 
     async def _message(self, body: dict[str, Any]) -> None:
         """The answer to the thread's one open question that takes words, else the core's
@@ -163,7 +185,7 @@ class Listeners:
         if not thread or thread == event.get("ts"):
             return  # not in a thread
         try:
-            state = self.adapter._state()
+            state = self.adapter.state()
             session = await state.get(f"thread:{thread}")
             text = _unescape(str(event.get("text") or "")).strip()
             if session is None or not text:
@@ -171,7 +193,7 @@ class Listeners:
             user = await self._user({"id": event.get("user", "")})
             if not text.startswith("/"):
                 # words in the thread while one question there takes words: its answer
-                open_cards = await self.adapter._open_cards(session)
+                open_cards = await self.adapter.open_cards(session)
                 if len(open_cards) == 1:
                     resolution = await self.adapter.core.answer_text(open_cards[0], text, user)
                     if not resolution.accepted:
@@ -192,7 +214,7 @@ class Listeners:
                 )
             )
         except Exception as exc:
-            self.adapter._failed("a message", exc)
+            self.adapter.failed("a message", exc)
 
     async def _on_command(self, ack: Callable[..., Awaitable[Any]], body: dict[str, Any]) -> None:
         """`/aep VERB [session]`: answered at once, privately; a session's verb then goes to
@@ -206,7 +228,7 @@ class Listeners:
             return
         words = str(body.get("text") or "").split()
         verb = words[0].lower() if words else "sessions"
-        live = await self.adapter._live()
+        live = await self.adapter.live_sessions()
         if verb not in VERBS:
             await ack(text=f"Usage: {COMMAND} {'|'.join(VERBS)} [session]")
             return
@@ -226,7 +248,7 @@ class Listeners:
         await ack(
             text=f"/{verb} for {mrkdwn.escape(name)}: asked; the answer follows in its thread."
         )
-        self.adapter._spawn(self._command(body, verb, session, thread))
+        self.adapter.spawn(self._command(body, verb, session, thread))
 
     async def _command(self, body: dict[str, Any], verb: str, session: str, thread: str) -> None:
         try:
@@ -243,14 +265,14 @@ class Listeners:
                 )
             )
         except Exception as exc:
-            self.adapter._failed("a command", exc)
+            self.adapter.failed("a command", exc)
 
     def _sessions_text(self, live: dict[str, list[str]]) -> str:
         if not live:
             return "No agent session is running."
         channel = self.adapter.config.channel_id
         lines = [
-            f"• <{self.adapter._permalink(channel, thread)}|{mrkdwn.escape(name)}>"
+            f"• <{self.adapter.permalink(channel, thread)}|{mrkdwn.escape(name)}>"
             for thread, name in live.values()
         ]
         return "Sessions:\n" + "\n".join(lines)
@@ -295,7 +317,7 @@ class Listeners:
         try:
             found = (await self.adapter.client.usergroups_users_list(usergroup=group)).data
         except (SlackApiError, aiohttp.ClientError, OSError, TimeoutError) as exc:
-            self.adapter._failed(f"usergroups.users.list {group}", exc)
+            self.adapter.failed(f"usergroups.users.list {group}", exc)
             return known[1] if known is not None else frozenset()
         listed = found.get("users") if isinstance(found, dict) else None
         users = frozenset(str(u) for u in listed or [])
@@ -330,7 +352,7 @@ class Listeners:
                 channel=channel, user=user_id, text=mrkdwn.escape(text), **extra
             )
         except (SlackApiError, aiohttp.ClientError, OSError, TimeoutError) as exc:
-            self.adapter._failed("chat.postEphemeral", exc)
+            self.adapter.failed("chat.postEphemeral", exc)
 
 
 async def _just_ack(ack: Callable[..., Awaitable[Any]]) -> None:

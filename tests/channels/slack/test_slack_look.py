@@ -23,7 +23,7 @@ from aep_bridge import (
 )
 from aep_bridge.markup import Code, Details, Diff, Paragraph, Span, parse_markdown
 from aep_bridge.types import OutcomeStatus
-from aep_bridge_slack import look
+from aep_bridge_slack import look, modal
 from tests.channels.slack.fake_slack import BlockChecker, Limits, _state_value
 
 BIG = 100_000
@@ -424,7 +424,7 @@ FIELDS = (
 
 def test_a_form_is_a_modal_and_comes_back_as_values() -> None:
     request = _form(*FIELDS)
-    view = look.modal_view(request, "c9")
+    view = modal.modal_view(request, "c9")
     _check_view(view)
     assert view["private_metadata"] == "c9"
     assert view["title"]["text"] == "Configure the deploymen…"
@@ -437,7 +437,7 @@ def test_a_form_is_a_modal_and_comes_back_as_values() -> None:
     assert inputs["f3"]["element"]["type"] == "multi_static_select"
     assert inputs["f4"]["element"]["type"] == "static_select"
     state = _submitted(view, {"f0": "web", "f1": "3", "f2": "y", "f3": ["0", "2"], "f4": "1"})
-    assert look.form_values(request, state) == {
+    assert modal.form_values(request, state) == {
         "f1": "web",
         "f2": 3,
         "f3": True,
@@ -446,11 +446,11 @@ def test_a_form_is_a_modal_and_comes_back_as_values() -> None:
     }
     # words in the "other" box: a choice's label names it, other words are kept
     state = _submitted(view, {"f0": "web", "f4": "0", "o3": "region 1"})
-    assert look.form_values(request, state)["f4"] == ["r1"]
+    assert modal.form_values(request, state)["f4"] == ["r1"]
     state = _submitted(view, {"f0": "web", "f4": "0", "o3": "Mars"})
-    assert look.form_values(request, state)["f4"] == ["Mars"]
+    assert modal.form_values(request, state)["f4"] == ["Mars"]
     # the state's `values` alone reads the same
-    assert look.form_values(request, state["values"])["f4"] == ["Mars"]
+    assert modal.form_values(request, state["values"])["f4"] == ["Mars"]
 
 
 def test_what_is_wrong_goes_back_under_its_field() -> None:
@@ -460,7 +460,7 @@ def test_what_is_wrong_goes_back_under_its_field() -> None:
                   choices=(FormChoice(id="a", label="A"),)),
         FormField(id="f3", type="string", label="Why", required=True),
     )  # fmt: skip
-    view = look.modal_view(request, "c9")
+    view = modal.modal_view(request, "c9")
     _check_view(view)
     # Slack's client keeps a number input within its bounds; a value that slips through,
     # or a required field a client left empty, is an error under that field
@@ -472,14 +472,14 @@ def test_what_is_wrong_goes_back_under_its_field() -> None:
             "f2": {"v": {"type": "plain_text_input", "value": "  "}},
         }
     }
-    errors = look.form_values(request, state)
-    assert isinstance(errors, look.FormErrors)
+    errors = modal.form_values(request, state)
+    assert isinstance(errors, modal.FormErrors)
     assert errors == {
         "f0": "A number from 1 to 5, please",
         "f1": "Pick one or write your own",
         "f2": "Required",
     }
-    assert not isinstance(look.form_values(_form(FIELDS[2]), {"values": {}}), look.FormErrors)
+    assert not isinstance(modal.form_values(_form(FIELDS[2]), {"values": {}}), modal.FormErrors)
 
 
 def test_big_forms_keep_slack_s_limits() -> None:
@@ -498,14 +498,14 @@ def test_big_forms_keep_slack_s_limits() -> None:
     request = _form(many_choices, hundred, *FIELDS).model_copy(
         update={"title": "A" * 300, "description": "D" * 10_000}
     )
-    view = look.modal_view(request, "#" + "a" * 16)
+    view = modal.modal_view(request, "#" + "a" * 16)
     _check_view(view)
     inputs = {b["block_id"]: b for b in view["blocks"] if b["type"] == "input"}
     # more choices than a menu holds: words, with the choices as a hint
     assert inputs["f0"]["element"]["type"] == "plain_text_input"
     assert inputs["f1"]["element"]["type"] == "static_select"
     state = _submitted(view, {"f0": "c" * 200 + "7", "f1": "99", "f2": "web", "f6": "0"})
-    values = look.form_values(request, state)
+    values = modal.form_values(request, state)
     assert values["big"] == "c7"  # a choice's label, in any case, is that choice
     assert values["hundred"] == "h99"
     # a form longer than a modal holds: no Fill in, a word instead
@@ -551,7 +551,7 @@ def test_any_form_opens_within_limits_and_answers_as_the_core_accepts(
 
     request = PermissionRequest(id="c1", kind="form", title=title or "?", fields=fields)
     _check(look.card_look(request))
-    view = look.modal_view(request, look.card_key(request.id))
+    view = modal.modal_view(request, look.card_key(request.id))
     _check_view(view)
     # a person fills in every input as Slack's client lets them
     answers: dict[str, Any] = {}
@@ -572,8 +572,8 @@ def test_any_form_opens_within_limits_and_answers_as_the_core_accepts(
             )
         if not answers[block["block_id"]] and not block["optional"]:
             answers[block["block_id"]] = "words"
-    result = look.form_values(request, _submitted(view, answers))
-    if isinstance(result, look.FormErrors):
+    result = modal.form_values(request, _submitted(view, answers))
+    if isinstance(result, modal.FormErrors):
         blocks = {b.get("block_id") for b in view["blocks"]}
         assert set(result) <= blocks  # each error under an input the view has
     else:
@@ -584,12 +584,12 @@ def test_any_form_opens_within_limits_and_answers_as_the_core_accepts(
 def test_a_choice_typed_must_be_one_unless_words_are_taken() -> None:
     many = tuple(FormChoice(id=f"c{i}", label=f"Choice {i}") for i in range(150))
     strict = _form(FormField(id="f1", type="select", label="Pick", choices=many))
-    view = look.modal_view(strict, "c9")
-    assert look.form_values(strict, _submitted(view, {"f0": "c7"})) == {"f1": "c7"}
-    assert look.form_values(strict, _submitted(view, {"f0": "choice 8"})) == {"f1": "c8"}
-    refused = look.form_values(strict, _submitted(view, {"f0": "Mars"}))
-    assert isinstance(refused, look.FormErrors)
+    view = modal.modal_view(strict, "c9")
+    assert modal.form_values(strict, _submitted(view, {"f0": "c7"})) == {"f1": "c7"}
+    assert modal.form_values(strict, _submitted(view, {"f0": "choice 8"})) == {"f1": "c8"}
+    refused = modal.form_values(strict, _submitted(view, {"f0": "Mars"}))
+    assert isinstance(refused, modal.FormErrors)
     assert list(refused) == ["f0"]
     loose = _form(FormField(id="f1", type="select", label="Pick", choices=many, other=True))
-    view = look.modal_view(loose, "c9")
-    assert look.form_values(loose, _submitted(view, {"f0": "Mars"})) == {"f1": "Mars"}
+    view = modal.modal_view(loose, "c9")
+    assert modal.form_values(loose, _submitted(view, {"f0": "Mars"})) == {"f1": "Mars"}
