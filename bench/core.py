@@ -18,12 +18,13 @@ corpora of 20,000 events: the official golden stream repeated with fresh ids and
 names (the validation benchmark's bytes: about 5 events a session, commands and events of
 foreign sources included), and a realistic mix of 26-event sessions (session.started; four
 runs of tool.requested, progress.status, tool.completed and message.agent.replied;
-session.ended; and an attention.requested in every other session), 50 sessions interleaved
-at a time. The baseline is validation alone, `parse_event` on the same bytes in the same run. Best
-of three validation runs and of two core runs, each core run on a fresh store. A second
-baseline, the durable floor (`floor_rate`), does only what the design cannot skip for the same
-events, as cheaply as SQLite allows: it says how much of the goal any core of this design
-could reach.
+session.ended; and, in every other session, an attention.requested answered in the agent's
+terminal: attention.answered and attention.resolved), 50 sessions interleaved at a time.
+Both pass `aep-bridge validate` (tests/test_bench_corpora.py). The baseline is validation
+alone, `parse_event` on the same bytes in the same run. Best of three validation runs and
+of two core runs, each core run on a fresh store. A second baseline, the durable floor
+(`floor_rate`), does only what the design cannot skip for the same events, as cheaply as
+SQLite allows: it says how much of the goal any core of this design could reach.
 
 Attention latency, one request at a time in one session: (a) from `hub.admit` of a pre-built
 `attention.requested` to the card's `send_permission_request` call in the later of the two
@@ -283,7 +284,7 @@ def session_events(k: int, *, turns: int = 4, ask: bool | None = None) -> Iterat
             run=run,
         )
         if turn == 1 and (k % 2 == 0 if ask is None else ask):
-            yield ev(
+            request = ev(
                 "attention.requested",
                 {
                     "kind": "permission",
@@ -293,6 +294,26 @@ def session_events(k: int, *, turns: int = 4, ask: bool | None = None) -> Iterat
                 },
                 run=run,
                 severity="notice",
+            )
+            yield request
+            # answered in the agent's terminal, as a session log records it: a stream that
+            # leaves a request open is one `aep-bridge validate` refuses
+            answer = ev(
+                "attention.answered",
+                {"answer": {"option": "allow"}, "via": "oob"},
+                run=run,
+                subject=request.id,
+                cause=request.id,
+                capture="metadata",
+            )
+            yield answer
+            yield ev(
+                "attention.resolved",
+                {"resolution": "answered", "latency_ms": 4000},
+                run=run,
+                subject=request.id,
+                cause=answer.id,
+                capture="metadata",
             )
         yield ev("run.finished", {"duration_ms": 5000}, run=run, capture="metadata")
     yield ev("session.ended", {"reason": "normal"}, capture="metadata")
