@@ -482,7 +482,6 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
             "request": request.model_dump(mode="json") if request.fields else None,
         }
         await state.set(f"card:{request.id}", json.dumps(card))
-        await state.set(f"cardmsg:{sent}", request.id)
         key = look.card_key(request.id)
         if key != request.id:
             await state.set(f"cardkey:{key}", request.id)
