@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from .adapter import ChannelState
-    from .aep.envelope import Event
+    from ..adapter import ChannelState
+    from ..aep.envelope import Event
 
 log = logging.getLogger(__name__)
 
