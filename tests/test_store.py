@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from aep_bridge import store as store_module
+from aep_bridge.store import database as store_module
 from aep_bridge.aep import Event, parse_event
 from aep_bridge.store import (
     MIGRATIONS,
