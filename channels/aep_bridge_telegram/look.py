@@ -6,7 +6,6 @@ them) so that the preview dialect (`preview.py`) shows exactly what the bot send
 
 from __future__ import annotations
 
-import hashlib
 from datetime import UTC
 from typing import Any, Final
 
@@ -15,9 +14,9 @@ from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 from aep_bridge import Blocks, OutgoingMessage, PermissionRequest, markup, measure, split_text
 
 from . import html
+from .cards import card_key
 
 MAX_TOPIC_NAME: Final = 128
-MAX_CARD_KEY: Final = 40  # bytes of button data for the card; the action follows it
 BUTTONS_PER_ROW: Final = 3  # Telegram allows 8; three keep labels readable on a phone
 #: a label longer than this, or a row of labels longer than `MAX_ROW_LABELS` together, would
 #: be cut short on a phone ("Allow always for…"): the buttons then go one per row
@@ -134,14 +133,6 @@ def _shorten(text: str, limit: int) -> str:
     if measure(text, "utf16") <= limit:
         return text
     return split_text(text, max(limit - 1, 1), "utf16")[0].rstrip() + "…"
-
-
-def card_key(card_id: str) -> str:
-    """What stands for the card in button data: its id, or a digest of a long one (the core's
-    ids are short; a plugin's may not be, and Telegram carries 64 bytes at most)."""
-    if len(card_id.encode()) <= MAX_CARD_KEY and not card_id.startswith("#"):
-        return card_id
-    return "#" + hashlib.sha256(card_id.encode()).hexdigest()[:20]
 
 
 def _keyboard(
