@@ -11,7 +11,8 @@ from aep_bridge import hookimpl
 from aep_bridge.adapter import ChannelRegistration
 from aep_bridge.aep.envelope import Event
 from aep_bridge.aep.redaction import RedactionPolicy, Redactor
-from aep_bridge.render import Renderer, _parse_time
+from aep_bridge.render import Renderer
+from aep_bridge.render.cards import _parse_time
 from aep_bridge.testing import MemoryChannel
 from aep_bridge.types import PermissionRequest, ResolutionStatus
 from tests.core.rig import ALICE, Rig, memory_host

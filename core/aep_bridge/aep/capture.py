@@ -4,6 +4,8 @@ Chat platforms are third parties, so everything the bridge shows passes through 
 `downlevel` lowers an event to a ceiling by dropping every payload field whose
 `x-aep-capture` level is above it, and degrades the `[metadata*]` fields (the attention
 prompt and labels, form answer values) to structure instead of dropping them.
+`held_to_declared` holds an event to the level it claims for itself: a party that shows the
+event (the renderer) does not trust data richer than its declared capture.
 
 The per-field levels come from the payload models (`gated(...)` markers), and a test holds
 them equal to the annotations of the official schemas.
@@ -159,6 +161,34 @@ def downlevel(event: Event, ceiling: Capture, *, redactor: ValueRedactor | None 
         if rank < _REDACTED:
             data = degrade_to_metadata(event, data)
     return _rebuilt(event, target, data)
+
+
+def held_to_declared(event: Event) -> Event:
+    """`event` held to its own declared capture (AEP-0002 §5.1): a field above what the event
+    claims is dropped, and below `redacted` the `[metadata*]` fields are the structural
+    placeholders, whatever the emitter wrote there.
+
+    `downlevel` trusts the declared level (a hop passes on what it is given); a party that
+    shows the event does not. An event that keeps to its level comes back as the same object.
+    """
+    data = event.data
+    table = field_levels(event.type)
+    if data is None or table is None:
+        return event
+    rank = CAPTURE_RANK[event.capture]
+    honest: dict[str, Any] | None = None
+    if rank > 0:
+        honest = _prune(data, "", table, rank)
+        if rank < _REDACTED:
+            honest = degrade_to_metadata(event, honest)
+    if honest == data:
+        return event
+    wire = event.to_dict()  # the capture as it came (set or not): only the data changes
+    if honest is None:
+        wire.pop("data", None)
+    else:
+        wire["data"] = honest
+    return Event.model_validate(wire)
 
 
 def _redact_gated(value: Any, path: str, table: dict[str, Capture], redactor: ValueRedactor) -> Any:

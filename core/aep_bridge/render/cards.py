@@ -1,0 +1,258 @@
+"""Cards: an `attention.requested` as the card a channel shows with buttons (and the plain
+card when that fails), and a form's answer mapped back to the request's AEP ids.
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from .. import tools
+from ..aep.capture import synthesize_prompt
+from ..aep.envelope import Event
+from ..aep.payloads import AttentionRequested
+from ..aep.registry import CAPTURE_RANK, Capture
+from ..markup import Blocks, Code, Paragraph, Span, map_text, plain
+from ..types import FormChoice, FormField, PermissionOption, PermissionRequest
+from .base import RendererBase
+from .helpers import (
+    MAX_LABEL,
+    MAX_TEXT,
+    MEDIUM,
+    NORMAL,
+    SHORT,
+    _clip,
+    _clip_blocks,
+    _typed,
+    _unfold,
+)
+
+log = logging.getLogger(__name__)
+
+#: events whose card failed to render, remembered so the error is logged once per event
+_FAILED_CARDS_KEPT: Final = 1024
+#: the longest command or change a card shows (the rest is cut, with "…")
+MAX_CARD_CODE: Final = 2_000
+_REDACTED_RANK: Final = CAPTURE_RANK["redacted"]
+_ALLOW_WORDS: Final = ("allow", "approve", "accept", "yes", "proceed", "grant", "continue", "ok")
+
+
+class CardsMixin(RendererBase):
+    """The card of an `attention.requested`; the core owns the card and its lifecycle."""
+
+    def permission_request(
+        self, event: Event, card_id: str, *, ceiling: Capture
+    ) -> tuple[PermissionRequest, list[str]]:
+        """An `attention.requested` as the card a channel shows, and its AEP option ids.
+
+        Options get the short ids `o1`, `o2`, ...; the returned list holds the AEP option id
+        of each, in the same order. Form fields are `f1`, `f2`, ... and the choices of each
+        field `c1`, `c2`, ... (map answers back with `aep_form_values`). The prompt and labels
+        honour both the event's capture and the ceiling, and all text is redacted.
+
+        A card that cannot be rendered (a bug, a value nobody foresaw) becomes a plain one,
+        its title and options and no more (`fallback_card`), so the question can still be
+        answered; the error is logged once per event.
+        """
+        try:
+            return self._permission_card(event, card_id, ceiling=ceiling)
+        except Exception:
+            if event.id not in self._failed_cards:
+                self._failed_cards[event.id] = None
+                while len(self._failed_cards) > _FAILED_CARDS_KEPT:
+                    self._failed_cards.popitem(last=False)
+                log.exception(
+                    "rendering the card of %s failed; a plain card is shown instead", event.id
+                )
+            return self.fallback_card(event, card_id, ceiling=ceiling)
+
+    def fallback_card(
+        self, event: Event, card_id: str, *, ceiling: Capture
+    ) -> tuple[PermissionRequest, list[str]]:
+        """The plain card of an `attention.requested`: a title and the options (their labels,
+        redacted, where the ceiling and the event's capture show the agent's words, else their
+        ids), no prompt, no form, no expiry."""
+        data = event.data if isinstance(event.data, Mapping) else {}
+        words = min(CAPTURE_RANK[ceiling], CAPTURE_RANK.get(event.capture, 0)) >= _REDACTED_RANK
+        options: list[PermissionOption] = []
+        aep_ids: list[str] = []
+        raw_options = data.get("options")
+        for index, option in enumerate(raw_options if isinstance(raw_options, list) else []):
+            if not isinstance(option, Mapping) or not isinstance(option.get("id"), str):
+                continue
+            label = option.get("label") if words else None
+            shown = self._line(label if isinstance(label, str) else None, MAX_LABEL)
+            shown = shown or self._line(option["id"], MAX_LABEL)
+            options.append(
+                PermissionOption(
+                    id=f"o{len(options) + 1}",
+                    label=shown or f"Option {index + 1}",
+                    is_allow=_is_allow(option["id"]),
+                )
+            )
+            aep_ids.append(option["id"])
+        who = self._line(event.agent, MAX_LABEL) or "the agent"
+        request = PermissionRequest(
+            id=card_id,
+            kind="other",
+            title=f"{who} asks a question",
+            options=tuple(options),
+            accepts_text=not options,
+        )
+        return request, aep_ids
+
+    def _permission_card(
+        self, event: Event, card_id: str, *, ceiling: Capture
+    ) -> tuple[PermissionRequest, list[str]]:
+        gated = self._gate(event, ceiling)
+        payload = _typed(gated, AttentionRequested)
+        kind = payload.kind if payload is not None else "other"
+        title = self._request_title(gated, kind)
+        if payload is not None:
+            description = self._text(payload.prompt, MEDIUM * 5)
+        else:
+            description = self._text(synthesize_prompt(gated.agent, "attention", gated.subject))
+        options: list[PermissionOption] = []
+        aep_ids: list[str] = []
+        for index, option in enumerate((payload.options or []) if payload else [], start=1):
+            label = self._line(option.label, MAX_LABEL) or self._line(option.id, MAX_LABEL)
+            options.append(
+                PermissionOption(
+                    id=f"o{index}", label=label or f"Option {index}", is_allow=_is_allow(option.id)
+                )
+            )
+            aep_ids.append(option.id)
+        fields: list[FormField] = []
+        if payload is not None and kind == "form":
+            for index, spec in enumerate(payload.fields or [], start=1):
+                choices = tuple(
+                    FormChoice(
+                        id=f"c{j}",
+                        label=self._line(c.label, MAX_LABEL) or self._line(c.id, MAX_LABEL),
+                    )
+                    for j, c in enumerate(spec.choices or [], start=1)
+                )
+                fields.append(
+                    FormField(
+                        id=f"f{index}",
+                        type=spec.type,
+                        label=self._line(spec.label, SHORT) or f"Field {index}",
+                        required=bool(spec.required),
+                        multi=bool(spec.multi),
+                        other=bool(spec.other),
+                        choices=choices,
+                        min=spec.min,
+                        max=spec.max,
+                    )
+                )
+        respond_via = payload.respond_via if payload is not None else None
+        informational = respond_via is not None and "control" not in respond_via
+        accepts_text = not informational and (
+            kind in ("permission", "input", "other", "form") or not options
+        )
+        details: Blocks = ()
+        if payload is not None and kind == "permission":
+            details = self._card_details(gated, ceiling)
+            if details:
+                details = _clip_blocks(map_text(details, self.redactor.text), MAX_TEXT // 4)
+                description = plain(details)
+        request = PermissionRequest(
+            id=card_id,
+            kind=kind,
+            title=title,
+            description=description,
+            details=details,
+            options=tuple(options),
+            fields=tuple(fields),
+            accepts_text=accepts_text,
+            informational=informational,
+            expires_at=_parse_time(payload.expires_at) if payload is not None else None,
+        )
+        return request, aep_ids
+
+    def _card_details(self, event: Event, ceiling: Capture) -> Blocks:
+        """What a permission card asks to approve, exactly: the tool call that caused the
+        request (the command in a code block, the file and its change, the URL, the agent's
+        reason), and the working folder. Without the call (not seen, or seen before a
+        restart), nothing: the card shows the agent's prompt."""
+        call = self._call(event, ceiling, f"event:{event.cause}") if event.cause else None
+        cwd = self._cwd(event, ceiling)
+        out: list[Any] = []
+        if call is None:
+            return ()
+        view = self._view(call, None, NORMAL)
+        command = call.args.get("command") or call.args.get("cmd")
+        if isinstance(command, list) and all(isinstance(x, str) for x in command):
+            command = shlex.join(command)
+        reason = call.args.get("description") or call.args.get("justification")
+        if isinstance(command, str) and command.strip():
+            out.append(Code(code=_clip(command.strip(), MAX_CARD_CODE), language="bash"))
+        else:
+            out.append(Paragraph(spans=view.title))
+            changes = [b for block in view.details for b in _unfold(block)]
+            if changes:
+                out.extend(_clip_blocks(tuple(changes), MAX_CARD_CODE))
+        if isinstance(reason, str) and reason.strip():
+            out.append(Paragraph(spans=(Span(text=self._line(reason, MEDIUM), italic=True),)))
+        if cwd:
+            folder = tools.display_path(cwd, None)
+            out.append(Paragraph(spans=(Span(text="in "), Span(text=folder, code=True))))
+        return tuple(out)
+
+
+def aep_form_values(request: Event, values: Mapping[str, Any]) -> dict[str, Any]:
+    """A form answered on a card (`f1`, `c2`, ...) in the AEP ids of `request`'s fields.
+
+    Field `fN` is the request's N-th field, choice `cM` of a select field its M-th choice.
+    Values of unknown fields are dropped; a select value that names no card choice is kept
+    as it is (the `other` free text of AEP-0006).
+    """
+    payload = _typed(request, AttentionRequested)
+    specs = (payload.fields or []) if payload is not None else []
+    out: dict[str, Any] = {}
+    for card_id, value in values.items():
+        index = _index(card_id, "f")
+        if index is None or index >= len(specs):
+            continue
+        spec = specs[index]
+        if spec.type == "select":
+            ids = [c.id for c in spec.choices or []]
+            if isinstance(value, list):
+                value = [_choice_id(v, ids) for v in value]
+            else:
+                value = _choice_id(value, ids)
+        out[spec.id] = value
+    return out
+
+
+def _choice_id(value: Any, ids: Sequence[str]) -> Any:
+    index = _index(value, "c")
+    return ids[index] if index is not None and index < len(ids) else value
+
+
+def _is_allow(option_id: str) -> bool:
+    word = option_id.strip().lower()
+    return any(word.startswith(w) for w in _ALLOW_WORDS)
+
+
+def _index(card_id: Any, prefix: str) -> int | None:
+    if isinstance(card_id, str) and card_id.startswith(prefix) and card_id[1:].isdigit():
+        index = int(card_id[1:]) - 1
+        return index if index >= 0 else None
+    return None
+
+
+def _parse_time(value: str | None) -> datetime | None:
+    """An RFC 3339 time as UTC, which every channel can format as it likes; None for a time
+    that does not parse or that UTC cannot hold (9999-12-31T23:59:59-14:00 is year 10000 in
+    UTC: an expiry nobody will wait for)."""
+    if not value:
+        return None
+    try:
+        when = datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
+        return (when if when.tzinfo else when.replace(tzinfo=UTC)).astimezone(UTC)
+    except (ValueError, OverflowError):
+        return None
