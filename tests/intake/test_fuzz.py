@@ -1482,7 +1482,7 @@ def fresh() -> Iterator[tuple[str, Hub]]:
 def test_an_aep_version_with_a_superscript_digit_is_426_not_500(fresh, digit):
     """`AEP-Version: ²` (byte 0xB2; headers are latin-1) passes `str.isdigit()` but not `int()`.
 
-    `endpoint._version_supported` raises ValueError and the client gets a 500; an unsupported
+    `ingest.version_supported` raises ValueError and the client gets a 500; an unsupported
     version must get 426 with the supported versions (AEP-0003 §3.2).
     """
     host, _ = fresh
@@ -1496,7 +1496,7 @@ def test_an_aep_version_with_a_superscript_digit_is_426_not_500(fresh, digit):
 
 
 def test_a_last_event_id_with_a_superscript_digit_is_ignored_not_500(fresh):
-    """The same `isdigit()`-then-`int()` in `endpoint._last_event_id`: `Last-Event-ID: s:²:1`
+    """The same `isdigit()`-then-`int()` in `sse.last_event_id`: `Last-Event-ID: s:²:1`
     makes `GET /stream` answer 500, where any other malformed id (`s:x:1`) is ignored."""
     host, _ = fresh
     for value in (b"s:x:1", b"s:\xb2:1", b"s:0:\xb3"):
@@ -1539,7 +1539,7 @@ def test_a_deeply_nested_frame_is_refused_in_band_and_the_connection_lives(fresh
     than `JSONDecodeError`: nesting deeper than the recursion limit (`RecursionError`), and an
     integer of more than 4300 digits (`ValueError`, Python's int-from-string limit).
 
-    `_Connection._read` catches only `JSONDecodeError` and `UnicodeDecodeError`; the error
+    `websocket.Connection._read` catches only `JSONDecodeError` and `UnicodeDecodeError`; the error
     escapes, the connection task dies, and its `finally` closes the socket with 1000 (no
     error frame, no `closing` frame). A hello'd connection must survive a malformed frame
     with an in-band `invalid-event`, as it does for every other one. (`_hello` has the same
@@ -1602,7 +1602,7 @@ def test_a_binary_first_frame_is_refused_as_hello_required(fresh):
     """AEP-0003 §3.5.1: any first frame other than `hello` gets `hello-required` and a close.
 
     A binary first frame gets `invalid-frame` instead and the connection stays open waiting
-    for a hello (`_Connection._receive` answers binary frames in-band in `_hello` too), so a
+    for a hello (`Connection._receive` answers binary frames in-band in `_hello` too), so a
     peer can hold a connection open before its hello indefinitely.
     """
     host, _ = fresh

@@ -1,0 +1,135 @@
+"""The `aep-bridge` command: `main` parses the command line (`parser`) and runs the command,
+each group of commands in a module of its own."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from .. import _startup
+from .checks import check, doctor, plugins, show_config_path
+from .common import CONFIG_HELP, EXIT_OK, EXIT_USAGE, EXIT_VIOLATIONS
+from .logs import validate
+from .parser import build_parser
+from .report import NO_CHANNEL, status
+from .send import EMIT_BUSY_RETRIES, ask, demo, emit
+from .serve import run, token
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()  # imports the plugins' setup wizards: still `_startup`'s Ctrl-C
+    args = parser.parse_args(argv)
+    if args.command != "run":
+        _startup.release()  # from here, Ctrl-C is a KeyboardInterrupt each command handles
+    # `run` keeps `_startup`'s Ctrl-C (one line, status 130) until the bridge takes SIGINT
+    # over to stop in its own order (server.py): a KeyboardInterrupt raised among the imports
+    # it still makes can be swallowed by Python's import machinery ("Exception ignored in
+    # ... _get_module_lock"), and the bridge would then start as if nobody had pressed it
+    try:
+        if args.command == "validate":
+            return validate(args.files, as_json=args.json, max_bytes=args.max_bytes)
+        if args.command == "run":
+            return run(
+                args.config,
+                args.host,
+                args.port,
+                log_level=args.log_level,
+                verbose=args.verbose,
+                quiet=args.quiet,
+            )
+        if args.command == "check":
+            if args.config and args.file:
+                parser.error("check: give the config file once, as --config FILE or as CONFIG")
+            return check(args.config or args.file)
+        if args.command == "config":
+            return show_config_path(args.config)
+        if args.command == "status":
+            return status(
+                config_file=args.config, url=args.url, token=args.token, as_json=args.json
+            )
+        if args.command == "doctor":
+            return doctor(args.config)
+        if args.command == "plugins":
+            return plugins(as_json=args.json)
+        if args.command == "preview":
+            from .. import log_setup, preview_command
+
+            log_setup.configure(quiet=True)  # the bridge's warnings and errors, as `run -q`
+            return preview_command.main(
+                args.file,
+                demo=args.demo,
+                channel=args.channel,
+                verbosity=args.verbosity,
+                capture=args.capture,
+                out=args.out,
+                text=args.text,
+            )
+        if args.command == "setup":
+            from .. import setup_command
+
+            return setup_command.main(args)
+        if args.command == "install":
+            from ..agents import install
+
+            return install.main(
+                args.agent, project=args.project, uninstall=args.uninstall, hold=args.hold
+            )
+        if args.command == "hook":
+            from ..agents.shim import main as hook_main
+
+            return hook_main(args.rest)
+        if args.command == "agentd":
+            from ..agents import daemon as agent_daemon
+
+            return agent_daemon.main(args)
+        if args.command == "token":
+            return token(args.config, rotate=args.rotate)
+        if args.command == "emit":
+            return emit(
+                args.files, config_file=args.config, url=args.url, token=args.token, demo=args.demo
+            )
+        if args.command == "demo":
+            return demo(
+                config_file=args.config,
+                url=args.url,
+                token=args.token,
+                timeout=args.timeout,
+                pace=args.pace,
+            )
+        if args.command == "ask":
+            return ask(
+                args.question,
+                args.option,
+                kind=args.kind,
+                config_file=args.config,
+                url=args.url,
+                token=args.token,
+                timeout=args.timeout,
+            )
+    except BrokenPipeError:  # `aep-bridge validate x.jsonl | head` is not an error
+        sys.stderr.close()
+        return EXIT_OK
+    return EXIT_USAGE  # pragma: no cover - argparse refuses unknown commands
+
+
+__all__ = [
+    "CONFIG_HELP",
+    "EMIT_BUSY_RETRIES",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "EXIT_VIOLATIONS",
+    "NO_CHANNEL",
+    "ask",
+    "build_parser",
+    "check",
+    "demo",
+    "doctor",
+    "emit",
+    "main",
+    "plugins",
+    "run",
+    "show_config_path",
+    "status",
+    "token",
+    "validate",
+]

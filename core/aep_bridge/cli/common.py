@@ -1,0 +1,32 @@
+"""What the `aep-bridge` commands share: the exit statuses, `--config`'s help, reading a file
+or stdin, and loading a config with the plugins it names."""
+
+from __future__ import annotations
+
+import sys
+from typing import BinaryIO
+
+from ..config import CONFIG_ENV, BridgeConfig, config_path, read_config
+from ..plugins import PluginHost
+
+#: `--config`: every command that reads a config finds it the same way (`config_path`)
+CONFIG_HELP = (
+    f"config file (default ${CONFIG_ENV}, else ~/.config/aep-bridge/config.json if it "
+    "exists, else built-in; `aep-bridge config path` says which)"
+)
+
+EXIT_OK = 0
+EXIT_VIOLATIONS = 1
+EXIT_USAGE = 2
+
+
+def open_input(name: str) -> BinaryIO:
+    """A file named on the command line, or stdin for `-` (`validate`, `emit`)."""
+    return sys.stdin.buffer if name == "-" else open(name, "rb")
+
+
+def load(config_file: str | None) -> tuple[BridgeConfig, PluginHost]:
+    """The config as `run` reads it, and the plugins that give its channels their types."""
+    host = PluginHost()
+    host.load()
+    return read_config(config_path(config_file)), host

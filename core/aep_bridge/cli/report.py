@@ -1,0 +1,140 @@
+"""`aep-bridge status`: the running bridge's report, printed for a person (or as JSON)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TextIO
+
+from ..client_endpoint import endpoint
+from ..config import ConfigError
+from .common import EXIT_OK, EXIT_USAGE, EXIT_VIOLATIONS
+
+NO_CHANNEL = (
+    "no channel is running: nothing shows your agents' sessions; fix the channels listed "
+    "(`aep-bridge check`, `aep-bridge doctor`, the bridge's log) and restart the bridge"
+)
+
+
+def _age(seconds: float | None) -> str:
+    """45s, 3m 05s, 2h 10m, 3d 4h."""
+    if seconds is None:
+        return "-"
+    whole = int(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m {whole % 60:02d}s"
+    if whole < 86400:
+        return f"{whole // 3600}h {whole % 3600 // 60:02d}m"
+    return f"{whole // 86400}d {whole % 86400 // 3600}h"
+
+
+def status(
+    *,
+    config_file: str | None,
+    url: str | None,
+    token: str | None,
+    as_json: bool = False,
+    out: TextIO | None = None,
+) -> int:
+    """Ask the running bridge for its sources, channels, pending questions and outboxes.
+
+    Exit 0 when it runs with at least one channel and nothing failed, 1 when no channel is
+    running or a channel or source failed, 2 when no bridge answers (or it refuses the token).
+    """
+    import httpx
+
+    out = out or sys.stdout
+    try:
+        base, secret = endpoint(config_file, url, token, "status")
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        reply = httpx.get(
+            f"{base}/status", headers={"Authorization": f"Bearer {secret}"}, timeout=10.0
+        )
+    except httpx.HTTPError as exc:
+        print(
+            f"aep-bridge status: no bridge answers at {base} ({exc}); is `aep-bridge run` "
+            "running (with this config)?",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    try:
+        report = reply.json()
+    except ValueError:
+        report = None
+    if reply.status_code != 200 or not isinstance(report, dict):
+        detail = report.get("detail", "") if isinstance(report, dict) else reply.text[:200]
+        print(
+            f"aep-bridge status: {base}/status answered {reply.status_code}: {detail}",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    channels = report.get("channels", [])
+    sources = report.get("sources", [])
+    failed = [c for c in channels if c.get("state") in ("failed", "starting")] + [
+        s for s in sources if s.get("state") == "failed"
+    ]
+    idle = not report.get("running_channels")
+    if as_json:
+        json.dump(report, out, indent=2, ensure_ascii=False)
+        out.write("\n")
+        if idle:
+            print(f"aep-bridge status: {NO_CHANNEL}", file=sys.stderr)
+        return EXIT_VIOLATIONS if idle or failed else EXIT_OK
+    head = f"bridge at {base}"
+    if report.get("version"):
+        head += f": aep-bridge {report['version']}"
+    if report.get("pid"):
+        head += f", pid {report['pid']}"
+    if report.get("uptime") is not None:
+        head += f", up {_age(report['uptime'])}"
+    print(head, file=out)
+    if idle:
+        print(f"\n  !!! {NO_CHANNEL}\n", file=out)
+    print("sources:", file=out)
+    for source in sources:
+        line = f"  {source.get('name')}: {source.get('state')}"
+        if source.get("reason"):
+            line += f": {source['reason']}"
+        if "files" in source:
+            line += f" ({source['files']} log(s) open, {source.get('bad_lines', 0)} bad line(s))"
+        print(line, file=out)
+    print("channels:", file=out)
+    if not channels:
+        print("  none configured", file=out)
+    for channel in channels:
+        line = f"  {channel.get('name')} ({channel.get('type')}): {channel.get('state')}"
+        if channel.get("state") == "failed":
+            line = line.replace(": failed", ": FAILED")
+        elif channel.get("state") == "starting":
+            line = line.replace(": starting", ": NOT STARTED YET (trying again)")
+        if channel.get("reason"):
+            line += f": {channel['reason']}"
+        if "outbox" in channel:
+            line += f", outbox {channel['outbox'].get('queued', 0)} queued"
+        print(line, file=out)
+    pending = report.get("pending", {})
+    sessions = pending.get("sessions", [])
+    print(
+        f"pending questions: {pending.get('count', 0)}"
+        + (
+            f" in {len(sessions)} session(s), oldest waiting {_age(pending.get('oldest_age'))}"
+            if sessions
+            else ""
+        ),
+        file=out,
+    )
+    for session in sessions:
+        who = " ".join(str(part) for part in (session.get("agent"), session.get("session")) if part)
+        name = session.get("name")
+        named = f" {name!r}" if name and name != session.get("session") else ""
+        print(
+            f"  {who}{named}: {session.get('count')} waiting, the oldest for "
+            f"{_age(session.get('oldest_age'))}",
+            file=out,
+        )
+    return EXIT_VIOLATIONS if idle or failed else EXIT_OK

@@ -1,0 +1,218 @@
+"""The commands that act as an agent of a running bridge: `emit` (events from files),
+`ask` (one question, its answer printed) and `demo` (a scripted session)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ..client_endpoint import endpoint
+from ..config import ConfigError, resolve_channels
+from .common import EXIT_OK, EXIT_USAGE, EXIT_VIOLATIONS, load, open_input
+
+if TYPE_CHECKING:
+    import httpx
+
+
+def emit(
+    files: Sequence[str],
+    *,
+    config_file: str | None,
+    url: str | None,
+    token: str | None,
+    batch: int = 500,
+    demo: bool = False,
+) -> int:
+    """Send events from JSONL files (or stdin) to an endpoint's POST /events; with `demo`,
+    first a recorded coding session (`aep_bridge.demo`), with fresh ids each time."""
+    import httpx
+
+    if not files and not demo:
+        print(
+            "aep-bridge emit: give the FILE.jsonl to send (- for stdin), or --demo", file=sys.stderr
+        )
+        return EXIT_USAGE
+    given: list[tuple[str, list[bytes] | None]] = [(name, None) for name in files]
+    if demo:
+        from ..demo import fresh_session
+
+        given.insert(0, ("the demo session", fresh_session()))
+    try:
+        base, secret = endpoint(config_file, url, token, "emit")
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_USAGE
+    sent = 0
+    headers = {
+        "AEP-Version": "0.1",
+        "Content-Type": "application/x-ndjson",
+        "Authorization": f"Bearer {secret}",
+    }
+    with httpx.Client(base_url=base, headers=headers, timeout=30) as client:
+        for name, lines in given:
+            if lines is None:
+                try:
+                    stream = open_input(name)
+                except OSError as exc:
+                    print(f"aep-bridge emit: cannot read {name}: {exc.strerror}", file=sys.stderr)
+                    return EXIT_USAGE
+                lines = [line for line in stream.read().splitlines() if line.strip()]
+                if name != "-":
+                    stream.close()
+            for start in range(0, len(lines), batch):
+                body = b"\n".join(lines[start : start + batch]) + b"\n"
+                try:
+                    reply = _post_events(client, body)
+                except httpx.HTTPError as exc:
+                    print(f"aep-bridge emit: cannot reach {base}: {exc}", file=sys.stderr)
+                    return EXIT_VIOLATIONS
+                if reply.status_code != 202:
+                    detail = reply.json().get("detail", reply.text) if reply.content else ""
+                    line_no = start + int(reply.json().get("line", 1)) if reply.content else start
+                    print(
+                        f"{name}:{line_no}: refused ({reply.status_code}): {detail}",
+                        file=sys.stderr,
+                    )
+                    return EXIT_VIOLATIONS
+                sent += int(reply.json().get("accepted", 0))
+    print(f"sent {sent} event(s) to {base}/events", file=sys.stderr)
+    return EXIT_OK
+
+
+#: how often `emit` sends a batch again that the bridge answered 503 (busy catching up)
+EMIT_BUSY_RETRIES = 30
+
+
+def _post_events(client: httpx.Client, body: bytes) -> httpx.Response:
+    """POST a batch; a `503` (the bridge is catching up) is sent again, the same events, after
+    its `Retry-After`, as AEP-0003 §3.2 asks of an emitter (the bridge dedupes a repeat)."""
+    import time
+
+    reply = client.post("/events", content=body)
+    for _ in range(EMIT_BUSY_RETRIES):
+        if reply.status_code != 503:
+            return reply
+        wait = reply.headers.get("retry-after", "1")
+        time.sleep(min(30.0, float(wait)) if wait.isdigit() else 1.0)
+        reply = client.post("/events", content=body)
+    return reply
+
+
+def _unseen(config_file: str | None) -> list[str]:
+    """Why a question put to the local bridge would be shown nowhere, or answered by
+    nobody, going by the config it runs (the running bridge itself is not asked)."""
+    try:
+        config, host = load(config_file)
+    except ConfigError:
+        return []
+    plan = resolve_channels(config, host)
+    if not plan.channels:
+        return [
+            "the bridge's config runs no channel, so nothing will show this question and "
+            "nobody can answer it: set one up with `aep-bridge setup telegram`, or run the "
+            "bridge in a terminal with the console channel (`aep-bridge check` says what is "
+            "configured)"
+        ]
+    if not any(c.config.approvers or c.config.approver_roles for c in plan.channels):
+        return [
+            "no channel in the bridge's config lists an approver, so nobody can answer this "
+            "question: add your platform user id to a channel's approvers (`aep-bridge check`)"
+        ]
+    return []
+
+
+def ask(
+    question: str,
+    options: Sequence[str],
+    *,
+    kind: str,
+    config_file: str | None,
+    url: str | None,
+    token: str | None,
+    timeout: float | None,
+) -> int:
+    """Put one question through the whole loop and print the answer."""
+    from ..tinyagent import AgentError, Cancelled, TinyAgent
+
+    try:
+        base, secret = endpoint(config_file, url, token, "ask")
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_USAGE
+    if url is None:  # the local bridge: its config says whether anything can show the question
+        for warning in _unseen(config_file):
+            print(f"aep-bridge ask: warning: {warning}", file=sys.stderr)
+    socket_url = base.replace("http://", "ws://", 1).replace("https://", "wss://", 1) + "/socket"
+
+    async def go() -> int:
+        async with TinyAgent(socket_url, secret) as agent:
+            print(
+                f"asking in session {agent.session}; waiting for an answer...",
+                file=sys.stderr,
+                flush=True,
+            )
+            answer = await agent.ask(question, options, kind=kind, timeout=timeout)
+            print(answer)
+            return EXIT_OK
+
+    try:
+        return asyncio.run(go())
+    except AgentError as exc:
+        if exc.code == "closed":  # the bridge stopped (or the network went) while we waited
+            print(f"aep-bridge ask: {exc.detail}; no answer", file=sys.stderr)
+        else:
+            print(f"aep-bridge ask: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except Cancelled:
+        print("aep-bridge ask: cancelled by control.cancel", file=sys.stderr)
+        return EXIT_VIOLATIONS
+    except TimeoutError:
+        print("aep-bridge ask: no answer in time", file=sys.stderr)
+        return 3
+
+
+def demo(
+    *,
+    config_file: str | None,
+    url: str | None,
+    token: str | None,
+    timeout: float,
+    pace: float,
+) -> int:
+    """Play the scripted demo session against the bridge, printing each answer it gets."""
+    from ..demo_agent import DemoAgent
+    from ..tinyagent import AgentError, Cancelled
+
+    try:
+        base, secret = endpoint(config_file, url, token, "demo")
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_USAGE
+    if url is None:
+        for warning in _unseen(config_file):
+            print(f"aep-bridge demo: warning: {warning}", file=sys.stderr)
+    socket_url = base.replace("http://", "ws://", 1).replace("https://", "wss://", 1) + "/socket"
+    agent = DemoAgent(socket_url, secret, timeout=timeout, pace=pace, say=_say)
+    try:
+        asyncio.run(agent.run())
+    except AgentError as exc:
+        detail = exc.detail if exc.code == "closed" else str(exc)
+        print(f"aep-bridge demo: {detail}", file=sys.stderr)
+        return EXIT_USAGE
+    except Cancelled:
+        print("aep-bridge demo: cancelled by control.cancel", file=sys.stderr)
+        return EXIT_VIOLATIONS
+    except TimeoutError:
+        print(f"aep-bridge demo: no answer within {timeout:g} s", file=sys.stderr)
+        return 3
+    except KeyboardInterrupt:
+        print("aep-bridge demo: stopped; the session has ended", file=sys.stderr)
+        return 130
+    print("demo finished: the session has ended", flush=True)
+    return EXIT_OK
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
