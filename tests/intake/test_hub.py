@@ -10,6 +10,7 @@ import pytest
 
 from aep_bridge.aep.build import make_event
 from aep_bridge.aep.envelope import Event
+from aep_bridge.intake.dedupe import KeyWindow
 from aep_bridge.intake.hub import (
     Delivery,
     Frame,
@@ -17,7 +18,6 @@ from aep_bridge.intake.hub import (
     HubLimits,
     Participant,
     SubscribeError,
-    _Window,
 )
 from aep_bridge.intake.source import LocalSource
 from aep_bridge.store import Store
@@ -323,7 +323,7 @@ def test_the_dedupe_window_forgets_the_oldest_key_first():
 
 
 def test_the_dedupe_window_holds_many_keys_exactly():
-    window = _Window(5_000)
+    window = KeyWindow(5_000)
     keys = [(f"aep://h/{i % 7}", f"id-{i}") for i in range(20_000)]
     assert all(window.add(k) for k in keys)
     assert len(window) == 5_000

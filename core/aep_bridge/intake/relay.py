@@ -37,8 +37,9 @@ event for a consumer that keeps the contract below, and none of them loses a com
 Connections: each `events()` iteration has a WebSocket of its own (so every event on it
 belongs to that one subscription, with that one capture ceiling), and one more, the control
 connection, carries commands, their acknowledgements (a subscription of its own, so the
-consumer's filter cannot hide them), the relay's refusals and the roster. The token travels
-only in the `Authorization` header, never in a URL (AEP-0003 §8.1, §11).
+consumer's filter cannot hide them), the relay's refusals and the roster. All of them are
+opened, and reopened with backoff, by one `relay_link.Dialer`. The token travels only in the
+`Authorization` header, never in a URL (AEP-0003 §8.1, §11).
 """
 
 from __future__ import annotations
@@ -46,26 +47,37 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
 import logging
 import os
-import random
 import socket
-from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import parse_qsl, urlsplit
 
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+from websockets.asyncio.client import ClientConnection
+from websockets.exceptions import ConnectionClosed
 
-from .. import __version__
 from ..aep.envelope import Event
 from ..aep.errors import InvalidEvent
-from ..aep.registry import AEP_VERSION, Capture
+from ..aep.registry import Capture
 from ..aep.validation import parse_event
 from ..store import Store
+from .dedupe import KeyWindow
+from .relay_link import (
+    CLOSE_TIMEOUT,
+    MAX_FRAME_BYTES,
+    OPEN_TIMEOUT,
+    Dialer,
+    Link,
+    RelayError,
+    RelayUnavailable,
+    Transient,
+    check_url,
+    dumps,
+    is_event,
+    loads,
+    subscribe_frame,
+)
 from .source import CommandResult, ResumeFrom
 
 if TYPE_CHECKING:
@@ -77,17 +89,11 @@ log = logging.getLogger("aep_bridge.intake.relay")
 ACK_TYPES: Final = ("control.accepted", "control.rejected")
 #: Lifecycle events after which the roster is asked for again (AEP-0003 §4.1 rule 6).
 ROSTER_TRIGGERS: Final = ("session.started", "session.ended")
-#: Largest frame accepted from the relay: an event is at most 1 MiB by default, a roster of a
-#: large fleet can be bigger.
-MAX_FRAME_BYTES: Final = 32 * 1024 * 1024
-#: How long a handshake plus `hello` may take before the attempt counts as failed.
-OPEN_TIMEOUT: Final = 10.0
-#: How long closing a connection waits for the relay's close frame (a hung relay must not
-#: hold the bridge's shutdown for the library's default 10 s per connection).
-CLOSE_TIMEOUT: Final = 2.0
 #: How long `roster()` waits for the relay (reconnecting included).
 ROSTER_TIMEOUT: Final = 10.0
-#: `(source, id)` keys one `events()` iteration remembers having handed out.
+#: `(source, id)` keys one `events()` iteration remembers having handed out, as digests
+#: (`dedupe.KeyWindow`): a collision, below one in a billion over a full window, would
+#: skip the later event on that iteration.
 YIELDED_WINDOW: Final = 100_000
 
 #: What a command still waiting gets when the client is closed: silence, as far as we know.
@@ -95,27 +101,6 @@ _CLOSED: Final = CommandResult("timeout", detail="the client was closed before a
 
 _ACKS_SUB: Final = "acks"
 _SESSIONS_SUB: Final = "sessions"
-
-
-class RelayError(Exception):
-    """The relay refused us in a way retrying cannot fix; the message names the fix.
-
-    `code` is the AEP error code (`unauthorized`, `version-unsupported`, `hello-required`,
-    `invalid-filter`, `limit-exceeded`, ...) or `http-401` / `http-403` for a refused
-    handshake.
-    """
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-class RelayUnavailable(RelayError):
-    """The relay could not be reached in time (it is retried; this is only a deadline)."""
-
-
-class _Transient(Exception):
-    """A failure the next connection attempt may not have: retried with backoff."""
 
 
 @dataclass(eq=False)
@@ -142,84 +127,6 @@ class _Control:
     roster_waiters: dict[str, asyncio.Future[list[dict[str, Any]]]] = field(default_factory=dict)
 
 
-class _KeyWindow:
-    """A bounded set of recent `(source, id)` keys, the oldest forgotten first."""
-
-    def __init__(self, size: int) -> None:
-        self._keys: OrderedDict[tuple[str, str], None] = OrderedDict()
-        self._size = size
-
-    def __contains__(self, key: tuple[str, str]) -> bool:
-        return key in self._keys
-
-    def add(self, key: tuple[str, str]) -> None:
-        self._keys[key] = None
-        if len(self._keys) > self._size:
-            self._keys.popitem(last=False)
-
-
-def _check_url(url: str) -> None:
-    """Refuse a URL that is not a WebSocket URL, or that carries a token.
-
-    A token in a query string ends up in proxy logs and `Referer` chains (AEP-0003 §11); the
-    header is the only place this client puts it, so a URL holding one is a mistake to stop.
-    """
-    parts = urlsplit(url)
-    if parts.scheme not in ("ws", "wss") or not parts.netloc:
-        raise ValueError(f"the relay URL must be ws://host:port/socket or wss://..., not {url!r}")
-    if any(key.lower() in ("access_token", "token") for key, _ in parse_qsl(parts.query)):
-        raise ValueError(
-            "the relay URL carries a token in its query string; pass it as `token` instead "
-            "(it is sent as an Authorization header, never in a URL)"
-        )
-    if parts.username or parts.password:
-        raise ValueError("the relay URL carries credentials; pass the token as `token` instead")
-
-
-def _loads(message: str | bytes) -> dict[str, Any] | None:
-    """A text frame's JSON object, or None for binary frames and anything not an object."""
-    if isinstance(message, bytes):
-        return None  # binary frames are reserved in 0.1 (AEP-0003 §3.5.2)
-    try:
-        value = json.loads(message)
-    except json.JSONDecodeError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def _is_event(frame: dict[str, Any]) -> bool:
-    """Events have a dot in their type; frames never do (AEP-0003 §2)."""
-    kind = frame.get("type")
-    return isinstance(kind, str) and "." in kind
-
-
-def _dumps(frame: dict[str, Any]) -> str:
-    return json.dumps(frame, separators=(",", ":"))
-
-
-def _hello_fix(code: str, frame: dict[str, Any], url: str) -> str:
-    detail = f" ({frame['detail']})" if isinstance(frame.get("detail"), str) else ""
-    if code == "version-unsupported":
-        versions = frame.get("versions")
-        return (
-            f"the relay at {url} does not speak AEP {AEP_VERSION}; it offers {versions!r}"
-            f"{detail}. Use a relay (or an aep-bridge) that speaks AEP {AEP_VERSION}."
-        )
-    if code == "unauthorized":
-        return (
-            f"the relay at {url} refused this connection (unauthorized){detail}. Pass the "
-            "relay's token as `token`; for an aep-bridge relay, `aep-bridge token --config "
-            "FILE` prints it."
-        )
-    if code == "hello-required":
-        return (
-            f"the relay at {url} did not take our hello as the first frame{detail}. Check that "
-            "the URL is the relay's WebSocket endpoint (it ends in /socket) and that nothing "
-            "in between rewrites frames."
-        )
-    return f"the relay at {url} refused the hello: {code}{detail}"
-
-
 class RelayClient:
     """An `EventSource` over an external AEP relay's WebSocket (see the module docstring).
 
@@ -242,7 +149,7 @@ class RelayClient:
         backoff: tuple[float, float] = (0.5, 30.0),
         ack_window: float = 10.0,
     ) -> None:
-        _check_url(url)
+        check_url(url)
         base, cap = backoff
         if not 0 < base <= cap:
             raise ValueError(f"backoff must be (base, cap) with 0 < base <= cap, not {backoff}")
@@ -254,9 +161,10 @@ class RelayClient:
         self.agent = agent
         self.backoff = (float(base), float(cap))
         self.ack_window = float(ack_window)
-        self._token = token
-        self._instance = f"{socket.gethostname()}/{os.getpid()}/{id(self):x}"
         self._closed = asyncio.Event()
+        instance = f"{socket.gethostname()}/{os.getpid()}/{id(self):x}"
+        identity = {"agent": agent, "instance": instance}
+        self._dialer = Dialer(url, token, identity, self.backoff, self._closed)
         self._fatal: RelayError | None = None
         self._control: _Control | None = None
         self._control_task: asyncio.Task[None] | None = None
@@ -276,83 +184,6 @@ class RelayClient:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
-
-    # -- connecting -----------------------------------------------------------------------
-
-    def _delay(self, attempt: int) -> float:
-        """Exponential backoff with full jitter: uniform in [0, min(cap, base * 2**attempt)]."""
-        base, cap = self.backoff
-        return random.uniform(0, min(cap, base * 2 ** min(attempt, 32)))
-
-    async def _sleep(self, seconds: float) -> None:
-        """Sleep, but wake at once when the client is closed."""
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(seconds):
-                await self._closed.wait()
-
-    def _hello(self) -> dict[str, Any]:
-        return {
-            "type": "hello",
-            "versions": [AEP_VERSION],
-            "role": "consumer",
-            "identity": {"agent": self.agent, "instance": self._instance},
-            "capabilities": {"filters": ["attr-match"]},
-        }
-
-    async def _open(self) -> tuple[ClientConnection, dict[str, Any]]:
-        """A connection past its `hello`, and the relay's capabilities.
-
-        Raises `RelayError` for what a retry cannot fix (a refused token, no common version)
-        and `_Transient` for everything else (refused connection, reset, timeout, 5xx).
-        """
-        headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
-        try:
-            ws = await connect(
-                self.url,
-                additional_headers=headers,
-                user_agent_header=f"aep-bridge/{__version__} (relay client)",
-                open_timeout=OPEN_TIMEOUT,
-                close_timeout=CLOSE_TIMEOUT,
-                max_size=MAX_FRAME_BYTES,
-            )
-        except InvalidStatus as exc:
-            status = exc.response.status_code
-            if status in (401, 403):
-                verb = "refused the token" if self._token else "wants a token (none was given)"
-                raise RelayError(
-                    f"http-{status}",
-                    f"the relay at {self.url} {verb} (HTTP {status} at the WebSocket handshake). "
-                    "Pass the relay's token as `token`; for an aep-bridge relay, "
-                    "`aep-bridge token --config FILE` prints it.",
-                ) from None
-            raise _Transient(f"HTTP {status} at the handshake") from None
-        except (OSError, InvalidHandshake, TimeoutError) as exc:
-            raise _Transient(f"{type(exc).__name__}: {exc}") from None
-        try:
-            await ws.send(_dumps(self._hello()))
-            async with asyncio.timeout(OPEN_TIMEOUT):
-                while True:
-                    frame = _loads(await ws.recv())
-                    if frame is None:
-                        continue
-                    kind = frame.get("type")
-                    if kind == "hello":
-                        capabilities = frame.get("capabilities")
-                        return ws, capabilities if isinstance(capabilities, dict) else {}
-                    if kind == "error":
-                        code = str(frame.get("code", "error"))
-                        raise RelayError(code, _hello_fix(code, frame, self.url))
-                    if kind == "ping":
-                        await ws.send(_dumps({"type": "pong", "t": frame.get("t")}))
-        except RelayError:
-            await ws.close()
-            raise
-        except (ConnectionClosed, OSError, TimeoutError) as exc:
-            await ws.close()
-            raise _Transient(f"no hello: {type(exc).__name__}: {exc}") from None
-        except BaseException:
-            await ws.close()
-            raise
 
     # -- events -----------------------------------------------------------------------------
 
@@ -376,83 +207,61 @@ class RelayClient:
         floor: dict[str, tuple[int, int]] = {}
         if from_ is not None and from_ != "all":
             floor = {session: (epoch, seq) for session, epoch, seq in from_}
-        yielded = _KeyWindow(YIELDED_WINDOW)
+        yielded = KeyWindow(YIELDED_WINDOW)
         first = True
         avoid_all = False
-        attempt = 0
-        while not self._closed.is_set():
-            try:
-                ws, capabilities = await self._open()
-            except _Transient as exc:
-                delay = self._delay(attempt)
-                log.log(
-                    logging.WARNING if attempt == 0 else logging.INFO,
-                    "relay %s: cannot connect (%s); retrying in %.2fs",
-                    self.url,
-                    exc,
-                    delay,
-                )
-                attempt += 1
-                await self._sleep(delay)
-                continue
-            if self._closed.is_set():  # closed while we were connecting
-                await ws.close()
-                return
-            self._sockets.add(ws)
-            try:
-                resume = self._resume(capabilities, from_ if first else None, floor, avoid_all)
-                await ws.send(_dumps(self._subscribe_frame(sub_id, filter_spec, capture, resume)))
-                async for message in ws:
-                    frame = _loads(message)
-                    if frame is None:
-                        continue
-                    if _is_event(frame):
-                        event = self._event_of(message)
-                        if event is None or not self._fresh(event, yielded, floor):
+        links = self._dialer.connections()
+        async with contextlib.aclosing(links):
+            async for link in links:
+                ws, capabilities = link.socket, link.capabilities
+                self._sockets.add(ws)
+                try:
+                    resume = self._resume(capabilities, from_ if first else None, floor, avoid_all)
+                    await ws.send(dumps(subscribe_frame(sub_id, filter_spec, capture, resume)))
+                    async for message in ws:
+                        frame = loads(message)
+                        if frame is None:
                             continue
-                        yielded.add(event.dedupe_key)
-                        yield event
-                        continue
-                    kind = frame.get("type")
-                    if kind == "subscribed" and frame.get("id") == sub_id:
-                        first, attempt = False, 0
-                    elif kind == "error" and frame.get("id") == sub_id:
-                        code = str(frame.get("code", "error"))
-                        if resume == "all" and code == "invalid-filter" and not avoid_all:
-                            # AEP-0003 §5: a consumer MAY try `all` and fall back to positions
-                            avoid_all = True
-                            resume = self._resume(capabilities, None, floor, avoid_all)
-                            await ws.send(
-                                _dumps(self._subscribe_frame(sub_id, filter_spec, capture, resume))
+                        if is_event(frame):
+                            event = self._event_of(message)
+                            if event is None or not self._fresh(event, yielded, floor):
+                                continue
+                            yielded.add(event.dedupe_key)
+                            yield event
+                            continue
+                        kind = frame.get("type")
+                        if kind == "subscribed" and frame.get("id") == sub_id:
+                            first, link.confirmed = False, True
+                        elif kind == "error" and frame.get("id") == sub_id:
+                            code = str(frame.get("code", "error"))
+                            if resume == "all" and code == "invalid-filter" and not avoid_all:
+                                # AEP-0003 §5: a consumer MAY try `all` and fall back to positions
+                                avoid_all = True
+                                resume = self._resume(capabilities, None, floor, avoid_all)
+                                again = subscribe_frame(sub_id, filter_spec, capture, resume)
+                                await ws.send(dumps(again))
+                                continue
+                            raise RelayError(
+                                code,
+                                f"the relay at {self.url} refused the subscription ({code}): "
+                                f"{frame.get('detail', '')}",
                             )
-                            continue
-                        raise RelayError(
-                            code,
-                            f"the relay at {self.url} refused the subscription ({code}): "
-                            f"{frame.get('detail', '')}",
-                        )
-                    elif kind == "replay-exhausted":
-                        self._log_gap(frame)
-                    elif kind == "closing":
-                        log.info(
-                            "relay %s is closing the stream (%s); resuming",
-                            self.url,
-                            frame.get("reason", "no reason given"),
-                        )
-                        break
-                    elif kind == "ping":
-                        await ws.send(_dumps({"type": "pong", "t": frame.get("t")}))
-            except (ConnectionClosed, OSError) as exc:
-                if not self._closed.is_set():
-                    log.warning("relay %s: stream lost (%s); resuming", self.url, exc)
-            finally:
-                self._sockets.discard(ws)
-                await ws.close()
-            if self._closed.is_set():
-                return
-            delay = self._delay(attempt)
-            attempt += 1
-            await self._sleep(delay)
+                        elif kind == "replay-exhausted":
+                            self._log_gap(frame)
+                        elif kind == "closing":
+                            log.info(
+                                "relay %s is closing the stream (%s); resuming",
+                                self.url,
+                                frame.get("reason", "no reason given"),
+                            )
+                            break
+                        elif kind == "ping":
+                            await ws.send(dumps({"type": "pong", "t": frame.get("t")}))
+                except (ConnectionClosed, OSError) as exc:
+                    if not self._closed.is_set():
+                        log.warning("relay %s: stream lost (%s); resuming", self.url, exc)
+                finally:
+                    self._sockets.discard(ws)
 
     def _resume(
         self,
@@ -477,17 +286,6 @@ class RelayClient:
             return None  # nothing processed yet, and no replay-all: live delivery only
         return [{"session": s, "epoch": e, "seq": q} for s, (e, q) in sorted(positions.items())]
 
-    @staticmethod
-    def _subscribe_frame(
-        sub_id: str, filter_spec: dict[str, Any] | None, capture: Capture | None, resume: object
-    ) -> dict[str, Any]:
-        frame: dict[str, Any] = {"type": "subscribe", "id": sub_id, "filter": filter_spec or {}}
-        if capture is not None:
-            frame["capture"] = capture
-        if resume is not None:
-            frame["from"] = resume
-        return frame
-
     def _event_of(self, message: str | bytes) -> Event | None:
         try:
             return parse_event(message)
@@ -495,7 +293,7 @@ class RelayClient:
             log.warning("relay %s sent an invalid event, skipped: %s", self.url, exc)
             return None
 
-    def _fresh(self, event: Event, yielded: _KeyWindow, floor: dict[str, tuple[int, int]]) -> bool:
+    def _fresh(self, event: Event, yielded: KeyWindow, floor: dict[str, tuple[int, int]]) -> bool:
         """Whether to hand `event` out: not handed out on this iteration, not recorded by the
         consumer, and not at or below an explicit starting position."""
         key = event.dedupe_key
@@ -535,80 +333,63 @@ class RelayClient:
         self._changed = asyncio.Event()
 
     async def _control_loop(self) -> None:
-        attempt = 0
-        while not self._closed.is_set():
-            try:
-                ws, capabilities = await self._open()
-            except RelayError as exc:
-                self._fail(exc)
-                return
-            except _Transient as exc:
-                delay = self._delay(attempt)
-                log.log(
-                    logging.WARNING if attempt == 0 else logging.INFO,
-                    "relay %s: control connection failed (%s); retrying in %.2fs",
-                    self.url,
-                    exc,
-                    delay,
+        links = self._dialer.connections(control=True)
+        try:
+            async with contextlib.aclosing(links):
+                async for link in links:
+                    await self._control_session(link)
+        except RelayError as exc:
+            self._fail(exc)
+
+    async def _control_session(self, link: Link) -> None:
+        """Serve one control connection until it drops (the dialer opens the next)."""
+        ws, capabilities = link.socket, link.capabilities
+        self._generation += 1
+        control = self._control = _Control(ws, self._generation, capabilities)
+        try:
+            acks: dict[str, Any] = {
+                "type": "subscribe",
+                "id": _ACKS_SUB,
+                "filter": {"type": list(ACK_TYPES)},
+            }
+            replay = capabilities.get("replay")
+            if isinstance(replay, dict) and replay.get("all") is True:
+                acks["from"] = "all"  # an ack emitted while we were away settles too
+            await ws.send(dumps(acks))
+            if "roster" in capabilities:
+                await ws.send(
+                    dumps(
+                        {
+                            "type": "subscribe",
+                            "id": _SESSIONS_SUB,
+                            "capture": "none",
+                            "filter": {"type": list(ROSTER_TRIGGERS)},
+                        }
+                    )
                 )
-                attempt += 1
-                await self._sleep(delay)
-                continue
-            if self._closed.is_set():
-                await ws.close()
-                return
-            self._generation += 1
-            control = self._control = _Control(ws, self._generation, capabilities)
-            try:
-                acks: dict[str, Any] = {
-                    "type": "subscribe",
-                    "id": _ACKS_SUB,
-                    "filter": {"type": list(ACK_TYPES)},
-                }
-                replay = capabilities.get("replay")
-                if isinstance(replay, dict) and replay.get("all") is True:
-                    acks["from"] = "all"  # an ack emitted while we were away settles too
-                await ws.send(_dumps(acks))
-                if "roster" in capabilities:
-                    await ws.send(
-                        _dumps(
-                            {
-                                "type": "subscribe",
-                                "id": _SESSIONS_SUB,
-                                "capture": "none",
-                                "filter": {"type": list(ROSTER_TRIGGERS)},
-                            }
-                        )
-                    )
-                    await self._ask_roster(control)
-                async for message in ws:
-                    if await self._on_control(control, message):
-                        attempt = 0
-            except (ConnectionClosed, OSError) as exc:
-                if not self._closed.is_set():
-                    log.warning(
-                        "relay %s: control connection lost (%s); reconnecting", self.url, exc
-                    )
-            except Exception:  # a bug must not leave commands waiting on a dead task
-                log.exception("relay %s: control connection failed; reconnecting", self.url)
-            finally:
-                self._control = None
-                self._ready.clear()
-                for waiter in control.roster_waiters.values():
-                    if not waiter.done():  # roster() asks again on the next connection
-                        waiter.set_exception(_Transient("the connection dropped"))
-                self._signal()
-                await ws.close()
-            delay = self._delay(attempt)
-            attempt += 1
-            await self._sleep(delay)
+                await self._ask_roster(control)
+            async for message in ws:
+                if await self._on_control(control, message):
+                    link.confirmed = True
+        except (ConnectionClosed, OSError) as exc:
+            if not self._closed.is_set():
+                log.warning("relay %s: control connection lost (%s); reconnecting", self.url, exc)
+        except Exception:  # a bug must not leave commands waiting on a dead task
+            log.exception("relay %s: control connection failed; reconnecting", self.url)
+        finally:
+            self._control = None
+            self._ready.clear()
+            for waiter in control.roster_waiters.values():
+                if not waiter.done():  # roster() asks again on the next connection
+                    waiter.set_exception(Transient("the connection dropped"))
+            self._signal()
 
     async def _on_control(self, control: _Control, message: str | bytes) -> bool:
         """Handle one message on the control connection; True once the link is ready."""
-        frame = _loads(message)
+        frame = loads(message)
         if frame is None:
             return False
-        if _is_event(frame):
+        if is_event(frame):
             event = self._event_of(message)
             if event is None:
                 return False
@@ -639,7 +420,7 @@ class RelayClient:
             )
             await control.socket.close()
         elif kind == "ping":
-            await control.socket.send(_dumps({"type": "pong", "t": frame.get("t")}))
+            await control.socket.send(dumps({"type": "pong", "t": frame.get("t")}))
         return False
 
     def _on_error(self, control: _Control, frame: dict[str, Any]) -> None:
@@ -686,7 +467,7 @@ class RelayClient:
         request = waiter_id or f"roster-{next(self._ids)}"
         if waiter_id is None:
             control.roster_in_flight = request
-        await control.socket.send(_dumps({"type": "roster", "id": request}))
+        await control.socket.send(dumps({"type": "roster", "id": request}))
         return request
 
     async def _on_roster(self, control: _Control, frame: dict[str, Any]) -> None:
@@ -727,7 +508,7 @@ class RelayClient:
                         await self._ask_roster(control, request)
                     async with asyncio.timeout(max(deadline - loop.time(), 0)):
                         return await waiter
-                except _Transient:
+                except Transient:
                     continue  # the connection dropped under us: ask the next one
                 except TimeoutError:
                     raise RelayUnavailable(
@@ -895,4 +676,15 @@ if TYPE_CHECKING:
         return client
 
 
-__all__ = ["RelayClient", "RelayError", "RelayUnavailable"]
+__all__ = [
+    "ACK_TYPES",
+    "CLOSE_TIMEOUT",
+    "MAX_FRAME_BYTES",
+    "OPEN_TIMEOUT",
+    "ROSTER_TIMEOUT",
+    "ROSTER_TRIGGERS",
+    "YIELDED_WINDOW",
+    "RelayClient",
+    "RelayError",
+    "RelayUnavailable",
+]
