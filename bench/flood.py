@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.cor
 import httpx
 import uvicorn
 from tests.bridge_process import free_port
+from tests.core.doubles import VirtualTime
 from tests.core.rig import Rig, memory_host, two_channels
 from tests.core.test_flood import (
     FLOOD,
@@ -49,8 +50,6 @@ from tests.core.test_flood import (
     _interleaved,
 )
 from tests.intake.conftest import InLoopServer
-
-from aep_bridge.testing import VirtualTime
 
 ASK_AT = 30.5
 SLOT = 60.0 / 20  # the group's sustained rate: one call every 3 s

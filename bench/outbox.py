@@ -35,8 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from aep_bridge.outbox import Job, Outbox
+from aep_bridge.simtime import VirtualTime
 from aep_bridge.store import Store
-from aep_bridge.testing import FakeCore, MemoryChannel, VirtualTime
+from aep_bridge.testing import FakeCore, MemoryChannel
 from aep_bridge.types import (
     ChannelConfig,
     NotificationMessage,

@@ -1,8 +1,9 @@
 """Simulated time: a clock and a sleep on which time passes only when every task waits.
 
 The outbox takes its clock and sleep as arguments, so minutes of a platform's rate limits can
-run in milliseconds: in the tests and benchmarks (`aep_bridge.testing` exports it), and in
-`aep-bridge preview`, which replays a recorded session at its recorded pace.
+run in milliseconds: in the tests and benchmarks (the core's get it from `tests/core/doubles.py`,
+a plugin's from `aep_bridge.testing`), and in `aep-bridge preview`, which replays a recorded
+session at its recorded pace: that is why it lives here, not with the tests.
 """
 
 from __future__ import annotations

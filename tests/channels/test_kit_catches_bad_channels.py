@@ -17,8 +17,8 @@ from aep_bridge.testing import (
     Harness,
     MemoryChannel,
     MemoryProbe,
-    _Stored,
 )
+from aep_bridge.testing.memory import _Stored
 from aep_bridge.types import (
     ChannelConfig,
     ChannelUser,

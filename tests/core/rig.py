@@ -25,8 +25,9 @@ from aep_bridge.intake.hub import Hub, HubLimits, Participant
 from aep_bridge.intake.source import LocalSource
 from aep_bridge.plugins import PluginHost
 from aep_bridge.store import Store
-from aep_bridge.testing import LocalAgent, MemoryChannel
+from aep_bridge.testing import MemoryChannel
 from aep_bridge.types import ChannelConfig, ChannelUser
+from tests.core.doubles import LocalAgent
 
 ALICE = ChannelUser(id="alice", name="Alice")
 BOB = ChannelUser(id="bob", name="Bob")

@@ -22,8 +22,9 @@ from aep_bridge import attention, hookimpl
 from aep_bridge.adapter import ChannelRegistration
 from aep_bridge.intake.hub import Delivery, Participant
 from aep_bridge.intake.source import CommandResult
-from aep_bridge.testing import LocalAgent, MemoryChannel
+from aep_bridge.testing import MemoryChannel
 from aep_bridge.types import ChannelConfig, ResolutionStatus
+from tests.core.doubles import LocalAgent
 
 from .rig import ALICE, BOB, MALLORY, Rig, memory_host
 

@@ -27,7 +27,7 @@ from aep_bridge.intake.endpoint import Endpoint, Timing
 from aep_bridge.intake.hub import Delivery, Hub, HubLimits, Participant
 from aep_bridge.outbox import Job, Outbox
 from aep_bridge.store import Store
-from aep_bridge.testing import FakeCore, MemoryChannel, VirtualTime
+from aep_bridge.testing import FakeCore, MemoryChannel
 from aep_bridge.types import (
     ChannelConfig,
     ChannelError,
@@ -38,6 +38,7 @@ from aep_bridge.types import (
     RateLimits,
 )
 from tests.bridge_process import free_port
+from tests.core.doubles import VirtualTime
 from tests.core.rig import Rig, memory_host, two_channels
 from tests.intake.conftest import InLoopServer
 

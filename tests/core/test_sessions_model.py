@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, rule
 
-from aep_bridge.testing import LocalAgent
+from tests.core.doubles import LocalAgent
 
 from .rig import BridgeMachine, machine_settings
 

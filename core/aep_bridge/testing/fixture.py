@@ -43,7 +43,7 @@ from ..adapter import BridgeView, ChannelAdapter
 from ..aep.envelope import Event
 from ..hookspecs import hookimpl
 from ..types import ChannelError
-from . import LocalAgent
+from .agent import ScriptedAgent
 
 if TYPE_CHECKING:
     import uvicorn
@@ -67,49 +67,6 @@ A = TypeVar("A", bound=ChannelAdapter[Any])
 ACK_TIMEOUT = 2.0
 #: how long `settle()` waits by default before failing the test
 SETTLE_TIMEOUT = 10.0
-
-
-class ScriptedAgent(LocalAgent):
-    """An agent on the bridge's hub: you script its events, it acknowledges what it is sent.
-
-    Every command it receives is in `commands`; it accepts each one (or rejects it, if
-    `decide(command)` returns a reason), and answers to its requests are followed by
-    `attention.answered` and `attention.resolved`, as a real agent's are. `answers` is the
-    `answer` of each `control.attention.respond` it got: `[{"option": "deny"}]`.
-    """
-
-    def start(self, label: str = "fix the tests", cwd: str = "/work/app") -> Event:
-        """`session.started`: the session's thread is named after `label`."""
-        return super().start(label, cwd)
-
-    def ask(
-        self,
-        prompt: str = "Run `make test`?",
-        options: Sequence[str | tuple[str, str]] = ("allow", "deny"),
-        **data: Any,
-    ) -> Event:
-        """`attention.requested` with one option per entry: an id (its label is the id,
-        capitalised) or an `(id, label)` pair. Returns the request; a command answering it has
-        the request's `id` as its `subject`."""
-        pairs = [o if isinstance(o, tuple) else (o, o.capitalize()) for o in options]
-        return self.emit(
-            "attention.requested",
-            {
-                "kind": "permission",
-                "prompt": prompt,
-                "options": [{"id": i, "label": label} for i, label in pairs],
-                **data,
-            },
-            capture="full",
-        )
-
-    def say(self, text: str) -> Event:
-        """`message.agent.replied`: what the agent tells the person."""
-        return self.emit("message.agent.replied", {"text": text}, capture="full")
-
-    def end(self, reason: str = "normal") -> Event:
-        """`session.ended`."""
-        return self.emit("session.ended", {"reason": reason})
 
 
 class _Channel:

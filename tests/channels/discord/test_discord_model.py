@@ -39,7 +39,7 @@ from hypothesis.stateful import invariant, precondition, rule
 
 import aep_bridge_discord
 from aep_bridge.aep import Event
-from aep_bridge.testing import LocalAgent, VirtualTime
+from tests.core.doubles import LocalAgent, VirtualTime
 from tests.core.rig import BridgeMachine, Rig, machine_settings, memory_host
 
 from .fake_discord import (

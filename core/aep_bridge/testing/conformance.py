@@ -1,0 +1,535 @@
+"""The conformance suite every channel passes (`ChannelConformance`), run on a `Harness`: one
+adapter started against its fake platform, a `FakeCore` and a probe. See the package's
+docstring and docs/writing-a-channel.md."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from ..adapter import ChannelAdapter
+from ..markup import Code, Details, Diff, Paragraph, Span, parse_markdown, plain
+from ..text import measure
+from ..types import (
+    OUTGOING_KINDS,
+    ChannelCapabilities,
+    ChannelUser,
+    FormChoice,
+    FormField,
+    NotificationMessage,
+    OutcomeStatus,
+    OutgoingMessage,
+    PermissionOption,
+    PermissionOutcome,
+    PermissionRequest,
+    Resolution,
+    ResolutionStatus,
+)
+from .memory import FakeCore, Press
+from .views import ButtonView, MessageView, PlatformProbe
+
+# -- the harness -----------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Harness:
+    """One adapter, started against its fake platform, with a fake core and a probe."""
+
+    adapter: ChannelAdapter
+    core: FakeCore
+    probe: PlatformProbe
+    approver: ChannelUser
+    #: how long to wait for a press to travel through the platform to the core
+    timeout: float = 5.0
+    #: stop `adapter` and start a new one of the same config, on the same platform and
+    #: core, and return it (the kit stops it): what a bridge restart does to a channel.
+    #: Without it, the kit skips the restart tests.
+    restart: Callable[[], Awaitable[ChannelAdapter]] | None = None
+
+    def __post_init__(self) -> None:
+        if self.core.approvers is None:  # the core refuses anyone else, as the real one does
+            self.core.approvers = {self.approver.id}
+
+
+# -- the conformance suite -------------------------------------------------------------
+
+SESSION = "sess-1"
+_WORDS = [
+    "the",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "the",
+    "lazy",
+    "dog",
+    "and",
+    "keeps",
+    "running",
+]
+
+
+#: an agent's reply as agents write them (the kit's blocks test parses it), and what of it a
+#: person must read on every channel
+_MARKDOWN = """## Fixed: invoice rounding
+
+**Root cause:** `round()` rounds half to even; see [decimal docs](https://docs.python.org/3/library/decimal.html).
+
+| file | callers |
+|---|---|
+| billing/invoice.py | 3 |
+
+- changed `total()`
+  - kept the old name as an alias
+- added a test
+
+```python
+total = quantize(amount, Decimal("0.01"))
+```
+"""
+_MARKDOWN_WORDS = (
+    "Fixed: invoice rounding",
+    "Root cause:",
+    "round()",
+    "rounds half to even",
+    "decimal docs",
+    "file",
+    "callers",
+    "billing/invoice.py",
+    "changed",
+    "total()",
+    "kept the old name as an alias",
+    "added a test",
+    'total = quantize(amount, Decimal("0.01"))',
+)
+
+
+def sample_message(kind: str) -> OutgoingMessage:
+    """A plausible message of each kind, with the structure the core puts in `metadata`."""
+    samples: dict[str, dict[str, Any]] = {
+        "text": {"text": "All tests pass."},
+        "thought": {"text": "Looking at the failing test first."},
+        "tool_call": {
+            "text": "Bash: make test",
+            "key": "tool-1",
+            "metadata": {"tool": "Bash", "call_id": "tool-1", "status": "running"},
+        },
+        "tool_update": {
+            "text": "Bash: make test (done in 1.2 s)",
+            "key": "tool-1",
+            "metadata": {"tool": "Bash", "call_id": "tool-1", "status": "completed"},
+        },
+        "plan": {
+            "text": "1. reproduce\n2. fix\n3. test",
+            "metadata": {"entries": [{"content": "reproduce", "status": "completed"}]},
+        },
+        "usage": {"text": "1,204 tokens in, 320 out", "metadata": {"input_tokens": 1204}},
+        "session_end": {"text": "Session ended normally.", "notify": True},
+        "error": {"text": "run failed: budget_exceeded", "notify": True},
+        "attachment": {"text": "report.txt"},
+        "system_message": {"text": "The agent compacted its context."},
+    }
+    return OutgoingMessage.model_validate({"type": kind, **samples[kind]})
+
+
+def _request(card: str, options: list[tuple[str, str]], **extra: Any) -> PermissionRequest:
+    return PermissionRequest(
+        id=card,
+        title="claude-code wants to run Bash",
+        description="rm -rf build/",
+        options=tuple(
+            PermissionOption(id=oid, label=label, is_allow=label == "Allow")
+            for oid, label in options
+        ),
+        **extra,
+    )
+
+
+def _form(card: str) -> PermissionRequest:
+    """A form of three fields: a choice, a yes/no and words."""
+    return PermissionRequest(
+        id=card,
+        kind="form",
+        title="Deploy settings",
+        fields=(
+            FormField(
+                id="f1",
+                type="select",
+                label="Environment",
+                required=True,
+                choices=(FormChoice(id="c1", label="Staging"), FormChoice(id="c2", label="Prod")),
+            ),
+            FormField(id="f2", type="boolean", label="Tell the team?"),
+            FormField(id="f3", type="string", label="Release note", required=True),
+        ),
+    )
+
+
+def _chosen(press: Press, request: PermissionRequest) -> int | None:
+    """The index of the option a press chose, whether the adapter sent its index or its id."""
+    if isinstance(press.answer, int):
+        return press.answer
+    ids = [o.id for o in request.options]
+    return ids.index(press.answer) if press.answer in ids else None
+
+
+def _visible(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+class ChannelConformance:
+    """What every channel must do. Subclass and provide a `harness` fixture (async)."""
+
+    @pytest.fixture
+    async def harness(self) -> Harness:  # pragma: no cover - plugins override it
+        raise NotImplementedError("provide a `harness` fixture that yields a started Harness")
+
+    @staticmethod
+    async def _thread(h: Harness, name: str = "Fix the flaky test") -> str:
+        return await h.core.create_thread(h.adapter, SESSION, name)
+
+    @staticmethod
+    async def _card(h: Harness, request: PermissionRequest) -> MessageView:
+        await h.adapter.send_permission_request(SESSION, request)
+        for message in reversed(await h.probe.messages()):
+            if request.title in message.text or message.buttons:
+                return message
+        raise AssertionError("the permission card did not appear on the platform")
+
+    async def _wait_for_press(self, h: Harness, count: int) -> None:
+        async with asyncio.timeout(h.timeout):
+            while len(h.core.presses) < count:
+                h.core.pressed.clear()
+                await h.core.pressed.wait()
+
+    async def test_capabilities_and_name_are_declared(self, harness: Harness) -> None:
+        adapter = type(harness.adapter)
+        assert isinstance(adapter.name, str)
+        assert adapter.name
+        ChannelCapabilities.model_validate(adapter.capabilities)
+
+    async def test_a_thread_is_created_once_and_renamed(self, harness: Harness) -> None:
+        h = harness
+        before = len(await h.probe.threads())
+        thread = await self._thread(h)
+        assert thread, "create_session_thread must return the platform thread id"
+        if not h.adapter.capabilities.threads:
+            return
+        threads = await h.probe.threads()
+        assert len(threads) == before + 1
+        created = next(t for t in threads if t.id == thread)
+        assert "Fix the flaky test" in created.name
+        await h.adapter.rename_session_thread(SESSION, "Fix the flaky login test")
+        renamed = next(t for t in await h.probe.threads() if t.id == thread)
+        assert "Fix the flaky login test" in renamed.name
+        assert len(await h.probe.threads()) == before + 1
+
+    async def test_every_message_type_is_shown(self, harness: Harness) -> None:
+        h = harness
+        await self._thread(h)
+        for kind in OUTGOING_KINDS:
+            await h.adapter.send_message(SESSION, sample_message(kind))
+        shown = " ".join(m.text for m in await h.probe.messages())
+        for kind in ("text", "error", "session_end"):
+            assert _visible(sample_message(kind).text) in _visible(shown), kind
+
+    async def test_an_unknown_message_type_is_tolerated(self, harness: Harness) -> None:
+        await self._thread(harness)
+        future = OutgoingMessage.model_construct(type="hologram", text="from a newer core")  # type: ignore[arg-type]
+        await harness.adapter.send_message(SESSION, future)
+
+    async def test_a_tool_update_replaces_its_card(self, harness: Harness) -> None:
+        h = harness
+        await self._thread(h)
+        await h.adapter.send_message(SESSION, sample_message("tool_call"))
+        count = len(await h.probe.messages())
+        await h.adapter.send_message(SESSION, sample_message("tool_update"))
+        messages = await h.probe.messages()
+        assert "done in 1.2 s" in messages[-1].text or any(
+            "done in 1.2 s" in m.text for m in messages
+        )
+        if h.adapter.capabilities.edits:
+            assert len(messages) == count, "with edits, an update edits the card in place"
+
+    async def test_agent_text_is_shown_verbatim_not_as_markup(self, harness: Harness) -> None:
+        h = harness
+        await self._thread(h)
+        tricky = "if a < b && c > d: print('<b>bold</b>') *x* _y_ `z` [l](http://x)"
+        await h.adapter.send_message(SESSION, OutgoingMessage(type="text", text=tricky))
+        shown = (await h.probe.messages())[-1].text
+        assert tricky in shown
+
+    async def test_a_message_with_blocks_reads_without_markdown_markers(
+        self, harness: Harness
+    ) -> None:
+        """The agent's markdown arrives parsed (`OutgoingMessage.blocks`): a channel shows
+        every word of it in its own dialect, or as the plain `text`, never the raw markers."""
+        h = harness
+        await self._thread(h)
+        blocks = parse_markdown(_MARKDOWN)
+        before = len(await h.probe.messages())
+        message = OutgoingMessage(type="text", text=plain(blocks), blocks=blocks, notify=True)
+        await h.adapter.send_message(SESSION, message)
+        shown = _visible(" ".join(m.text for m in (await h.probe.messages())[before:]))
+        for words in _MARKDOWN_WORDS:
+            assert words in shown, words
+        for marker in ("**", "## ", "]("):
+            assert marker not in shown, f"raw markdown {marker!r} shown"
+
+    async def test_folded_output_and_a_diff_are_shown_not_lost(self, harness: Harness) -> None:
+        """An activity message folds a failure's last lines (`Details`) and an edit's change
+        (`Diff`) under their line: a channel may fold them too, but every line of them is
+        in what it shows (the failing assertion, the new code), and an update of the message
+        replaces it. (Contract 1.2.)"""
+        h = harness
+        await self._thread(h)
+        before = len(await h.probe.messages())
+        line = Paragraph(spans=(Span(text="❌ "), Span(text="pytest -q", code=True)))
+        failure = Details(
+            summary="output",
+            blocks=(Code(code="E       assert 10.0 == 10.01\nFAILED test_rounding"),),
+        )
+        change = Diff(path="totals.py", unified="@@ -1 +1 @@\n-a = 1\n+a = 2\n", added=1, removed=1)
+        blocks = (line, failure, Paragraph(spans=(Span(text="✅ Edit totals.py"),)), change)
+        first = OutgoingMessage(
+            type="tool_update", blocks=blocks[:2], text=plain(blocks[:2]), key="a1"
+        )
+        await h.adapter.send_message(SESSION, first)
+        update = OutgoingMessage(type="tool_update", blocks=blocks, text=plain(blocks), key="a1")
+        await h.adapter.send_message(SESSION, update)
+        new = (await h.probe.messages())[before:]
+        shown = _visible(" ".join(m.text for m in new))
+        for words in ("pytest -q", "assert 10.0 == 10.01", "FAILED test_rounding", "a = 2"):
+            assert words in shown, words
+        if h.adapter.capabilities.edits:
+            assert len(new) == 1, "the update was not an edit of the same message"
+
+    async def test_a_card_shows_what_exactly_is_approved(self, harness: Harness) -> None:
+        """A card's `details` (the command in a code block, the folder) are shown, in the
+        channel's dialect or as the plain `description`. (Contract 1.2.)"""
+        h = harness
+        await self._thread(h)
+        details = (
+            Code(code="git push -u origin fix/rounding", language="bash"),
+            Paragraph(spans=(Span(text="in "), Span(text="~/src/invoicer", code=True))),
+        )
+        request = _request("d4Tx", [("o1", "Allow"), ("o2", "Deny")])
+        request = request.model_copy(update={"details": details, "description": plain(details)})
+        card = await self._card(h, request)
+        shown = _visible(card.text)
+        assert "git push -u origin fix/rounding" in shown
+        assert "~/src/invoicer" in shown
+
+    async def test_a_card_press_reaches_the_core_with_the_right_ids(self, harness: Harness) -> None:
+        h = harness
+        if not h.adapter.capabilities.buttons:
+            pytest.skip("this channel has no buttons")
+        await self._thread(h)
+        request = _request("c7Qa", [("o1", "Allow"), ("o2", "Deny")])
+        card = await self._card(h, request)
+        assert [b.label for b in card.buttons] == ["Allow", "Deny"]
+        await h.probe.press(card, card.buttons[1], h.approver)
+        await self._wait_for_press(h, 1)
+        press = h.core.presses[-1]
+        assert (press.card_id, _chosen(press, request), press.user.id, press.via) == (
+            "c7Qa",
+            1,
+            h.approver.id,
+            "button",
+        )
+
+    async def test_a_press_is_resolved_by_card_id_alone(self, harness: Harness) -> None:
+        """A button carries the card id and the option; the core knows the rest. After the
+        adapter restarts with its state wiped, a press on an old card still reaches the core
+        as that card and option: the adapter kept nothing to answer it. (Contract 1.2.)"""
+        h = harness
+        if not h.adapter.capabilities.buttons:
+            pytest.skip("this channel has no buttons")
+        if h.restart is None:
+            pytest.skip("the harness has no `restart`")
+        await self._thread(h)
+        request = _request("cDQf", [("o1", "Allow"), ("o2", "Deny"), ("o3", "Always")])
+        card = await self._card(h, request)
+        h.core.states.clear()
+        adapter = await h.restart()
+        try:
+            await h.probe.press(card, card.buttons[2], h.approver)
+            await self._wait_for_press(h, 1)
+            press = h.core.presses[-1]
+            assert (press.card_id, _chosen(press, request), press.via) == ("cDQf", 2, "button")
+        finally:
+            await adapter.stop()
+
+    async def test_a_card_from_before_a_restart_still_shows_its_outcome(
+        self, harness: Harness
+    ) -> None:
+        """What an adapter keeps in its `ChannelState` is there after a restart: a card
+        posted before it is still edited with its outcome, its buttons gone."""
+        h = harness
+        if not h.adapter.capabilities.edits:
+            pytest.skip("this channel cannot edit a card")
+        if h.restart is None:
+            pytest.skip("the harness has no `restart`")
+        await self._thread(h)
+        request = _request("cEQg", [("o1", "Allow"), ("o2", "Deny")])
+        await self._card(h, request)
+        count = len(await h.probe.messages())
+        adapter = await h.restart()
+        try:
+            outcome = PermissionOutcome(
+                status=OutcomeStatus.ANSWERED, option_id="o2", option_label="Deny", by="alice"
+            )
+            await adapter.update_permission_request(SESSION, request, outcome)
+            messages = await h.probe.messages()
+            assert len(messages) == count, "the card is edited, not posted again"
+            shown = [m for m in messages if outcome.summary() in m.text]
+            assert shown, "the outcome is shown on the card"
+            assert all(m.buttons == () for m in shown), "a closed card keeps no buttons"
+        finally:
+            await adapter.stop()
+
+    async def test_an_altered_press_never_reaches_the_core(self, harness: Harness) -> None:
+        """Presses that come over HTTP (the channel's own routes, which the bridge does not
+        authenticate) carry a token from `core.sign`: altered, they are refused before the
+        core hears of them. Channels without routes get presses from their platform."""
+        h = harness
+        if not h.adapter.capabilities.buttons or not h.adapter.routes():
+            pytest.skip("this channel takes no presses over its own HTTP routes")
+        await self._thread(h)
+        card = await self._card(h, _request("cFQh", [("o1", "Allow"), ("o2", "Deny")]))
+        button = card.buttons[0]
+        data = button.data
+        # one byte changed at a time, at a dozen places spread over the data (and its end)
+        for at in sorted({*range(0, len(data), max(1, len(data) // 12)), len(data) - 1}):
+            altered = data[:at] + (b"A" if data[at : at + 1] != b"A" else b"B") + data[at + 1 :]
+            with contextlib.suppress(Exception):  # the platform may report the refusal
+                await h.probe.press(card, ButtonView(button.label, altered), h.approver)
+        await asyncio.sleep(0.2)
+        assert h.core.presses == [], "a press with altered data reached the core"
+        await h.probe.press(card, button, h.approver)
+        await self._wait_for_press(h, 1)
+        assert h.core.presses[-1].card_id == "cFQh"
+
+    async def test_presses_by_anyone_go_to_the_core_which_decides(self, harness: Harness) -> None:
+        """Adapters never decide who may answer: a stranger's press reaches the core too."""
+        h = harness
+        if not h.adapter.capabilities.buttons:
+            pytest.skip("this channel has no buttons")
+        if not h.adapter.capabilities.identifies_users:
+            pytest.skip("this platform does not say who pressed")
+        await self._thread(h)
+        h.core.next_resolution = Resolution(status=ResolutionStatus.NOT_ALLOWED)
+        card = await self._card(h, _request("c8Qb", [("o1", "Allow")]))
+        stranger = ChannelUser(id="stranger-99", name="Mallory")
+        await h.probe.press(card, card.buttons[0], stranger)
+        await self._wait_for_press(h, 1)
+        assert h.core.presses[-1].user.id == "stranger-99"
+
+    async def test_a_strangers_press_on_a_form_changes_nothing(self, harness: Harness) -> None:
+        """Someone who is no approver presses a form's buttons: the core refuses each press
+        (and logs it), and nothing anyone sees changes, so no approver later fills in a
+        field a stranger chose. A channel that keeps a person's progress through a form
+        asks `core.may_answer` before it changes anything."""
+        h = harness
+        caps = h.adapter.capabilities
+        if not (caps.forms and caps.buttons):
+            pytest.skip("this channel has no forms")
+        if not caps.identifies_users:
+            pytest.skip("this platform does not say who pressed")
+        await self._thread(h)
+        card = await self._card(h, _form("cFsn"))
+        assert card.buttons, "a form's card offers a way to fill it in"
+        before = await h.probe.messages()
+        stranger = ChannelUser(id="stranger-99", name="Mallory")
+        for button in card.buttons:
+            await h.probe.press(card, button, stranger)
+        async with asyncio.timeout(h.timeout):  # until the core refused each, or the card moved
+            while len(h.core.refused) < len(card.buttons) and await h.probe.messages() == before:
+                await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)  # an edit the adapter started would land meanwhile
+        assert await h.probe.messages() == before, "a stranger's press changed the chat"
+        assert len(h.core.refused) >= len(card.buttons), "each press was refused by the core"
+        assert all(r.user.id != h.approver.id for r in h.core.refused)
+
+    async def test_the_outcome_is_shown_and_the_buttons_go(self, harness: Harness) -> None:
+        h = harness
+        await self._thread(h)
+        request = _request("c9Qc", [("o1", "Allow"), ("o2", "Deny")])
+        await self._card(h, request)
+        outcome = PermissionOutcome(
+            status=OutcomeStatus.ANSWERED, option_id="o1", option_label="Allow", by="alice"
+        )
+        await h.adapter.update_permission_request(SESSION, request, outcome)
+        messages = await h.probe.messages()
+        assert any(outcome.summary() in m.text for m in messages), "the outcome must be shown"
+        if h.adapter.capabilities.edits:
+            card = next(m for m in messages if outcome.summary() in m.text)
+            assert card.buttons == (), "a closed card keeps no buttons"
+
+    async def test_an_informational_request_has_no_buttons(self, harness: Harness) -> None:
+        h = harness
+        await self._thread(h)
+        request = _request("cAQd", [("o1", "Allow"), ("o2", "Deny")], informational=True)
+        await h.adapter.send_permission_request(SESSION, request)
+        shown = [m for m in await h.probe.messages() if "rm -rf build/" in m.text]
+        assert shown, "an informational request is still shown"
+        assert all(m.buttons == () for m in shown)
+
+    async def test_long_text_is_split_under_the_declared_limit(self, harness: Harness) -> None:
+        h = harness
+        caps = h.adapter.capabilities
+        await self._thread(h)
+        words = [f"{_WORDS[i % len(_WORDS)]}{i}" for i in range(caps.max_message_length // 2)]
+        text = " ".join(words)
+        assert measure(text, caps.length_unit) > 2 * caps.max_message_length
+        before = len(await h.probe.messages())
+        await h.adapter.send_message(SESSION, OutgoingMessage(type="text", text=text))
+        pieces = (await h.probe.messages())[before:]
+        assert len(pieces) >= 3
+        for piece in pieces:
+            assert measure(piece.text, caps.length_unit) <= caps.max_message_length
+        shown = _visible(" ".join(p.text for p in pieces))
+        positions = [shown.find(w) for w in (words[0], words[len(words) // 2], words[-1])]
+        assert -1 not in positions, "all the text is shown"
+        assert positions == sorted(positions), "in order"
+
+    async def test_button_data_stays_under_the_declared_limit(self, harness: Harness) -> None:
+        h = harness
+        caps = h.adapter.capabilities
+        if not caps.buttons:
+            pytest.skip("this channel has no buttons")
+        await self._thread(h)
+        count = min(caps.max_buttons, 3)
+        options = [(f"option-{i}-" + "x" * 60, f"Choice {i}") for i in range(count)]
+        request = _request("cBQe" + "z" * 20, options)
+        card = await self._card(h, request)
+        assert len(card.buttons) == count
+        for button in card.buttons:
+            assert len(button.data) <= caps.max_button_data
+        await h.probe.press(card, card.buttons[-1], h.approver)
+        await self._wait_for_press(h, 1)
+        assert _chosen(h.core.presses[-1], request) == count - 1
+
+    async def test_a_notification_is_delivered(self, harness: Harness) -> None:
+        h = harness
+        await self._thread(h)
+        await h.adapter.send_notification(
+            NotificationMessage(
+                session_id=SESSION,
+                session_name="Fix the flaky test",
+                type="permission",
+                summary="claude-code is waiting for you",
+            )
+        )
+        assert any("claude-code is waiting for you" in m.text for m in await h.probe.messages())
+
+    async def test_stop_is_idempotent(self, harness: Harness) -> None:
+        await harness.adapter.stop()
+        await harness.adapter.stop()

@@ -1,0 +1,73 @@
+"""Testing a setup wizard: `ScriptedIO`, the person at the wizard answering from a script, and
+`run_setup`, which runs a wizard as `aep-bridge setup NAME ARGS` does."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from ..wizard import SetupIO
+
+if TYPE_CHECKING:
+    from ..plugins import PluginHost
+
+
+# -- setup wizards ------------------------------------------------------------------
+
+
+class ScriptedIO(SetupIO):
+    """A `SetupIO` for testing a setup wizard: the person's answers come from a script.
+
+    Each answer is a string, or a function of the prompt that returns one (to change the fake
+    platform between two questions, as the person would). Everything shown is kept in
+    `transcript`, prompts included; `prompts` are the questions asked, `secret_prompts` the
+    ones asked without echo, `errors` what went to standard error. A question the script has
+    no answer left for fails the test, instead of waiting for a person.
+    """
+
+    def __init__(self, *answers: str | Callable[[str], str]) -> None:
+        self.answers: deque[str | Callable[[str], str]] = deque(answers)
+        self.transcript: list[str] = []
+        self.prompts: list[str] = []
+        self.secret_prompts: list[str] = []
+        self.errors: list[str] = []
+
+    @property
+    def text(self) -> str:
+        """The transcript as one text."""
+        return "\n".join(self.transcript)
+
+    def say(self, text: str = "") -> None:
+        self.transcript.append(text)
+
+    def error(self, text: str) -> None:
+        self.errors.append(text)
+        self.transcript.append(text)
+
+    def ask(self, prompt: str) -> str:
+        self.prompts.append(prompt)
+        self.transcript.append(prompt)
+        if not self.answers:
+            raise AssertionError(f"the wizard asked {prompt!r}, and the script has no answer left")
+        answer = self.answers.popleft()
+        return (answer(prompt) if callable(answer) else answer).strip()
+
+    def secret(self, prompt: str) -> str:
+        self.secret_prompts.append(prompt)
+        return self.ask(prompt)
+
+
+async def run_setup(
+    name: str | None,
+    argv: Sequence[str] = (),
+    *,
+    io: SetupIO | None = None,
+    host: PluginHost | None = None,
+) -> int:
+    """`aep-bridge setup NAME ARGV` in this event loop (a fake platform served in it keeps
+    answering), talking to `io`; the plugins of `host`, else the installed ones. Returns the
+    exit status."""
+    from ..setup_command import run_setup as run
+
+    return await run(name, argv, io=io, host=host)
