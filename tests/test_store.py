@@ -12,15 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from aep_bridge.store import database as store_module
 from aep_bridge.aep import Event, parse_event
 from aep_bridge.store import (
+    DB_NAME,
     MIGRATIONS,
     Store,
     StoreError,
     StoreState,
+    checkpoint,
     default_state_dir,
     floor_of,
+    schema,
 )
 from tests.shared_data import AEP_FIXTURES
 
@@ -106,7 +108,7 @@ def test_each_migration_runs_once(state_dir, monkeypatch):
     with Store.open(state_dir):
         pass
     extra = "CREATE TABLE notes (body TEXT NOT NULL);\nINSERT INTO notes VALUES ('ran');\n"
-    monkeypatch.setattr(store_module, "MIGRATIONS", (*MIGRATIONS, extra))
+    monkeypatch.setattr(schema, "MIGRATIONS", (*MIGRATIONS, extra))
     for _ in range(3):
         with Store.open(state_dir) as opened:
             assert opened.schema_version == len(MIGRATIONS) + 1
@@ -118,7 +120,7 @@ def test_a_failing_migration_leaves_the_previous_version_whole(state_dir, monkey
     with Store.open(state_dir) as opened:
         opened.kv_set("ns", "k", "kept")
     broken = "CREATE TABLE half (x INTEGER);\nINSERT INTO no_such_table VALUES (1);\n"
-    monkeypatch.setattr(store_module, "MIGRATIONS", (*MIGRATIONS, broken))
+    monkeypatch.setattr(schema, "MIGRATIONS", (*MIGRATIONS, broken))
     with pytest.raises(sqlite3.OperationalError, match="no_such_table"):
         Store.open(state_dir)
     monkeypatch.undo()
@@ -132,7 +134,7 @@ def test_a_failing_migration_leaves_the_previous_version_whole(state_dir, monkey
 def test_positions_of_a_version_4_store_bound_every_source_of_their_name(state_dir, monkeypatch):
     """Before version 5 a position named only the session. After the upgrade it still bounds
     that name, for every source, until a source records its own."""
-    monkeypatch.setattr(store_module, "MIGRATIONS", MIGRATIONS[:4])
+    monkeypatch.setattr(schema, "MIGRATIONS", MIGRATIONS[:4])
     with Store.open(state_dir) as old:
         old.execute("INSERT INTO positions VALUES ('bridge', 's_1', 0, 7)")
     monkeypatch.undo()
@@ -386,7 +388,7 @@ def test_the_wal_is_checkpointed_in_the_background_and_stops_growing(store, stat
     write_a_megabyte(0)
     first = wal.stat().st_size
     for round_ in range(1, 4):
-        time.sleep(store_module.CHECKPOINT_INTERVAL * 1.5)  # a checkpoint runs meanwhile
+        time.sleep(checkpoint.CHECKPOINT_INTERVAL * 1.5)  # a checkpoint runs meanwhile
         write_a_megabyte(round_)
     assert wal.stat().st_size < 2 * first  # without it: four megabytes and counting
 
@@ -398,7 +400,7 @@ def test_the_first_commit_after_a_checkpoint_does_not_start_the_wal_afresh(store
     what shows who started it: the bridge's commit leaves it as the thread wrote it."""
     wal = state_dir / "state.db-wal"
     store.kv_set("ns", "k", "before")
-    time.sleep(store_module.CHECKPOINT_INTERVAL * 2.5)  # checkpointed meanwhile
+    time.sleep(checkpoint.CHECKPOINT_INTERVAL * 2.5)  # checkpointed meanwhile
     header = wal.read_bytes()[:32]
     store.kv_set("ns", "k", "after")
     assert wal.read_bytes()[:32] == header  # today: new salts, synced in this commit
@@ -482,7 +484,7 @@ def test_the_buffered_keys_are_read_with_or_without_sqlites_json(tmp_path, json_
         writer.execute(  # a damaged row is skipped, not fatal
             "INSERT INTO relay_buffer VALUES ('aep://x', 'broken', 0, 1, CAST('{not json' AS BLOB))"
         )
-    path = tmp_path / store_module.DB_NAME
+    path = tmp_path / DB_NAME
     factory = sqlite3.Connection if json_functions else _NoJsonFunctions
     conn = sqlite3.connect(path, isolation_level=None, factory=factory)
     try:
@@ -493,3 +495,87 @@ def test_the_buffered_keys_are_read_with_or_without_sqlites_json(tmp_path, json_
         (e.source, str(e.session), e.epoch, int(e.seq or 0), e.id) for e in positioned
     )
     assert keys == expected
+
+
+# -- the undo of nested transactions (no savepoint an event) -------------------------------
+
+
+def traced(store: Store) -> list[str]:
+    """The statements the store's connection runs from now on."""
+    statements: list[str] = []
+    store._conn.set_trace_callback(statements.append)
+    return statements
+
+
+def rows(store: Store, sql: str) -> list[tuple[object, ...]]:
+    return list(store._conn.execute(sql))
+
+
+def test_events_in_a_group_cost_no_savepoint_and_one_position_write_a_session(store, state_dir):
+    """A burst of one session's events: each event atomic on its own, yet no SAVEPOINT is
+    written, and the session's resume point is written once, by the commit."""
+    statements = traced(store)
+    store.begin_group()
+    for event in OWNED:
+        with store.transaction():
+            assert store.record_delivery(STREAM, event)
+    assert store.position(STREAM, "s_8f2c") == OWNED[-1].position  # seen before the commit
+    store.commit_group()
+    assert not [s for s in statements if s.startswith(("SAVEPOINT", "RELEASE", "ROLLBACK"))]
+    assert len([s for s in statements if "INTO positions" in s]) == 1
+    store.close()
+    with Store.open(state_dir) as again:
+        assert again.position(STREAM, "s_8f2c") == OWNED[-1].position
+        assert all(again.seen(STREAM, *e.dedupe_key) for e in OWNED)
+
+
+def open_a_session_then_fail(store: Store, event: Event, *, unloggable: bool) -> None:
+    """One event's writes in every table family the event path writes, then a failure."""
+    with store.transaction():
+        assert store.record_delivery(STREAM, event)
+        store.add_session("s-new", event.source, "s_new", STREAM, "agent", "name")
+        store.add_thread("s-new", "telegram", "name")
+        assert store.add_request("c1", "s-new", event.id, event.raw, "[]", "open", None)
+        store.add_card("c1", "telegram")
+        if unloggable:
+            store.kv_set("ns", "k", "v")  # a write with no undo of its own: a savepoint
+            store.execute("SELECT 1")  # a statement from outside: the positions go first
+        raise RuntimeError("render failed")
+
+
+@pytest.mark.parametrize("unloggable", [False, True])
+def test_a_failed_event_in_a_group_leaves_nothing_and_the_events_before_it_stay(
+    store, state_dir, unloggable
+):
+    store.begin_group()
+    with store.transaction():
+        assert store.record_delivery(STREAM, OWNED[0])
+    with pytest.raises(RuntimeError, match="render failed"):
+        open_a_session_then_fail(store, OWNED[1], unloggable=unloggable)
+    store.commit_group()
+    assert store.seen(STREAM, *OWNED[0].dedupe_key)
+    assert not store.seen(STREAM, *OWNED[1].dedupe_key)
+    assert store.position(STREAM, "s_8f2c") == OWNED[0].position
+    for table in ("sessions", "threads", "requests", "cards"):
+        assert rows(store, f"SELECT * FROM {table}") == [], table
+    assert store.kv_get("ns", "k") is None
+    with store.transaction():  # so the redelivery is handled, not dropped as seen
+        assert store.record_delivery(STREAM, OWNED[1])
+    assert store.position(STREAM, "s_8f2c") == OWNED[1].position
+
+
+def advance_then_fail(store: Store, event: Event) -> None:
+    with store.transaction():
+        store.set_position(STREAM, "s_8f2c", *event.position, source=event.source)
+        raise KeyError("inner")
+
+
+def test_an_inner_failure_keeps_the_position_its_enclosing_event_recorded(store):
+    """A nested failure takes back its own position, not the one recorded before it."""
+    store.begin_group()
+    with store.transaction():
+        assert store.record_delivery(STREAM, OWNED[2])
+        with pytest.raises(KeyError):
+            advance_then_fail(store, OWNED[5])
+    store.commit_group()
+    assert store.position(STREAM, "s_8f2c") == OWNED[2].position

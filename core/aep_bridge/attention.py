@@ -19,15 +19,23 @@ import secrets
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
-from datetime import datetime
-from typing import Any, Literal, cast
+from dataclasses import replace
+from typing import Any
 
 from .aep.build import make_respond_command
 from .aep.envelope import Event
 from .aep.form_values import form_problem
 from .aep.payloads import Answer
 from .aep.validation import parse_event
+from .attention_records import (
+    CLOSED,
+    PENDING,
+    Outcome,
+    Request,
+    Status,
+    expiry_of,
+    request_of_row,
+)
 from .intake.source import CommandResult
 from .render import aep_form_values
 from .sessions import SessionRecord, Sessions
@@ -35,13 +43,6 @@ from .store import Store
 from .types import ChannelUser, OutcomeStatus, Resolution, ResolutionStatus
 
 log = logging.getLogger("aep_bridge.attention")
-
-Status = Literal["open", "sending", "answered", "resolved", "expired", "dismissed", "informational"]
-CLOSED: frozenset[str] = frozenset({"answered", "resolved", "expired", "dismissed"})
-#: what the agent's own events (answered, resolved, timeout, the session's end) and expiry
-#: can still close: an informational card, too, must say what became of its question
-PENDING: frozenset[str] = frozenset({"open", "sending", "informational"})
-_PENDING_SQL = "(" + ", ".join(f"'{status}'" for status in sorted(PENDING)) + ")"
 
 
 #: how long an answer waits for its agent to reconnect (`attention.answer_hold`)
@@ -55,6 +56,8 @@ NOT_BACK = "the agent did not reconnect in time"
 #: how many card ids a request draws before giving up: with 64 random bits each, even a
 #: second draw is rare
 CARD_ID_DRAWS = 8
+#: how many requests' parsed events are kept at most (`Attention._parsed`): the open ones
+EVENTS_KEPT = 512
 
 
 def new_card_id() -> str:
@@ -63,95 +66,9 @@ def new_card_id() -> str:
     return "c" + secrets.token_hex(8)
 
 
-@dataclass(frozen=True, slots=True)
-class Request:
-    """A pending (or finished) request, as stored."""
-
-    id: str
-    session_id: str
-    event_id: str
-    raw: bytes
-    options: tuple[str, ...]
-    status: Status
-    answer: str | None = None
-    answered_by: str | None = None
-    command_id: str | None = None
-    command_raw: bytes | None = None
-    expires_at: float | None = None
-    #: until when its answer may wait for the agent to reconnect (set with the answer)
-    hold_until: float | None = None
-
-    @property
-    def event(self) -> Event:
-        return parse_event(self.raw)
-
-    @property
-    def past_expiry(self) -> bool:
-        """Whether its `expires_at` has passed (whatever its status says)."""
-        return self.expires_at is not None and self.expires_at <= time.time()
-
-    @property
-    def fields(self) -> list[dict[str, Any]]:
-        fields = (self.event.data or {}).get("fields")
-        return fields if isinstance(fields, list) else []
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """What a card shows now; the bridge turns it into each channel's `PermissionOutcome`."""
-
-    status: OutcomeStatus
-    option_index: int | None = None
-    text: str | None = None
-    by: str | None = None
-    detail: str | None = None
-    #: the agent's own words about it (a rejection's `detail`): content, shown only where
-    #: the channel's ceiling lets content through
-    said: str | None = None
-
-    def detail_at(self, *, content: bool) -> str | None:
-        """The detail a card shows, with the agent's words when `content` allows them."""
-        if self.said and content:
-            return f"{self.detail}: {self.said}" if self.detail else self.said
-        return self.detail
-
-
 Approver = Callable[[str, ChannelUser, Request | None], bool]
 Sender = Callable[[SessionRecord, Event], Awaitable[CommandResult]]
 Reporter = Callable[[Request, Outcome], None]
-
-_COLUMNS = (
-    "id, session_id, event_id, raw, options, status, answer, answered_by, command_id, "
-    "command_raw, expires_at, hold_until"
-)
-
-
-def _row(row: tuple[object, ...]) -> Request:
-    (rid, session_id, event_id, raw, options, status, answer, by, cid, craw, expires, hold) = row
-    return Request(
-        str(rid),
-        str(session_id),
-        str(event_id),
-        bytes(cast(bytes, raw)),
-        tuple(json.loads(str(options))),
-        str(status),  # type: ignore[arg-type]
-        None if answer is None else str(answer),
-        None if by is None else str(by),
-        None if cid is None else str(cid),
-        None if craw is None else bytes(cast(bytes, craw)),
-        None if expires is None else float(expires),  # type: ignore[arg-type]
-        None if hold is None else float(hold),  # type: ignore[arg-type]
-    )
-
-
-def _expiry(event: Event) -> float | None:
-    value = (event.data or {}).get("expires_at")
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 class Attention:
@@ -187,52 +104,55 @@ class Attention:
         self._back: dict[tuple[str, str], asyncio.Event] = {}
         #: whether the last claim could not be written (logged once until one can)
         self._unrecordable = False
+        #: request id -> its event, parsed when it was opened, until it closes
+        self._events: dict[str, Event] = {}
 
     # -- the store ---------------------------------------------------------------------
 
     def get(self, card_id: str) -> Request | None:
-        rows = self.store.execute(f"SELECT {_COLUMNS} FROM requests WHERE id = ?", (card_id,))
-        return _row(rows[0]) if rows else None
+        row = self.store.request(card_id)
+        return None if row is None else self._parsed(request_of_row(row))
 
     def find(self, session_id: str, event_id: str) -> Request | None:
-        rows = self.store.execute(
-            f"SELECT {_COLUMNS} FROM requests WHERE session_id = ? AND event_id = ?",
-            (session_id, event_id),
-        )
-        return _row(rows[0]) if rows else None
+        row = self.store.request_of_event(session_id, event_id)
+        return None if row is None else self._parsed(request_of_row(row))
+
+    def _parsed(self, request: Request) -> Request:
+        """`request` with its event parsed already, when this run parsed it (a request's
+        event is read back for every card, outcome and answer)."""
+        event = self._events.get(request.id)
+        return request if event is None else replace(request, parsed=event)
+
+    def _keep_event(self, request: Request) -> None:
+        """Keep `request`'s parsed event while it may still change (see `_parsed`)."""
+        events = self._events
+        events[request.id] = request.event
+        if len(events) > EVENTS_KEPT:
+            del events[next(iter(events))]
 
     def open_requests(self, session_id: str) -> list[Request]:
         """The session's questions still waiting for an answer, from chat or the terminal."""
-        rows = self.store.execute(
-            f"SELECT {_COLUMNS} FROM requests WHERE session_id = ? "
-            f"AND status IN {_PENDING_SQL} ORDER BY updated",
-            (session_id,),
-        )
-        return [_row(r) for r in rows]
+        return [
+            self._parsed(request_of_row(r)) for r in self.store.requests_in(PENDING, session_id)
+        ]
 
     def pending(self) -> list[Request]:
         """Every session's questions still waiting for an answer (or its delivery), oldest
         change first."""
-        rows = self.store.execute(
-            f"SELECT {_COLUMNS} FROM requests WHERE status IN {_PENDING_SQL} ORDER BY updated"
-        )
-        return [_row(r) for r in rows]
+        return [self._parsed(request_of_row(r)) for r in self.store.requests_in(PENDING)]
 
     def _set(self, request: Request, **changes: Any) -> Request:
         updated = replace(request, **changes)
-        self.store.execute(
-            "UPDATE requests SET status = ?, answer = ?, answered_by = ?, command_id = ?, "
-            "command_raw = ?, updated = ? WHERE id = ?",
-            (
-                updated.status,
-                updated.answer,
-                updated.answered_by,
-                updated.command_id,
-                updated.command_raw,
-                time.time(),
-                updated.id,
-            ),
+        self.store.update_request(
+            updated.id,
+            updated.status,
+            updated.answer,
+            updated.answered_by,
+            updated.command_id,
+            updated.command_raw,
         )
+        if updated.status in CLOSED:
+            self._events.pop(updated.id, None)
         return updated
 
     # -- requests in -------------------------------------------------------------------
@@ -266,37 +186,29 @@ class Attention:
                 event.raw,
                 tuple(option_ids),
                 status,
-                expires_at=_expiry(event),
+                expires_at=expiry_of(event),
+                parsed=event,
             )
-            inserted = self.store.execute(
-                "INSERT INTO requests (id, session_id, event_id, raw, options, status, "
-                "expires_at, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (id) DO NOTHING RETURNING id",
-                (
-                    request.id,
-                    session.id,
-                    event.id,
-                    event.raw,
-                    json.dumps(option_ids),
-                    request.status,
-                    request.expires_at,
-                    time.time(),
-                ),
-            )
-            if inserted:
+            if self.store.add_request(
+                request.id,
+                session.id,
+                event.id,
+                event.raw,
+                json.dumps(option_ids),
+                request.status,
+                request.expires_at,
+            ):
+                self._keep_event(request)
                 self._schedule_expiry(request)
                 return request
             log.warning("card id %s was taken already; drawing another", request.id)
         raise RuntimeError(f"no free card id in {CARD_ID_DRAWS} draws")
 
     def add_card(self, request: Request, channel: str) -> None:
-        self.store.execute(
-            "INSERT OR IGNORE INTO cards (request_id, channel) VALUES (?, ?)", (request.id, channel)
-        )
+        self.store.add_card(request.id, channel)
 
     def cards(self, request: Request) -> list[str]:
-        rows = self.store.execute("SELECT channel FROM cards WHERE request_id = ?", (request.id,))
-        return [str(r[0]) for r in rows]
+        return self.store.card_channels(request.id)
 
     # -- answers -----------------------------------------------------------------------
 
@@ -352,18 +264,9 @@ class Attention:
             hold_until = min(hold_until, request.expires_at)
         try:
             with self.store.transaction():
-                claimed = self.store.execute(
-                    "UPDATE requests SET status = 'sending', answer = ?, answered_by = ?, "
-                    "command_id = ?, command_raw = ?, hold_until = ?, updated = ? "
-                    "WHERE id = ? AND status = 'open' RETURNING id",
-                    (recorded, user.display, command.id, command.raw, hold_until, now, card_id),
+                claimed = self.store.claim_request(
+                    card_id, recorded, user.display, command.id, command.raw, hold_until
                 )
-                if claimed:
-                    self.store.execute(
-                        "INSERT INTO answers (command_id, request_id, answer, answered_by) "
-                        "VALUES (?, ?, ?, ?)",
-                        (command.id, card_id, recorded, user.display),
-                    )
             if claimed:  # durable before anything is sent or said, even inside a group
                 self.store.commit_group(strict=True)
         except sqlite3.Error as exc:
@@ -619,11 +522,7 @@ class Attention:
         """Who sent answer `command_id` to `request` from chat; None if it was not ours."""
         if command_id is None:
             return None
-        rows = self.store.execute(
-            "SELECT answered_by FROM answers WHERE command_id = ? AND request_id = ?",
-            (command_id, request.id),
-        )
-        return str(rows[0][0]) if rows else None
+        return self.store.answer_author(request.id, command_id)
 
     def _answered(self, request: Request, event: Event) -> None:
         data = event.data or {}
@@ -677,8 +576,7 @@ class Attention:
         waits for its agent neither loses it nor makes it wait longer.
         """
         resent = 0
-        rows = self.store.execute(f"SELECT {_COLUMNS} FROM requests WHERE status IN {_PENDING_SQL}")
-        for request in (_row(r) for r in rows):
+        for request in self.pending():
             self._schedule_expiry(request)
             if request.status == "sending" and request.command_raw is not None:
                 session = self.sessions.get(request.session_id)
@@ -738,3 +636,17 @@ def _option_index(option: str, count: int) -> int | None:
         if 0 <= index < count:
             return index
     return None
+
+
+__all__ = [
+    "CLOSED",
+    "PENDING",
+    "Approver",
+    "Attention",
+    "Outcome",
+    "Reporter",
+    "Request",
+    "Sender",
+    "Status",
+    "new_card_id",
+]

@@ -12,220 +12,65 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import hmac
 import inspect
 import json
 import logging
 import socket
 import time
-import warnings
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Iterable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from starlette.routing import BaseRoute, Mount
 
-from . import scrub, signing
+from . import scrub
 from .adapter import (
-    DEFAULT_SIGNATURE_TTL,
-    BridgeCore,
     BridgeView,
     ChannelAdapter,
     ChannelState,
 )
-from .aep.build import make_command, make_routed
+from .aep.build import make_command
 from .aep.envelope import Event
 from .aep.ids import source_uri
 from .aep.redaction import RedactionPolicy, Redactor
 from .aep.registry import CAPTURE_RANK
-from .attention import Attention, Outcome, Request
+from .attention import Attention
+from .channel_core import Channel, ChannelCore, PluginView
 from .chat import ChatCommands
 from .config import BridgeConfig, ChannelPlan, resolve_channels
 from .intake.source import CommandResult, EventSource
-from .outbox import Job, Outbox, Priority, card_key
+from .mirror import EventMirror
+from .outbox import Job, Outbox, Priority
 from .plugins import PluginHost
-from .render import Rendered, Renderer
+from .questions import BRIDGE_AGENT, QuestionCards
+from .render import Renderer
 from .routing import Routes
 from .scrub import secrets_in
 from .sessions import SessionRecord, Sessions
-from .store import Floors, Store, StoreState, floor_of
+from .store import Floors, Store, StoreState
 from .tools import ToolCall, ToolOutcome, ToolView
 from .types import (
-    OPEN_AGAIN,
-    ChannelConfig,
     ChannelError,
-    ChannelUser,
-    IncomingMessage,
-    NotificationMessage,
     OutgoingMessage,
-    PermissionOutcome,
-    PermissionRequest,
-    Resolution,
-    ResolutionStatus,
-    SignedPress,
 )
 
 log = logging.getLogger("aep_bridge")
 
-#: The bridge's `agent` in the commands and `attention.routed` events it emits.
-BRIDGE_AGENT = "aep-bridge"
 #: How long a command waits for the agent's `control.accepted` / `control.rejected`.
 ACK_TIMEOUT = 10.0
-#: How many event keys the dedupe window keeps, and how often it is pruned to that.
-SEEN_WINDOW = 200_000
-PRUNE_EVERY = 10_000
-#: Events handled in one store transaction at most (see `Bridge._group_commit`).
-GROUP_MAX = 500
 #: Seconds before a channel whose platform could not be reached at start is tried again, at
 #: first; the wait doubles up to `START_RETRY_CAP`.
 START_RETRY_FIRST = 5.0
 START_RETRY_CAP = 300.0
 #: Seconds the intake waits for a channel that is behind before it says so in the log.
 PACE_WARNING = 30.0
-#: Chatter that may be dropped under backpressure (the outbox counts what it drops).
-_DROPPABLE_SEVERITIES = frozenset({"debug", "info"})
 #: The most of an agent's (or a relay's) refusal text a card or a reply shows.
 MAX_REFUSAL = 200
 _REDACTED_RANK = CAPTURE_RANK["redacted"]
 #: The store key of the bridge's signing secret (`BridgeCore.sign`).
 SECRET_KEY = "press-signing"
-
-
-@dataclass(slots=True)
-class Channel:
-    """A running channel instance: its adapter, its config and its outbox."""
-
-    name: str
-    adapter: ChannelAdapter[Any]
-    config: ChannelConfig
-    outbox: Outbox
-
-
-class ChannelCore:
-    """The `BridgeCore` one channel instance is given: every call knows which channel it is.
-
-    Presses arrive by card id; the attention loop finds the request, its session and its
-    options. The contract 1.1 forms (`session_id, request_id, option_id, user`) still work
-    for one minor version, with a `DeprecationWarning`.
-    """
-
-    def __init__(self, bridge: Bridge, channel: str) -> None:
-        self._bridge = bridge
-        self._channel = channel
-
-    async def handle_incoming_message(self, message: IncomingMessage) -> None:
-        await self._bridge.chat.handle(self._channel, message)
-
-    async def resolve_permission(self, *args: Any, **kwargs: Any) -> Resolution:
-        card_id, option, user, session_id = _press(
-            "resolve_permission", "option", "option_id", args, kwargs
-        )
-        if isinstance(option, int) and not isinstance(option, bool):
-            option = f"o{option + 1}" if option >= 0 else ""
-        return await self._bridge.attention.answer(
-            self._channel, card_id, user, session_id=session_id, option=str(option)
-        )
-
-    async def answer_text(self, *args: Any, **kwargs: Any) -> Resolution:
-        card_id, text, user, session_id = _press("answer_text", "text", "text", args, kwargs)
-        return await self._bridge.attention.answer(
-            self._channel, card_id, user, session_id=session_id, text=str(text)
-        )
-
-    async def answer_form(self, *args: Any, **kwargs: Any) -> Resolution:
-        card_id, values, user, session_id = _press("answer_form", "values", "values", args, kwargs)
-        if not isinstance(values, Mapping):
-            return Resolution(status=ResolutionStatus.REJECTED, reason="not a form's values")
-        return await self._bridge.attention.answer(
-            self._channel, card_id, user, session_id=session_id, values=dict(values)
-        )
-
-    async def may_answer(self, card_id: str, user: ChannelUser) -> Resolution | None:
-        return self._bridge.attention.may_answer(self._channel, str(card_id), user)
-
-    def thread_id(self, channel: str, session_id: str) -> str | None:
-        return self._bridge.thread_id(channel, session_id)
-
-    async def call(self, channel: str, op: str, *args: Any, session_id: str | None = None) -> Any:
-        running = self._bridge.channels.get(channel)
-        if running is None:
-            raise ChannelError(f"channel {channel} is not running")
-        return await running.outbox.call(
-            op, *args, priority=Priority.QUESTION, session_id=session_id
-        )
-
-    def state(self, channel: str) -> ChannelState:
-        return self._bridge.state(channel)
-
-    def sign(self, card_id: str, option: str, *, ttl: float = DEFAULT_SIGNATURE_TTL) -> str:
-        return signing.sign(self._bridge.secret, self._channel, card_id, option, ttl=ttl)
-
-    def verify(self, token: str) -> SignedPress | None:
-        return signing.verify(self._bridge.secret, self._channel, token)
-
-
-class PluginView:
-    """The `BridgeView` plugins get in `startup`, `shutdown` and `register_routes`: the few
-    things a plugin may ask of the bridge, and nothing else of it."""
-
-    __slots__ = ("_bridge",)
-
-    def __init__(self, bridge: Bridge) -> None:
-        self._bridge = bridge
-
-    @property
-    def running(self) -> Sequence[str]:
-        return self._bridge.running
-
-    def adapter(self, channel: str) -> ChannelAdapter[Any] | None:
-        return self._bridge.adapter(channel)
-
-    def state(self, channel: str) -> ChannelState:
-        return self._bridge.state(channel)
-
-    def thread_id(self, channel: str, session_id: str) -> str | None:
-        return self._bridge.thread_id(channel, session_id)
-
-    @property
-    def url(self) -> str | None:
-        return self._bridge.url
-
-    def is_bridge_token(self, value: str) -> bool:
-        return self._bridge.is_bridge_token(value)
-
-    @property
-    def stopping(self) -> asyncio.Event:
-        return self._bridge.stopping
-
-
-def _press(
-    method: str, value: str, old_value: str, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> tuple[str, Any, ChannelUser, str | None]:
-    """The arguments of a press, `(card_id, value, user, session_id)`, in either contract's
-    form: 1.2's `(card_id, value, user)`, or 1.1's `(session_id, request_id, value, user)`,
-    whose names still work, with a `DeprecationWarning`, until 1.3."""
-    old = len(args) == 4 or "request_id" in kwargs or "session_id" in kwargs
-    names = ("session_id", "request_id", old_value, "user") if old else ("card_id", value, "user")
-    if len(args) > len(names):
-        raise TypeError(f"{method}() takes {len(names)} arguments, {len(args)} given")
-    bound = dict(zip(names, args, strict=False))
-    for name, given in kwargs.items():
-        if name not in names or name in bound:
-            raise TypeError(f"{method}() got an unexpected or repeated argument {name!r}")
-        bound[name] = given
-    missing = [name for name in names if name not in bound]
-    if missing:
-        raise TypeError(f"{method}() is missing {', '.join(missing)}")
-    if not old:
-        return str(bound["card_id"]), bound[value], bound["user"], None
-    warnings.warn(
-        f"BridgeCore.{method}({', '.join(names)}) is channel contract 1.1 and goes in 1.3: "
-        "pass the card id alone (see docs/writing-a-channel.md, Changes)",
-        DeprecationWarning,
-        stacklevel=3,
-    )
-    return str(bound["request_id"]), bound[old_value], bound["user"], str(bound["session_id"])
 
 
 def redaction_policy(
@@ -241,7 +86,7 @@ def redaction_policy(
     )
 
 
-class Bridge:
+class Bridge(EventMirror, QuestionCards):
     """Channels from config, sources of events, and the core loop between them."""
 
     def __init__(
@@ -372,6 +217,7 @@ class Bridge:
         if consume:
             self.consume()
         await self._call_hook("startup")
+        _freeze_heap()
 
     def _start_failed(self, name: str, exc: Exception) -> None:
         reason = f"{type(exc).__name__}: {exc}"
@@ -684,21 +530,6 @@ class Bridge:
             )
             await channel.outbox.caught_up()
 
-    def _group_commit(self) -> None:
-        """Handle a burst of events in one store transaction (group commit).
-
-        The group opens with the first event of a burst and commits as soon as this task
-        waits for the next one (the loop runs the callback first), or after `GROUP_MAX`
-        events. Nothing written in it leaves the process before it commits: the outbox and
-        `send_command` commit an open group before a platform call or a command.
-        """
-        if self.store.group_until_idle():
-            self._grouped = 0
-            return
-        self._grouped += 1
-        if self._grouped >= GROUP_MAX:
-            self.store.commit_group()
-
     async def send_command(self, session: SessionRecord, command: Event) -> CommandResult:
         """Send `command` on the route its session came in on.
 
@@ -733,146 +564,6 @@ class Bridge:
         """Whether `channel`'s capture ceiling lets an agent's words through (`redacted`+)."""
         running = self.channels.get(channel)
         return running is not None and CAPTURE_RANK[running.config.capture] >= _REDACTED_RANK
-
-    # -- events -----------------------------------------------------------------------------
-
-    def handle_event(self, stream: str, event: Event) -> None:
-        """Everything one event causes, in one transaction with its delivery record."""
-        if self.attention.waiting and event.seq is not None and event.session is not None:
-            # the agent's own event, even one seen before: it claims its session again,
-            # so answers waiting for it go now
-            self.attention.agent_seen(event.source, event.session)
-        if self._handled_before(stream, event):
-            return
-        with self.store.transaction():
-            if not self.store.record_delivery(stream, event):
-                return  # seen before (a replay, a resume, a redelivery)
-            if event.source == self.identity:
-                return  # our own commands and attention.routed, echoed back
-            if event.session is None:
-                self._agent_event(event)
-            else:
-                session = self._session_of(stream, event)
-                if session is not None:
-                    self._mirror(session, event)
-        self._create_threads(self._creating)
-        self._creating = []
-
-    def _handled_before(self, stream: str, event: Event) -> bool:
-        """Whether `event` is older than what this stream had handled when the bridge started.
-
-        The dedupe window is bounded (the oldest keys are pruned), while a source replays
-        everything it still holds after a restart; an event at or below the position its
-        session had reached then was handled by an earlier run, seen key or not.
-        """
-        self._handled += 1
-        if self._handled % PRUNE_EVERY == 0:
-            self.store.prune_seen(SEEN_WINDOW)
-        position = event.position
-        if position is None or event.session is None:
-            return False
-        floors = self._floors.get(stream)
-        if floors is None:
-            floors = self._floors[stream] = self.store.floors(stream)
-        floor = floor_of(floors, event.source, event.session)
-        return floor is not None and position <= floor
-
-    def _session_of(self, stream: str, event: Event) -> SessionRecord | None:
-        """The event's session; the owner's sequenced events create it, others only find it."""
-        if event.seq is None:  # commands, acks, attention.routed: foreign to the session
-            key = event.session_key
-            assert key is not None
-            return self.sessions.find(*key) or self.sessions.find_by_session(key[1])
-        session, created = self.sessions.get_or_create(event, stream, event.session or "")
-        if created:
-            for name in self.routing.channels_for(event, list(self.channels)):
-                channel = self.channels[name]
-                thread_name = self.renderer.thread_name(event, ceiling=channel.config.capture)
-                self.sessions.begin_thread(session.id, name, thread_name)
-                channel.outbox.hold(session.id)
-                self._creating.append((name, session.id))
-        return session
-
-    def _targets(self, session: SessionRecord) -> list[Channel]:
-        return [self.channels[c] for c in self.sessions.channels(session.id) if c in self.channels]
-
-    def _mirror(self, session: SessionRecord, event: Event) -> None:
-        targets = self._targets(session)
-        self.attention.on_event(event, session)
-        asked: str | None = None  # the request this event opened: its heads-up is keyed
-        if event.type == "attention.requested" and event.seq is not None:
-            asked = self._open_request(session, event, targets)
-        # channels alike (same capture ceiling, verbosity, what rings, and whether they edit
-        # in place) share one rendering and its jobs
-        renderings: dict[tuple[Any, ...], tuple[Rendered, list[Job]]] = {}
-        for channel in targets:
-            config = channel.config
-            edits = channel.adapter.capabilities.edits
-            look = (config.capture, config.verbosity, tuple(sorted(config.notify)), edits)
-            shared = renderings.get(look)
-            if shared is None:
-                rendered = self.renderer.render(
-                    event,
-                    ceiling=config.capture,
-                    verbosity=config.verbosity,
-                    notify=config.notify,
-                    edits=edits,
-                )
-                droppable = event.severity in _DROPPABLE_SEVERITIES
-                jobs = [
-                    Job.message(
-                        session.id,
-                        message,
-                        droppable=droppable and not message.notify and message.type != "error",
-                    )
-                    for message in rendered.messages
-                ]
-                shared = renderings[look] = (rendered, jobs)
-            rendered, jobs = shared
-            for job in jobs:
-                channel.outbox.submit(job)
-            # a heads-up outside the thread; where there are no threads, the messages are
-            # the heads-ups (the channel rings as it can), and a second one would ring twice
-            if rendered.notification is not None and channel.adapter.capabilities.threads:
-                thread = self.sessions.thread(session.id, channel.name)
-                notification = rendered.notification.model_copy(
-                    update={
-                        "session_id": session.id,
-                        "session_name": thread.name if thread else None,
-                        "request_id": asked,
-                    }
-                )
-                key = None if asked is None else _heads_up_key(asked)
-                after = None if asked is None else card_key(asked)  # it links to the card
-                channel.outbox.submit(Job.notification(notification, key=key, after=after))
-            if rendered.rename and self.sessions.name_thread(
-                session.id, channel.name, rendered.rename
-            ):
-                channel.outbox.submit(Job.rename(session.id, rendered.rename))
-        if event.type == "session.ended":
-            self._end(session, targets)
-
-    def _end(self, session: SessionRecord, targets: list[Channel]) -> None:
-        self.sessions.end(session.id)
-        for channel in targets:
-            match channel.config.on_session_end:
-                case "archive":
-                    channel.outbox.submit(Job.archive(session.id))
-                case "delete":
-                    channel.outbox.submit(Job.delete(session.id))
-                case "keep":
-                    pass
-            self.sessions.close_thread(session.id, channel.name)
-
-    def _agent_event(self, event: Event) -> None:
-        """`agent.*`: no session, so no thread; health changes become notifications."""
-        for name in self.routing.channels_for(event, list(self.channels)):
-            channel = self.channels[name]
-            rendered = self.renderer.render(
-                event, ceiling=channel.config.capture, verbosity=channel.config.verbosity
-            )
-            if rendered.notification is not None:
-                channel.outbox.submit(Job.notification(rendered.notification))
 
     # -- threads ----------------------------------------------------------------------------
 
@@ -924,143 +615,6 @@ class Bridge:
             break
         channel.outbox.release(session_id)
 
-    # -- requests -----------------------------------------------------------------------------
-
-    def _open_request(self, session: SessionRecord, event: Event, targets: list[Channel]) -> str:
-        """Store the request, then queue a card in every routed channel (same transaction).
-        Returns the request's id."""
-        _, option_ids = self.renderer.permission_request(event, "", ceiling="full")
-        source = self.sources.get(session.stream)
-        answerable = source is not None and getattr(source, "answers", True)
-        request = self.attention.open(event, session, option_ids, answerable=answerable)
-        for channel in targets:
-            card, _ = self.renderer.permission_request(
-                event, request.id, ceiling=channel.config.capture
-            )
-            if request.status == "informational":
-                card = card.model_copy(update={"informational": True, "accepts_text": False})
-            # one question, one ping: the heads-up rings where the channel has threads
-            rings = "questions" in channel.config.notify
-            card = card.model_copy(
-                update={"notify": rings and not channel.adapter.capabilities.threads}
-            )
-            self.attention.add_card(request, channel.name)
-            channel.outbox.submit(Job.permission(session.id, card))
-        return request.id
-
-    def _show_outcome(self, request: Request, outcome: Outcome) -> None:
-        """What became of a request, on every card of it. A request that closed takes back
-        its heads-up where that is still unsent (an answer within a slot of the card must
-        not be followed by an "asks permission" that rings), in one transaction with the
-        card's update."""
-        for name in self.attention.cards(request):
-            channel = self.channels.get(name)
-            if channel is None:
-                continue
-            card, _ = self.renderer.permission_request(
-                request.event, request.id, ceiling=channel.config.capture
-            )
-            index = outcome.option_index
-            option = (
-                card.options[index] if index is not None and index < len(card.options) else None
-            )
-            shown = PermissionOutcome(
-                status=outcome.status,
-                option_id=option.id if option else None,
-                option_label=option.label if option else None,
-                text=self.renderer.redactor.text(outcome.text) if outcome.text else None,
-                by=outcome.by,
-                detail=outcome.detail_at(content=self.shows_content(name)),
-            )
-            closed = outcome.status not in OPEN_AGAIN
-            with self.store.transaction():
-                rank = Priority.QUESTION
-                if closed:
-                    channel.outbox.withdraw(request.session_id, _heads_up_key(request.id))
-                    # a card not sent yet whose question closed is no longer urgent: it goes
-                    # where it happened in the thread, not above what came before it
-                    if channel.outbox.withdraw(request.session_id, card_key(request.id)):
-                        rank = Priority.FINAL
-                        quiet = card.model_copy(update={"notify": False})
-                        if self._informational(request):  # as it was first queued
-                            quiet = quiet.model_copy(
-                                update={"informational": True, "accepts_text": False}
-                            )
-                        channel.outbox.submit(
-                            Job.permission(request.session_id, quiet, priority=rank)
-                        )
-                channel.outbox.submit(
-                    Job.permission_update(request.session_id, card, shown, priority=rank)
-                )
-                if closed and channel.adapter.capabilities.updates_heads_ups:
-                    # the heads-up that rang says the question is closed (an edit: silent)
-                    closing = NotificationMessage(
-                        session_id=request.session_id,
-                        type="permission" if card.kind == "permission" else "input_required",
-                        summary=card.title,
-                        request_id=request.id,
-                        outcome=shown.summary(),
-                        outcome_status=shown.status,
-                    )
-                    channel.outbox.submit(Job.notification(closing))
-
-    def _informational(self, request: Request) -> bool:
-        """Whether a request's card is shown without a way to answer it (as `Attention.open`
-        decided: its source takes no answer, or its `respond_via` leaves out `control`)."""
-        session = self.sessions.get(request.session_id)
-        source = self.sources.get(session.stream) if session is not None else None
-        if source is None or not getattr(source, "answers", True):
-            return True
-        respond_via = (request.event.data or {}).get("respond_via")
-        return isinstance(respond_via, list) and "control" not in respond_via
-
-    def may_answer(self, channel: str, user: ChannelUser, request: Request | None) -> bool:
-        """The approver policy, asked on every press: the `approver_decision` hook, whose
-        last word is `aep_bridge.defaults` (the channel's `approvers` and `approver_roles`).
-        No decision, or a failing hook, refuses (fail closed)."""
-        running = self.channels.get(channel)
-        if running is None:
-            return False
-        config = running.config
-        if request is not None:
-            card, _ = self.renderer.permission_request(
-                request.event, request.id, ceiling=config.capture
-            )
-        else:
-            card = PermissionRequest(id="control", kind="other", title="session control")
-        try:
-            decision = self.host.hook.approver_decision(
-                channel=channel, user=user, request=card, config=config
-            )
-        except Exception:
-            log.exception("an approver_decision hook failed; refusing %s", user.id)
-            return False
-        return decision is True
-
-    def _sent(self, channel: str, job: Job) -> None:
-        """A card was posted: tell the agent's side, best effort (`attention.routed`)."""
-        if job.op != "send_permission_request":
-            return
-        request = self.attention.get(str(job.payload["request"]["id"]))
-        session = self.sessions.get(request.session_id) if request else None
-        if request is None or session is None:
-            return
-        publish = getattr(self.sources.get(session.stream), "publish", None)
-        if publish is None:
-            return
-        try:
-            publish(
-                make_routed(
-                    request.event,
-                    to=channel,
-                    via=BRIDGE_AGENT,
-                    source=self.identity,
-                    agent=BRIDGE_AGENT,
-                )
-            )
-        except Exception as exc:  # best effort: the card is what matters
-            log.warning("attention.routed for %s was not published: %s", request.id, exc)
-
     def _tool(self, call: ToolCall, outcome: ToolOutcome | None, verbosity: str) -> ToolView | None:
         result: ToolView | None = self.host.hook.render_tool(
             call=call, outcome=outcome, verbosity=verbosity
@@ -1099,9 +653,14 @@ class Bridge:
         )
 
 
-def _heads_up_key(request_id: str) -> str:
-    """The `coalesce` key of a request's heads-up: what `_show_outcome` withdraws."""
-    return f"heads-up:{request_id}"
+def _freeze_heap() -> None:
+    """After the first start-up in a process, leave what exists now (modules, config, plugins,
+    sessions loaded from the store) out of the cyclic garbage collector's scans: it lives as
+    long as the process, and scanning it at every full collection cost the core loop ~10%.
+    Once a process (a test run that starts many bridges freezes only what the first found)."""
+    if gc.get_freeze_count() == 0:
+        gc.collect()
+        gc.freeze()
 
 
 def _asked_at(raw: bytes) -> float | None:
@@ -1126,14 +685,3 @@ async def _until(waiting: Awaitable[Any], deadline: float, hurry: asyncio.Event 
         for wait in waits:
             wait.cancel()
         await asyncio.gather(*waits, return_exceptions=True)
-
-
-if TYPE_CHECKING:
-
-    def _is_bridge_view(view: PluginView) -> BridgeView:
-        """mypy checks here that `PluginView` is what the hooks promise plugins."""
-        return view
-
-    def _is_bridge_core(core: ChannelCore) -> BridgeCore:
-        """mypy checks here that `ChannelCore` satisfies the `BridgeCore` contract."""
-        return core

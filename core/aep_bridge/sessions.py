@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import secrets
 import sys
-import time
 from dataclasses import dataclass, replace
 from typing import Literal
 
 from .aep.envelope import Event
 from .store import Store
+from .store.sessions import SessionRow
 
 ThreadState = Literal["creating", "open", "closed"]
 
@@ -67,22 +67,17 @@ class Sessions:
         self._load()
 
     def _load(self) -> None:
-        for row in self.store.execute(
-            "SELECT id, source, session, stream, agent, name, state FROM sessions"
-        ):
+        for row in self.store.session_rows():
             self._remember(_session_record(row))
-        for row in self.store.execute(
-            "SELECT session_id, channel, thread_id, state, name FROM threads"
-        ):
-            session_id, channel, thread_id, state, name = row
-            known = self._by_id.get(str(session_id))
+        for session_id, channel, thread_id, state, name in self.store.thread_rows():
+            known = self._by_id.get(session_id)
             self._put_thread(
                 ThreadRecord(
-                    known.id if known is not None else str(session_id),
-                    sys.intern(str(channel)),
-                    None if thread_id is None else str(thread_id),
-                    sys.intern(str(state)),  # type: ignore[arg-type]
-                    str(name or ""),
+                    known.id if known is not None else session_id,
+                    sys.intern(channel),
+                    thread_id,
+                    sys.intern(state),  # type: ignore[arg-type]
+                    name,
                 )
             )
 
@@ -156,18 +151,10 @@ class Sessions:
             name,
             "open",
         )
-        now = time.time()
         with self.store.transaction():
-            self.store.execute(
-                "INSERT OR IGNORE INTO sessions (id, source, session, stream, agent, name, state, "
-                "created, updated) VALUES (?, ?, ?, ?, ?, ?, 'open', ?, ?)",
-                (record.id, record.source, record.session, stream, record.agent, name, now, now),
+            row = self.store.add_session(
+                record.id, record.source, record.session, stream, record.agent, name
             )
-            row = self.store.execute(
-                "SELECT id, source, session, stream, agent, name, state FROM sessions "
-                "WHERE source = ? AND session = ?",
-                key,
-            )[0]
         created = row[0] == record.id
         stored = record if created else _session_record(row)
         self._remember(stored)
@@ -175,18 +162,12 @@ class Sessions:
 
     def rename(self, session_id: str, name: str) -> None:
         record = self._by_id[session_id]
-        self.store.execute(
-            "UPDATE sessions SET name = ?, updated = ? WHERE id = ?",
-            (name, time.time(), session_id),
-        )
+        self.store.set_session_name(session_id, name)
         self._remember(_replace(record, name=name))
 
     def end(self, session_id: str) -> None:
         record = self._by_id[session_id]
-        self.store.execute(
-            "UPDATE sessions SET state = 'ended', updated = ? WHERE id = ?",
-            (time.time(), session_id),
-        )
+        self.store.end_session(session_id)
         self._remember(_replace(record, state="ended"))
 
     def __len__(self) -> int:
@@ -211,11 +192,7 @@ class Sessions:
         """Decide (and record) that the session gets a thread in `channel`, before creating it."""
         if self.thread(session_id, channel) is not None:
             return
-        self.store.execute(
-            "INSERT OR IGNORE INTO threads (session_id, channel, name, state) "
-            "VALUES (?, ?, ?, 'creating')",
-            (session_id, channel, name),
-        )
+        self.store.add_thread(session_id, channel, name)
         for other in self._threads.get(session_id, ()):
             if other.name == name:
                 name = other.name  # one string for the session's threads alike
@@ -236,10 +213,7 @@ class Sessions:
         known = self.thread(session_id, channel)
         if known is None:
             raise KeyError((session_id, channel))
-        self.store.execute(
-            "UPDATE threads SET thread_id = ?, state = 'open' WHERE session_id = ? AND channel = ?",
-            (thread_id, session_id, channel),
-        )
+        self.store.bind_thread(session_id, channel, thread_id)
         self._put_thread(replace(known, thread_id=thread_id, state="open"))
 
     def name_thread(self, session_id: str, channel: str, name: str) -> bool:
@@ -247,10 +221,7 @@ class Sessions:
         known = self.thread(session_id, channel)
         if known is None or known.name == name:
             return False
-        self.store.execute(
-            "UPDATE threads SET name = ? WHERE session_id = ? AND channel = ?",
-            (name, session_id, channel),
-        )
+        self.store.set_thread_name(session_id, channel, name)
         self._put_thread(replace(known, name=name))
         return True
 
@@ -259,10 +230,7 @@ class Sessions:
         known = self.thread(session_id, channel)
         if known is None or known.state != "open":
             return
-        self.store.execute(
-            "UPDATE threads SET state = 'closed' WHERE session_id = ? AND channel = ?",
-            (session_id, channel),
-        )
+        self.store.close_thread(session_id, channel)
         self._put_thread(replace(known, state="closed"))
 
     def thread_id(self, channel: str, session_id: str) -> str | None:
@@ -273,9 +241,9 @@ class Sessions:
         return self._by_thread.get(channel, {}).get(thread_id)
 
 
-def _session_record(row: tuple[object, ...]) -> SessionRecord:
+def _session_record(row: SessionRow) -> SessionRecord:
     """A record from a `sessions` row, its few distinct names (agent, stream, state) interned."""
-    id_, source, session, stream, agent, name, state = (str(v) for v in row)
+    id_, source, session, stream, agent, name, state = row
     return SessionRecord(
         id_,
         source,

@@ -9,6 +9,7 @@ under a second and every call's time is exact.
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import json
 import logging
@@ -17,6 +18,7 @@ import random
 import re
 import tempfile
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +30,7 @@ from hypothesis import strategies as st
 
 from aep_bridge.outbox import OWED_WHILE, Job, Outbox, Priority, card_key, split_markdown
 from aep_bridge.store import Store
-from aep_bridge.testing import FakeCore, MemoryChannel, VirtualTime
+from aep_bridge.testing import FakeCore, MemoryChannel
 from aep_bridge.text import LengthUnit, measure
 from aep_bridge.types import (
     ChannelConfig,
@@ -41,6 +43,7 @@ from aep_bridge.types import (
     RateLimited,
     RateLimits,
 )
+from tests.core.doubles import VirtualTime
 
 TELEGRAM = RateLimits(
     per_chat=RateLimit(count=1, per_seconds=1),
@@ -332,6 +335,71 @@ async def test_a_restart_does_not_forget_the_calls_the_platform_still_counts(
     await after.stop()
     assert len(adapter.calls) == 25
     assert busiest(adapter.calls, lambda c: c.group, 60) <= 20
+
+
+async def test_a_window_lets_the_next_call_go_exactly_per_seconds_after_the_first(
+    vt: VirtualTime, store: Store
+) -> None:
+    """A window of `per_seconds` is half-open, as the platforms count it (the fake Bot API
+    keeps the calls with `t > now - seconds`): at one a second, the calls go at 0, 1, 2, ...
+    and never two within one second."""
+    adapter = Recorder(vt, RateLimits(per_chat=RateLimit(count=2, per_seconds=1)))
+    outbox = outbox_for(adapter, store)
+    for n in range(6):
+        outbox.submit(message("g/s", f"#{n}"))
+    await outbox.start()
+    await drain(outbox)
+    await outbox.stop()
+    assert [c.at for c in adapter.calls] == [0.0, 0.0, 1.0, 1.0, 2.0, 2.0]
+    assert busiest(adapter.calls, lambda c: c.chat, 1.0) == 2
+
+
+async def test_a_slow_restart_on_a_simulated_clock_still_counts_every_saved_call(
+    vt: VirtualTime, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real time a restart takes (a loaded machine: here half a second) does not pass on
+    a simulated clock: the calls saved at the stop must come back as recent as they were,
+    or the next run sends the group a 21st message within its minute."""
+    adapter = Recorder(vt, forum=True)
+    before = outbox_for(adapter, store)
+    await before.start()
+    for n in range(20):
+        before.submit(message(f"s{n}", f"before {n}"))
+    await drain(before)
+    await before.stop()
+    real_time, real_monotonic = time.time, time.monotonic
+    monkeypatch.setattr(time, "time", lambda: real_time() + 0.5)  # the restart took 0.5 s
+    monkeypatch.setattr(time, "monotonic", lambda: real_monotonic() + 0.5)
+    after = outbox_for(adapter, store)
+    await after.start()
+    for n in range(5):
+        after.submit(message(f"s{n}", f"after {n}"))
+    await drain(after)
+    await after.stop()
+    assert len(adapter.calls) == 25
+    assert busiest(adapter.calls, lambda c: c.group, 60) <= 20
+
+
+async def test_an_idle_outbox_keeps_nothing_of_the_droppable_chatter_it_sent(
+    vt: VirtualTime, store: Store
+) -> None:
+    """A channel with no declared limit never sheds: what it sent is gone from memory once
+    sent (10,000 sessions of debug chatter must not stay in the process)."""
+    adapter = Recorder(vt, RateLimits())
+    outbox = outbox_for(adapter, store)
+    await outbox.start()
+    sent: list[Any] = []
+    for n in range(50):
+        content = OutgoingMessage(type="thought", text=f"debug {n}")
+        sent.append(weakref.ref(content))
+        outbox.submit(Job.message(f"s{n}", content, droppable=True))
+        del content
+    await drain(outbox)
+    assert len(adapter.calls) == 50
+    adapter.messages.clear()  # the memory channel's own record of them
+    gc.collect()
+    assert [ref for ref in sent if ref() is not None] == []
+    await outbox.stop()
 
 
 async def test_a_card_behind_1000_chatter_messages_goes_in_the_next_free_slot(

@@ -1,25 +1,30 @@
-"""The bridge's embedded SQLite store: one connection, its migrations, and a module per table family.
+"""The bridge's embedded SQLite store: one connection, its migrations, a module per table family.
 
 Nothing outside this package writes SQL: the rest of the core calls the typed methods here.
+`Store` is the connection (`database.Database`) with every table family's methods.
 """
 
 from __future__ import annotations
 
-from .database import (
-    DB_NAME,
-    MIGRATIONS,
-    Floors,
-    Position,
-    Store,
-    StoreError,
-    StoreState,
-    default_state_dir,
-    floor_of,
-)
+from .database import DB_NAME, Database, StoreError, default_state_dir
+from .delivery import DeliveryTables, Floors, Position, floor_of
+from .kv import SECRETS_NAMESPACE, KvTables, StoreState
+from .replay import ReplayTables
+from .requests import RequestTables
+from .schema import MIGRATIONS
+from .sessions import SessionTables
+
+
+class Store(DeliveryTables, SessionTables, RequestTables, ReplayTables, KvTables):
+    """The bridge's state on disk. Open it with `Store.open(state_dir)`; see `Database` for
+    its transactions and each table family's module for its methods."""
+
 
 __all__ = [
     "DB_NAME",
     "MIGRATIONS",
+    "SECRETS_NAMESPACE",
+    "Database",
     "Floors",
     "Position",
     "Store",

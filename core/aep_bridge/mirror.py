@@ -1,0 +1,212 @@
+"""The event path of the bridge: one event in, its delivery record, its session, and what
+it shows in every routed channel (rendered once for channels alike), in one transaction.
+
+`EventMirror` is a part of `Bridge` (a base class): it holds the per-event code, the bridge
+the parts it uses.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .aep.envelope import Event
+from .attention import Attention
+from .channel_core import Channel
+from .outbox import Job, card_key
+from .render import Rendered, Renderer
+from .routing import Routes
+from .sessions import SessionRecord, Sessions
+from .store import Floors, Store, floor_of
+
+#: How many event keys the dedupe window keeps, and how often it is pruned to that.
+SEEN_WINDOW = 200_000
+PRUNE_EVERY = 10_000
+#: Events handled in one store transaction at most (see `EventMirror._group_commit`).
+GROUP_MAX = 500
+#: Chatter that may be dropped under backpressure (the outbox counts what it drops).
+_DROPPABLE_SEVERITIES = frozenset({"debug", "info"})
+
+
+def heads_up_key(request_id: str) -> str:
+    """The `coalesce` key of a request's heads-up: what `_show_outcome` withdraws."""
+    return f"heads-up:{request_id}"
+
+
+class EventMirror:
+    """Events in: dedupe, sessions, rendering, the jobs of every routed channel."""
+
+    store: Store
+    sessions: Sessions
+    attention: Attention
+    renderer: Renderer
+    routing: Routes
+    channels: dict[str, Channel]
+    identity: str
+    _creating: list[tuple[str, str]]
+    _floors: dict[str, Floors]
+    _handled: int
+    _grouped: int
+
+    if TYPE_CHECKING:
+
+        def _create_threads(self, pending: list[tuple[str, str]]) -> None: ...
+
+        def _open_request(
+            self, session: SessionRecord, event: Event, targets: list[Channel]
+        ) -> str: ...
+
+    def _group_commit(self) -> None:
+        """Handle a burst of events in one store transaction (group commit).
+
+        The group opens with the first event of a burst and commits as soon as this task
+        waits for the next one (the loop runs the callback first), or after `GROUP_MAX`
+        events. Nothing written in it leaves the process before it commits: the outbox and
+        `send_command` commit an open group before a platform call or a command.
+        """
+        if self.store.group_until_idle():
+            self._grouped = 0
+            return
+        self._grouped += 1
+        if self._grouped >= GROUP_MAX:
+            self.store.commit_group()
+
+    # -- events -----------------------------------------------------------------------------
+
+    def handle_event(self, stream: str, event: Event) -> None:
+        """Everything one event causes, in one transaction with its delivery record."""
+        if self.attention.waiting and event.seq is not None and event.session is not None:
+            # the agent's own event, even one seen before: it claims its session again,
+            # so answers waiting for it go now
+            self.attention.agent_seen(event.source, event.session)
+        if self._handled_before(stream, event):
+            return
+        with self.store.transaction():
+            if not self.store.record_delivery(stream, event):
+                return  # seen before (a replay, a resume, a redelivery)
+            if event.source == self.identity:
+                return  # our own commands and attention.routed, echoed back
+            if event.session is None:
+                self._agent_event(event)
+            else:
+                session = self._session_of(stream, event)
+                if session is not None:
+                    self._mirror(session, event)
+        if self._creating:
+            self._create_threads(self._creating)
+            self._creating = []
+
+    def _handled_before(self, stream: str, event: Event) -> bool:
+        """Whether `event` is older than what this stream had handled when the bridge started.
+
+        The dedupe window is bounded (the oldest keys are pruned), while a source replays
+        everything it still holds after a restart; an event at or below the position its
+        session had reached then was handled by an earlier run, seen key or not.
+        """
+        self._handled += 1
+        if self._handled % PRUNE_EVERY == 0:
+            self.store.prune_seen(SEEN_WINDOW)
+        position = event.position
+        if position is None or event.session is None:
+            return False
+        floors = self._floors.get(stream)
+        if floors is None:
+            floors = self._floors[stream] = self.store.floors(stream)
+        floor = floor_of(floors, event.source, event.session)
+        return floor is not None and position <= floor
+
+    def _session_of(self, stream: str, event: Event) -> SessionRecord | None:
+        """The event's session; the owner's sequenced events create it, others only find it."""
+        if event.seq is None:  # commands, acks, attention.routed: foreign to the session
+            key = event.session_key
+            assert key is not None
+            return self.sessions.find(*key) or self.sessions.find_by_session(key[1])
+        session, created = self.sessions.get_or_create(event, stream, event.session or "")
+        if created:
+            for name in self.routing.channels_for(event, list(self.channels)):
+                channel = self.channels[name]
+                thread_name = self.renderer.thread_name(event, ceiling=channel.config.capture)
+                self.sessions.begin_thread(session.id, name, thread_name)
+                channel.outbox.hold(session.id)
+                self._creating.append((name, session.id))
+        return session
+
+    def _targets(self, session: SessionRecord) -> list[Channel]:
+        return [self.channels[c] for c in self.sessions.channels(session.id) if c in self.channels]
+
+    def _mirror(self, session: SessionRecord, event: Event) -> None:
+        targets = self._targets(session)
+        self.attention.on_event(event, session)
+        asked: str | None = None  # the request this event opened: its heads-up is keyed
+        if event.type == "attention.requested" and event.seq is not None:
+            asked = self._open_request(session, event, targets)
+        # channels alike (same capture ceiling, verbosity, what rings, and whether they edit
+        # in place) share one rendering and its jobs
+        renderings: dict[tuple[Any, ...], tuple[Rendered, list[Job]]] = {}
+        for channel in targets:
+            config = channel.config
+            edits = channel.adapter.capabilities.edits
+            look = (config.capture, config.verbosity, tuple(sorted(config.notify)), edits)
+            shared = renderings.get(look)
+            if shared is None:
+                rendered = self.renderer.render(
+                    event,
+                    ceiling=config.capture,
+                    verbosity=config.verbosity,
+                    notify=config.notify,
+                    edits=edits,
+                )
+                droppable = event.severity in _DROPPABLE_SEVERITIES
+                jobs = [
+                    Job.message(
+                        session.id,
+                        message,
+                        droppable=droppable and not message.notify and message.type != "error",
+                    )
+                    for message in rendered.messages
+                ]
+                shared = renderings[look] = (rendered, jobs)
+            rendered, jobs = shared
+            for job in jobs:
+                channel.outbox.submit(job)
+            # a heads-up outside the thread; where there are no threads, the messages are
+            # the heads-ups (the channel rings as it can), and a second one would ring twice
+            if rendered.notification is not None and channel.adapter.capabilities.threads:
+                thread = self.sessions.thread(session.id, channel.name)
+                notification = rendered.notification.model_copy(
+                    update={
+                        "session_id": session.id,
+                        "session_name": thread.name if thread else None,
+                        "request_id": asked,
+                    }
+                )
+                key = None if asked is None else heads_up_key(asked)
+                after = None if asked is None else card_key(asked)  # it links to the card
+                channel.outbox.submit(Job.notification(notification, key=key, after=after))
+            if rendered.rename and self.sessions.name_thread(
+                session.id, channel.name, rendered.rename
+            ):
+                channel.outbox.submit(Job.rename(session.id, rendered.rename))
+        if event.type == "session.ended":
+            self._end(session, targets)
+
+    def _end(self, session: SessionRecord, targets: list[Channel]) -> None:
+        self.sessions.end(session.id)
+        for channel in targets:
+            match channel.config.on_session_end:
+                case "archive":
+                    channel.outbox.submit(Job.archive(session.id))
+                case "delete":
+                    channel.outbox.submit(Job.delete(session.id))
+                case "keep":
+                    pass
+            self.sessions.close_thread(session.id, channel.name)
+
+    def _agent_event(self, event: Event) -> None:
+        """`agent.*`: no session, so no thread; health changes become notifications."""
+        for name in self.routing.channels_for(event, list(self.channels)):
+            channel = self.channels[name]
+            rendered = self.renderer.render(
+                event, ceiling=channel.config.capture, verbosity=channel.config.verbosity
+            )
+            if rendered.notification is not None:
+                channel.outbox.submit(Job.notification(rendered.notification))

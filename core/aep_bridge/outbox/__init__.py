@@ -1,0 +1,96 @@
+"""The outbox: one scheduler per channel instance, between the core and a platform.
+
+Every call the core makes to a platform goes through its channel's outbox, because only one
+place can know everything that decides when a call may go out: the platform's real limits
+(per chat, per group of chats, per bot), which calls are waiting, which of them matter most,
+and which have failed. Adapters therefore never sleep or retry (docs/architecture.md); they
+raise `ChannelError` or `RateLimited` and the outbox decides.
+
+What it guarantees, and why:
+
+- **Never over a declared limit.** Each `RateLimit` is kept as a sliding window of the last
+  calls (at most `count`, or `burst` when that is larger, in any `per_seconds`), plus a token
+  bucket refilled at `count / per_seconds` when the platform declared a `burst`. A token
+  bucket alone lets nearly twice `count` through in one window (a full bucket, then the
+  refill), which is exactly what gets a Telegram bot a 429 or a ban; the window does not.
+  A backlog still goes out at the full declared rate.
+- **Questions before chatter.** The next call is the highest-priority one that may run now.
+  A waiting higher-priority call also reserves its share of the buckets it needs, so chatter
+  in a free chat cannot take the last group slot a question is about to use. Every card
+  still queued is owed a slot, not only the head of each lane: cards waiting behind a card
+  in flight (a lane sends one at a time; for `OWED_WHILE` at most, so a hung call does not
+  stop the channel) or in several sessions keep theirs, and no lower-priority call goes if
+  it would make any of them wait longer.
+- **Order per thread.** What a session's thread shows goes out in submit order, whatever its
+  priority among other sessions; only its cards (and their updates) and its notifications
+  overtake it. A call that waits for a retry holds back the calls behind it.
+- **Latest text wins.** A job with a `coalesce` key replaces an unsent job with the same key
+  (in the same session) in its place, so a burst of edits to one card costs one call.
+- **No late heads-up.** An unsent keyed job can be taken back (`withdraw`), its row deleted
+  in the caller's transaction: the bridge withdraws a question's heads-up when the question
+  closes, so an answer given before the heads-up's slot is not followed by a ringing
+  "asks permission". One already in flight is not recalled.
+- **A heads-up after its card.** A question's heads-up follows its card (`after`): it starts
+  only once the card's job has gone, so it can link to the card's message.
+- **No stale urgency.** A card's job is keyed too (`card_key`): when its question closes
+  before it went out, the bridge takes it back and submits it again at thread rank, so it
+  lands where it happened instead of above what came before it.
+- **Fits the platform.** Long text is split at the platform's limit in its own unit, without
+  breaking a fenced code block; an edit of one card is cut to fit instead. A message with
+  blocks is split between its blocks as the adapter measures them (`markup.split`), a block
+  split inside keeping its structure.
+- **Failures wait, then retry.** `RateLimited(retry_after)` pauses that job's chat (the whole
+  channel when a job has no chat) and retries the job first when the pause ends.
+  `ChannelError` is retried after about 1, 2, 4, ... up to 60 s, with jitter so that calls
+  that failed together do not return together, while other threads carry on; a job is
+  retried until it goes (the contract cannot say "never"), a `call` up to `max_attempts`.
+  Any other exception is a bug in the adapter: logged with the job, retried up to
+  `max_attempts`, then dropped and counted as `failed`.
+- **Survives a restart.** A submitted job is in the `outbox` table before `submit` returns and
+  is deleted only after the adapter call returned. A job in flight when the process dies is
+  therefore sent again after the restart: the one repeat allowed. The deletes of settled
+  calls ride on the next commit (`journal`): a call that returned just before a SIGKILL,
+  whose delete had not committed yet, is sent again too. The calls still inside a
+  limit's window are saved too (in wall-clock time) and counted again at the next start,
+  clamped to that start's now if the wall clock was set back meanwhile; within a run, every
+  window is on the monotonic clock.
+- **Bounded.** On a channel with a declared limit, over `max_backlog` queued jobs, droppable
+  chatter goes, oldest first (said in one log line a minute at most); nothing else is ever
+  dropped for space. A channel without a declared limit drops nothing: over `HIGH_WATER` it
+  is `behind`, and the bridge stops taking events until it has `caught_up` (backpressure).
+- **Threads before their questions.** A `call` for a held session (the one creating its
+  thread) is ranked at least as the most urgent job waiting for that thread (`promote`).
+
+Logging names jobs by operation, session, row and priority, never by their text: the text may
+carry what the platform was meant to see, and logs are not the platform.
+
+The modules: `jobs` (what is queued and how it fits the platform), `limiter` (the declared
+limits and their persistence), `journal` (the persisted rows), `lanes` (the queue) and
+`scheduler` (the `Outbox`: lanes, dispatch, settle). Markdown splitting is `aep_bridge.text`'s.
+"""
+
+from __future__ import annotations
+
+from ..text import split_markdown, truncate_markdown
+from .jobs import OPS, Job, Op, Priority, card_key
+from .journal import LIMITS_SAVE_EVERY
+from .queue import HIGH_WATER, LOW_WATER, SHED_REPORT_EVERY
+from .scheduler import BACKOFF_CAP, JITTER, OWED_WHILE, Outbox
+
+__all__ = [
+    "BACKOFF_CAP",
+    "HIGH_WATER",
+    "JITTER",
+    "LIMITS_SAVE_EVERY",
+    "LOW_WATER",
+    "OPS",
+    "OWED_WHILE",
+    "SHED_REPORT_EVERY",
+    "Job",
+    "Op",
+    "Outbox",
+    "Priority",
+    "card_key",
+    "split_markdown",
+    "truncate_markdown",
+]

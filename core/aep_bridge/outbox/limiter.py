@@ -1,0 +1,223 @@
+"""The platform's declared limits, kept exactly, and remembered across a restart.
+
+A `Limiter` keeps one declared `RateLimit`; `Limits` holds a channel's: one per chat, one per
+group of chats, one for the channel, and saves the calls still inside their windows (in
+wall-clock time) so that the next start counts them again.
+
+A window of `per_seconds` is half-open: a call at `t` counts against the calls in
+`(t - per_seconds, t]`, so the next call after a full window may go at exactly
+`first + per_seconds`. That is how the platforms count (Telegram's fake keeps the calls with
+`t > now - seconds`, Discord's buckets reset at `started + seconds`), and how the tests check
+(`most_in_window`: `[t, t + window)`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Final
+
+from ..store import Store
+from ..types import RateLimit, RateLimits
+
+log = logging.getLogger(__name__)
+
+_NAMESPACE: Final = "outbox-limits"
+#: restored calls count as this much later than they were made (the wall clock is not exact)
+RESTORE_SLACK: Final = 0.05
+
+
+class Limiter:
+    """One declared `RateLimit`, kept exactly.
+
+    At most `max(count, burst)` calls in any `per_seconds` (a sliding window over the last
+    calls' times), and, when `burst` is declared, a token bucket of `burst` refilled at
+    `count / per_seconds` for the sustained rate. Its times are the outbox's monotonic clock:
+    a time earlier than the last one counted is taken as the last one, so a clock that stepped
+    back can only make it wait longer, never forget a call.
+    """
+
+    __slots__ = ("bucket", "log", "rate", "tokens", "updated", "window")
+
+    def __init__(self, limit: RateLimit) -> None:
+        self.window = float(limit.per_seconds)
+        cap = max(limit.count, limit.burst or limit.count)
+        self.log: deque[float] = deque(maxlen=cap)
+        self.rate = limit.count / limit.per_seconds
+        self.bucket = limit.burst
+        self.tokens = float(limit.burst or 0)
+        self.updated = -math.inf
+
+    def _tokens(self, now: float) -> float:
+        assert self.bucket is not None
+        elapsed = max(0.0, now - self.updated)
+        tokens = min(float(self.bucket), self.tokens + elapsed * self.rate)
+        return float(self.bucket) if tokens > self.bucket - 1e-9 else tokens
+
+    def free_at(self, now: float) -> float:
+        """The earliest time, from `now`, at which one more call may go."""
+        ready = now
+        if len(self.log) == self.log.maxlen:
+            ready = self.log[0] + self.window
+        if self.bucket is not None:
+            tokens = self._tokens(now)
+            if tokens < 1:
+                ready = max(ready, now + (1 - tokens) / self.rate)
+        return ready
+
+    def free_after_take(self, now: float) -> float:
+        """When one more call could go if one went `now`: whether a call now costs a waiting
+        call its slot."""
+        ready = now
+        cap = self.log.maxlen or 0
+        calls = len(self.log) + 1  # the log with the call now
+        if calls >= cap:  # ... is full: the next call waits for its oldest to age out
+            index = calls - cap
+            oldest = self.log[index] if index < len(self.log) else now
+            ready = oldest + self.window
+        if self.bucket is not None:
+            tokens = self._tokens(now) - 1
+            if tokens < 1:
+                ready = max(ready, now + (1 - tokens) / self.rate)
+        return ready
+
+    def take(self, now: float) -> None:
+        """Count one call made at `now` (never earlier than the last one counted)."""
+        if self.log and now < self.log[-1]:
+            now = self.log[-1]
+        self.log.append(now)
+        if self.bucket is not None:
+            self.tokens = max(0.0, self._tokens(now) - 1)
+            self.updated = now
+
+    def delays(self, now: float, waiting: list[float]) -> bool:
+        """Whether a call now makes any of the calls `waiting` (each wanting a slot from the
+        time given, served earliest first) go later than it would without it."""
+        without, taken = self._copy(), self._copy()
+        taken.take(now)
+        for want in sorted(waiting)[: self.log.maxlen]:  # one window's worth is enough
+            first, then = without.free_at(want), taken.free_at(want)
+            if then > first + 1e-9:
+                return True
+            without.take(first)
+            taken.take(then)
+        return False
+
+    def _copy(self) -> Limiter:
+        twin = Limiter.__new__(Limiter)
+        twin.window, twin.rate, twin.bucket = self.window, self.rate, self.bucket
+        twin.log = deque(self.log, maxlen=self.log.maxlen)
+        twin.tokens, twin.updated = self.tokens, self.updated
+        return twin
+
+    def idle(self, now: float) -> bool:
+        """Whether forgetting this limiter changes nothing (it would be rebuilt full)."""
+        if self.log and self.log[-1] + self.window > now:
+            return False
+        return self.bucket is None or self._tokens(now) >= self.bucket
+
+
+def owe(
+    owed: dict[Limiter, list[float]], limiters: tuple[Limiter, ...], at: float, cards: int
+) -> None:
+    """Note `cards` cards wanting a slot on each of `limiters` from `at` (a window's worth
+    at most: more cannot change what one call now delays)."""
+    for limiter in limiters:
+        owed.setdefault(limiter, []).extend([at] * min(cards, limiter.log.maxlen or 1))
+
+
+def spare(limiter: Limiter, now: float, waiting: float | None) -> bool:
+    """Whether a call now leaves `limiter` a slot for the candidate waiting until `waiting`
+    (a question waiting a moment for its own chat keeps the group's last slot)."""
+    return waiting is None or limiter.free_after_take(now) <= waiting
+
+
+class Limits:
+    """A channel's limiters: per chat and per group (made on first use, forgotten when idle)
+    and the channel's own; `wall` is the wall clock the saved calls are kept in."""
+
+    __slots__ = ("any", "chats", "declared", "global_", "groups", "wall")
+
+    def __init__(self, declared: RateLimits, wall: Callable[[], float] = time.time) -> None:
+        self.declared = declared
+        self.chats: dict[str, Limiter] = {}
+        self.groups: dict[str, Limiter] = {}
+        self.global_ = Limiter(declared.global_) if declared.global_ else None
+        #: whether anything is declared at all
+        self.any = any((declared.per_chat, declared.per_group, declared.global_))
+        self.wall = wall
+
+    def of(self, chat: str, group: str) -> tuple[Limiter, ...]:
+        """The limiters a call to `chat` (in `group`) counts against."""
+        limiters: list[Limiter] = []
+        declared = self.declared
+        if declared.per_chat is not None:
+            limiter = self.chats.get(chat)
+            if limiter is None:
+                limiter = self.chats[chat] = Limiter(declared.per_chat)
+            limiters.append(limiter)
+        if declared.per_group is not None:
+            limiter = self.groups.get(group)
+            if limiter is None:
+                limiter = self.groups[group] = Limiter(declared.per_group)
+            limiters.append(limiter)
+        if self.global_ is not None:
+            limiters.append(self.global_)
+        return tuple(limiters)
+
+    def prune(self, now: float) -> None:
+        """Forget idle per-chat and per-group limiters (they would be rebuilt full)."""
+        for limiters in (self.chats, self.groups):
+            for key in [k for k, v in limiters.items() if v.idle(now)]:
+                del limiters[key]
+
+    def save(self, store: Store, channel: str, now: float) -> None:
+        """Write the calls still inside their windows (in the caller's transaction)."""
+        wall = self.wall()
+
+        def recent(limiter: Limiter) -> list[float]:
+            return [wall - (now - t) for t in limiter.log if t + limiter.window > now]
+
+        saved = {
+            "chat": {k: recent(v) for k, v in self.chats.items() if recent(v)},
+            "group": {k: recent(v) for k, v in self.groups.items() if recent(v)},
+            "global": recent(self.global_) if self.global_ is not None else [],
+        }
+        store.kv_set(_NAMESPACE, channel, json.dumps(saved))
+
+    def load(self, store: Store, channel: str, now: float) -> None:
+        """Count the calls the last run saved, on this run's monotonic clock.
+
+        A saved time is a wall-clock time; one later than now (the wall clock was set back
+        since) counts as made now, never further in the future than `RESTORE_SLACK`: the
+        platform may still count those calls for one window, and a time in the future would
+        stall the channel for as long as the clock moved back.
+        """
+        raw = store.kv_get(_NAMESPACE, channel)
+        if raw is None:
+            return
+        try:
+            saved = json.loads(raw)
+            wall = self.wall()
+
+            def restored(t: Any) -> float:
+                return min(now, now - (wall - float(t))) + RESTORE_SLACK
+
+            for kind, limiters, limit in (
+                ("chat", self.chats, self.declared.per_chat),
+                ("group", self.groups, self.declared.per_group),
+            ):
+                for key, times in dict(saved.get(kind) or {}).items():
+                    if limit is not None:
+                        limiter = limiters.setdefault(str(key), Limiter(limit))
+                        for t in sorted(times):
+                            limiter.take(restored(t))
+            if self.global_ is not None:
+                for t in sorted(saved.get("global") or []):
+                    self.global_.take(restored(t))
+        except (ValueError, TypeError, AttributeError):
+            log.warning("outbox %s: the saved recent calls could not be read", channel)

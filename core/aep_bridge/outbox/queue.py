@@ -1,0 +1,326 @@
+"""The outbox's queue: its lanes of entries, the bookkeeping that keeps them ranked, the
+shedding of chatter over the backlog limit, and the persisted rows behind them (what
+`submit` writes, what `start` reads back). `scheduler.Outbox` builds on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import logging
+import math
+from collections.abc import Callable
+from typing import Any, Final
+
+from ..store import Store
+from .jobs import Job, Priority
+from .journal import Journal
+from .lanes import Entry, Lane, LaneKey, lane_key
+
+log = logging.getLogger(__name__)
+
+#: A channel with no declared limit is never shed: over this many queued jobs it is `behind`
+#: and the bridge stops taking events until it is back down to `LOW_WATER` (backpressure).
+HIGH_WATER: Final = 2_000
+LOW_WATER: Final = 500
+#: Chatter shed on a rate-limited channel is logged in one line at most this often (seconds).
+SHED_REPORT_EVERY: Final = 60.0
+_STATS: Final = ("sent", "split", "coalesced", "dropped", "rate_limited", "retried", "failed")
+
+
+class Queue:
+    """The jobs and calls of one channel instance waiting to go, by lane."""
+
+    def __init__(
+        self,
+        channel: str,
+        store: Store,
+        journal: Journal,
+        clock: Callable[[], float],
+        *,
+        max_backlog: int,
+        sheds: bool,
+    ) -> None:
+        self._channel = channel
+        self._store = store
+        self._journal = journal
+        self._clock = clock
+        self._max_backlog = max_backlog
+        self._lanes: dict[LaneKey, Lane] = {}
+        #: a heap of (priority, seq, lane) for the heads of lanes not busy; items whose lane
+        #: has since moved on are skipped when popped (`_pick`)
+        self._ready: list[tuple[Priority, int, int, LaneKey]] = []
+        #: lanes set aside because their session is held, by session
+        self._held_lanes: dict[str, set[LaneKey]] = {}
+        self._coalescing: dict[tuple[str | None, str], Entry] = {}
+        #: droppable entries, a heap by submit order; stale items are skipped when popped (a
+        #: channel that never sheds keeps none: it would hold every droppable job sent)
+        self._droppable: list[tuple[int, int, Entry]] = []
+        self._pushes = itertools.count()
+        self._seq = itertools.count()
+        self._queued = 0
+        self._in_flight = 0
+        self._over_backlog = False
+        #: only a channel with a declared limit sheds: one without keeps pace by backpressure
+        self._sheds = sheds
+        #: whether the last call that settled failed (a channel that is down): the bridge does
+        #: not wait for it (`behind`), or every other channel would wait with it
+        self._failing = False
+        #: set while the backlog is at most `LOW_WATER` (`caught_up`)
+        self._drained = asyncio.Event()
+        self._drained.set()
+        #: jobs shed since the last summary line, and when that line was logged
+        self._shed_unreported = 0
+        self._shed_reported = -math.inf
+        self._stats = dict.fromkeys(_STATS, 0)
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Counters since this outbox was made.
+
+        `sent`: adapter calls that returned; `split`: messages split into several;
+        `coalesced`: jobs replaced by a later one with the same key; `dropped`: droppable jobs
+        shed over `max_backlog`; `rate_limited`: `RateLimited` answers; `retried`: retries
+        scheduled after any failure; `failed`: jobs given up on (an adapter bug that persisted
+        past `max_attempts`, an unreadable row, or a `call` that raised).
+        """
+        return dict(self._stats)
+
+    @property
+    def backlog(self) -> int:
+        """Jobs and calls queued, not counting those in flight."""
+        return self._queued
+
+    def promote(self, session_id: str, priority: Priority) -> None:
+        """Send the session's waiting `call`s at `priority` at least (never lower one).
+
+        A call keeps its place in submit order; it moves to the lane of its new rank, so the
+        scheduler weighs it as it would a job of that rank (docs/architecture.md).
+        """
+        rank = Priority(priority)
+        for kind in ("thread", "notification"):  # the lanes ranked below a question's
+            lane = self._lanes.get((session_id, kind, True))
+            if lane is None:
+                continue
+            movers = [e for e in lane.queue if not e.dead and not e.in_flight and e.priority > rank]
+            for entry in movers:
+                lane.queue.remove(entry)
+                lane.counts[entry.priority] -= 1
+                self._queued -= 1
+                entry.priority = rank
+                entry.lane = lane_key(session_id, rank, call=True)
+                self._add(entry)
+            if movers:
+                self._schedule((session_id, kind, True))
+        self._changed()
+
+    def _waiting_rank(self, session_id: str) -> Priority:
+        """The most urgent rank among the session's queued jobs (LIVE when there are none)."""
+        best = Priority.LIVE
+        for kind in ("question", "notification", "thread"):
+            lane = self._lanes.get((session_id, kind, False))
+            if lane is not None and any(lane.counts):
+                best = min(best, lane.best())
+        return best
+
+    def _add(self, entry: Entry) -> None:
+        key = entry.lane
+        lane = self._lanes.get(key)
+        if lane is None:
+            lane = self._lanes[key] = Lane()
+        before = lane.best() if lane.queue else None
+        lane.queue.append(entry)
+        lane.counts[entry.priority] += 1
+        if not lane.busy and (before is None or entry.priority < before):
+            head = lane.head()
+            assert head is not None
+            heapq.heappush(self._ready, (lane.best(), lane.turn, head.seq, key))
+        self._queued += 1
+        if (coalesce := entry.coalesce_key) is not None:
+            self._coalescing[coalesce] = entry
+        if entry.droppable:
+            self._push_droppable(entry)
+
+    def _push_droppable(self, entry: Entry) -> None:
+        if self._sheds:  # a channel that never sheds has no use for the heap
+            heapq.heappush(self._droppable, (entry.seq, next(self._pushes), entry))
+
+    def _kill(self, entry: Entry) -> None:
+        """Take a queued entry out (dropped, coalesced away, given up, or stopped)."""
+        if entry.dead:
+            return
+        entry.dead = True
+        self._uncount(entry)
+        if not entry.in_flight:
+            self._queued -= 1
+        key = entry.coalesce_key
+        if key is not None and self._coalescing.get(key) is entry:
+            del self._coalescing[key]
+
+    def _shed(self) -> None:
+        """Over `max_backlog`, drop droppable jobs, oldest first; never any other job, and
+        nothing at all on a channel without a declared limit (the bridge waits for it
+        instead: `behind`). What goes is logged in one line a minute at most."""
+        if not self._sheds:
+            return
+        if len(self._droppable) > 2 * self._queued + 64:  # forget stale heap items
+            self._droppable = [
+                item
+                for item in self._droppable
+                if item[2].droppable and not item[2].dead and not item[2].in_flight
+            ]
+            heapq.heapify(self._droppable)
+        over = self._queued - self._max_backlog
+        if over <= 0:
+            self._over_backlog = False
+            self._report_shed()
+            return
+        victims: list[Entry] = []
+        while over > 0 and self._droppable:
+            _, _, entry = heapq.heappop(self._droppable)
+            if entry.dead or entry.in_flight or not entry.droppable or entry in victims:
+                continue
+            victims.append(entry)
+            over -= 1
+        if victims:
+            with self._store.transaction():
+                self._journal.delete([v.row for v in victims])
+            for victim in victims:
+                self._kill(victim)
+            self._stats["dropped"] += len(victims)
+            self._shed_unreported += len(victims)
+        self._report_shed()
+        if over > 0 and not self._over_backlog:
+            log.warning(
+                "outbox %s: %d jobs queued, over the backlog limit of %d, and none of them "
+                "may be dropped",
+                self._channel,
+                self._queued,
+                self._max_backlog,
+            )
+        self._over_backlog = over > 0
+
+    def _report_shed(self) -> None:
+        """One line for what was shed since the last, at most every `SHED_REPORT_EVERY`: a
+        flood sheds thousands of jobs, and a line for each would flood the log in turn."""
+        if not self._shed_unreported:
+            return
+        now = self._clock()
+        if now - self._shed_reported < SHED_REPORT_EVERY:
+            return
+        log.warning(
+            "outbox %s: %d droppable jobs dropped, the backlog is over %d",
+            self._channel,
+            self._shed_unreported,
+            self._max_backlog,
+        )
+        self._shed_unreported, self._shed_reported = 0, now
+
+    def _changed(self) -> None:
+        """Wake the worker and keep `idle()` and `caught_up()` true to the state."""
+        self._wake.set()
+        if self._queued <= LOW_WATER or self._failing:
+            self._drained.set()
+        if self._queued == 0 and self._in_flight == 0:
+            self._idle.set()
+        else:
+            self._idle.clear()
+
+    def _schedule(self, key: LaneKey) -> None:
+        """Make the head of lane `key` a candidate again (it is no longer busy)."""
+        lane = self._lanes.get(key)
+        if lane is None or lane.busy:
+            return
+        head = lane.head()
+        if head is None:
+            del self._lanes[key]
+            return
+        heapq.heappush(self._ready, (lane.best(), lane.turn, head.seq, key))
+
+    def _uncount(self, entry: Entry) -> None:
+        lane = self._lanes.get(entry.lane)
+        if lane is not None and lane.counts[entry.priority] > 0:
+            lane.counts[entry.priority] -= 1
+
+    def _persist(self, job: Job, args: tuple[Any, ...]) -> Callable[[], None]:
+        """Write `job` to the table; return what to do in memory once that committed."""
+        key = None if job.coalesce is None else (job.session_id, job.coalesce)
+        target = self._coalescing.get(key) if key is not None else None
+        group = self._store.group
+        if (
+            target is not None
+            and target.row is not None
+            and target.lane == lane_key(job.session_id, job.priority, call=False)
+        ):
+            self._journal.replace(target.row, job)
+
+            def merge() -> None:
+                assert target is not None
+                target.job, target.args = job, args
+                target.group = group
+                if job.droppable:
+                    self._push_droppable(target)
+                self._stats["coalesced"] += 1
+
+            return merge
+        if target is not None:  # same key, another priority: the new one replaces it
+            self._journal.delete([target.row])
+        row = self._journal.insert(job)
+
+        def add() -> None:
+            if target is not None:
+                self._kill(target)
+                self._stats["coalesced"] += 1
+            entry = Entry(job.op, job.session_id, job.priority, args, next(self._seq), row, job)
+            entry.group = group
+            self._add(entry)
+
+        return add
+
+    def _load(self) -> None:
+        """Rebuild the queue from the table, in row order (which is submit order)."""
+        calls = [
+            e
+            for lane in self._lanes.values()
+            for e in lane.queue
+            if e.row is None and not e.dead and not e.in_flight
+        ]
+        self._lanes.clear()
+        self._ready.clear()
+        self._held_lanes.clear()
+        self._coalescing.clear()
+        self._droppable.clear()
+        self._queued = 0
+        with self._store.transaction():
+            jobs, bad = self._journal.read()
+            self._stats["failed"] += bad
+            for row, job, args in jobs:
+                self._restore(job, args, row)
+        for entry in calls:
+            entry.seq = next(self._seq)
+            self._add(entry)
+        self._shed()
+        self._changed()
+        if jobs or bad:
+            log.info(
+                "outbox %s: %d jobs left from before are queued", self._channel, len(jobs) + bad
+            )
+
+    def _restore(self, job: Job, args: tuple[Any, ...], row: int) -> None:
+        """Queue a persisted row; a row with the key of an earlier one merges into it."""
+        key = None if job.coalesce is None else (job.session_id, job.coalesce)
+        target = self._coalescing.get(key) if key is not None else None
+        if target is not None and target.row is not None:
+            if target.lane == lane_key(job.session_id, job.priority, call=False):
+                self._journal.table.merge(target.row, row, job.droppable)
+                target.job, target.args = job, args
+                self._stats["coalesced"] += 1
+                return
+            self._journal.delete([target.row])
+            self._kill(target)
+            self._stats["coalesced"] += 1
+        self._add(Entry(job.op, job.session_id, job.priority, args, next(self._seq), row, job))

@@ -1,0 +1,674 @@
+"""The scheduler: one `Outbox` per channel instance, between the core and a platform.
+
+Its guarantees are listed in the package's docstring (`aep_bridge.outbox`); the queue it picks
+from is `queue`'s (its lanes, `lanes`), the limits it keeps are `limiter`'s, and what it
+persists is `journal`'s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import logging
+import math
+import random
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
+
+from ..adapter import ChannelAdapter
+from ..store import Store
+from ..text import LengthUnit
+from ..types import ChannelError, RateLimited
+from .jobs import Job, Priority, arguments, fit
+from .journal import Journal
+from .lanes import Entry, Lane, LaneKey
+from .limiter import Limiter, Limits, owe, spare
+from .queue import HIGH_WATER, LOW_WATER, Queue
+
+log = logging.getLogger(__name__)
+
+#: Exponential backoff after a failed call: about 1, 2, 4, ... seconds, never more than this.
+BACKOFF_CAP: Final = 60.0
+#: Each backoff is scaled by a random factor in this range, so that calls that failed
+#: together (a platform outage) do not all come back in the same instant.
+JITTER: Final = (0.75, 1.25)
+#: Idle per-chat buckets are forgotten every this many dispatches (they refill anyway).
+_PRUNE_EVERY: Final = 1024
+#: a card's call out longer than this (seconds) no longer holds slots for the cards behind
+#: it: an adapter call that hangs must not stop the rest of its channel
+OWED_WHILE: Final = 30.0
+#: calls a runner makes one after another without giving the loop a turn, at most (the
+#: calls of a channel that returns at once, like the memory channel)
+_STREAK: Final = 256
+
+
+def _wall_clock(clock: Callable[[], float]) -> Callable[[], float]:
+    """The wall clock the recent calls are saved in: `time.time`, moving at `clock`'s pace.
+
+    On the monotonic clock that is `time.time` itself. On a simulated clock (tests, preview)
+    the real time a restart takes must not count: the saved calls would come back older than
+    they are on the simulated clock, and the next run could exceed a limit.
+    """
+    if clock is time.monotonic:
+        return time.time
+    return lambda: time.time() - time.monotonic() + clock()
+
+
+class Outbox(Queue):
+    """The scheduler of one channel instance: every platform call the core makes goes here.
+
+    `submit` persists a job and returns at once; a worker task (started by `start`) picks it
+    when the platform's limits and the jobs before it allow, and hands it to a runner task
+    (`_run`, at most `concurrency` of them) that makes the call; a runner whose call returned
+    picks the next one itself (`_help`). `call` is for the one call whose result the core
+    needs (`create_session_thread`): scheduled the same way, not persisted.
+
+    `clock` and `sleep` are injectable so that tests and benchmarks run on simulated time.
+    `concurrency` bounds the calls in flight at once (each thread still has at most one);
+    `rng` drives the backoff jitter; `on_sent(channel, job)` is told of every job delivered.
+    """
+
+    def __init__(
+        self,
+        adapter: ChannelAdapter[Any],
+        store: Store,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        max_backlog: int = 10_000,
+        max_attempts: int = 8,
+        concurrency: int = 8,
+        rng: random.Random | None = None,
+        on_sent: Callable[[str, Job], None] | None = None,
+    ) -> None:
+        if max_backlog < 0 or max_attempts < 1 or concurrency < 1:
+            raise ValueError("max_backlog >= 0, max_attempts >= 1 and concurrency >= 1")
+        self._adapter = adapter
+        self._sleep = sleep
+        self._max_attempts = max_attempts
+        self._concurrency = concurrency
+        self._rng = rng or random.Random()
+        self._on_sent = on_sent
+        self._channel = adapter.instance_name
+        capabilities = adapter.capabilities
+        self._limits = Limits(capabilities.rate_limits, _wall_clock(clock))
+        self._max_length = capabilities.max_message_length
+        self._unit: LengthUnit = capabilities.length_unit
+        journal = Journal(store, self._channel, self._limits, clock)
+        super().__init__(
+            self._channel, store, journal, clock, max_backlog=max_backlog, sheds=self._limits.any
+        )
+        self._paused: dict[str, float] = {}  # chat -> until (after a RateLimited)
+        self._paused_all = -math.inf
+        self._turns = itertools.count(1)
+        #: lanes with a call in flight (at most `concurrency`): their queued cards are owed
+        #: slots (`_owed`)
+        self._busy_lanes: set[LaneKey] = set()
+        self._dispatched = 0
+        self._worker: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        #: sessions whose jobs wait (persisted) until their thread exists
+        self._held: set[str] = set()
+        #: the calls waiting for a runner (`_run`), and the runners waiting for a call
+        self._calls: deque[Entry] = deque()
+        self._runners: list[asyncio.Future[None]] = []
+        #: whether the deletes of settled calls are scheduled (`_forget_rows`)
+        self._forget_scheduled = False
+
+    # -- the API ---------------------------------------------------------------------------
+
+    def submit(self, job: Job) -> None:
+        """Queue `job`: it is in the outbox table when this returns. Never blocks.
+
+        Inside a caller's `store.transaction()` the row commits with the caller's writes.
+        Raises `ValueError` for a job whose payload does not parse (a bug in the caller).
+        """
+        jobs, split = fit(job, self._max_length, self._unit, self._adapter.measure)
+        if split:
+            self._stats["split"] += 1
+        parsed = [(piece, arguments(piece)) for piece in jobs]
+        with self._store.transaction(savepoint=False):
+            actions = [self._persist(piece, args) for piece, args in parsed]
+        for action in actions:
+            action()
+        if job.session_id in self._held:  # what waits for the thread lends the call its rank
+            self.promote(job.session_id, job.priority)
+        self._shed()
+        self._changed()
+
+    def withdraw(self, session_id: str | None, key: str) -> bool:
+        """Take back the unsent job of `session_id` with `coalesce` key `key`: it is never
+        sent. Its row is deleted in the caller's transaction, if one is open, so the job goes
+        in the same commit as what made it moot (a question answered: its heads-up).
+
+        Returns False when no such job waits: it was sent, or it is in flight (a call that
+        began cannot be recalled), or there never was one.
+        """
+        entry = self._coalescing.get((session_id, key))
+        if entry is None or entry.dead or entry.in_flight:
+            return False
+        with self._store.transaction(savepoint=False):
+            self._journal.delete([entry.row])
+        self._kill(entry)
+        self._changed()
+        return True
+
+    async def call(
+        self,
+        op: str,
+        *args: Any,
+        priority: Priority = Priority.QUESTION,
+        session_id: str | None = None,
+    ) -> Any:
+        """Call `adapter.<op>(*args)` when the limits allow, and return what it returned.
+
+        For calls whose result the core needs at once (`create_session_thread`): scheduled
+        like any job (`limit_keys(session_id)`, `priority`, order within the thread), but not
+        persisted. Raises the last error after `max_attempts` failed attempts.
+
+        A call for a held session (the one creating its thread) goes at least at the rank of
+        the most urgent job waiting for it, now or later (`promote`): a question in a new
+        session does not wait behind a burst of other new sessions' threads.
+        """
+        method = getattr(self._adapter, op, None)
+        if op.startswith("_") or not callable(method):
+            raise ValueError(f"{type(self._adapter).__name__} has no operation {op!r}")
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        rank = Priority(priority)
+        if session_id is not None and session_id in self._held:
+            rank = min(rank, self._waiting_rank(session_id))
+        entry = Entry(op, session_id, rank, args, next(self._seq), future=future)
+        self._add(entry)
+        self._changed()
+        try:
+            return await future
+        except asyncio.CancelledError:
+            if not entry.in_flight and not entry.dead:
+                self._kill(entry)
+                self._changed()
+            raise
+
+    @property
+    def behind(self) -> bool:
+        """Whether the bridge should stop taking events until this outbox `caught_up`: its
+        channel declares no limit (so nothing of it is ever shed) and it holds more than
+        `HIGH_WATER` queued jobs, while its calls go through. A channel whose calls fail (its
+        platform is down) is not waited for: its jobs wait, persisted, and the other channels
+        carry on."""
+        return (
+            self._worker is not None
+            and not self._sheds
+            and not self._failing
+            and self._queued > HIGH_WATER
+        )
+
+    async def caught_up(self) -> None:
+        """Return once at most `LOW_WATER` jobs are queued, or the channel's calls fail (at
+        once if that is so now)."""
+        while self._queued > LOW_WATER and not self._failing and self._worker is not None:
+            self._drained.clear()
+            await self._drained.wait()
+
+    def hold(self, session_id: str) -> None:
+        """Keep `session_id`'s jobs queued (and persisted) until `release`: its thread is
+        being created, and nothing may be posted to a thread that does not exist yet.
+        `call`s for the session still go: the one that creates the thread is one of them."""
+        self._held.add(session_id)
+
+    def release(self, session_id: str) -> None:
+        """The session's thread exists: its jobs may go."""
+        if session_id in self._held:
+            self._held.discard(session_id)
+            for key in self._held_lanes.pop(session_id, ()):
+                self._schedule(key)
+            self._changed()
+
+    async def start(self) -> None:
+        """Load this channel's persisted jobs (what a previous run left) and start sending."""
+        if self._worker is not None:
+            return
+        self._load()
+        self._limits.load(self._store, self._channel, self._clock())
+        self._worker = asyncio.create_task(self._work(), name=f"outbox:{self._channel}")
+
+    async def stop(self, flush_timeout: float = 5.0) -> None:
+        """Deliver what can be delivered within `flush_timeout`, then stop sending.
+
+        Whatever is left, including calls cut off in flight, stays in the table for the next
+        start. Pending `call`s raise `ChannelError`.
+        """
+        worker, self._worker = self._worker, None
+        if worker is None:
+            return
+        if flush_timeout > 0 and not self._idle.is_set():
+            await self._race(self._idle.wait(), flush_timeout)
+        worker.cancel()
+        self._journal.save_limits_now()
+        tasks = [worker, *self._tasks]
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._calls.clear()
+        self._runners.clear()
+        self._forget_rows()  # what was sent is not sent again at the next start
+        self._store.commit_group()
+        self._busy_lanes.clear()
+        for lane in self._lanes.values():  # calls cut off in flight (or before they began)
+            lane.busy = False
+            for entry in lane.queue:
+                if entry.in_flight:
+                    entry.in_flight = False
+                    self._queued += 1
+        self._in_flight = 0
+        self._ready.clear()
+        for key in list(self._lanes):
+            self._schedule(key)
+        for lane in self._lanes.values():
+            for entry in lane.queue:
+                if entry.future is not None and not entry.dead:
+                    if not entry.future.done():
+                        entry.future.set_exception(ChannelError("the outbox stopped"))
+                    self._kill(entry)
+        self._changed()
+
+    async def idle(self) -> None:
+        """Return when nothing is queued or in flight."""
+        await self._idle.wait()
+
+    @property
+    def is_idle(self) -> bool:
+        """Whether nothing is queued or in flight now."""
+        return self._idle.is_set()
+
+    # -- queueing ----------------------------------------------------------------------
+
+    # -- scheduling --------------------------------------------------------------------
+
+    def _keys(self, entry: Entry) -> tuple[str, str]:
+        """The chat and group `entry` counts against (`ChannelAdapter.limit_keys`)."""
+        session = None if entry.op == "send_notification" else entry.session_id
+        try:
+            return self._adapter.limit_keys(session)
+        except Exception:
+            log.exception("outbox %s: limit_keys(%r) failed", self._channel, session)
+            return session or "", self._channel
+
+    def _gates(self, entry: Entry) -> tuple[tuple[Limiter, ...], str | None, float]:
+        """The limiters `entry` counts against, its chat (None: not looked up, as nothing
+        counts and no chat is paused), and when a pause on it ends."""
+        if not self._limits.any and not self._paused:
+            return (), None, self._paused_all
+        chat, group = self._keys(entry)
+        limiters = self._limits.of(chat, group)
+        return limiters, chat, max(self._paused_all, self._paused.get(chat, -math.inf))
+
+    def _pick(self, now: float) -> tuple[Entry | None, float | None]:
+        """The entry to send now, or None and when to look again (None: when woken).
+
+        Candidates are the heads of the lanes not busy, ranked by the most urgent priority
+        queued in their lane, then by turn (a lane that just sent goes behind the others of
+        its rank: sessions share a busy group fairly), then by submit order (popped from
+        `_ready`). The first that may run now goes, unless it would take a slot that a
+        candidate before it, still waiting (for its chat, a pause or a retry), needs when it
+        becomes ready. Candidates looked at and left are pushed back.
+
+        Cards first: every card still queued (a waiting lane head, or one behind a card in
+        flight, which goes as soon as that call returns) is owed its slot on each limiter it
+        needs; a lower-priority call goes only if it delays none of them (`Limiter.delays`).
+        """
+        ready = self._ready
+        kept: list[tuple[Priority, int, int, LaneKey]] = []
+        looked: set[LaneKey] = set()
+        reserved: dict[Limiter, float] = {}  # the earliest waiting candidate on each
+        owed, wake = self._owed(now)  # when each queued card wants its slot, by limiter
+        chosen: Entry | None = None
+        while ready:
+            item = heapq.heappop(ready)
+            key = item[3]
+            lane = self._lanes.get(key)
+            if lane is None or lane.busy or key in looked:
+                continue  # stale: the lane went, is out, or was seen in this pass
+            head = lane.head()
+            if head is None:
+                del self._lanes[key]
+                continue
+            if (lane.best(), lane.turn, head.seq) != item[:3]:  # moved on since: re-rank it
+                heapq.heappush(ready, (lane.best(), lane.turn, head.seq, key))
+                continue
+            looked.add(key)
+            if self._waits_for_another(head):
+                kept.append(item)  # back when the job it follows has gone (`_changed`)
+                continue
+            if head.future is None and head.session_id in self._held:
+                self._held_lanes.setdefault(head.session_id, set()).add(key)
+                continue  # its thread is still being created: back on `release`
+            limiters, chat, paused = self._gates(head)
+            at = max(head.not_before, paused, *(lim.free_at(now) for lim in limiters))
+            card = head.priority is Priority.QUESTION
+            if at <= now:
+                if all(spare(lim, now, reserved.get(lim)) for lim in limiters) and (
+                    card or not any(lim.delays(now, owed[lim]) for lim in limiters if lim in owed)
+                ):
+                    head.limiters, head.chat = limiters, chat
+                    chosen = head
+                    break
+                kept.append(item)
+                if card:
+                    owe(owed, limiters, now, lane.counts[Priority.QUESTION])
+                continue  # it runs once the candidate holding its slot has gone
+            kept.append(item)
+            wake = at if wake is None else min(wake, at)
+            for limiter in limiters:
+                reserved[limiter] = min(reserved.get(limiter, math.inf), at)
+            if card:  # it and the cards queued behind it
+                owe(owed, limiters, at, lane.counts[Priority.QUESTION])
+        for item in kept:
+            heapq.heappush(ready, item)
+        return chosen, (None if chosen is not None else wake)
+
+    def _waits_for_another(self, entry: Entry) -> bool:
+        """Whether `entry`'s job follows another (`Job.notification(after=...)`) that is
+        still queued or in flight."""
+        after = entry.job.after if entry.job is not None else None
+        if after is None:
+            return False
+        queued = self._coalescing.get((entry.session_id, after))
+        if queued is not None and not queued.dead:
+            return True
+        for key in self._busy_lanes:  # in flight: no longer in `_coalescing`
+            lane = self._lanes.get(key)
+            flying = lane.queue[0] if lane is not None and lane.queue else None
+            if (
+                flying is not None
+                and flying.in_flight
+                and flying.job is not None
+                and flying.session_id == entry.session_id
+                and flying.job.coalesce == after
+            ):
+                return True
+        return False
+
+    def _owed(self, now: float) -> tuple[dict[Limiter, list[float]], float | None]:
+        """The slots owed to the cards queued behind a card in flight: each wants one on
+        every limiter of its lane as soon as the call ahead of it returns (for `OWED_WHILE`
+        at most). Also when the first of these debts lapses (None: none will)."""
+        owed: dict[Limiter, list[float]] = {}
+        lapses: float | None = None
+        for key in self._busy_lanes:
+            lane = self._lanes.get(key)
+            if lane is None or not lane.queue:
+                continue
+            flying = lane.queue[0]
+            behind = lane.counts[Priority.QUESTION] - int(
+                flying.priority is Priority.QUESTION and flying.in_flight and not flying.dead
+            )
+            until = flying.sent_at + OWED_WHILE
+            if behind <= 0 or not flying.limiters or until <= now:
+                continue
+            if not key[2] and flying.session_id in self._held:
+                continue  # its cards wait for the thread anyway
+            paused = self._paused_all
+            if flying.chat is not None:
+                paused = max(paused, self._paused.get(flying.chat, -math.inf))
+            at = max(now, paused, *(lim.free_at(now) for lim in flying.limiters))
+            owe(owed, flying.limiters, at, behind)
+            lapses = until if lapses is None else min(lapses, until)
+        return owed, lapses
+
+    async def _work(self) -> None:
+        """The worker: send what may go, else wait for a slot or for news."""
+        while True:
+            self._wake.clear()
+            delay: float | None = None
+            try:
+                if self._in_flight < self._concurrency:
+                    now = self._clock()
+                    entry, wake = self._pick(now)
+                    if entry is not None:
+                        self._dispatch(entry, now)
+                        continue
+                    if wake is not None:
+                        delay = wake - now
+            except Exception:  # a bug here must not silently stop every delivery
+                log.exception("outbox %s: the scheduler failed; trying again", self._channel)
+                delay = 1.0
+            await self._wait(delay)
+
+    async def _wait(self, delay: float | None) -> None:
+        if delay is None:
+            await self._wake.wait()
+        else:
+            await self._race(self._wake.wait(), delay)
+
+    async def _race(self, awaitable: Awaitable[Any], timeout: float) -> None:
+        """Wait for `awaitable` or for `timeout` seconds of the injected clock."""
+        tasks = {asyncio.ensure_future(awaitable), asyncio.ensure_future(self._sleep(timeout))}
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in tasks:
+                task.cancel()
+
+    def _dispatch(self, entry: Entry, now: float, *, helper: bool = False) -> None:
+        """Send `entry` now: count it, mark its lane busy, and hand it to a runner (to the
+        one picking it, for a `helper`)."""
+        if entry.group is not None and entry.group == self._store.group:
+            if self._journal.pending:  # the deletes of settled calls ride on this commit
+                self._forget_rows()
+            self._store.commit_group()  # its row is durable before the platform sees it
+        for limiter in entry.limiters:
+            limiter.take(now)
+        entry.in_flight = True
+        entry.sent_at = now
+        lane = self._lanes[entry.lane]
+        lane.busy = True
+        self._busy_lanes.add(entry.lane)
+        lane.turn = next(self._turns)
+        self._queued -= 1
+        self._in_flight += 1
+        key = entry.coalesce_key
+        if key is not None and self._coalescing.get(key) is entry:
+            del self._coalescing[key]  # in flight: a later edit is a new call
+        self._calls.append(entry)
+        if helper:
+            pass
+        elif self._runners:
+            self._runners.pop().set_result(None)
+        elif len(self._tasks) < self._concurrency:
+            task = asyncio.create_task(self._run(), name=f"outbox:{self._channel}:runner")
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        self._dispatched += 1
+        if self._dispatched % _PRUNE_EVERY == 0:
+            self._prune(now)
+
+    def _prune(self, now: float) -> None:
+        """Forget idle per-chat and per-group limiters and ended pauses."""
+        self._limits.prune(now)
+        for chat in [c for c, until in self._paused.items() if until <= now]:
+            del self._paused[chat]
+
+    async def _run(self) -> None:
+        """A runner: makes the calls dispatched to it one after another, then waits for
+        more. At most `concurrency` of them, each making one call at a time: a task per
+        runner rather than per call, and a call that returns at once costs no loop turn."""
+        loop = asyncio.get_running_loop()
+        calls = self._calls
+        while True:
+            streak = 0
+            while calls:
+                await self._deliver(calls.popleft())
+                streak += 1
+                if not calls and streak < _STREAK:
+                    self._help()
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._runners.append(waiter)
+            await waiter
+
+    def _help(self) -> None:
+        """Pick the next call for the runner that has just made one, if one may go now: a
+        backlog of calls that return at once goes out without a turn of the loop each (the
+        worker still handles the waits)."""
+        if self._worker is None or self._in_flight >= self._concurrency:
+            return
+        try:
+            now = self._clock()
+            entry, _ = self._pick(now)
+            if entry is not None:
+                self._dispatch(entry, now, helper=True)
+        except Exception:  # a bug here must not silently stop every delivery
+            log.exception("outbox %s: the scheduler failed; trying again", self._channel)
+
+    async def _deliver(self, entry: Entry) -> None:
+        """Make one adapter call and settle the entry by its outcome."""
+        lane = self._lanes[entry.lane]
+        cancelled = False
+        try:
+            result = await getattr(self._adapter, entry.op)(*entry.args)
+        except asyncio.CancelledError:
+            cancelled = True  # stopped: `stop` puts it back, its row stays for the next start
+            raise
+        except RateLimited as exc:
+            self._stats["rate_limited"] += 1
+            self._rate_limited(entry, exc)
+        except ChannelError as exc:
+            self._failed(entry, exc, bug=False)
+        except Exception as exc:
+            self._failed(entry, exc, bug=True)
+        else:
+            self._sent(entry, lane, result)
+        finally:
+            if not cancelled:
+                lane.busy = False
+                self._busy_lanes.discard(entry.lane)
+                self._in_flight -= 1
+                self._schedule(entry.lane)
+                self._changed()
+
+    def _sent(self, entry: Entry, lane: Lane, result: Any) -> None:
+        entry.in_flight = False
+        entry.dead = True
+        self._uncount(entry)
+        if lane.queue and lane.queue[0] is entry:
+            lane.queue.popleft()
+        self._stats["sent"] += 1
+        self._failing = False
+        self._forget_row(entry)
+        if entry.future is not None and not entry.future.done():
+            entry.future.set_result(result)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("outbox %s: sent %s", self._channel, entry.describe())
+        if self._on_sent is not None and entry.job is not None:
+            try:
+                self._on_sent(self._channel, entry.job)
+            except Exception:
+                log.exception("outbox %s: the on_sent callback failed", self._channel)
+
+    def _forget_row(self, entry: Entry) -> None:
+        """Delete a settled job's row when the loop next gets control (`_forget_rows`), or
+        with the commit of the next dispatch, whichever comes first (`journal`)."""
+        if entry.row is None:
+            return
+        self._journal.forget(entry.row)
+        if not self._forget_scheduled:
+            self._forget_scheduled = True
+            asyncio.get_running_loop().call_soon(self._forget_rows)
+
+    def _forget_rows(self) -> None:
+        self._forget_scheduled = False
+        self._journal.flush()
+
+    def _requeue(self, entry: Entry, not_before: float) -> None:
+        """Back at the head of its lane, to go again no earlier than `not_before`."""
+        entry.in_flight = False
+        entry.not_before = not_before
+        self._queued += 1
+        key = entry.coalesce_key
+        if key is not None and key not in self._coalescing:
+            self._coalescing[key] = entry
+        if entry.droppable:
+            self._push_droppable(entry)
+
+    def _rate_limited(self, entry: Entry, exc: RateLimited) -> None:
+        """The platform said wait: pause the job's chat (everything if it has none)."""
+        now = self._clock()
+        until = now + max(0.0, float(exc.retry_after))
+        if entry.chat is None:  # not looked up at dispatch (`_gates`)
+            entry.chat = self._keys(entry)[0]
+        chat = entry.chat
+        if chat:
+            self._paused[chat] = max(self._paused.get(chat, -math.inf), until)
+        else:
+            self._paused_all = max(self._paused_all, until)
+        log.warning(
+            "outbox %s: %s rate limited, chat %r paused for %gs",
+            self._channel,
+            entry.describe(),
+            chat,
+            exc.retry_after,
+        )
+        if entry.future is not None:  # a waiting caller: bounded, like any failure
+            entry.attempts += 1
+            if entry.attempts >= self._max_attempts:
+                self._give_up(entry, exc)
+                return
+        self._stats["retried"] += 1
+        self._requeue(entry, until)
+
+    def _failed(self, entry: Entry, exc: Exception, *, bug: bool) -> None:
+        """A `ChannelError` is retried with backoff (a job: until it goes; a `call`: up to
+        `max_attempts`); any other exception is a bug in the adapter, retried up to
+        `max_attempts` and then given up on."""
+        entry.attempts += 1
+        if not bug and getattr(exc, "permanent", False):
+            log.error("outbox %s: %s cannot be delivered: %s", self._channel, entry.describe(), exc)
+            self._give_up(entry, exc)
+            return
+        self._failing = True  # until a call goes through: the bridge stops waiting for it
+        if bug:
+            log.error(
+                "outbox %s: the adapter raised %s on %s (attempt %d of %d)",
+                self._channel,
+                type(exc).__name__,
+                entry.describe(),
+                entry.attempts,
+                self._max_attempts,
+                exc_info=exc,
+            )
+        if (bug or entry.future is not None) and entry.attempts >= self._max_attempts:
+            self._give_up(entry, exc)
+            return
+        base = min(BACKOFF_CAP, 2.0 ** (entry.attempts - 1))
+        delay = min(BACKOFF_CAP, base * self._rng.uniform(*JITTER))
+        if not bug:
+            log.warning(
+                "outbox %s: %s failed (attempt %d), retrying in %.1fs: %s",
+                self._channel,
+                entry.describe(),
+                entry.attempts,
+                delay,
+                exc,
+            )
+        self._stats["retried"] += 1
+        self._requeue(entry, self._clock() + delay)
+
+    def _give_up(self, entry: Entry, exc: Exception) -> None:
+        self._stats["failed"] += 1
+        entry.in_flight = False
+        self._queued += 1  # _kill takes a queued entry out
+        self._kill(entry)
+        self._forget_row(entry)
+        lane = self._lanes[entry.lane]
+        if lane.queue and lane.queue[0] is entry:
+            lane.queue.popleft()
+        log.error(
+            "outbox %s: gave up on %s after %d attempts",
+            self._channel,
+            entry.describe(),
+            entry.attempts,
+        )
+        if entry.future is not None and not entry.future.done():
+            entry.future.set_exception(exc)

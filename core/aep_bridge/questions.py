@@ -1,0 +1,189 @@
+"""Requests on cards: a request's card in every routed channel, what became of it on each,
+who may answer, and the `attention.routed` a posted card tells the agent's side.
+
+`QuestionCards` is a part of `Bridge` (a base class).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from .aep.build import make_routed
+from .aep.envelope import Event
+from .attention import Attention
+from .attention_records import Outcome, Request
+from .channel_core import Channel
+from .intake.source import EventSource
+from .mirror import heads_up_key
+from .outbox import Job, Priority, card_key
+from .plugins import PluginHost
+from .render import Renderer
+from .sessions import SessionRecord, Sessions
+from .store import Store
+from .types import (
+    OPEN_AGAIN,
+    ChannelUser,
+    NotificationMessage,
+    PermissionOutcome,
+    PermissionRequest,
+)
+
+log = logging.getLogger("aep_bridge")
+
+#: The bridge's `agent` in the commands and `attention.routed` events it emits.
+BRIDGE_AGENT = "aep-bridge"
+
+
+class QuestionCards:
+    """Cards of requests for attention, in every channel the request's session is routed to."""
+
+    store: Store
+    sessions: Sessions
+    attention: Attention
+    renderer: Renderer
+    host: PluginHost
+    channels: dict[str, Channel]
+    sources: dict[str, EventSource]
+    identity: str
+
+    if TYPE_CHECKING:
+
+        def shows_content(self, channel: str) -> bool: ...
+
+    # -- requests -----------------------------------------------------------------------------
+
+    def _open_request(self, session: SessionRecord, event: Event, targets: list[Channel]) -> str:
+        """Store the request, then queue a card in every routed channel (same transaction).
+        Returns the request's id."""
+        _, option_ids = self.renderer.permission_request(event, "", ceiling="full")
+        source = self.sources.get(session.stream)
+        answerable = source is not None and getattr(source, "answers", True)
+        request = self.attention.open(event, session, option_ids, answerable=answerable)
+        for channel in targets:
+            card, _ = self.renderer.permission_request(
+                event, request.id, ceiling=channel.config.capture
+            )
+            if request.status == "informational":
+                card = card.model_copy(update={"informational": True, "accepts_text": False})
+            # one question, one ping: the heads-up rings where the channel has threads
+            rings = "questions" in channel.config.notify
+            card = card.model_copy(
+                update={"notify": rings and not channel.adapter.capabilities.threads}
+            )
+            self.attention.add_card(request, channel.name)
+            channel.outbox.submit(Job.permission(session.id, card))
+        return request.id
+
+    def _show_outcome(self, request: Request, outcome: Outcome) -> None:
+        """What became of a request, on every card of it. A request that closed takes back
+        its heads-up where that is still unsent (an answer within a slot of the card must
+        not be followed by an "asks permission" that rings), in one transaction with the
+        card's update."""
+        for name in self.attention.cards(request):
+            channel = self.channels.get(name)
+            if channel is None:
+                continue
+            card, _ = self.renderer.permission_request(
+                request.event, request.id, ceiling=channel.config.capture
+            )
+            index = outcome.option_index
+            option = (
+                card.options[index] if index is not None and index < len(card.options) else None
+            )
+            shown = PermissionOutcome(
+                status=outcome.status,
+                option_id=option.id if option else None,
+                option_label=option.label if option else None,
+                text=self.renderer.redactor.text(outcome.text) if outcome.text else None,
+                by=outcome.by,
+                detail=outcome.detail_at(content=self.shows_content(name)),
+            )
+            closed = outcome.status not in OPEN_AGAIN
+            with self.store.transaction():
+                rank = Priority.QUESTION
+                if closed:
+                    channel.outbox.withdraw(request.session_id, heads_up_key(request.id))
+                    # a card not sent yet whose question closed is no longer urgent: it goes
+                    # where it happened in the thread, not above what came before it
+                    if channel.outbox.withdraw(request.session_id, card_key(request.id)):
+                        rank = Priority.FINAL
+                        quiet = card.model_copy(update={"notify": False})
+                        if self._informational(request):  # as it was first queued
+                            quiet = quiet.model_copy(
+                                update={"informational": True, "accepts_text": False}
+                            )
+                        channel.outbox.submit(
+                            Job.permission(request.session_id, quiet, priority=rank)
+                        )
+                channel.outbox.submit(
+                    Job.permission_update(request.session_id, card, shown, priority=rank)
+                )
+                if closed and channel.adapter.capabilities.updates_heads_ups:
+                    # the heads-up that rang says the question is closed (an edit: silent)
+                    closing = NotificationMessage(
+                        session_id=request.session_id,
+                        type="permission" if card.kind == "permission" else "input_required",
+                        summary=card.title,
+                        request_id=request.id,
+                        outcome=shown.summary(),
+                        outcome_status=shown.status,
+                    )
+                    channel.outbox.submit(Job.notification(closing))
+
+    def _informational(self, request: Request) -> bool:
+        """Whether a request's card is shown without a way to answer it (as `Attention.open`
+        decided: its source takes no answer, or its `respond_via` leaves out `control`)."""
+        session = self.sessions.get(request.session_id)
+        source = self.sources.get(session.stream) if session is not None else None
+        if source is None or not getattr(source, "answers", True):
+            return True
+        respond_via = (request.event.data or {}).get("respond_via")
+        return isinstance(respond_via, list) and "control" not in respond_via
+
+    def may_answer(self, channel: str, user: ChannelUser, request: Request | None) -> bool:
+        """The approver policy, asked on every press: the `approver_decision` hook, whose
+        last word is `aep_bridge.defaults` (the channel's `approvers` and `approver_roles`).
+        No decision, or a failing hook, refuses (fail closed)."""
+        running = self.channels.get(channel)
+        if running is None:
+            return False
+        config = running.config
+        if request is not None:
+            card, _ = self.renderer.permission_request(
+                request.event, request.id, ceiling=config.capture
+            )
+        else:
+            card = PermissionRequest(id="control", kind="other", title="session control")
+        try:
+            decision = self.host.hook.approver_decision(
+                channel=channel, user=user, request=card, config=config
+            )
+        except Exception:
+            log.exception("an approver_decision hook failed; refusing %s", user.id)
+            return False
+        return decision is True
+
+    def _sent(self, channel: str, job: Job) -> None:
+        """A card was posted: tell the agent's side, best effort (`attention.routed`)."""
+        if job.op != "send_permission_request":
+            return
+        request = self.attention.get(str(job.payload["request"]["id"]))
+        session = self.sessions.get(request.session_id) if request else None
+        if request is None or session is None:
+            return
+        publish = getattr(self.sources.get(session.stream), "publish", None)
+        if publish is None:
+            return
+        try:
+            publish(
+                make_routed(
+                    request.event,
+                    to=channel,
+                    via=BRIDGE_AGENT,
+                    source=self.identity,
+                    agent=BRIDGE_AGENT,
+                )
+            )
+        except Exception as exc:  # best effort: the card is what matters
+            log.warning("attention.routed for %s was not published: %s", request.id, exc)

@@ -1,0 +1,77 @@
+"""The WAL checkpointer: copies the write-ahead log back into the database off the event loop."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Final
+
+log = logging.getLogger(__name__)
+
+#: How long a statement waits for another connection's write lock before failing, in ms.
+BUSY_TIMEOUT_MS: Final = 5000
+#: Seconds between WAL checkpoints (see `Checkpointer`).
+CHECKPOINT_INTERVAL: Final = 1.0
+
+
+class Checkpointer:
+    """Copies the WAL back into the database from a thread of its own.
+
+    SQLite's default checkpoints inside the commit that crosses 1,000 WAL pages, which put
+    milliseconds into an unlucky event's path to the channel (a permission card among them).
+    With `wal_autocheckpoint = 0` on the bridge's connection, this thread runs a PASSIVE
+    checkpoint every `CHECKPOINT_INTERVAL` seconds on a connection of its own; PASSIVE never
+    blocks the writer (the sqlite3 module releases the GIL while it works).
+
+    A checkpoint that copied the whole WAL back makes the next writer start the WAL afresh,
+    and SQLite syncs the new WAL header in that writer's commit: an fdatasync (0.5 ms idle,
+    far more on a busy disk) in the first event's path after every checkpoint. So this
+    thread starts the WAL afresh itself, with a write that changes nothing (`_restart`), and
+    checkpoints only when another connection has committed since (`PRAGMA data_version`),
+    so an idle bridge neither checkpoints nor writes.
+    """
+
+    def __init__(self, path: Path, interval: float = CHECKPOINT_INTERVAL) -> None:
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, args=(path, interval), name="aep-bridge-checkpoint", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, path: Path, interval: float) -> None:
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+        seen = None
+        try:
+            while not self._stopping.wait(interval):
+                try:
+                    version = conn.execute("PRAGMA data_version").fetchone()[0]
+                    if version == seen:
+                        continue  # nothing committed since the last round
+                    busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                    seen = version
+                    if not busy and frames > 0 and copied == frames:
+                        _restart(conn)
+                except sqlite3.Error as exc:  # busy or I/O: the next round tries again
+                    log.warning("WAL checkpoint of %s failed: %s", path, exc)
+        finally:
+            conn.close()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._thread.join(timeout=10)
+
+
+def _restart(conn: sqlite3.Connection) -> None:
+    """Start the WAL afresh (and pay its header's sync) on the checkpointer's connection:
+    one write that changes nothing, the schema version set to itself."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        conn.execute(f"PRAGMA user_version = {version}")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise

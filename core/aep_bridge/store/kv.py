@@ -1,0 +1,101 @@
+"""Small state by key: `kv` (channel state, the bridge's own secrets) and `file_offsets`
+(how far each tailed log was read)."""
+
+from __future__ import annotations
+
+import secrets
+from typing import TYPE_CHECKING, Final
+
+from .database import Database
+
+if TYPE_CHECKING:
+    from ..adapter import ChannelState
+
+#: The kv namespace of the bridge's own keys (`Store.secret`); channels use `channel:{name}`.
+SECRETS_NAMESPACE: Final = "bridge:secrets"
+
+
+class KvTables(Database):
+    """`kv` and `file_offsets`."""
+
+    # -- log offsets -----------------------------------------------------------------------
+
+    def file_offset(self, path: str) -> tuple[int, int] | None:
+        """`(inode, offset)` last committed for the log at `path`, or None."""
+        row = self._conn.execute(
+            "SELECT inode, byte_offset FROM file_offsets WHERE path = ?", (path,)
+        ).fetchone()
+        return None if row is None else (int(row[0]), int(row[1]))
+
+    def set_file_offset(self, path: str, inode: int, offset: int) -> None:
+        """Record how far the log at `path` (the file with `inode`) has been consumed."""
+        self._no_undo()
+        self._conn.execute(
+            "INSERT INTO file_offsets (path, inode, byte_offset) VALUES (?, ?, ?) "
+            "ON CONFLICT (path) DO UPDATE SET inode = excluded.inode, "
+            "byte_offset = excluded.byte_offset",
+            (path, inode, offset),
+        )
+
+    # -- key-value state -------------------------------------------------------------------
+
+    def kv_get(self, namespace: str, key: str) -> str | None:
+        """The value under `key` in `namespace`, or None."""
+        row = self._conn.execute(
+            "SELECT value FROM kv WHERE namespace = ? AND key = ?", (namespace, key)
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def kv_set(self, namespace: str, key: str, value: str) -> None:
+        """Set `key` in `namespace` to `value`, replacing any earlier value."""
+        self._no_undo()
+        self._conn.execute(
+            "INSERT INTO kv (namespace, key, value) VALUES (?, ?, ?) "
+            "ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value",
+            (namespace, key, value),
+        )
+
+    def secret(self, name: str) -> bytes:
+        """A random 32-byte key kept under `name`: made on first use, the same after a
+        restart (the bridge signs press URLs with one)."""
+        known = self.kv_get(SECRETS_NAMESPACE, name)
+        if known is None:
+            known = secrets.token_hex(32)
+            with self.transaction():
+                self.kv_set(SECRETS_NAMESPACE, name, known)
+            self.commit_group()
+        return bytes.fromhex(known)
+
+    def kv_delete(self, namespace: str, key: str) -> None:
+        """Remove `key` from `namespace`; a missing key is not an error."""
+        self._no_undo()
+        self._conn.execute("DELETE FROM kv WHERE namespace = ? AND key = ?", (namespace, key))
+
+
+class StoreState:
+    """A channel's `ChannelState` kept in the store, under one namespace (the channel's name).
+
+    The methods are async to fit the contract, but run inline: the store is local and fast.
+    """
+
+    def __init__(self, store: KvTables, namespace: str) -> None:
+        self.store = store
+        self.namespace = namespace
+
+    async def get(self, key: str) -> str | None:
+        return self.store.kv_get(self.namespace, key)
+
+    async def set(self, key: str, value: str) -> None:
+        self.store.kv_set(self.namespace, key, value)
+        self.store.commit_group()  # durable when it returns, as the contract says
+
+    async def delete(self, key: str) -> None:
+        self.store.kv_delete(self.namespace, key)
+        self.store.commit_group()
+
+
+if TYPE_CHECKING:
+
+    def _is_channel_state(state: StoreState) -> ChannelState:
+        """mypy checks here that `StoreState` satisfies the `ChannelState` protocol."""
+        return state

@@ -1,0 +1,242 @@
+"""The store's schema: numbered migrations, recorded in `PRAGMA user_version`.
+
+To add tables, append a script to `MIGRATIONS`; never edit one that has shipped.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Final
+
+log = logging.getLogger(__name__)
+
+#: The schema, one script per version: `MIGRATIONS[n - 1]` takes version n-1 to n.
+#: Append only. Each script runs in its own transaction, one statement per `;`.
+MIGRATIONS: Final[tuple[str, ...]] = (
+    # 1: resume positions, the dedupe window, log offsets, channel key-value state
+    """
+    CREATE TABLE positions (
+        stream  TEXT    NOT NULL,
+        session TEXT    NOT NULL,
+        epoch   INTEGER NOT NULL CHECK (epoch >= 0),
+        seq     INTEGER NOT NULL CHECK (seq >= 0),
+        PRIMARY KEY (stream, session)
+    ) WITHOUT ROWID;
+
+    -- n orders the window: pruning drops the lowest (oldest) first
+    CREATE TABLE seen (
+        n      INTEGER PRIMARY KEY,
+        source TEXT NOT NULL,
+        id     TEXT NOT NULL,
+        UNIQUE (source, id)
+    );
+
+    CREATE TABLE file_offsets (
+        path   TEXT    PRIMARY KEY,
+        inode  INTEGER NOT NULL,
+        byte_offset INTEGER NOT NULL CHECK (byte_offset >= 0)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE kv (
+        namespace TEXT NOT NULL,
+        key       TEXT NOT NULL,
+        value     TEXT NOT NULL,
+        PRIMARY KEY (namespace, key)
+    ) WITHOUT ROWID;
+    """,
+    # 2: the embedded relay's replay buffer, so a restart of the bridge loses no event
+    """
+    CREATE TABLE relay_buffer (
+        source  TEXT    NOT NULL,
+        session TEXT    NOT NULL,
+        epoch   INTEGER NOT NULL,
+        seq     INTEGER NOT NULL,
+        raw     BLOB    NOT NULL,
+        PRIMARY KEY (source, session, epoch, seq)
+    ) WITHOUT ROWID;
+
+    -- the newest position eviction has dropped, per buffer: replay-exhausted survives a restart
+    CREATE TABLE relay_evicted (
+        source  TEXT    NOT NULL,
+        session TEXT    NOT NULL,
+        epoch   INTEGER NOT NULL,
+        seq     INTEGER NOT NULL,
+        PRIMARY KEY (source, session)
+    ) WITHOUT ROWID;
+    """,
+    # 3: the dedupe window per stream, like positions: two consumers of one store (the
+    # console view and the core) must each see every event. The old window is a cache of
+    # recent keys; dropping it costs at most one redelivery, which consumers dedupe.
+    """
+    DROP TABLE seen;
+
+    CREATE TABLE seen (
+        n      INTEGER PRIMARY KEY,
+        stream TEXT NOT NULL,
+        source TEXT NOT NULL,
+        id     TEXT NOT NULL,
+        UNIQUE (stream, source, id)
+    );
+    """,
+    # 4: the core loop: sessions and their threads, requests and their cards, the outbox.
+    # Everything that must be exactly-once is decided here before it is acted on.
+    """
+    CREATE TABLE sessions (
+        id      TEXT PRIMARY KEY,
+        source  TEXT NOT NULL,
+        session TEXT NOT NULL,
+        stream  TEXT NOT NULL,
+        agent   TEXT NOT NULL,
+        name    TEXT NOT NULL,
+        state   TEXT NOT NULL DEFAULT 'open',
+        created REAL NOT NULL,
+        updated REAL NOT NULL,
+        UNIQUE (source, session)
+    );
+
+    CREATE TABLE threads (
+        session_id TEXT NOT NULL REFERENCES sessions (id),
+        channel    TEXT NOT NULL,
+        thread_id  TEXT,
+        name       TEXT,
+        state      TEXT NOT NULL DEFAULT 'creating',
+        PRIMARY KEY (session_id, channel)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE requests (
+        id         TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions (id),
+        event_id   TEXT NOT NULL,
+        raw        BLOB NOT NULL,
+        options    TEXT NOT NULL,
+        status     TEXT NOT NULL,
+        answer     TEXT,
+        answered_by TEXT,
+        command_id TEXT,
+        command_raw BLOB,
+        expires_at REAL,
+        updated    REAL NOT NULL,
+        UNIQUE (session_id, event_id)
+    );
+
+    CREATE TABLE cards (
+        request_id TEXT NOT NULL REFERENCES requests (id),
+        channel    TEXT NOT NULL,
+        PRIMARY KEY (request_id, channel)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE outbox (
+        id        INTEGER PRIMARY KEY,
+        channel   TEXT    NOT NULL,
+        op        TEXT    NOT NULL,
+        session_id TEXT,
+        payload   TEXT    NOT NULL,
+        priority  INTEGER NOT NULL,
+        coalesce  TEXT,
+        droppable INTEGER NOT NULL DEFAULT 0,
+        created   REAL    NOT NULL
+    );
+
+    CREATE INDEX outbox_by_channel ON outbox (channel, id);
+    """,
+    # 5: positions per (source, session): session identity is emitter-scoped (AEP-0001
+    # §5.2), and two agents may name their sessions alike. Older rows keep source '': they
+    # bound every source of that session name, as they did.
+    """
+    CREATE TABLE positions_by_source (
+        stream  TEXT    NOT NULL,
+        source  TEXT    NOT NULL,
+        session TEXT    NOT NULL,
+        epoch   INTEGER NOT NULL CHECK (epoch >= 0),
+        seq     INTEGER NOT NULL CHECK (seq >= 0),
+        PRIMARY KEY (stream, source, session)
+    ) WITHOUT ROWID;
+
+    INSERT INTO positions_by_source SELECT stream, '', session, epoch, seq FROM positions;
+
+    DROP TABLE positions;
+
+    ALTER TABLE positions_by_source RENAME TO positions;
+    """,
+    # 6: every answer sent for a request, by its command id: an agent that acknowledges an
+    # answer late (after the ack window reopened the request) is still credited to its author
+    """
+    CREATE TABLE answers (
+        command_id  TEXT PRIMARY KEY,
+        request_id  TEXT NOT NULL REFERENCES requests (id),
+        answer      TEXT NOT NULL,
+        answered_by TEXT NOT NULL
+    ) WITHOUT ROWID;
+    """,
+    # 7: until when an answer waits for its agent to reconnect (`attention.answer_hold`),
+    # fixed when it is given, so a restart while it waits keeps the same deadline
+    """
+    ALTER TABLE requests ADD COLUMN hold_until REAL;
+    """,
+)
+
+
+class StoreError(RuntimeError):
+    """The store cannot be opened as it is (for example, a newer bridge wrote it)."""
+
+
+def _statements(script: str) -> Iterator[str]:
+    """The statements of a migration script: `sqlite3.complete_statement` finds the ends.
+
+    Executing them one by one (not `executescript`, which commits on its own) keeps each
+    migration inside the transaction that also bumps `user_version`.
+    """
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            yield buffer.strip()
+            buffer = ""
+    rest = [ln for ln in buffer.splitlines() if ln.strip() and not ln.strip().startswith("--")]
+    if rest:
+        raise ValueError(f"a migration ends inside a statement: {buffer.strip()!r}")
+
+
+def _user_version(conn: sqlite3.Connection) -> int:
+    row = conn.execute("PRAGMA user_version").fetchone()
+    return int(row[0])
+
+
+def _too_new(path: Path, version: int) -> StoreError:
+    return StoreError(
+        f"{path} has schema version {version}, but this aep-bridge knows only versions up to "
+        f"{len(MIGRATIONS)}: it was written by a newer aep-bridge. Upgrade aep-bridge, or point "
+        "state_dir at another directory (the newer file is left untouched)."
+    )
+
+
+def _migrate(conn: sqlite3.Connection, path: Path) -> None:
+    """Bring the schema up to `len(MIGRATIONS)`, one transaction per version.
+
+    The version is read again under the write lock, so two processes opening a fresh
+    directory at once apply each migration once.
+    """
+    known = len(MIGRATIONS)
+    current = _user_version(conn)
+    if current > known:
+        raise _too_new(path, current)
+    while current < known:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            current = _user_version(conn)
+            if current > known:
+                raise _too_new(path, current)
+            if current < known:
+                for statement in _statements(MIGRATIONS[current]):
+                    conn.execute(statement)
+                current += 1
+                conn.execute(f"PRAGMA user_version = {current}")
+                log.info("store %s: schema migrated to version %d", path, current)
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise

@@ -1,0 +1,110 @@
+"""Sessions and their threads (`sessions`, `threads`): which AEP session is which bridge
+session, and the platform thread it lives in per channel."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+from .database import Database
+
+#: `(id, source, session, stream, agent, name, state)`
+SessionRow = tuple[str, str, str, str, str, str, str]
+#: `(session_id, channel, thread_id, state, name)`
+ThreadRow = tuple[str, str, str | None, str, str]
+
+_SESSION = "SELECT id, source, session, stream, agent, name, state FROM sessions"
+
+
+def _session_row(row: tuple[object, ...]) -> SessionRow:
+    id_, source, session, stream, agent, name, state = (str(v) for v in row)
+    return id_, source, session, stream, agent, name, state
+
+
+class SessionTables(Database):
+    """`sessions` and `threads`."""
+
+    def session_rows(self) -> Iterator[SessionRow]:
+        """Every session the store knows."""
+        for row in self._conn.execute(_SESSION):
+            yield _session_row(row)
+
+    def thread_rows(self) -> Iterator[ThreadRow]:
+        """Every thread binding the store knows."""
+        for session_id, channel, thread_id, state, name in self._conn.execute(
+            "SELECT session_id, channel, thread_id, state, name FROM threads"
+        ):
+            yield (
+                str(session_id),
+                str(channel),
+                None if thread_id is None else str(thread_id),
+                str(state),
+                str(name or ""),
+            )
+
+    def add_session(
+        self, id_: str, source: str, session: str, stream: str, agent: str, name: str
+    ) -> SessionRow:
+        """Record a new session (state `open`) unless `(source, session)` has one; return
+        the stored one (this one, or the one recorded first)."""
+        now = time.time()
+        cursor = self._conn.execute(
+            "INSERT OR IGNORE INTO sessions (id, source, session, stream, agent, name, state, "
+            "created, updated) VALUES (?, ?, ?, ?, ?, ?, 'open', ?, ?)",
+            (id_, source, session, stream, agent, name, now, now),
+        )
+        if cursor.rowcount == 1:
+            self._undo_sql("DELETE FROM sessions WHERE id = ?", (id_,))
+            return id_, source, session, stream, agent, name, "open"
+        row = self._conn.execute(
+            _SESSION + " WHERE source = ? AND session = ?", (source, session)
+        ).fetchone()
+        return _session_row(row)
+
+    def set_session_name(self, id_: str, name: str) -> None:
+        self._no_undo()
+        self._conn.execute(
+            "UPDATE sessions SET name = ?, updated = ? WHERE id = ?", (name, time.time(), id_)
+        )
+
+    def end_session(self, id_: str) -> None:
+        """The session ended (state `ended`)."""
+        self._no_undo()
+        self._conn.execute(
+            "UPDATE sessions SET state = 'ended', updated = ? WHERE id = ?", (time.time(), id_)
+        )
+
+    def add_thread(self, session_id: str, channel: str, name: str) -> None:
+        """Record that the session gets a thread in `channel` (state `creating`)."""
+        cursor = self._conn.execute(
+            "INSERT OR IGNORE INTO threads (session_id, channel, name, state) "
+            "VALUES (?, ?, ?, 'creating')",
+            (session_id, channel, name),
+        )
+        if cursor.rowcount == 1:
+            self._undo_sql(
+                "DELETE FROM threads WHERE session_id = ? AND channel = ?", (session_id, channel)
+            )
+
+    def bind_thread(self, session_id: str, channel: str, thread_id: str) -> None:
+        """The platform created the thread: its id, state `open`."""
+        self._no_undo()
+        self._conn.execute(
+            "UPDATE threads SET thread_id = ?, state = 'open' WHERE session_id = ? AND channel = ?",
+            (thread_id, session_id, channel),
+        )
+
+    def set_thread_name(self, session_id: str, channel: str, name: str) -> None:
+        self._no_undo()
+        self._conn.execute(
+            "UPDATE threads SET name = ? WHERE session_id = ? AND channel = ?",
+            (name, session_id, channel),
+        )
+
+    def close_thread(self, session_id: str, channel: str) -> None:
+        """The session ended: its thread is done (state `closed`)."""
+        self._no_undo()
+        self._conn.execute(
+            "UPDATE threads SET state = 'closed' WHERE session_id = ? AND channel = ?",
+            (session_id, channel),
+        )
