@@ -13,6 +13,7 @@ outbox's jobs and compared in tests.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Annotated, Final, Literal
 
@@ -190,9 +191,18 @@ def parse_markdown(text: str) -> Blocks:
     HTML is kept as the literal text it was written as: nothing the agent writes becomes
     markup on a platform. Images are links to their source.
     """
+    if _PLAIN_LINE.fullmatch(text):  # most agent sentences: what the parser would make
+        return (Paragraph(spans=(Span(text=text),)),)
     tokens = _MD.parse(text)
     blocks, _ = _parse_blocks(tokens, 0, "")
     return blocks
+
+
+#: one line with nothing CommonMark reads as markup: it parses to one plain paragraph
+#: (tests/core/test_markup.py holds the shortcut to the parser's verdict)
+_PLAIN_LINE: Final = re.compile(
+    r"[A-Za-z][A-Za-z0-9 ,.:;?!'\"/()%]*[A-Za-z0-9.:;?!'\"/()%]|[A-Za-z]"
+)
 
 
 def _parse_blocks(tokens: list[Token], i: int, close: str) -> tuple[Blocks, int]:
@@ -599,17 +609,26 @@ def _row(cells: tuple[Spans, ...]) -> Paragraph:
 
 def map_text(blocks: Blocks, fn: Callable[[str], str]) -> Blocks:
     """`blocks` with every string a person would see (and every url) passed through `fn`:
-    the last redaction pass reaches inside the structure."""
-    return tuple(_map_block(block, fn) for block in blocks)
+    the last redaction pass reaches inside the structure.
+
+    The blocks are frozen, so a block `fn` leaves as it was is shared, not copied: redaction
+    changes nothing in most messages, and copying every span was most of its cost.
+    """
+    mapped = tuple(_map_block(block, fn) for block in blocks)
+    return blocks if all(a is b for a, b in zip(mapped, blocks, strict=True)) else mapped
 
 
 def _map_spans(spans: Spans, fn: Callable[[str], str]) -> Spans:
-    return tuple(
-        span.model_copy(
-            update={"text": fn(span.text), "url": None if span.url is None else fn(span.url)}
-        )
-        for span in spans
-    )
+    mapped = tuple(_map_span(span, fn) for span in spans)
+    return spans if all(a is b for a, b in zip(mapped, spans, strict=True)) else mapped
+
+
+def _map_span(span: Span, fn: Callable[[str], str]) -> Span:
+    text = fn(span.text)
+    url = None if span.url is None else fn(span.url)
+    if text == span.text and url == span.url:
+        return span
+    return span.model_copy(update={"text": text, "url": url})
 
 
 def _map_block(block: Block, fn: Callable[[str], str]) -> Block:
@@ -633,7 +652,20 @@ def _map_block(block: Block, fn: Callable[[str], str]) -> Block:
         update = {"path": fn(block.path), "unified": fn(block.unified)}
     else:
         return block
+    if all(_same(getattr(block, name), value) for name, value in update.items()):
+        return block
     return block.model_copy(update=update)
+
+
+def _same(old: object, new: object) -> bool:
+    """Whether a mapped field is the one it was: the same object, or an equal string."""
+    if old is new:
+        return True
+    if isinstance(old, str):
+        return old == new
+    if isinstance(old, tuple) and isinstance(new, tuple) and len(old) == len(new):
+        return all(a is b for a, b in zip(old, new, strict=True))
+    return False
 
 
 __all__ = [

@@ -45,8 +45,9 @@ from aep_bridge.markup import (
 from aep_bridge.outbox import Job, Outbox
 from aep_bridge.render import Renderer
 from aep_bridge.store import Store
-from aep_bridge.testing import FakeCore, MemoryChannel, VirtualTime
+from aep_bridge.testing import FakeCore, MemoryChannel
 from aep_bridge.types import ChannelConfig, OutgoingMessage, RateLimits
+from tests.core.doubles import VirtualTime
 
 #: the issue's own example of what agents write, shown raw on Telegram before
 REPLY = """## Fixed: invoice rounding
@@ -614,3 +615,28 @@ async def test_blocks_survive_the_outbox_table_and_a_restart(store: Store) -> No
     [shown] = second.given
     assert shown.blocks == blocks
     assert shown.text == plain(blocks)
+
+
+_SENTENCE = st.text(
+    alphabet=st.sampled_from(list("aZq09 ,.:;?!'\"/()%*_`[]<>#-+|~\\&\n=")), min_size=1, max_size=30
+)
+
+
+@given(_SENTENCE)
+@settings(max_examples=400, deadline=None)
+def test_a_sentence_reads_the_same_whether_or_not_it_skips_the_parser(text: str) -> None:
+    """Plain sentences skip the CommonMark parser: what a person sees must not change."""
+    from aep_bridge import markup
+
+    parsed, _ = markup._parse_blocks(markup._MD.parse(text), 0, "")
+    assert parse_markdown(text) == parsed
+
+
+@pytest.mark.parametrize(
+    "text", ["Turn 0: the tests pass now.", "It's done (all 12 tests pass)!", "see http://x.y/z"]
+)
+def test_a_plain_sentence_is_one_plain_paragraph(text: str) -> None:
+    from aep_bridge import markup
+
+    assert markup._PLAIN_LINE.fullmatch(text)
+    assert parse_markdown(text) == (Paragraph(spans=(Span(text=text),)),)
