@@ -13,6 +13,7 @@ outbox's jobs and compared in tests.
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Callable
 from typing import Annotated, Final, Literal
@@ -20,6 +21,8 @@ from typing import Annotated, Final, Literal
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 from pydantic import BaseModel, ConfigDict, Field
+
+from .identity_memo import IdentityMemo
 
 
 class _Block(BaseModel):
@@ -128,7 +131,14 @@ def plain(blocks: Blocks) -> str:
     bullets and numbers for lists, tables aligned in columns, a diff as its lines. This is
     `OutgoingMessage.text` for a message with blocks, and what a channel without markup shows.
     """
-    return "\n\n".join(_plain_block(block) for block in blocks).strip("\n")
+    text = plain_memo.get(blocks)
+    if text is None:
+        text = plain_memo.put(blocks, "\n\n".join(map(_plain_block, blocks)).strip("\n"))
+    return text
+
+
+#: `plain`'s answers: a message's text is asked for when drafted, finished, clipped, measured
+plain_memo: Final = IdentityMemo[str](256)
 
 
 def spans_text(spans: Spans) -> str:
@@ -609,18 +619,15 @@ def _row(cells: tuple[Spans, ...]) -> Paragraph:
 
 def map_text(blocks: Blocks, fn: Callable[[str], str]) -> Blocks:
     """`blocks` with every string a person would see (and every url) passed through `fn`:
-    the last redaction pass reaches inside the structure.
-
-    The blocks are frozen, so a block `fn` leaves as it was is shared, not copied: redaction
-    changes nothing in most messages, and copying every span was most of its cost.
-    """
-    mapped = tuple(_map_block(block, fn) for block in blocks)
-    return blocks if all(a is b for a, b in zip(mapped, blocks, strict=True)) else mapped
+    the last redaction pass reaches inside the structure. A block `fn` leaves as it was is
+    shared, not copied (they are frozen): redaction changes nothing in most messages."""
+    mapped = [_map_block(block, fn) for block in blocks]
+    return blocks if all(map(operator.is_, mapped, blocks)) else tuple(mapped)
 
 
 def _map_spans(spans: Spans, fn: Callable[[str], str]) -> Spans:
-    mapped = tuple(_map_span(span, fn) for span in spans)
-    return spans if all(a is b for a, b in zip(mapped, spans, strict=True)) else mapped
+    mapped = [_map_span(span, fn) for span in spans]
+    return spans if all(map(operator.is_, mapped, spans)) else tuple(mapped)
 
 
 def _map_span(span: Span, fn: Callable[[str], str]) -> Span:
@@ -632,10 +639,11 @@ def _map_span(span: Span, fn: Callable[[str], str]) -> Span:
 
 
 def _map_block(block: Block, fn: Callable[[str], str]) -> Block:
+    if isinstance(block, Paragraph | Heading):  # the most common block: straight through
+        spans = _map_spans(block.spans, fn)
+        return block if spans is block.spans else block.model_copy(update={"spans": spans})
     update: dict[str, object]
-    if isinstance(block, Paragraph | Heading):
-        update = {"spans": _map_spans(block.spans, fn)}
-    elif isinstance(block, Code):
+    if isinstance(block, Code):
         update = {"code": fn(block.code), "language": fn(block.language)}
     elif isinstance(block, ListBlock):
         update = {"items": tuple(map_text(item, fn) for item in block.items)}
@@ -686,6 +694,7 @@ __all__ = [
     "map_text",
     "parse_markdown",
     "plain",
+    "plain_memo",
     "spans_text",
     "split",
 ]

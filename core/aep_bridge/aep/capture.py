@@ -92,6 +92,42 @@ def _prune(value: Any, path: str, table: dict[str, Capture], rank: int) -> Any:
     return kept
 
 
+@cache
+def _above(type_: str, rank: int) -> tuple[frozenset[str], frozenset[str]]:
+    """The paths of a type's fields above `rank` (`rank` at least `metadata`), and the paths
+    that lead to them: what `_fits` looks at."""
+    table = field_levels(type_) or {}
+    above = frozenset(path for path, level in table.items() if CAPTURE_RANK[level] > rank)
+    # every path `_prune` builds on its way to one of them: up to a "." or a "[]" (a key may
+    # hold either itself, so no path is assumed to be made of field names)
+    leads = {
+        path[:end]
+        for path in above
+        for end in range(1, len(path))
+        if path[end] == "." or path.startswith("[]", end)
+    }
+    return above, frozenset(leads)
+
+
+def _fits(value: Any, path: str, above: frozenset[str], leads: frozenset[str]) -> bool:
+    """Whether `_prune` at the rank `above` was made for (at least `metadata`) would keep
+    `value` whole: no key on a path above it, at any depth."""
+    if not above:
+        return True
+    if isinstance(value, list):
+        path += "[]"
+        return all(_fits(item, path, above, leads) for item in value)
+    if not isinstance(value, dict):
+        return True
+    for key, item in value.items():
+        child = f"{path}.{key}" if path else key
+        if child in above:
+            return False
+        if child in leads and not _fits(item, child, above, leads):
+            return False
+    return True
+
+
 def synthesize_prompt(agent: str, kind: str, subject: str | None) -> str:
     """The §9.2 metadata prompt: structure only, never the agent's words."""
     return f"{agent} requests {kind}: {subject}" if subject else f"{agent} requests {kind}"
@@ -178,10 +214,13 @@ def held_to_declared(event: Event) -> Event:
     rank = CAPTURE_RANK[event.capture]
     honest: dict[str, Any] | None = None
     if rank > 0:
-        honest = _prune(data, "", table, rank)
+        # Most events keep to their level: check that without copying (`_fits`), and prune
+        # only when something would go. Degrading does not change its input.
+        above, leads = _above(event.type, rank)
+        honest = data if _fits(data, "", above, leads) else _prune(data, "", table, rank)
         if rank < _REDACTED:
             honest = degrade_to_metadata(event, honest)
-    if honest == data:
+    if honest is data or honest == data:
         return event
     wire = event.to_dict()  # the capture as it came (set or not): only the data changes
     if honest is None:

@@ -237,6 +237,14 @@ _PII_RULES: Final = (
     _Rule(_PHONE_NANP, PII),
 )
 
+#: Any hint of any rule (casefolded, as the hints are): `Redactor._redact`'s one search.
+_ANY_HINT: Final = re.compile(
+    "|".join(
+        re.escape(hint) for rule in (*_SECRET_RULES, _HOME_RULE, *_PII_RULES) for hint in rule.hints
+    )
+)
+_UNHINTED_PII_RULES: Final = tuple(rule for rule in _PII_RULES if not rule.hints)
+
 # -- object keys ----------------------------------------------------------------------------
 
 _CAMEL_BOUNDARY: Final = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
@@ -342,16 +350,21 @@ class Redactor:
 
     def _redact(self, text: str) -> str:
         folded = text.casefold()
-        for rule in _SECRET_RULES:
-            text = rule.apply(text, folded)
+        # One search tells whether any rule's hint occurs; when none does, every rule with
+        # hints would skip itself, so only those without hints run.
+        hinted = _ANY_HINT.search(folded) is not None
+        if hinted:
+            for rule in _SECRET_RULES:
+                text = rule.apply(text, folded)
         for value in self._values:
             if value in text:
                 text = text.replace(value, SECRET)
         if self._home is not None and self._home[0] in text:
             text = self._home[1].sub("~", text)
-        text = _HOME_RULE.apply(text, folded)
+        if hinted:
+            text = _HOME_RULE.apply(text, folded)
         if self._pii:
-            for rule in _PII_RULES:
+            for rule in _PII_RULES if hinted else _UNHINTED_PII_RULES:
                 text = rule.apply(text, folded)
         return text
 
@@ -364,7 +377,9 @@ class Redactor:
         """
         if isinstance(value, str):
             return self.text(value)
-        if isinstance(value, Mapping):
+        if value is None or type(value) in _SCALARS:  # most values: skip the ABC checks
+            return value
+        if type(value) is dict or isinstance(value, Mapping):
             return {
                 key: (
                     SECRET
@@ -376,6 +391,10 @@ class Redactor:
         if isinstance(value, list | tuple):
             return [self.value(item) for item in value]
         return value
+
+
+#: JSON's numbers and booleans: what `Redactor.value` passes untouched
+_SCALARS: Final = frozenset({int, float, bool})
 
 
 def digest(value: Any) -> str:

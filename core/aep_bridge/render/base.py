@@ -31,6 +31,8 @@ MAX_HEADS: Final = 4096
 #: threads whose conversation state is kept (per look), tool calls kept for their cards
 MAX_THREADS: Final = 256
 MAX_CALLS: Final = 2048
+#: card keys whose safe form is remembered
+MAX_SAFE_KEYS: Final = 4096
 #: A card key is kept as is when it is short and plain; anything else becomes a digest.
 _SAFE_KEY: Final = re.compile(r"[A-Za-z0-9_.:@#/-]{1,128}")
 _KIND_TITLES: Final[dict[str, str]] = {
@@ -72,6 +74,8 @@ class RendererBase:
         )
         #: (source, session, ceiling, card key) -> the card's first line
         self._heads: OrderedDict[tuple[str, str, str, str], str] = OrderedDict()
+        #: card key -> the key as sent (`_safe_key`)
+        self._safe_keys: dict[str, str] = {}
         #: ids of the events whose card could not be rendered (logged once each)
         self._failed_cards: OrderedDict[str, None] = OrderedDict()
 
@@ -121,10 +125,21 @@ class RendererBase:
         )
 
     def _safe_key(self, key: str | None) -> str | None:
-        """Keys built from producer ids stay readable when plain, else become a digest."""
-        if key is None or (_SAFE_KEY.fullmatch(key) and self.redactor.text(key) == key):
+        """Keys built from producer ids stay readable when plain, else become a digest.
+
+        A key recurs (a card and its updates, every look): its answer is remembered."""
+        if key is None:
             return key
-        return "#" + digest(key)[:24]
+        safe = self._safe_keys.get(key)
+        if safe is None:
+            if _SAFE_KEY.fullmatch(key) and self.redactor.text(key) == key:
+                safe = key
+            else:
+                safe = "#" + digest(key)[:24]
+            if len(self._safe_keys) >= MAX_SAFE_KEYS:
+                self._safe_keys.clear()
+            self._safe_keys[key] = safe
+        return safe
 
     # -- state -----------------------------------------------------------------------------
 
@@ -151,7 +166,7 @@ class RendererBase:
     def _forget(self, source: str, session: str) -> None:
         """A session ended: its plans, cards, calls and conversation are done with."""
         for table in (self._plans, self._heads, self._threads, self._calls, self._cwds):
-            for slot in [s for s in table if s[:2] == (source, session)]:
+            for slot in [s for s in table if s[1] == session and s[0] == source]:
                 del table[slot]
 
     def _thread(self, event: Event, look: tuple[Any, ...]) -> Thread:

@@ -124,7 +124,8 @@ def bound_view(view: ToolView) -> ToolView:
         if len(text) >= room:
             title.append(span.model_copy(update={"text": text[: max(room - 1, 0)] + _ELLIPSIS}))
             break
-        title.append(span.model_copy(update={"text": text}))
+        # a span already on one line is kept as it is (a copy would be equal)
+        title.append(span if text == span.text else span.model_copy(update={"text": text}))
         room -= len(text)
     details = view.details
     if len(plain(details)) > MAX_DETAILS:
