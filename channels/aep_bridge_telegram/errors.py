@@ -25,18 +25,6 @@ _POLLING_LOG = logging.getLogger("telegram.ext.Updater")
 CONFLICT_REPEAT: Final = 600.0
 #: what `bot_call(..., missing_ok=True)` returns when the message to edit or delete is gone
 MISSING: Final = object()
-#: BadRequest descriptions that mean "trying again cannot help"
-_GONE: Final = (
-    "thread not found",
-    "topic_deleted",
-    "topic deleted",
-    "topic_closed",
-    "chat not found",
-    "not enough rights",
-    "have no rights",
-    "bot was kicked",
-    "chat_write_forbidden",
-)
 
 T = TypeVar("T")
 

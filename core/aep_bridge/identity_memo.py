@@ -5,7 +5,6 @@ value would cost as much as the work.
 
 from __future__ import annotations
 
-import operator
 from typing import Generic, TypeVar
 
 V = TypeVar("V")
@@ -33,16 +32,3 @@ class IdentityMemo(Generic[V]):
                 self._kept.clear()
             self._kept[id(key)] = (key, value)
         return value
-
-    def alias(self, copy: object, original: object) -> None:
-        """`copy` gets `original`'s answer if it holds the very same items (a validated copy
-        of a tuple of frozen models does)."""
-        value = self.get(original)
-        if (
-            value is not None
-            and type(copy) is tuple
-            and type(original) is tuple
-            and len(copy) == len(original)
-            and all(map(operator.is_, copy, original))
-        ):
-            self.put(copy, value)

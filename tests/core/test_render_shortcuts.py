@@ -13,7 +13,7 @@ from aep_bridge.aep import capture, redaction
 from aep_bridge.aep.capture import _above, _fits, _prune, field_levels
 from aep_bridge.aep.redaction import RedactionPolicy, Redactor
 from aep_bridge.aep.registry import CAPTURE_RANK
-from aep_bridge.markup import Code, Paragraph, Span, _plain_block, plain, plain_memo
+from aep_bridge.markup import Code, Paragraph, Span, _plain_block, plain
 
 # -- capture: an event that keeps to its level is not copied to be checked -------------------
 
@@ -174,7 +174,6 @@ def test_plain_text_is_remembered_only_for_the_same_blocks() -> None:
     assert plain(other) == "three"
     copy = tuple(blocks)  # the same tuple object again (tuples are not copied)...
     rebuilt = (*blocks[:1], Code(code="four"))  # ...but this one holds another block
-    plain_memo.alias(rebuilt, blocks)
     assert plain(rebuilt) == "one\n\nfour"
     assert plain(copy) == slow
     assert plain(list(blocks)) == slow  # a list is never remembered

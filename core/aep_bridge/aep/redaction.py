@@ -243,6 +243,10 @@ _ANY_HINT: Final = re.compile(
         re.escape(hint) for rule in (*_SECRET_RULES, _HOME_RULE, *_PII_RULES) for hint in rule.hints
     )
 )
+#: the rules that run even when no hint occurs (a rule without hints always tries): a rule
+#: added without hints is never skipped by that search
+_UNHINTED_SECRET_RULES: Final = tuple(rule for rule in _SECRET_RULES if not rule.hints)
+_UNHINTED_HOME_RULES: Final = () if _HOME_RULE.hints else (_HOME_RULE,)
 _UNHINTED_PII_RULES: Final = tuple(rule for rule in _PII_RULES if not rule.hints)
 
 # -- object keys ----------------------------------------------------------------------------
@@ -353,16 +357,15 @@ class Redactor:
         # One search tells whether any rule's hint occurs; when none does, every rule with
         # hints would skip itself, so only those without hints run.
         hinted = _ANY_HINT.search(folded) is not None
-        if hinted:
-            for rule in _SECRET_RULES:
-                text = rule.apply(text, folded)
+        for rule in _SECRET_RULES if hinted else _UNHINTED_SECRET_RULES:
+            text = rule.apply(text, folded)
         for value in self._values:
             if value in text:
                 text = text.replace(value, SECRET)
         if self._home is not None and self._home[0] in text:
             text = self._home[1].sub("~", text)
-        if hinted:
-            text = _HOME_RULE.apply(text, folded)
+        for rule in (_HOME_RULE,) if hinted else _UNHINTED_HOME_RULES:
+            text = rule.apply(text, folded)
         if self._pii:
             for rule in _PII_RULES if hinted else _UNHINTED_PII_RULES:
                 text = rule.apply(text, folded)
