@@ -16,7 +16,14 @@ import pytest
 
 from aep_bridge.aep.build import make_event
 from aep_bridge.aep.redaction import RedactionPolicy, Redactor, digest
-from aep_bridge.agents.claude_code import AGENT, MAPPED, hook_output, identity, map_hook
+from aep_bridge.agents.claude_code import (
+    AGENT,
+    MAPPED,
+    hook_output,
+    identity,
+    map_hook,
+    session_grants,
+)
 from aep_bridge.agents.mapping import Ceiling, Emission, Verdict
 from tests.official import assert_valid
 from tests.shared_data import AEP_FIXTURES
@@ -138,7 +145,7 @@ def test_permission_denied_is_a_policy_denial() -> None:
     assert e.data == {"tool": {"name": "Bash", "call_id": "toolu_01XYZ"}, "by": "policy"}
 
 
-#: Annex A's options; the daemon adds "Allow for this session" (tests/agents/test_hook_loop.py)
+#: Annex A's options; the daemon adds the "for this session" ones (tests/agents/test_hook_loop.py)
 OPTIONS = [{"id": "allow", "label": "Allow"}, {"id": "deny", "label": "Deny"}]
 
 
@@ -382,66 +389,62 @@ def test_allow_and_deny_decisions() -> None:
     assert text_only == {"behavior": "deny", "message": "run only the unit tests"}
 
 
-def test_allow_for_the_session_scopes_claude_codes_own_suggestion() -> None:
-    decision = _decision(hook_output(payload("PermissionRequest"), Verdict(option="allow_session")))
-    assert decision == {
-        "behavior": "allow",
-        "updatedPermissions": [
-            {
-                "type": "addRules",
-                "rules": [{"toolName": "Bash", "ruleContent": "npm test"}],
-                "behavior": "allow",
-                "destination": "session",
-            }
-        ],
-    }
+BASH_RULE = {
+    "type": "addRules",
+    "rules": [{"toolName": "Bash", "ruleContent": "npm test"}],
+    "behavior": "allow",
+    "destination": "session",
+}
 
 
-def test_allow_for_the_session_echoes_every_suggestion_at_session_scope() -> None:
-    edit = payload("PermissionRequest-Edit")
-    decision = _decision(hook_output(edit, Verdict(option="allow_session")))
-    assert decision == {"behavior": "allow", "updatedPermissions": edit["permission_suggestions"]}
-    kept = payload("PermissionRequest-Edit")
-    kept["permission_suggestions"][1]["destination"] = "projectSettings"
-    updates = _decision(hook_output(kept, Verdict(option="allow_session")))["updatedPermissions"]
-    assert [u["destination"] for u in updates] == ["session", "session"]  # never persisted
+def test_allow_for_the_session_returns_the_one_rule_its_label_names() -> None:
+    request = payload("PermissionRequest")
+    [grant] = session_grants(request)
+    assert (grant.option, grant.label) == ("allow_session", "Allow Bash(npm test) for this session")
+    decision = _decision(hook_output(request, Verdict(option="allow_session")))
+    assert decision == {"behavior": "allow", "updatedPermissions": [BASH_RULE]}
 
 
-def test_allow_for_the_session_leaves_out_entries_the_reference_does_not_list() -> None:
-    """An entry of an unknown type could make Claude Code refuse the whole decision."""
-    edit = payload("PermissionRequest-Edit")
-    future = {"type": "grantEverything", "destination": "userSettings"}
-    edit["permission_suggestions"] = [future, *edit["permission_suggestions"]]
-    updates = _decision(hook_output(edit, Verdict(option="allow_session")))["updatedPermissions"]
-    assert [u["type"] for u in updates] == ["setMode", "addDirectories"]
-    only_future = payload("PermissionRequest", permission_suggestions=[future])
-    rules = _decision(hook_output(only_future, Verdict(option="allow_session")))
-    assert rules["updatedPermissions"] == [
-        {
-            "type": "addRules",
-            "rules": [{"toolName": "Bash", "ruleContent": "npm test"}],
-            "behavior": "allow",
-            "destination": "session",
-        }
+def test_an_edit_outside_the_project_never_gets_a_mode_or_a_folder_from_allow_session() -> None:
+    """Issue 30: "Allow for this session" on an Edit of /etc/hosts came back with
+    `addDirectories ["/etc"]` and `setMode acceptEdits`, neither of which it said."""
+    edit = payload("PermissionRequest-Edit-etc")
+    assert hook_output(edit, Verdict(option="allow_session")) is None  # not offered: no rule
+    assert [(g.option, g.label) for g in session_grants(edit)] == [
+        ("allow_mode_acceptEdits", "Allow and switch this session to acceptEdits mode"),
+        ("allow_directories", "Allow and add folder /etc for this session"),
     ]
-
-
-def test_allow_for_the_session_without_suggestions_writes_a_rule() -> None:
-    bash = payload("PermissionRequest", permission_suggestions=None)
-    rule = _decision(hook_output(bash, Verdict(option="allow_session")))["updatedPermissions"]
-    assert rule == [
-        {
-            "type": "addRules",
-            "rules": [{"toolName": "Bash", "ruleContent": "npm test"}],
-            "behavior": "allow",
-            "destination": "session",
-        }
+    mode = _decision(hook_output(edit, Verdict(option="allow_mode_acceptEdits")))
+    assert mode["updatedPermissions"] == [
+        {"type": "setMode", "mode": "acceptEdits", "destination": "session"}
     ]
-    write = payload("PermissionRequest", tool_name="Write", tool_input={"file_path": "a.py"})
-    del write["permission_suggestions"]
-    rules = _decision(hook_output(write, Verdict(option="allow_session")))["updatedPermissions"]
-    assert rules[0]["rules"] == [{"toolName": "Write"}]
-    assert rules[0]["destination"] == "session"
+    folder = _decision(hook_output(edit, Verdict(option="allow_directories")))
+    assert folder["updatedPermissions"] == [
+        {"type": "addDirectories", "directories": ["/etc"], "destination": "session"}
+    ]
+    assert _decision(hook_output(edit, Verdict(option="allow"))) == {"behavior": "allow"}
+
+
+def test_a_suggestion_to_persist_is_returned_for_this_session_only() -> None:
+    request = payload("PermissionRequest")
+    request["permission_suggestions"][0]["destination"] = "userSettings"
+    request["permission_suggestions"][0]["note"] = "anything else in the entry stays home"
+    decision = _decision(hook_output(request, Verdict(option="allow_session")))
+    assert decision["updatedPermissions"] == [BASH_RULE]
+
+
+def test_without_a_suggestion_there_is_no_rule_to_give() -> None:
+    """The bridge never makes a rule up: `Bash(rm -rf build/*)` would be a wildcard, and a
+    tool's whole name every call of it."""
+    for request in (
+        payload("PermissionRequest", permission_suggestions=None),
+        payload("PermissionRequest", tool_name="Write", tool_input={"file_path": "a.py"}),
+        payload("PermissionRequest", permission_suggestions=[{"type": "grantEverything"}]),
+    ):
+        if request["tool_name"] == "Write":
+            del request["permission_suggestions"]
+        assert session_grants(request) == []
+        assert hook_output(request, Verdict(option="allow_session")) is None
 
 
 def test_answered_questions_go_back_as_updated_input() -> None:

@@ -87,12 +87,6 @@ class Answer:
 GUIDANCE = "run the unit tests only"
 PERMISSION_ANSWERS = (
     Answer("allow", {"option": "allow"}, Verdict(option="allow"), {"option": "allow"}),
-    Answer(
-        "allow_session",
-        {"option": "allow_session"},
-        Verdict(option="allow_session"),
-        {"option": "allow_session"},
-    ),
     Answer("deny", {"option": "deny"}, Verdict(option="deny"), {"option": "deny"}),
     Answer(
         "deny with words",
@@ -101,12 +95,6 @@ PERMISSION_ANSWERS = (
         {"option": "deny", "text": "not now"},
     ),
     Answer("the word allow", {"text": " Allow "}, Verdict(option="allow"), {"option": "allow"}),
-    Answer(
-        "the session label",
-        {"text": "allow for this session"},
-        Verdict(option="allow_session"),
-        {"option": "allow_session"},
-    ),
     Answer(
         "guidance",
         {"text": GUIDANCE},
@@ -118,6 +106,59 @@ PERMISSION_ANSWERS = (
     Answer("form values", {"values": {"1": "1"}}, None),
     Answer("nothing", {}, None),
 )
+#: every "for this session" option there is; each request offers those its payload allows
+SESSION_OPTIONS = ("allow_session", "allow_mode_acceptEdits", "allow_directories")
+#: Claude Code's permission prompts: a Bash rule, an Edit of /etc (a mode and a folder, no
+#: rule: issue 30), and one with no suggestion at all (no "for this session" option)
+CC_PERMISSIONS = ("PermissionRequest", "PermissionRequest-Edit-etc", "bare")
+#: the options each offers, and the ONE entry each "for this session" option returns
+OFFERED = {
+    "PermissionRequest": ["allow", "allow_session", "deny"],
+    "PermissionRequest-Edit-etc": [
+        "allow",
+        "allow_mode_acceptEdits",
+        "allow_directories",
+        "deny",
+    ],
+    "bare": ["allow", "deny"],
+    "codex": ["allow", "allow_session", "deny"],
+}
+GRANTED = {
+    ("PermissionRequest", "allow_session"): {
+        "type": "addRules",
+        "rules": [{"toolName": "Bash", "ruleContent": "npm test"}],
+        "behavior": "allow",
+        "destination": "session",
+    },
+    ("PermissionRequest-Edit-etc", "allow_mode_acceptEdits"): {
+        "type": "setMode",
+        "mode": "acceptEdits",
+        "destination": "session",
+    },
+    ("PermissionRequest-Edit-etc", "allow_directories"): {
+        "type": "addDirectories",
+        "directories": ["/etc"],
+        "destination": "session",
+    },
+}
+
+
+def _permission_answers(asked: Asked) -> list[Answer]:
+    """The answers to a permission prompt: the common ones, each session option it offers
+    by id and by its label typed in words, and those it does not offer (refused)."""
+    out = list(PERMISSION_ANSWERS)
+    offered = {o["id"]: o["label"] for o in (asked.event.data or {}).get("options", [])}
+    for option in SESSION_OPTIONS:
+        if option not in offered:
+            out.append(Answer(f"{option}, not offered", {"option": option}, None))
+            continue
+        taken = Verdict(option=option)
+        out.append(Answer(option, {"option": option}, taken, {"option": option}))
+        words = {"text": offered[option].lower()}
+        out.append(Answer(f"the label of {option}", words, taken, {"option": option}))
+    return out
+
+
 ASK_VALID = {"1": "1", "2": ["1", "2"]}
 ASK_OTHER = {"1": "DuckDB", "2": ["2"]}
 ASK_ANSWERS = (
@@ -141,7 +182,7 @@ ELICIT_ANSWERS = (
     Answer("an option", {"option": "deny"}, None),
     Answer("a field it does not have", {"values": {**ELICIT_MIN, "admin": "yes"}}, None),
 )
-ANSWERS = {"permission": PERMISSION_ANSWERS, "ask": ASK_ANSWERS, "elicit": ELICIT_ANSWERS}
+ANSWERS = {"ask": ASK_ANSWERS, "elicit": ELICIT_ANSWERS}
 
 
 # -- the model -------------------------------------------------------------------------------
@@ -164,6 +205,7 @@ class Asked:
     state: str = "open"  # open, answered, timeout, dismissed, elsewhere
     verdict: Verdict | None = None
     left: bool = False  # the hook went away
+    variant: str = ""  # which recorded permission prompt (OFFERED, GRANTED)
 
 
 @dataclass
@@ -348,12 +390,14 @@ class DaemonModel(RuleBasedStateMachine):
         kind=st.sampled_from(("permission", "permission", "ask", "elicit", "url")),
         hold=st.sampled_from(HOLDS),
         command=st.sampled_from(CODEX_COMMANDS),
+        variant=st.sampled_from(CC_PERMISSIONS),
     )
     def a_question_is_raised(
-        self, where: tuple[str, str], kind: str, hold: float, command: str
+        self, where: tuple[str, str], kind: str, hold: float, command: str, variant: str
     ) -> None:
         agent, session = where
         if agent == CX:
+            variant = "codex"
             kind = "permission"
             tool_input = {"command": command, "description": "housekeeping"}
             data = self._payload(agent, session, "PermissionRequest", tool_input=tool_input)
@@ -371,8 +415,10 @@ class DaemonModel(RuleBasedStateMachine):
             data = self._payload(
                 agent, session, "Elicitation" if kind == "elicit" else "Elicitation-url"
             )
+        elif variant == "bare":
+            data = self._payload(agent, session, "PermissionRequest", permission_suggestions=None)
         else:
-            data = self._payload(agent, session, "PermissionRequest")
+            data = self._payload(agent, session, variant)
         before = len(self._queued())
         gone: asyncio.Future[None] = self.loop.create_future()
         task = self.loop.create_task(self.daemon.handle(agent, data, hold, gone))
@@ -389,14 +435,35 @@ class DaemonModel(RuleBasedStateMachine):
         subject = {"ask": "AskUserQuestion", "elicit": data.get("mcp_server_name")}.get(
             kind, data.get("tool_name")
         )
+        if kind == "permission":  # a button for each grant it allows, none wider
+            assert event.data is not None
+            assert [o["id"] for o in event.data["options"]] == OFFERED[variant], event.data
+        else:
+            variant = ""
         if not self.daemon.link.connected:  # nobody could answer: the agent asks itself, now
             assert task.done()
             assert task.result() is None
-            self.asked.append(Asked(agent, session, kind, subject, event, data, state="dismissed"))
+            self.asked.append(
+                Asked(
+                    agent, session, kind, subject, event, data, state="dismissed", variant=variant
+                )
+            )
             return
         assert event.id in self.daemon.loop.pending, "the hook holds its request open"
         self.asked.append(
-            Asked(agent, session, kind, subject, event, data, task, gone, hold, self.loop.now)
+            Asked(
+                agent,
+                session,
+                kind,
+                subject,
+                event,
+                data,
+                task,
+                gone,
+                hold,
+                self.loop.now,
+                variant=variant,
+            )
         )
 
     @precondition(lambda self: self._open())
@@ -463,7 +530,8 @@ class DaemonModel(RuleBasedStateMachine):
         late: bool = False,
         leaving: bool = False,
     ) -> None:
-        answer = data.draw(st.sampled_from(ANSWERS.get(asked.kind, PERMISSION_ANSWERS)))
+        answers = ANSWERS.get(asked.kind) or _permission_answers(asked)
+        answer = data.draw(st.sampled_from(answers))
         session = (asked.agent, asked.session)
         if not right_session or session not in self.known:
             session = data.draw(st.sampled_from(sorted(self.known)))
@@ -486,6 +554,8 @@ class DaemonModel(RuleBasedStateMachine):
         hypothesis.event(
             f"the answer is {'taken' if takes else 'refused'}{' late' if late else ''}"
         )
+        if takes and answer.verdict is not None and answer.verdict.option in SESSION_OPTIONS:
+            hypothesis.event(f"{asked.variant}: {answer.verdict.option} is taken")
         before = len(self._queued())
 
         async def deliver() -> None:
@@ -666,10 +736,9 @@ def _check_output(asked: Asked, output: dict[str, Any]) -> None:
             assert decision["message"] == verdict.text
         return
     assert decision["behavior"] == "allow"
-    if verdict.option == "allow_session" and asked.agent == CC:
-        rules = decision["updatedPermissions"]
-        assert rules
-        assert {r["destination"] for r in rules} == {"session"}
+    if verdict.option in SESSION_OPTIONS and asked.agent == CC:
+        # exactly the one suggestion the pressed option named, at session scope
+        assert decision["updatedPermissions"] == [GRANTED[(asked.variant, verdict.option)]]
     else:
         assert "updatedPermissions" not in decision
 

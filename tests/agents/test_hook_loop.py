@@ -47,7 +47,7 @@ async def test_a_permission_allowed_from_the_phone_lets_claude_code_run_the_tool
         hook = running.hook(CC, payload(CC, "PermissionRequest"))
         card = await running.card()
         request = running.channel.cards[card][1]
-        assert running.labels(card) == ["Allow", "Allow for this session", "Deny"]
+        assert running.labels(card) == ["Allow", "Allow Bash(npm test) for this session", "Deny"]
         assert "npm test" in f"{request.title}\n{request.description}"
         await running.press(card, "Allow")
         done = await hook
@@ -64,15 +64,73 @@ async def test_a_permission_allowed_from_the_phone_lets_claude_code_run_the_tool
         assert types[answered + 1] == "attention.resolved"
 
 
-async def test_allow_for_this_session_returns_claude_codes_session_rule(tmp_path: Path):
+async def test_allow_for_this_session_returns_the_one_rule_the_button_names(tmp_path: Path):
     async with live(tmp_path) as running:
         await _started(running)
         hook = running.hook(CC, payload(CC, "PermissionRequest"))
-        await running.press(await running.card(), "Allow for this session")
+        await running.press(await running.card(), "Allow Bash(npm test) for this session")
         decision = (await hook).output["hookSpecificOutput"]["decision"]
-        assert decision["behavior"] == "allow"
-        assert decision["updatedPermissions"]
-        assert {rule["destination"] for rule in decision["updatedPermissions"]} == {"session"}
+        assert decision == {
+            "behavior": "allow",
+            "updatedPermissions": [
+                {
+                    "type": "addRules",
+                    "rules": [{"toolName": "Bash", "ruleContent": "npm test"}],
+                    "behavior": "allow",
+                    "destination": "session",
+                }
+            ],
+        }
+
+
+async def test_an_edit_of_etc_gets_a_mode_or_a_folder_only_from_a_button_that_says_so(
+    tmp_path: Path,
+):
+    """Issue 30: "Allow for this session" on an Edit whose suggestions were `setMode
+    acceptEdits` and `addDirectories ["/etc"]` returned both. Now each has its own button,
+    labelled with what it grants, and returns that one suggestion and nothing else."""
+    edit = payload(CC, "PermissionRequest-Edit-etc")
+    mode = "Allow and switch this session to acceptEdits mode"
+    folder = "Allow and add folder /etc for this session"
+    async with live(tmp_path) as running:
+        await _started(running)
+        hook = running.hook(CC, edit)
+        card = await running.card()
+        assert running.labels(card) == ["Allow", mode, folder, "Deny"]
+        await running.press(card, mode)
+        decision = (await hook).output["hookSpecificOutput"]["decision"]
+        assert decision["updatedPermissions"] == [
+            {"type": "setMode", "mode": "acceptEdits", "destination": "session"}
+        ]
+        hook = running.hook(CC, edit)
+        await running.press(await running.card(2), folder)
+        decision = (await hook).output["hookSpecificOutput"]["decision"]
+        assert decision["updatedPermissions"] == [
+            {"type": "addDirectories", "directories": ["/etc"], "destination": "session"}
+        ]
+        hook = running.hook(CC, edit)
+        await running.press(await running.card(3), "Allow")
+        assert (await hook).output["hookSpecificOutput"]["decision"] == {"behavior": "allow"}
+        answered = [
+            e["data"]["answer"] for e in running.events(CC) if e["type"] == "attention.answered"
+        ]
+        assert answered == [
+            {"option": "allow_mode_acceptEdits"},
+            {"option": "allow_directories"},
+            {"option": "allow"},
+        ]
+
+
+async def test_without_a_suggestion_there_is_no_session_button(tmp_path: Path):
+    """Claude Code suggested nothing it would remember: the bridge makes no rule up."""
+    async with live(tmp_path) as running:
+        await _started(running)
+        bare = payload(CC, "PermissionRequest", permission_suggestions=None)
+        hook = running.hook(CC, bare)
+        card = await running.card()
+        assert running.labels(card) == ["Allow", "Deny"]
+        await running.press(card, "Allow")
+        assert (await hook).output["hookSpecificOutput"]["decision"] == {"behavior": "allow"}
 
 
 async def test_a_text_answer_is_a_deny_with_the_persons_guidance(tmp_path: Path):
@@ -140,7 +198,9 @@ async def test_codex_allow_for_this_session_is_kept_by_the_daemon(tmp_path: Path
     async with live(tmp_path) as running:
         await _started(running, "codex")
         hook = running.hook("codex", payload("codex", "PermissionRequest"))
-        await running.press(await running.card(), "Allow for this session")
+        card = await running.card()
+        assert running.labels(card) == ["Allow", "Allow this exact call for this session", "Deny"]
+        await running.press(card, "Allow this exact call for this session")
         first = (await hook).output
         assert first["hookSpecificOutput"]["decision"]["behavior"] == "allow"
         again = await running.hook("codex", payload("codex", "PermissionRequest"))
@@ -150,6 +210,10 @@ async def test_codex_allow_for_this_session_is_kept_by_the_daemon(tmp_path: Path
         third = running.hook("codex", other, "--hold", "1")
         await running.card(2)  # a different command is asked again
         assert (await third).output is None
+        elsewhere = payload("codex", "PermissionRequest", cwd="/srv/prod")
+        fourth = running.hook("codex", elsewhere, "--hold", "1")
+        await running.card(3)  # the same command in another folder is another call
+        assert (await fourth).output is None
 
 
 async def test_a_dead_bridge_never_holds_the_agent(tmp_path: Path):

@@ -112,10 +112,13 @@ Deviations from Annex A and choices, on purpose:
 - `AskUserQuestion` arrives as a PermissionRequest but is the agent asking, not a gate: it
   becomes one `kind: "form"` request (AEP-0006, `forms.ask_user_question`), not
   `kind: "permission"`. Its PreToolUse/PostToolUse still map to the tool events.
-- The permission card offers `allow`, `allow_session` and `deny` (issue 18): "for this
-  session" returns Claude Code's own "always allow" suggestions with their `destination`
-  set to `session` (`updatedPermissions`), entries of a type the reference does not list
-  left out; without any, an `addRules` allow rule for this tool (Bash: this command).
+- The permission card offers `allow` and `deny`, and between them one option for each
+  kind of Claude Code's own "always allow" suggestions that fits (grants.py, issue 30): an
+  allow rule for this tool ("Allow Bash(npm test:*) for this session"), a mode ("Allow and
+  switch this session to acceptEdits mode"), working folders ("Allow and add folder /etc
+  for this session"). Pressing one returns exactly that ONE suggestion, its `destination`
+  set to `session` (`updatedPermissions`), as the reference allows ("echo one of the
+  permission_suggestions"). No suggestion that fits: no "for this session" option.
 - SessionEnd reasons: `clear`, `resume`, `logout`, `prompt_input_exit` and `other` are a
   normal end (`normal`); `bypass_permissions_disabled` (builds before 2.1.234) is the
   runtime ending the session (`killed`); an unknown reason is left out rather than guessed.
@@ -140,9 +143,9 @@ from typing import Any, Final
 from ..aep.capture import synthesize_prompt
 from ..aep.registry import CAPTURE_RANK
 from . import forms
+from .grants import Grant, chosen, claude_code_grants
 from .mapping import (
     ALLOW,
-    ALLOW_SESSION,
     DEFAULT_CEILING,
     DENY,
     DENY_MESSAGE,
@@ -184,10 +187,6 @@ _QUIET_NOTIFICATIONS: Final = frozenset(
 )
 #: Notifications that mean the agent waits for the person at its terminal: a heads-up.
 _WAITING_NOTIFICATIONS: Final = frozenset({"idle_prompt", "quota_auto_resume_stale"})
-#: `PermissionUpdate` entry types the hooks reference lists ("Permission update entries").
-_UPDATE_TYPES: Final = frozenset(
-    {"addRules", "replaceRules", "removeRules", "setMode", "addDirectories", "removeDirectories"}
-)
 
 Handler = Callable[[dict[str, Any], Ceiling], list[Emission]]
 
@@ -373,29 +372,10 @@ def map_hook(payload: Any, ceiling: Ceiling = DEFAULT_CEILING) -> list[Emission]
     return handler(payload, ceiling)
 
 
-def _session_rules(payload: dict[str, Any]) -> list[dict[str, Any]]:
-    """Claude Code's own suggestions, scoped to this session; else a rule for this tool.
-
-    Echoing a suggestion is what the user's "always allow" choice does (hooks reference,
-    "Permission update entries"); `destination: "session"` keeps it in memory only. An
-    entry of a type the reference does not list is left out: Claude Code could refuse the
-    whole decision over it. Without suggestions, Bash is allowed for the exact command
-    approved (rule `Bash(<command>)`), any other tool as a whole.
-    """
-    suggestions = payload.get("permission_suggestions")
-    rules = [
-        {**s, "destination": "session"}
-        for s in (suggestions if isinstance(suggestions, list) else [])
-        if isinstance(s, dict) and s.get("type") in _UPDATE_TYPES
-    ]
-    if rules:
-        return rules
-    tool = text_of(payload.get("tool_name")) or ""
-    rule: dict[str, str] = {"toolName": tool}
-    command = text_of(_dict(payload.get("tool_input")).get("command"))
-    if tool == "Bash" and command is not None:
-        rule["ruleContent"] = command
-    return [{"type": "addRules", "rules": [rule], "behavior": "allow", "destination": "session"}]
+def session_grants(payload: Any) -> list[Grant]:
+    """The "for this session" options this `PermissionRequest` offers, each standing for one
+    of Claude Code's own suggestions re-scoped to the session (grants.py)."""
+    return claude_code_grants(payload)
 
 
 def _decision(decision: dict[str, Any]) -> dict[str, Any]:
@@ -427,9 +407,10 @@ def _permission_output(payload: dict[str, Any], verdict: Verdict) -> dict[str, A
         return _question_output(payload, verdict)
     if verdict.option == ALLOW:
         return _decision({"behavior": "allow"})
-    if verdict.option == ALLOW_SESSION:
-        rules = _session_rules(payload)
-        return _decision({"behavior": "allow", "updatedPermissions": rules})
+    grant = chosen(session_grants(payload), verdict.option)
+    if grant is not None and grant.update is not None:
+        # exactly the one suggestion the pressed option names, nothing wider
+        return _decision({"behavior": "allow", "updatedPermissions": [grant.update]})
     if verdict.option == DENY or (verdict.option is None and text_of(verdict.text)):
         return _deny(verdict)
     return None
@@ -450,7 +431,8 @@ def hook_output(payload: Any, verdict: Verdict | None) -> dict[str, Any] | None:
     """The stdout JSON for a held hook, or None: Claude Code then asks in its own dialog.
 
     PermissionRequest: `hookSpecificOutput.decision` with `behavior` allow/deny, `message`
-    on deny, `updatedPermissions` for the session rule, `updatedInput` carrying the
+    on deny, `updatedPermissions` with the one suggestion a "for this session" option
+    stands for (an option this request does not offer gets None), `updatedInput` carrying the
     `answers` for AskUserQuestion. Elicitation: `hookSpecificOutput.action` (accept with
     `content`, or decline).
     """
@@ -464,4 +446,4 @@ def hook_output(payload: Any, verdict: Verdict | None) -> dict[str, Any] | None:
     return None
 
 
-__all__ = ["AGENT", "MAPPED", "hook_output", "identity", "map_hook"]
+__all__ = ["AGENT", "MAPPED", "hook_output", "identity", "map_hook", "session_grants"]

@@ -48,8 +48,8 @@ Deviations from a strict Annex A reading, all deliberate:
   `PostToolUse`, so it stays `tool.completed` (its `result` shows the exit).
 - `StopFailure` (a newer Codex hook outside Annex A's ten) is not mapped to `run.failed` yet:
   like any hook not in the table it takes the vendor fallback.
-- The permission card offers allow / deny (Annex A); the daemon may add its own "allow for this
-  session" option. Codex's hook output has no session-scoped rule on main:
+- The permission card offers allow / deny (Annex A); the daemon adds "Allow this exact call for
+  this session" (`session_grants`). Codex's hook output has no session-scoped rule on main:
   `decision.updatedPermissions` is "Reserved for a future permission-rewrite capability.
   PermissionRequest hooks currently fail closed if this field is present"
   (`PermissionRequestDecisionWire` in codex-rs/hooks/src/schema.rs and the generated
@@ -57,7 +57,9 @@ Deviations from a strict Annex A reading, all deliberate:
   carry the subagent hooks; the experimental `permission_suggestions` / `updatedPermissions`
   PRs #17739 and #17746 are closed, not merged).
   So `allow_session` prints a plain allow, and the daemon remembers the rule itself, keyed by
-  `session_rule_key` (this tool with exactly this input).
+  `session_rule_key`: this tool with exactly this input (the justification included) in this
+  working folder, which is all the label promises; a command that differs by a byte, or runs
+  elsewhere, is asked again (issue 30: a button grants what it says, nothing wider).
 - At a `metadata` attention ceiling the prompt is synthesized from structure ("codex requests
   permission: Bash", AEP-0003 §9.2), never the command; the labels "Allow" / "Deny" are ours,
   structural, and stay.
@@ -67,6 +69,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from .grants import Grant
 from .mapping import (
     ALLOW,
     ALLOW_SESSION,
@@ -93,6 +96,8 @@ MAPPED: Final = "codex-rs/hooks after PR #22873 (SubagentStop, May 2026); hooks 
 PERMISSION_REQUEST: Final = "PermissionRequest"
 #: The deny message when the human denied without words.
 DEFAULT_DENY_MESSAGE: Final = DENY_MESSAGE
+#: what "for this session" grants on Codex, in the words of its button
+SESSION_LABEL: Final = "Allow this exact call for this session"
 
 
 def identity(payload: Any) -> tuple[str | None, str | None]:
@@ -139,10 +144,20 @@ def hook_output(payload: Any, verdict: Verdict | None) -> dict[str, Any] | None:
 
 
 def session_rule_key(payload: Any) -> str | None:
-    """What "allow for this session" covers on Codex: this tool with exactly this input again."""
+    """What "allow for this session" covers on Codex: this tool with exactly this input, in
+    this working folder, again (`rm -rf build` elsewhere is another call)."""
     if not isinstance(payload, dict) or payload.get("hook_event_name") != PERMISSION_REQUEST:
         return None
-    return f"{tool_name(payload)}:{digest(payload.get('tool_input'))}"
+    call = {"tool_input": payload.get("tool_input"), "cwd": payload.get("cwd")}
+    return f"{tool_name(payload)}:{digest(call)}"
+
+
+def session_grants(payload: Any) -> list[Grant]:
+    """The one "for this session" option of a Codex `PermissionRequest`: the daemon's rule
+    for this exact call (`session_rule_key`); Codex's answer itself carries no rule."""
+    if session_rule_key(payload) is None:
+        return []
+    return [Grant(ALLOW_SESSION, SESSION_LABEL, SESSION_LABEL)]
 
 
 # -- the hooks ------------------------------------------------------------------------------
@@ -237,5 +252,6 @@ __all__ = [
     "hook_output",
     "identity",
     "map_hook",
+    "session_grants",
     "session_rule_key",
 ]

@@ -39,7 +39,7 @@ from ..aep.redaction import RedactionPolicy, Redactor
 from ..aep.registry import CAPTURE_ORDER, Capture, Severity
 from ..config import ConfigError, config_path, read_config
 from ..scrub import ScrubFilter, register, secrets_in
-from . import claude_code, codex
+from . import claude_code, codex, grants
 from .emitter import Emitter, SessionState
 from .held import AttentionLoop
 from .link import BridgeLink
@@ -50,8 +50,6 @@ from .shim import DEFAULT_HOLD, HELD_HOOKS, MAX_PAYLOAD
 log = logging.getLogger("aep_bridge.agentd")
 
 MAPPINGS: Final[dict[str, ModuleType]] = {"claude-code": claude_code, "codex": codex}
-#: the session option every permission card offers beside Annex A's allow and deny
-SESSION_OPTION: Final = {"id": ALLOW_SESSION, "label": "Allow for this session"}
 #: hooks after which an open request about the same tool is moot: the agent went on
 _TOOL_MOVED_ON: Final = frozenset({"PostToolUse", "PostToolUseFailure", "PermissionDenied"})
 #: hooks after which every open request of the session is moot
@@ -161,7 +159,7 @@ class AgentDaemon:
         held: tuple[Event, str | None] | None = None
         for emission in mapping.map_hook(payload, self.ceiling):
             try:
-                event = self._emit_one(state, hook, emission)
+                event = self._emit_one(state, hook, emission, payload)
             except InvalidEvent as exc:  # a mapping fault: lose this event, not the hook
                 codes = ", ".join(sorted({v.rule for v in exc.violations}))
                 log.warning("dropped a %s event that is not valid: %s", emission.type, codes)
@@ -199,7 +197,9 @@ class AgentDaemon:
                 state.allowed.add(rule)
         return mapping.hook_output(payload, verdict)  # type: ignore[no-any-return]
 
-    def _emit_one(self, state: SessionState, hook: Any, emission: Emission) -> Event | None:
+    def _emit_one(
+        self, state: SessionState, hook: Any, emission: Emission, payload: dict[str, Any]
+    ) -> Event | None:
         if emission.type == "run.started" and state.run is not None and emission.run != state.run:
             # the last run was never closed (the agent was interrupted): it ends here
             self._emit(state, "run.cancelled", {"by": "user"}, run=state.run)
@@ -212,7 +212,9 @@ class AgentDaemon:
             and hook == "PermissionRequest"
             and data.get("kind") == "permission"
         ):
-            data = _with_session_option(data)
+            # the "for this session" options, each labelled with what it grants (grants.py)
+            offered = MAPPINGS[state.agent].session_grants(payload)
+            data = grants.with_options(data, grants.options(offered, self.ceiling))
         return self._emit_mapped(
             state,
             Emission(
@@ -276,15 +278,6 @@ class AgentDaemon:
         finally:
             watcher.cancel()
         await _reply(send, 200, {"output": output})
-
-
-def _with_session_option(data: dict[str, Any]) -> dict[str, Any]:
-    """The permission options with "Allow for this session" after "Allow"."""
-    options = [o for o in data.get("options") or [] if isinstance(o, dict)]
-    if any(o.get("id") == ALLOW_SESSION for o in options):
-        return data
-    at = next((i + 1 for i, o in enumerate(options) if o.get("id") == ALLOW), len(options))
-    return {**data, "options": [*options[:at], dict(SESSION_OPTION), *options[at:]]}
 
 
 def _text(value: Any) -> str | None:

@@ -65,7 +65,8 @@ class Emission:
 class Verdict:
     """The human's answer to a held request, as the daemon applied it (AEP-0008).
 
-    For a permission: `option` is `allow`, `allow_session` or `deny`, and `text` is the
+    For a permission: `option` is `allow`, `deny` or one of the "for this session" options
+    the request offered (`allow_session`, ... : grants.py), and `text` is the
     human's guidance when a text answer became a deny. For a form: `values` are the
     validated answers keyed by field id (choice ids, lists of them for `multi`, free text
     for `other`, numbers, booleans), exactly as `attention.answered` records them.
@@ -155,7 +156,7 @@ def text_of(value: Any) -> str | None:
 
 # -- what both agents' hooks share: the tool events and the permission prompt ---------------
 
-#: Annex A's permission options (the daemon adds "Allow for this session" between them)
+#: Annex A's permission options (the daemon adds the "for this session" ones, grants.py)
 PERMISSION_OPTIONS: Final = ({"id": ALLOW, "label": "Allow"}, {"id": DENY, "label": "Deny"})
 #: the tool input field that says what a call does, in the order looked for
 _SUMMARY_KEYS: Final = ("command", "file_path", "notebook_path", "url", "pattern", "query", "path")
