@@ -400,3 +400,31 @@ async def test_a_config_the_daemon_cannot_use_names_the_key(tmp_path: Path):
     )
     assert done.returncode == 2
     assert "agents.capture" in done.stderr
+
+
+# -- a hook's own errors (issue 30) --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("agent", [CC, "codex"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[" * 200_000,  # nested deeper than json can read
+        b'{"hook_event_name": "PermissionRequest", "session_id": "\xff\xfe"}',  # not UTF-8
+        b"",
+        b" " * 100 + b"\n",
+        b'{"hook_event_name": "PreToolUse", "x": "' + b"a" * (9 * 1024 * 1024) + b'"}',
+    ],
+    ids=["deep", "not-utf-8", "empty", "blank", "huge"],
+)
+async def test_a_hook_never_fails_the_agent_on_what_it_reads(
+    tmp_path: Path, agent: str, body: bytes
+):
+    """Whatever comes on stdin, the hook exits 0 and prints nothing: the agent decides alone."""
+    async with live(tmp_path) as running:
+        done = await running.hook(agent, body)
+        assert done.status == 0, done.stderr
+        assert done.stdout == ""
+        assert running.events(agent) == []
+        status, _ = await get(running.directory, "/healthz")
+        assert status == 200

@@ -45,7 +45,7 @@ from .held import AttentionLoop
 from .link import BridgeLink
 from .mapping import ALLOW, ALLOW_SESSION, Ceiling, Emission, Verdict
 from .paths import agentd_dir, check_private, socket_path
-from .shim import DEFAULT_HOLD, HELD_HOOKS, MAX_PAYLOAD
+from .shim import DEFAULT_HOLD, HELD_HOOKS, MAX_HOLD, MAX_PAYLOAD
 
 log = logging.getLogger("aep_bridge.agentd")
 
@@ -295,9 +295,10 @@ def _hold_of(scope: dict[str, Any], default: float) -> float:
     for name, value in scope.get("headers") or []:
         if name == b"x-aep-hold":
             try:
-                return max(0.0, min(float(value), 3600.0))
+                hold = float(value)
             except ValueError:
                 break
+            return default if hold != hold else max(0.0, min(hold, MAX_HOLD))
     return default
 
 
