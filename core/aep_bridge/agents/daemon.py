@@ -402,7 +402,29 @@ def main(args: argparse.Namespace) -> int:
     except OSError:
         print("aep-bridge agentd: already running for this user", file=sys.stderr)
         return 0
-    (directory / "agentd.pid").write_text(f"{os.getpid()}\n")
+    pid = directory / "agentd.pid"  # a stale one (a killed daemon's) is written over
+    pid.write_text(f"{os.getpid()}\n")
+    signal.signal(signal.SIGTERM, _stop_now)  # until the server takes SIGTERM over
+    try:
+        return _run(args, directory)
+    finally:
+        _remove_pid(pid)
+
+
+def _stop_now(signum: int, frame: Any) -> None:
+    """SIGTERM before the daemon serves: stop, through the `finally`s (the pid file goes)."""
+    raise SystemExit(0)
+
+
+def _remove_pid(pid: Path) -> None:
+    """Remove the pid file when it names this process (it always does: the lock is held)."""
+    with contextlib.suppress(OSError, ValueError):
+        if int(pid.read_text()) == os.getpid():
+            pid.unlink()
+
+
+def _run(args: argparse.Namespace, directory: Path) -> int:
+    """The daemon, once it holds its directory's lock, until it stops."""
     logging.basicConfig(  # the libraries at WARNING: httpx's INFO lines are URLs
         level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr
     )
