@@ -507,12 +507,10 @@ class Attention:
         elif event.type == "attention.resolved":
             resolution = (event.data or {}).get("resolution")
             if request.status in PENDING:
-                status = (
-                    OutcomeStatus.DISMISSED
-                    if resolution == "dismissed"
-                    else (OutcomeStatus.ANSWERED_ELSEWHERE)
-                )
-                self._close(request, "resolved", Outcome(status))
+                if resolution == "dismissed":  # closed unanswered: a press says so
+                    self._close(request, "dismissed", Outcome(OutcomeStatus.DISMISSED))
+                else:
+                    self._close(request, "resolved", Outcome(OutcomeStatus.ANSWERED_ELSEWHERE))
             elif request.status == "answered":
                 self._set(request, status="resolved")
         elif event.type == "attention.timeout" and request.status in PENDING:

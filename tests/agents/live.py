@@ -83,14 +83,14 @@ class Live:
         env.update(extra)
         return env
 
-    async def start_daemon(self, *options: str, wait: bool = True) -> None:
+    async def start_daemon(self, *options: str, wait: bool = True, **env: str) -> None:
         self.daemon = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
             "aep_bridge",
             "agentd",
             *options,
-            env=self.env(),
+            env=self.env(**env),
             stdout=asyncio.subprocess.DEVNULL,
             stderr=open(self.directory.parent / "agentd.err", "ab"),  # noqa: SIM115
         )
@@ -114,6 +114,13 @@ class Live:
             except TimeoutError:
                 self.daemon.kill()
                 await self.daemon.wait()
+        self.daemon = None
+
+    async def kill_daemon(self) -> None:
+        """SIGKILL the daemon, as a crash or the OOM killer does: it cleans nothing up."""
+        assert self.daemon is not None
+        self.daemon.kill()
+        await self.daemon.wait()
         self.daemon = None
 
     def hook(self, agent: str, body: Any, *options: str, **env: str) -> asyncio.Task[HookRun]:
@@ -145,6 +152,23 @@ class Live:
             while len(self.channel.cards) < count:
                 await asyncio.sleep(0.02)
         return list(self.channel.cards)[count - 1]
+
+    def card_text(self, card: str) -> str:
+        """What the card's message says now (its question, then its outcome once closed)."""
+        message = self.channel.cards[card][2]
+        return next(m.text for m in self.channel.messages if m.id == message)
+
+    def buttons(self, card: str) -> list[tuple[str, str]]:
+        """The buttons the card's message still shows (none once it is closed)."""
+        message = self.channel.cards[card][2]
+        return next(m.buttons for m in self.channel.messages if m.id == message)
+
+    async def closed(self, card: str, timeout: float = 15.0) -> str:
+        """The card's text once it shows an outcome that closed it (its buttons gone)."""
+        async with asyncio.timeout(timeout):
+            while self.buttons(card):
+                await asyncio.sleep(0.02)
+        return self.card_text(card)
 
     def labels(self, card: str) -> list[str]:
         """The buttons of a card, as the person sees them."""

@@ -14,6 +14,11 @@ Time is the event loop's own clock, moved only by the model (`time_passes`, and 
 read as a hold passes), so a hold passes exactly when the model says; `time.monotonic`
 (latencies) is left alone. The link's `connected` flag stands for the bridge's `hello`
 (the socket is never opened), and a rule drops and restores it.
+
+The daemon also restarts: SIGKILLed (a new daemon starts on a copy of its directory as the
+kill left it, and the old one's later words are lost) or stopped cleanly (`stopping`, as on
+SIGTERM). Either way no request it raised stays open: a clean stop closes them (or, with the
+bridge away, leaves them recorded), and the next daemon closes what the last one left.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import json
 import selectors
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -231,7 +237,9 @@ class DaemonModel(RuleBasedStateMachine):
         super().__init__()
         self.loop = ClockLoop()
         self.tmp = tempfile.TemporaryDirectory(prefix="aep-agentd-model-")
-        self.daemon = AgentDaemon(Path(self.tmp.name), "ws://127.0.0.1:9/socket", None)
+        self.directory = Path(self.tmp.name) / "agentd-0"
+        self.directory.mkdir()
+        self.daemon = AgentDaemon(self.directory, "ws://127.0.0.1:9/socket", None)
         self.daemon.link.connected = True  # the bridge said hello (the link is never started)
         self.asked: list[Asked] = []
         self.sent: list[Sent] = []
@@ -425,6 +433,9 @@ class DaemonModel(RuleBasedStateMachine):
         self._spin()
         self.known.add((agent, session))
         (event,) = [e for e in self._new(before) if e.type == "attention.requested"]
+        assert event.data is not None
+        # a held request says when its hold ends, so the bridge closes it then at the latest
+        assert ("expires_at" in event.data) is (kind != "url"), event.data
         if kind == "url":  # a sign-in in the browser: a heads-up, the hook does not wait
             assert task.done()
             assert task.result() is None
@@ -486,6 +497,36 @@ class DaemonModel(RuleBasedStateMachine):
         for asked in self._open():
             if self.loop.now >= asked.opened + asked.hold:
                 asked.state = "timeout"
+
+    # -- the daemon itself ---------------------------------------------------------------------
+
+    @rule(clean=st.booleans())
+    def the_daemon_restarts(self, clean: bool) -> None:
+        """The daemon stops, cleanly (SIGTERM) or SIGKILLed, and the next hook's starts."""
+        old, directory = self.daemon, self.directory
+        open_ = [a for a in self.asked if a.state == "open"]
+        if clean:
+            old.stopping()  # the held hooks go free, with no decision
+            self._spin()
+            self._every_event_keeps_the_protocol()  # what it said before it went
+        else:  # what the kill left on disk is all the next daemon finds
+            self.directory = directory.with_name(f"agentd-{int(directory.name[7:]) + 1}")
+            shutil.copytree(directory, self.directory)
+        for asked in open_:
+            asked.state = "dismissed"
+            asked.left = asked.task is not None and not clean  # its connection dropped
+        hypothesis.event(f"the daemon restarts ({'clean' if clean else 'killed'})")
+        self.daemon = AgentDaemon(self.directory, "ws://127.0.0.1:9/socket", None)
+        self.daemon.link.connected = True  # the new link says hello
+        self.read = 0
+        # what the new daemon knows: nothing of the old one's memory but its positions
+        self.known = set(self.daemon.emitter.sessions)
+        self.allowed.clear()  # Codex's "for this session" rules were the old daemon's
+        self.sent.clear()  # a retry reaches a daemon that never decided it
+        for asked in open_:  # a killed daemon's hooks: their connections are gone
+            if asked.gone is not None and not asked.gone.done():
+                asked.gone.set_result(None)
+        self._spin()  # (what the dead daemon does meanwhile goes nowhere)
 
     # -- the bridge --------------------------------------------------------------------------
 

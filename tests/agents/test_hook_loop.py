@@ -11,6 +11,7 @@ import asyncio
 import json
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from aep_bridge.aep.payloads import Answer
 from aep_bridge.aep.validation import parse_event
 from aep_bridge.intake.auth import AuthPolicy
 from aep_bridge.intake.source import LocalSource
+from aep_bridge.types import ResolutionStatus
 from tests.agents.live import ALICE, MALLORY, Live, get, live, payload
 from tests.bridge_process import free_port
 from tests.core.rig import Rig
@@ -464,3 +466,201 @@ async def test_a_config_the_daemon_cannot_use_names_the_key(tmp_path: Path):
     )
     assert done.returncode == 2
     assert "agents.capture" in done.stderr
+
+
+# -- a daemon that dies with a prompt held (issue 30) ------------------------------------------
+
+
+async def test_a_prompt_held_by_a_killed_daemon_closes_when_the_next_one_starts(tmp_path: Path):
+    """The daemon is SIGKILLed while a prompt is held: the hook fails open at once (the
+    agent asks for itself), and the next daemon to start closes the card the dead one left
+    open; a later press on it is refused, never "Sent to the agent"."""
+    async with live(tmp_path) as running:
+        await _started(running)
+        hook = running.hook(CC, payload(CC, "PermissionRequest"))
+        card = await running.card()
+        await running.kill_daemon()
+        done = await hook
+        assert (done.status, done.stdout) == (0, "")  # no opinion: the agent's own dialog
+        assert running.buttons(card)  # nobody has closed it yet
+        await running.start_daemon()
+        assert "Dismissed" in await running.closed(card)
+        pressed = await running.press(card, "Allow")
+        assert pressed.status is ResolutionStatus.ALREADY_ANSWERED
+        assert pressed.message == "Already answered by the agent"
+        closing = running.events(CC)[-1]
+        assert closing["type"] == "attention.resolved"
+        assert closing["data"] == {"resolution": "dismissed"}
+        assert closing["epoch"] == running.events(CC)[0]["epoch"] + 1  # the new daemon's
+        # closed once: a third daemon finds nothing left open
+        await running.stop_daemon()
+        await running.start_daemon()
+        assert [e["type"] for e in running.events(CC)].count("attention.resolved") == 1
+
+
+async def test_a_prompt_closes_at_its_expiry_when_no_daemon_comes_back(tmp_path: Path):
+    """The request says when its hold ends (`expires_at`): the bridge closes the card then
+    by itself, even when the daemon that held it is gone for good."""
+    async with live(tmp_path) as running:
+        await _started(running)
+        hook = running.hook(CC, payload(CC, "PermissionRequest"), "--hold", "2")
+        card = await running.card()
+        [request] = [e for e in running.events(CC) if e["type"] == "attention.requested"]
+        expires = datetime.fromisoformat(request["data"]["expires_at"].replace("Z", "+00:00"))
+        sent = datetime.fromisoformat(request["time"].replace("Z", "+00:00"))
+        assert 1.5 <= (expires - sent).total_seconds() <= 2.5  # the hold's end
+        await running.kill_daemon()
+        assert (await hook).stdout == ""
+        assert "Expired" in await running.closed(card)
+        pressed = await running.press(card, "Allow")
+        assert pressed.status is ResolutionStatus.EXPIRED
+        assert running.rig.bridge.attention.get(card).status == "expired"
+
+
+async def test_a_clean_stop_lets_the_hook_go_and_closes_its_card(tmp_path: Path):
+    """SIGTERM while a prompt is held: the hook returns at once with no opinion, the card
+    closes as dismissed before the daemon is gone, and the daemon does not wait out the hold."""
+    async with live(tmp_path) as running:
+        await _started(running)
+        hook = running.hook(CC, payload(CC, "PermissionRequest"), "--hold", "600")
+        card = await running.card()
+        async with asyncio.timeout(30):  # far under the hold: the stop does not wait it out
+            await running.stop_daemon()
+            done = await hook
+        assert (done.status, done.stdout) == (0, "")
+        assert "Dismissed" in await running.closed(card)
+
+
+class _Gate:
+    """A TCP proxy in front of the bridge that holds every connection until it is opened
+    (the daemon's link to the bridge is under way, and not up yet), or, `refusing`, closes
+    each at once (the bridge is away), counting them."""
+
+    def __init__(self, target: int, *, refusing: bool = False) -> None:
+        self.target = target
+        self.refusing = refusing
+        self.attempts = 0
+        self.open = asyncio.Event()
+        self.server: asyncio.Server | None = None
+
+    @property
+    def url(self) -> str:
+        assert self.server is not None
+        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def __aenter__(self) -> _Gate:
+        self.server = await asyncio.start_server(self._pipe, "127.0.0.1", 0)
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        assert self.server is not None
+        self.server.close()
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.attempts += 1
+        if self.refusing and not self.open.is_set():
+            writer.close()
+            return
+        await self.open.wait()
+        upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", self.target)
+
+        async def copy(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+            try:
+                while chunk := await source.read(65536):
+                    sink.write(chunk)
+                    await sink.drain()
+            except OSError:
+                pass
+            finally:
+                sink.close()
+
+        await asyncio.gather(copy(reader, upstream_writer), copy(upstream_reader, writer))
+
+
+async def _raised(running: Live) -> None:
+    """Until the daemon has raised the prompt (it is in the session log)."""
+    async with asyncio.timeout(15):
+        while not any(e["type"] == "attention.requested" for e in running.events(CC)):
+            await asyncio.sleep(0.01)
+
+
+async def test_the_first_prompt_after_a_start_waits_for_the_bridge_link(tmp_path: Path):
+    """The first hook starts the daemon, and the prompt comes before its link to the bridge
+    is up: it waits for the link (a moment) instead of being dismissed at once."""
+    async with live(tmp_path, daemon=False) as running, _Gate(running.served.port) as gate:
+        for name in ("SessionStart", "UserPromptSubmit"):  # these start the daemon
+            assert (await running.hook(CC, payload(CC, name), AEP_BRIDGE_URL=gate.url)).status == 0
+        hook = running.hook(CC, payload(CC, "PermissionRequest"), AEP_BRIDGE_URL=gate.url)
+        await _raised(running)  # the link is still held at the gate
+        gate.open.set()
+        card = await running.card()
+        assert running.buttons(card)  # open, to be answered
+        await running.press(card, "Allow")
+        decision = (await hook).output["hookSpecificOutput"]["decision"]
+        assert decision == {"behavior": "allow"}
+
+
+async def test_a_bridge_link_that_does_not_come_up_frees_the_prompt_at_once(tmp_path: Path):
+    """The wait for the link is bounded: a link that stays down dismisses the prompt well
+    before its hold, and the agent shows its own dialog."""
+    async with live(tmp_path, daemon=False) as running, _Gate(running.served.port) as gate:
+        await running.start_daemon(wait=False, AEP_BRIDGE_URL=gate.url)
+        await running.wait_relay(False)
+        async with asyncio.timeout(30):  # far under the hold
+            done = await running.hook(CC, payload(CC, "PermissionRequest"), "--hold", "600")
+        assert (done.status, done.stdout) == (0, "")
+        types = [e["type"] for e in running.events(CC)]
+        assert types[-2:] == ["attention.requested", "attention.resolved"]
+        assert running.events(CC)[-1]["data"] == {"resolution": "dismissed"}
+        gate.open.set()  # the bridge is reached later: the card comes, closed
+        assert "Dismissed" in await running.closed(await running.card())
+
+
+async def test_a_prompt_brings_the_link_back_at_once_when_the_bridge_is_back(tmp_path: Path):
+    """The bridge was away long enough that the daemon retries only every few seconds; it is
+    back, and a prompt comes before the next retry: the daemon tries at once, and the prompt
+    reaches the chat instead of going back to the agent."""
+    async with (
+        live(tmp_path, daemon=False) as running,
+        _Gate(running.served.port, refusing=True) as gate,
+    ):
+        await running.start_daemon(wait=False, AEP_BRIDGE_URL=gate.url)
+        await running.wait_relay(False)
+        await _started(running)
+        async with asyncio.timeout(30):
+            while gate.attempts < 5:  # 0.2 + 0.5 + 1 + 2 s of retries: the next is in 5 s
+                await asyncio.sleep(0.05)
+        gate.open.set()  # the bridge is back
+        hook = running.hook(CC, payload(CC, "PermissionRequest"))
+        card = await running.card()
+        assert running.buttons(card)
+        await running.press(card, "Deny")
+        assert (await hook).output["hookSpecificOutput"]["decision"]["behavior"] == "deny"
+
+
+# -- a hook's own errors (issue 30) --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("agent", [CC, "codex"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[" * 200_000,  # nested deeper than json can read
+        b'{"hook_event_name": "PermissionRequest", "session_id": "\xff\xfe"}',  # not UTF-8
+        b"",
+        b" " * 100 + b"\n",
+        b'{"hook_event_name": "PreToolUse", "x": "' + b"a" * (9 * 1024 * 1024) + b'"}',
+    ],
+    ids=["deep", "not-utf-8", "empty", "blank", "huge"],
+)
+async def test_a_hook_never_fails_the_agent_on_what_it_reads(
+    tmp_path: Path, agent: str, body: bytes
+):
+    """Whatever comes on stdin, the hook exits 0 and prints nothing: the agent decides alone."""
+    async with live(tmp_path) as running:
+        done = await running.hook(agent, body)
+        assert done.status == 0, done.stderr
+        assert done.stdout == ""
+        assert running.events(agent) == []
+        status, _ = await get(running.directory, "/healthz")
+        assert status == 200

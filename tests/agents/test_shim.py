@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 PAYLOAD = json.dumps({"hook_event_name": "SessionStart", "session_id": "s1"}).encode()
 
@@ -155,3 +158,55 @@ def test_a_wrong_command_line_never_exits_2(tmp_path: Path):
         assert done.returncode == 1, args
         assert b"error" in done.stderr
         assert done.stdout == b""
+
+
+def _daemon(directory: Path, err: Path) -> subprocess.Popen[bytes]:
+    """`aep-bridge agentd` on `directory`, its log in `err`, once it listens."""
+    import time
+
+    with err.open("wb") as log:
+        daemon = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "aep_bridge",
+                "agentd",
+                "--dir",
+                str(directory),
+                "--url",
+                "ws://127.0.0.1:9/socket",
+                "--token",
+                "x",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+    deadline = time.monotonic() + 20
+    while b"agentd listening" not in err.read_bytes():
+        assert daemon.poll() is None, err.read_text()
+        assert time.monotonic() < deadline, err.read_text()
+        time.sleep(0.05)
+    return daemon
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stale_pid_file_starts_nothing_wrong_and_a_clean_stop_removes_it(
+    tmp_path: Path, stop: signal.Signals
+):
+    """A killed daemon leaves its pid file behind: the next one starts all the same and
+    writes its own; stopped with SIGTERM or Ctrl-C, it removes it (and its socket)."""
+    directory = tmp_path / "agentd"
+    directory.mkdir(mode=0o700)
+    pid = directory / "agentd.pid"
+    pid.write_text("4194999\n")  # no such process: what a SIGKILLed daemon leaves
+    daemon = _daemon(directory, tmp_path / "agentd.err")
+    try:
+        assert pid.read_text() == f"{daemon.pid}\n"
+        daemon.send_signal(stop)
+        assert daemon.wait(30) == 0
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait()
+    assert not pid.exists()
+    assert not (directory / "agentd.sock").exists()

@@ -13,6 +13,12 @@ Routes (HTTP/1.1 on the socket; `curl --unix-socket SOCK http://agentd/healthz`)
 
 It is started on demand by the first hook and keeps running; one per user (a lock file in
 its directory), so a second start exits quietly.
+
+No request outlives its daemon: each one it raises is recorded in its directory until it is
+closed (ledger.py), and a daemon that starts closes, as dismissed, every request the last one
+left open (it was killed). A held request also carries `expires_at` at its hold's end, so the
+bridge closes its card then if nothing else does. A clean stop (SIGTERM, Ctrl-C) lets every
+held hook go, closes what is open, and sends that to the bridge before it exits.
 """
 
 from __future__ import annotations
@@ -27,8 +33,10 @@ import os
 import signal
 import socket
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Final
@@ -42,10 +50,11 @@ from ..scrub import ScrubFilter, register, secrets_in
 from . import claude_code, codex, grants
 from .emitter import Emitter, SessionState
 from .held import AttentionLoop
+from .ledger import Ledger, Left
 from .link import BridgeLink
 from .mapping import ALLOW, ALLOW_SESSION, Ceiling, Emission, Verdict
 from .paths import agentd_dir, check_private, socket_path
-from .shim import DEFAULT_HOLD, HELD_HOOKS, MAX_PAYLOAD
+from .shim import DEFAULT_HOLD, HELD_HOOKS, MAX_HOLD, MAX_PAYLOAD
 
 log = logging.getLogger("aep_bridge.agentd")
 
@@ -58,6 +67,13 @@ _SESSION_MOVED_ON: Final = frozenset({"UserPromptSubmit", "Stop", "StopFailure",
 _BACK: Final = frozenset({"UserPromptSubmit", "PreToolUse", "SessionEnd", "Stop"})
 #: agents that keep no "for this session" rule of their own: the daemon keeps it
 _DAEMON_KEEPS_RULES: Final = frozenset({"codex"})
+#: how long a held prompt waits for the bridge link that is coming up (a daemon that just
+#: started), before it is dismissed and the agent asks for itself; taken from the hold
+LINK_WAIT: Final = 1.0
+#: how long a clean stop waits for what it closed to reach the bridge
+STOP_FLUSH: Final = 2.0
+#: the events that end a request (AEP-0002 §7)
+_TERMINALS: Final = frozenset({"attention.resolved", "attention.timeout"})
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -88,6 +104,9 @@ class AgentDaemon:
         self.link = BridgeLink(url, token, self._on_command, replay=self.emitter.recent)
         self.loop = AttentionLoop(self._emit, self.link.send, self._find, self.ceiling)
         self._heads = _Heads()
+        self._stopping = False
+        self.ledger = Ledger(directory)
+        self.closed_at_start = self._close_left_open()
 
     # -- events -------------------------------------------------------------------------
 
@@ -113,8 +132,49 @@ class AgentDaemon:
             severity=severity,
             run=run,
         )
+        if event.type == "attention.requested":  # durable before it can be shown
+            self.ledger.add(Left(event.id, state.agent, state.session))
+        elif event.type in _TERMINALS and event.subject is not None:
+            self.ledger.forget(event.subject)
         self.link.send(event)
         return event
+
+    def _close_left_open(self) -> int:
+        """Close, as dismissed, every request the last daemon left open: it was killed, and
+        nobody can answer them any more (their hooks have let the agent decide)."""
+        closed = 0
+        for request in self.ledger.left_open():
+            if request.agent not in MAPPINGS:
+                continue  # not a record this daemon wrote
+            state = self.emitter.session(request.agent, request.session)
+            try:
+                self._emit(
+                    state,
+                    "attention.resolved",
+                    {"resolution": "dismissed"},
+                    subject=request.id,
+                    cause=request.id,
+                )
+            except InvalidEvent:
+                continue
+            closed += 1
+        self.ledger.save()  # nothing of the last daemon's is open now
+        if closed:
+            log.info("closed %d request(s) the last daemon left open", closed)
+        return closed
+
+    def stopping(self) -> None:
+        """A clean stop: let every held hook go (the agent asks for itself). With the bridge
+        connected, every open request, held or heads-up, is closed as dismissed (and sent
+        before the daemon exits); with the bridge away, they stay recorded, and the next
+        daemon closes them."""
+        self._stopping = True
+        if not self.link.connected:
+            self.loop.release()
+            return
+        self.loop.dismiss_all()
+        for agent, session in list(self._heads.open):
+            self._close_heads_ups(self.emitter.session(agent, session))
 
     def _emit_mapped(self, state: SessionState, emission: Emission) -> Event:
         return self._emit(
@@ -149,8 +209,11 @@ class AgentDaemon:
         session, _ = mapping.identity(payload)
         if not isinstance(session, str) or not session:
             return None
-        state = self.emitter.session(agent, session)
         hook = payload.get("hook_event_name")
+        clock = asyncio.get_running_loop()
+        deadline = clock.time() + hold  # the hold runs from the hook's arrival
+        expires = _rfc3339(time.time() + hold) if hook in HELD_HOOKS else None
+        state = self.emitter.session(agent, session)
         if hook == "PermissionRequest" and agent in _DAEMON_KEEPS_RULES:
             rule = mapping.session_rule_key(payload)
             if rule is not None and rule in state.allowed:
@@ -159,7 +222,7 @@ class AgentDaemon:
         held: tuple[Event, str | None] | None = None
         for emission in mapping.map_hook(payload, self.ceiling):
             try:
-                event = self._emit_one(state, hook, emission, payload)
+                event = self._emit_one(state, hook, emission, payload, expires)
             except InvalidEvent as exc:  # a mapping fault: lose this event, not the hook
                 codes = ", ".join(sorted({v.rule for v in exc.violations}))
                 log.warning("dropped a %s event that is not valid: %s", emission.type, codes)
@@ -172,11 +235,18 @@ class AgentDaemon:
         if held is None:
             return None
         request, subject = held
-        if not self.link.connected:  # nobody can answer: the agent asks for itself, now
-            self.loop.close(state, request)
-            return None
+        opened = self.loop.open(state, request, subject)  # answerable, dismissable, from now
+        try:
+            # a link coming up (the daemon just started): wait a moment for it
+            ready = not self._stopping and await self.link.ready(min(LINK_WAIT, hold))
+        except asyncio.CancelledError:  # the daemon stops
+            self.loop.let_go(opened)
+            raise
+        if not ready:  # nobody can answer: the agent asks for itself, now
+            self.loop.let_go(opened)
+            return self._decided(agent, state, payload, opened.future.result())
         waiting: asyncio.Future[Verdict | None] = asyncio.ensure_future(
-            self.loop.hold(state, request, subject, hold)
+            self.loop.wait(opened, max(0.0, deadline - clock.time()))
         )
         try:
             if gone is not None:
@@ -186,11 +256,20 @@ class AgentDaemon:
                 waiting.cancel()  # the hook went away: the request is dismissed
                 with contextlib.suppress(asyncio.CancelledError):
                     await waiting
+                self.loop.let_go(opened)  # (if the wait never began)
                 return None
             verdict = await waiting
         except asyncio.CancelledError:  # this call itself was cancelled (the daemon stops)
             waiting.cancel()
+            self.loop.let_go(opened)
             raise
+        return self._decided(agent, state, payload, verdict)
+
+    def _decided(
+        self, agent: str, state: SessionState, payload: dict[str, Any], verdict: Verdict | None
+    ) -> dict[str, Any] | None:
+        """What the hook prints for `verdict` (None: the agent decides for itself)."""
+        mapping = MAPPINGS[agent]
         if verdict is not None and verdict.option == ALLOW_SESSION and agent in _DAEMON_KEEPS_RULES:
             rule = mapping.session_rule_key(payload)
             if rule is not None:
@@ -198,7 +277,12 @@ class AgentDaemon:
         return mapping.hook_output(payload, verdict)  # type: ignore[no-any-return]
 
     def _emit_one(
-        self, state: SessionState, hook: Any, emission: Emission, payload: dict[str, Any]
+        self,
+        state: SessionState,
+        hook: Any,
+        emission: Emission,
+        payload: dict[str, Any],
+        expires: str | None = None,
     ) -> Event | None:
         if emission.type == "run.started" and state.run is not None and emission.run != state.run:
             # the last run was never closed (the agent was interrupted): it ends here
@@ -215,6 +299,12 @@ class AgentDaemon:
             # the "for this session" options, each labelled with what it grants (grants.py)
             offered = MAPPINGS[state.agent].session_grants(payload)
             data = grants.with_options(data, grants.options(offered, self.ceiling))
+        if (
+            emission.type == "attention.requested"
+            and expires is not None
+            and "control" in (data.get("respond_via") or [])
+        ):
+            data = {**data, "expires_at": expires}  # the bridge closes it then, if nothing else
         return self._emit_mapped(
             state,
             Emission(
@@ -280,6 +370,11 @@ class AgentDaemon:
         await _reply(send, 200, {"output": output})
 
 
+def _rfc3339(at: float) -> str:
+    """A wall-clock time as AEP writes it (RFC 3339, UTC, milliseconds)."""
+    return datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
@@ -288,9 +383,10 @@ def _hold_of(scope: dict[str, Any], default: float) -> float:
     for name, value in scope.get("headers") or []:
         if name == b"x-aep-hold":
             try:
-                return max(0.0, min(float(value), 3600.0))
+                hold = float(value)
             except ValueError:
                 break
+            return default if hold != hold else max(0.0, min(hold, MAX_HOLD))
     return default
 
 
@@ -394,7 +490,29 @@ def main(args: argparse.Namespace) -> int:
     except OSError:
         print("aep-bridge agentd: already running for this user", file=sys.stderr)
         return 0
-    (directory / "agentd.pid").write_text(f"{os.getpid()}\n")
+    pid = directory / "agentd.pid"  # a stale one (a killed daemon's) is written over
+    pid.write_text(f"{os.getpid()}\n")
+    signal.signal(signal.SIGTERM, _stop_now)  # until the server takes SIGTERM over
+    try:
+        return _run(args, directory)
+    finally:
+        _remove_pid(pid)
+
+
+def _stop_now(signum: int, frame: Any) -> None:
+    """SIGTERM before the daemon serves: stop, through the `finally`s (the pid file goes)."""
+    raise SystemExit(0)
+
+
+def _remove_pid(pid: Path) -> None:
+    """Remove the pid file when it names this process (it always does: the lock is held)."""
+    with contextlib.suppress(OSError, ValueError):
+        if int(pid.read_text()) == os.getpid():
+            pid.unlink()
+
+
+def _run(args: argparse.Namespace, directory: Path) -> int:
+    """The daemon, once it holds its directory's lock, until it stops."""
     logging.basicConfig(  # the libraries at WARNING: httpx's INFO lines are URLs
         level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr
     )
@@ -448,9 +566,17 @@ def _bind(path: Path) -> socket.socket:
 async def _serve(daemon: AgentDaemon, path: Path) -> None:
     import uvicorn
 
+    class Server(uvicorn.Server):
+        """uvicorn's server, which lets the held hooks go as it stops (it would wait for
+        them, up to their hold, before it closes)."""
+
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            daemon.stopping()
+            await super().shutdown(sockets)
+
     listener = _bind(path)
     config = uvicorn.Config(daemon, log_level="warning", lifespan="on", access_log=False)
-    server = uvicorn.Server(config)
+    server = Server(config)
     daemon.link.start()
     log.info(
         "agentd listening on %s (epoch %d), sending to %s",
@@ -464,9 +590,13 @@ async def _serve(daemon: AgentDaemon, path: Path) -> None:
         )
         await server.serve(sockets=[listener])
     finally:
-        await daemon.link.close()
+        daemon.stopping()  # (again, if the server did not get to it)
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
+        if not await daemon.link.flush(STOP_FLUSH):
+            log.warning("stopped with %d event(s) the bridge has not had", daemon.link.waiting)
+        await daemon.link.close()
+        daemon.ledger.close()
 
 
 __all__ = ["MAPPINGS", "AgentDaemon", "add_parser", "main"]

@@ -144,8 +144,30 @@ class AttentionLoop:
         self, state: SessionState, request: Event, subject: str | None, seconds: float
     ) -> Verdict | None:
         """Wait for the answer to `request`; None when the hold passes or the agent moves on."""
+        return await self.wait(self.open(state, request, subject), seconds)
+
+    def open(self, state: SessionState, request: Event, subject: str | None) -> Held:
+        """Hold `request` open from now: answers, and the agent moving on, find it."""
         held = Held(request, state, subject, asyncio.get_running_loop().create_future())
         self.pending[request.id] = held
+        return held
+
+    def release(self) -> None:
+        """Free every waiting hook with no decision, closing nothing (the daemon stops with
+        the bridge away: the requests stay recorded for the next daemon to close)."""
+        for held in list(self.pending.values()):
+            self.pending.pop(held.request.id, None)
+            if not held.future.done():
+                held.future.set_result(None)
+
+    def let_go(self, held: Held) -> None:
+        """Close an open request nobody will wait on as dismissed (the bridge is away)."""
+        self._dismiss(held)
+
+    async def wait(self, held: Held, seconds: float) -> Verdict | None:
+        """Wait up to `seconds` for the answer to an open request (`open`); None when the
+        hold passes or the agent moves on."""
+        request, state = held.request, held.state
         try:
             return await asyncio.wait_for(asyncio.shield(held.future), seconds)
         except TimeoutError:
@@ -196,6 +218,11 @@ class AttentionLoop:
         for held in closing:
             self._dismiss(held)
         return len(closing)
+
+    def dismiss_all(self) -> None:
+        """Close every open request as dismissed and free its hook (the daemon stops)."""
+        for held in list(self.pending.values()):
+            self._dismiss(held)
 
     def answered_elsewhere(self, state: SessionState, subject: str | None, answer: Any) -> bool:
         """The agent reports the request answered on its own surface: record it, free the

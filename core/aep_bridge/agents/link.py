@@ -60,9 +60,20 @@ class BridgeLink:
         self._task: asyncio.Task[None] | None = None
         self.connected = False
         self.last_error: str | None = None
+        #: an attempt to connect is under way (from `start` until it succeeds or fails)
+        self._attempting = False
+        #: set when the attempt under way (or the next one) succeeds or fails
+        self._settled = asyncio.Event()
+        #: cuts the pause between attempts short: someone waits for the link (`ready`)
+        self._retry = asyncio.Event()
 
     def __repr__(self) -> str:  # never the token
         return f"BridgeLink({self.url!r}, connected={self.connected})"
+
+    @property
+    def waiting(self) -> int:
+        """Events queued that the bridge has not had."""
+        return len(self._outbox)
 
     def send(self, event: Event) -> None:
         """Queue an event; it goes out as soon as the connection has said `hello`."""
@@ -70,15 +81,41 @@ class BridgeLink:
         self._wake.set()
 
     def start(self) -> None:
+        self._attempting = True
         self._task = asyncio.create_task(self._run(), name="agentd-link")
 
+    async def ready(self, timeout: float) -> bool:
+        """Whether the bridge is connected, waiting up to `timeout` seconds for it when an
+        attempt is under way (a daemon just started) or one can be made at once (the link
+        is pausing between attempts). A bridge that refuses ends the wait at once."""
+        if self.connected or self._task is None or self._task.done() or timeout <= 0:
+            return self.connected
+        settled = self._settled  # the attempt under way, or the next one
+        if not self._attempting:
+            self._retry.set()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(settled.wait(), timeout)
+        return self.connected
+
+    async def flush(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for the outbox to reach the bridge (a clean stop);
+        whether it did. Nothing is waited for while the bridge is away."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                while self._outbox and self.connected:
+                    await asyncio.sleep(0.01)
+        return not self._outbox
+
     async def close(self) -> None:
+        """Stop; the connection is closed with its handshake, so what was sent is read."""
+        connection = self._socket
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        if self._socket is not None:
-            await self._socket.close()
+        if connection is not None:
+            with contextlib.suppress(TimeoutError, OSError, websockets.WebSocketException):
+                await asyncio.wait_for(connection.close(), 2.0)
 
     def _hello(self) -> dict[str, Any]:
         return {
@@ -109,19 +146,34 @@ class BridgeLink:
                 await connection.close()
                 raise ConnectionError(f"{frame.get('code')}: {frame.get('detail', '')}")
 
+    def _settle(self) -> None:
+        """The attempt under way ended: wake who waits for it (`ready`)."""
+        self._attempting = False
+        self._settled.set()
+        self._settled = asyncio.Event()
+
+    async def _pause(self, seconds: float) -> None:
+        """The backoff between attempts, cut short when someone waits for the link."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._retry.wait(), seconds)
+
     async def _run(self) -> None:
         attempt = 0
         while True:
+            self._attempting = True
+            self._retry.clear()
             try:
                 self._socket = await self._connect()
             except (OSError, TimeoutError, ValueError, websockets.WebSocketException) as exc:
                 self._note_down(exc)
-                await asyncio.sleep(_BACKOFF[min(attempt, len(_BACKOFF) - 1)])
+                self._settle()
+                await self._pause(_BACKOFF[min(attempt, len(_BACKOFF) - 1)])
                 attempt += 1
                 continue
             attempt = 0
             self.connected = True
             self.last_error = None
+            self._settle()
             log.info("connected to the bridge at %s", self.url)
             try:
                 await self._serve(self._socket)

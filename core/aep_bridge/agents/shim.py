@@ -38,6 +38,8 @@ MAX_PAYLOAD: Final = 8 * 1024 * 1024
 QUICK_WAIT: Final = 3.0
 #: how long a hook waits for a daemon it started to listen
 START_WAIT: Final = 4.0
+#: the longest hold the daemon takes (a longer `--hold` is this one)
+MAX_HOLD: Final = 3600.0
 #: the hold's margin: the daemon answers at the hold, the hook gives up a little after
 _MARGIN: Final = 3.0
 
@@ -91,7 +93,7 @@ def deliver(agent: str, body: bytes, *, hold: float, directory: Path | None = No
     path = socket_path(directory)
     try:
         event = json.loads(body).get("hook_event_name")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):  # the daemon refuses it, and says why
         event = None
     wait = hold + _MARGIN if event in HELD_HOOKS else QUICK_WAIT
     try:
@@ -138,19 +140,25 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _bounded(hold: float) -> float:
+    """`--hold` as the daemon takes it: 0 to `MAX_HOLD` seconds (not a number: the default)."""
+    return DEFAULT_HOLD if hold != hold else max(0.0, min(hold, MAX_HOLD))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         body = sys.stdin.buffer.read(MAX_PAYLOAD + 1)
         if not body.strip() or len(body) > MAX_PAYLOAD:
             return 0
-        answer = json.loads(deliver(args.agent, body, hold=max(0.0, args.hold)))
+        answer = json.loads(deliver(args.agent, body, hold=_bounded(args.hold)))
         output = answer.get("output") if isinstance(answer, dict) else None
         if output is not None:
-            sys.stdout.write(json.dumps(output, separators=(",", ":")) + "\n")
+            printed = json.dumps(output, separators=(",", ":")) + "\n"  # whole, or not at all
+            sys.stdout.write(printed)
             sys.stdout.flush()
-    except (OSError, ValueError, KeyboardInterrupt) as exc:
-        print(f"aep-bridge hook: skipped ({type(exc).__name__}: {exc})", file=sys.stderr)
+    except (Exception, KeyboardInterrupt) as exc:  # any error of its own: no opinion
+        print(f"aep-bridge hook: skipped ({type(exc).__name__}: {exc})"[:500], file=sys.stderr)
     return 0
 
 
