@@ -28,6 +28,7 @@ from .adapter import ChannelAdapter, ChannelRegistration
 from .aep.envelope import Event
 from .aep.errors import InvalidEvent
 from .aep.validation import parse_event
+from .exit_status import EXIT_OK, EXIT_USAGE
 from .markup import Blocks
 from .preview import (
     PreviewDialect,
@@ -50,8 +51,6 @@ from .types import (
     PermissionRequest,
 )
 
-EXIT_OK: Final = 0
-EXIT_USAGE: Final = 2
 #: the core's own web dialect, always available
 WEB: Final = "web"
 #: the longest pause between two recorded events that is replayed (simulated time): a

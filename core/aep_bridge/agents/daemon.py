@@ -38,6 +38,7 @@ from ..aep.errors import InvalidEvent
 from ..aep.redaction import RedactionPolicy, Redactor
 from ..aep.registry import CAPTURE_ORDER, Capture, Severity
 from ..config import ConfigError, config_path, read_config
+from ..exit_status import EXIT_OK, EXIT_USAGE
 from ..scrub import ScrubFilter, register, secrets_in
 from . import claude_code, codex
 from .emitter import Emitter, SessionState
@@ -393,14 +394,14 @@ def main(args: argparse.Namespace) -> int:
         _private_dir(directory)
     except PermissionError as exc:
         print(f"aep-bridge agentd: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     # held open (and locked) for the process's life: one daemon per directory
     lock = open(directory / "agentd.lock", "a+")  # noqa: SIM115
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         print("aep-bridge agentd: already running for this user", file=sys.stderr)
-        return 0
+        return EXIT_OK
     (directory / "agentd.pid").write_text(f"{os.getpid()}\n")
     logging.basicConfig(  # the libraries at WARNING: httpx's INFO lines are URLs
         level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr
@@ -410,7 +411,7 @@ def main(args: argparse.Namespace) -> int:
         config = read_config(config_path(args.config))
     except ConfigError as exc:
         print(f"aep-bridge agentd: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     url, token = _address(args.url, args.token, args.config)
     secrets = [*secrets_in(config), *([token] if token else [])]
     register(secrets)  # never in a line it writes, whatever the line quotes (a URL, an error)
@@ -427,7 +428,7 @@ def main(args: argparse.Namespace) -> int:
     daemon = AgentDaemon(directory, url, token, ceiling=ceiling)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_serve(daemon, socket_path(directory)))
-    return 0
+    return EXIT_OK
 
 
 def _private_dir(directory: Path) -> None:

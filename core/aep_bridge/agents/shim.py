@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final, NoReturn
 
+from ..exit_status import EXIT_FAILED, EXIT_OK
 from .paths import agentd_dir, check_private, socket_path
 
 AGENTS: Final = ("claude-code", "codex")
@@ -118,7 +119,7 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
-        self.exit(1, f"{self.prog}: error: {message}\n")
+        self.exit(EXIT_FAILED, f"{self.prog}: error: {message}\n")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -143,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         body = sys.stdin.buffer.read(MAX_PAYLOAD + 1)
         if not body.strip() or len(body) > MAX_PAYLOAD:
-            return 0
+            return EXIT_OK
         answer = json.loads(deliver(args.agent, body, hold=max(0.0, args.hold)))
         output = answer.get("output") if isinstance(answer, dict) else None
         if output is not None:
@@ -151,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.flush()
     except (OSError, ValueError, KeyboardInterrupt) as exc:
         print(f"aep-bridge hook: skipped ({type(exc).__name__}: {exc})", file=sys.stderr)
-    return 0
+    return EXIT_OK
 
 
 __all__ = ["AGENTS", "DEFAULT_HOLD", "HELD_HOOKS", "deliver", "main"]
