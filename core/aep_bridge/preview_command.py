@@ -42,6 +42,7 @@ from .preview import (
     transcript,
 )
 from .simtime import VirtualTime
+from .terminal import visible
 from .types import (
     ChannelCapabilities,
     ChannelConfig,
@@ -430,6 +431,8 @@ def main(
             label = "<stdin>" if file == "-" else path.name
             target = Path("session") if file == "-" else path.with_suffix("")
         document = render(data, label, channel, verbosity=verbosity, capture=capture, text=text)
+        if text:  # a transcript is read in a terminal (`cat`, a pager): the agent's escapes shown
+            document = visible(document)
     except PreviewError as exc:
         print(f"aep-bridge preview: {exc}", file=err)
         return EXIT_USAGE

@@ -39,6 +39,7 @@ from ..aep.redaction import RedactionPolicy, Redactor
 from ..aep.registry import CAPTURE_ORDER, Capture, Severity
 from ..config import ConfigError, config_path, read_config
 from ..exit_status import EXIT_OK, EXIT_USAGE
+from ..log_setup import TerminalSafe
 from ..scrub import ScrubFilter, register, secrets_in
 from . import claude_code, codex
 from .emitter import Emitter, SessionState
@@ -417,6 +418,7 @@ def main(args: argparse.Namespace) -> int:
     register(secrets)  # never in a line it writes, whatever the line quotes (a URL, an error)
     for handler in logging.getLogger().handlers:
         handler.addFilter(ScrubFilter())
+        handler.addFilter(TerminalSafe())  # an agent's text as text, one line a record
     policy = RedactionPolicy.from_environment(
         config.redaction.secret_env, extra_values=secrets, pii=config.redaction.pii
     )

@@ -151,7 +151,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.write(json.dumps(output, separators=(",", ":")) + "\n")
             sys.stdout.flush()
     except (OSError, ValueError, KeyboardInterrupt) as exc:
-        print(f"aep-bridge hook: skipped ({type(exc).__name__}: {exc})", file=sys.stderr)
+        from ..terminal import visible  # only now: the hook that skips nothing stays quick
+
+        line = f"aep-bridge hook: skipped ({type(exc).__name__}: {exc})"
+        print(visible(line, one_line=True), file=sys.stderr)
     return EXIT_OK
 
 
