@@ -108,3 +108,108 @@ def test_systemd_analyze_verify_accepts_the_unit(tmp_path: Path):
     about_unit = [line for line in output.splitlines() if "aep-bridge" in line]
     assert result.returncode == 0, output
     assert not about_unit, output
+
+
+# -- exit statuses: the code, the table and the unit agree (issue 30, item 10) ---------------
+
+CLI = ROOT / "docs" / "cli.md"
+#: where a command's status is decided: no number is written there but `exit_status`'s names
+COMMANDS = [
+    *(ROOT / "core" / "aep_bridge" / "cli").glob("*.py"),
+    *(
+        ROOT / "core" / "aep_bridge" / name
+        for name in (
+            "_startup.py",
+            "launch.py",
+            "server.py",
+            "setup_command.py",
+            "preview_command.py",
+            "agents/daemon.py",
+            "agents/install.py",
+            "agents/shim.py",
+        )
+    ),
+]
+
+
+def _constants() -> dict[str, int]:
+    from aep_bridge import exit_status
+
+    return {
+        name: getattr(exit_status, name) for name in dir(exit_status) if name.startswith("EXIT_")
+    }
+
+
+def _table() -> dict[int, tuple[set[str], str]]:
+    """docs/cli.md's "Exit statuses": each status, the names given for it, and what the unit
+    does."""
+    section = CLI.read_text(encoding="utf-8").split("\n## Exit statuses\n", 1)[1]
+    rows: dict[int, tuple[set[str], str]] = {}
+    for line in section.split("\n## ", 1)[0].splitlines():
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        if line.startswith("| ") and cells[0].isdigit():
+            assert int(cells[0]) not in rows, f"status {cells[0]} twice in the table"
+            rows[int(cells[0])] = (set(re.findall(r"`(EXIT_\w+)`", cells[1])), cells[-1])
+    return rows
+
+
+def test_the_table_of_exit_statuses_is_every_status_the_code_has():
+    constants = _constants()
+    table = _table()
+    assert set(table) == set(constants.values())
+    for status, (names, _) in table.items():
+        assert names == {name for name, value in constants.items() if value == status}, status
+
+
+def test_the_unit_restarts_only_what_a_restart_can_fix():
+    from aep_bridge.exit_status import NEEDS_A_PERSON
+
+    prevented = {int(s) for s in _unit()["Service"]["RestartPreventExitStatus"].split()}
+    assert prevented == set(NEEDS_A_PERSON)
+    needs_you = {status for status, (_, unit) in _table().items() if "needs you" in unit}
+    assert needs_you == prevented
+    # the store (a newer version's, or damaged), the state directory and another bridge
+    # are among them: the unit once restarted those every 5 s for ever
+    assert {2, 4, 5, 6} <= prevented
+    assert 3 not in prevented  # a taken port may be freed
+
+
+def test_the_docs_give_one_table_and_quote_it_right():
+    deploy = DEPLOY.read_text(encoding="utf-8")
+    assert "(cli.md#exit-statuses)" in deploy
+    assert "| status |" not in deploy  # the one table is cli.md's
+    statuses = set(_table())
+    for doc, text in (("deploy.md", deploy), ("cli.md", CLI.read_text(encoding="utf-8"))):
+        said = re.findall(r"(?:exits?(?: with)?(?: status)?|status(?:es)?) (\d+)", text)
+        assert said, doc
+        assert {int(n) for n in said} <= statuses, doc
+    # a store from a newer version is 6, which the unit leaves stopped
+    assert "status 1, naming both versions" not in deploy
+    assert "status 6, naming both versions" in deploy
+
+
+def test_no_command_writes_a_status_as_a_bare_number():
+    bare = re.compile(r"\b(?:return|exit|_exit)\(?\s*-?\d+\s*(?:[,)]|$)", re.MULTILINE)
+    found = [
+        f"{path.relative_to(ROOT)}: {match.group().strip()}"
+        for path in COMMANDS
+        for match in bare.finditer(path.read_text(encoding="utf-8"))
+    ]
+    assert not found, found
+
+
+def test_the_port_status_is_uvicorns():
+    from uvicorn.config import STARTUP_FAILURE
+
+    from aep_bridge.exit_status import EXIT_CANNOT_LISTEN
+
+    assert STARTUP_FAILURE == EXIT_CANNOT_LISTEN  # `run` exits with it when the port is taken
+
+
+def test_a_wrong_command_line_is_the_usage_status():
+    from aep_bridge.cli import main
+    from aep_bridge.exit_status import EXIT_USAGE
+
+    with pytest.raises(SystemExit) as exited:
+        main(["run", "--no-such-option"])
+    assert exited.value.code == EXIT_USAGE

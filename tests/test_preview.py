@@ -22,6 +22,7 @@ from aep_bridge.aep.build import make_event
 from aep_bridge.demo import recorded
 from aep_bridge.preview_command import render
 from tests.bridge_process import ROOT
+from tests.terminal_text import HOSTILE, raw_controls
 
 SNAPSHOTS = ROOT / "tests" / "snapshots"
 #: each built channel with a preview dialect of its own, and the core's web dialect
@@ -164,6 +165,25 @@ def _cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=60,
     )
+
+
+def test_a_transcript_shows_an_agents_escape_sequences_as_text(tmp_path: Path) -> None:
+    """`--text` is read in a terminal (`--out -`, or `cat`, a pager): the agent's escape
+    sequences are shown, not run, on standard output and in the file alike."""
+    path = _recording(tmp_path, HOSTILE)
+    preview = [sys.executable, "-m", "aep_bridge", "preview", str(path), "--channel", "telegram"]
+    printed = subprocess.run(
+        [*preview, "--text", "--out", "-"],
+        cwd=ROOT,
+        capture_output=True,
+        timeout=60,
+    )
+    assert printed.returncode == 0, printed.stderr
+    written = _cli(str(path), "--channel", "telegram", "--text", "--out", str(tmp_path / "t.txt"))
+    assert written.returncode == 0, written.stderr
+    for text in (printed.stdout.decode("utf-8"), (tmp_path / "t.txt").read_text("utf-8")):
+        assert raw_controls(text) == [], text
+        assert "ok\\u001b[2J" in text, text
 
 
 def test_an_unknown_channel_is_refused_naming_the_ones_there_are(tmp_path: Path) -> None:

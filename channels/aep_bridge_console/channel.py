@@ -1,5 +1,10 @@
 """The console channel: one line per message, answers typed back on standard input.
 
+Everything printed is made safe for the terminal first (`aep_bridge.terminal.visible`): an
+agent's escape sequences, control characters and bidi overrides are shown, never acted on;
+and a message's further lines are indented two spaces, so no line an agent wrote can pass for
+a line of another session's or of the bridge's log.
+
 A question is printed with a short id and a code per option (`k3f9 1 = Allow`); typing the
 code presses that button, and typing the short id followed by other words sends those words
 as a free-text answer.
@@ -22,6 +27,7 @@ import asyncio
 import contextlib
 import getpass
 import logging
+import re
 import secrets
 import sys
 from collections.abc import Iterator
@@ -43,6 +49,7 @@ from aep_bridge import (
     ResolutionStatus,
     split_text,
 )
+from aep_bridge.terminal import visible
 
 log = logging.getLogger("aep_bridge.console")
 
@@ -53,6 +60,9 @@ _LETTERS = "abcdefghjkmnpqrstuvwxyz"
 SHORT_LENGTHS = (4, 5, 6)
 #: tries at each length before a longer id is drawn
 _DRAWS = 20
+#: what starts each further line of a message (an empty one stays empty)
+CONTINUATION = "  "
+_FURTHER_LINE = re.compile(r"(?<=\n)(?=.)")
 
 _MARKS = {
     "text": "",
@@ -135,9 +145,15 @@ class ConsoleChannel(ChannelAdapter[ConsoleConfig]):
     # -- output ----------------------------------------------------------------------------
 
     def _print(self, label: str | None, text: str) -> None:
-        prefix = f"[{label}] " if label else ""
+        """Everything the console shows goes through here, and through `visible`: an agent's
+        text (and a session's name) reaches the terminal as text, its escape sequences and
+        bidi overrides shown as `\\u001b`, `\\u202e`, never acted on (docs/security.md).
+        A message's further lines are indented, so a line an agent wrote never starts where
+        the console's own lines (`[session] ...`) and the log's (`aep-bridge: ...`) start."""
+        prefix = "" if label is None else f"[{visible(label, one_line=True)}] "
         for piece in split_text(text, self.capabilities.max_message_length):
-            print(f"{prefix}{piece}", file=self.output, flush=True)
+            shown = _FURTHER_LINE.sub(CONTINUATION, visible(piece))
+            print(f"{prefix}{shown}", file=self.output, flush=True)
 
     async def _name(self, session_id: str) -> str:
         """The session's name, kept in the channel's state so a restart still knows it."""

@@ -13,7 +13,11 @@ A line is `aep-bridge: MESSAGE` at INFO, `aep-bridge: warning: MESSAGE` (`error:
 `aep-bridge: error: uvicorn: ...`.
 
 Every line goes through `scrub.ScrubFilter` first: the secrets the bridge knows, credentials
-in URLs and bot tokens in URLs never reach the log, whoever logs them.
+in URLs and bot tokens in URLs never reach the log, whoever logs them. Then through
+`TerminalSafe`: a record is one line, whatever it quotes (an agent's text, a chat member's
+name), with every control character, escape sequence and bidi override written as a visible
+escape (`terminal.visible`); a traceback keeps its lines, each indented, so no line an agent
+wrote can pass for a line of the log.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import sys
 from typing import Final, TextIO
 
 from .scrub import ScrubFilter
+from .terminal import visible
 
 #: the prefix of the bridge's own logger names
 OWN_PREFIX: Final = "aep_bridge"
@@ -49,6 +54,35 @@ class _Format(logging.Formatter):
         if record.levelno != logging.INFO:
             text = f"{record.levelname.lower()}: {text}"
         return f"aep-bridge: {text}"
+
+
+class TerminalSafe(logging.Filter):
+    """Each record made safe for a terminal, after scrubbing: its message (the arguments in
+    it too) on one line through `visible`, newlines included, so a logged agent string can
+    neither act on the terminal nor forge a line of the log; its traceback and stack through
+    `visible`, each line indented two spaces (a line that starts `aep-bridge:` is always a
+    record's first)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "_terminal_safe", False):
+            return True  # a second handler with this filter: done already
+        try:
+            message = record.getMessage()
+        except Exception:  # a bad format string: say what was logged, still one safe line
+            message = f"{record.msg} (could not be formatted with {record.args!r})"
+        record.msg, record.args = visible(message, one_line=True), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = _indented(record.exc_text)
+        if record.stack_info:
+            record.stack_info = _indented(record.stack_info)
+        setattr(record, "_terminal_safe", True)  # noqa: B010
+        return True
+
+
+def _indented(text: str) -> str:
+    return "\n".join(f"  {line}" for line in visible(text).split("\n"))
 
 
 class _Libraries(logging.Filter):
@@ -102,6 +136,8 @@ def configure(
     # every line, a library's too, without the secrets the bridge knows (`scrub.register`),
     # credentials in URLs, and bot tokens
     handler.addFilter(ScrubFilter())
+    # then one line each, an agent's escape sequences shown, never acted on (`TerminalSafe`)
+    handler.addFilter(TerminalSafe())
     root.addHandler(handler)
     root.setLevel(own)
     logging.getLogger(OWN_PREFIX).setLevel(own)

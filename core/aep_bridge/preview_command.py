@@ -28,6 +28,7 @@ from .adapter import ChannelAdapter, ChannelRegistration
 from .aep.envelope import Event
 from .aep.errors import InvalidEvent
 from .aep.validation import parse_event
+from .exit_status import EXIT_OK, EXIT_USAGE
 from .markup import Blocks
 from .preview import (
     PreviewDialect,
@@ -41,6 +42,7 @@ from .preview import (
     transcript,
 )
 from .simtime import VirtualTime
+from .terminal import visible
 from .types import (
     ChannelCapabilities,
     ChannelConfig,
@@ -50,8 +52,6 @@ from .types import (
     PermissionRequest,
 )
 
-EXIT_OK: Final = 0
-EXIT_USAGE: Final = 2
 #: the core's own web dialect, always available
 WEB: Final = "web"
 #: the longest pause between two recorded events that is replayed (simulated time): a
@@ -431,6 +431,8 @@ def main(
             label = "<stdin>" if file == "-" else path.name
             target = Path("session") if file == "-" else path.with_suffix("")
         document = render(data, label, channel, verbosity=verbosity, capture=capture, text=text)
+        if text:  # a transcript is read in a terminal (`cat`, a pager): the agent's escapes shown
+            document = visible(document)
     except PreviewError as exc:
         print(f"aep-bridge preview: {exc}", file=err)
         return EXIT_USAGE

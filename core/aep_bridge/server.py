@@ -27,6 +27,7 @@ import uvicorn
 from . import __version__
 from .bridge import Bridge
 from .config import BridgeConfig
+from .exit_status import EXIT_BUSY, EXIT_STATE_DIR, EXIT_STORE
 from .intake.auth import AuthPolicy, is_loopback, load_or_create_token
 from .intake.connections import BACKLOG, ConnectionGuard, descriptor_cap
 from .intake.endpoint import Endpoint, IngestLimits
@@ -44,11 +45,9 @@ log = logging.getLogger("aep_bridge")
 #: their way to agents and the outboxes' queues all share it
 FLUSH_TIMEOUT = 5.0
 
-#: exit statuses of `aep-bridge run` that stop it before it serves (docs/cli.md); 2 (the
-#: config) and 3 (the port) are the config's and uvicorn's
-EXIT_BUSY = 4  # another bridge holds the state directory
-EXIT_STATE_DIR = 5  # the state directory cannot be created or written
-EXIT_STORE = 6  # the store is damaged, or written by a newer aep-bridge
+#: exit statuses of `aep-bridge run` that stop it before it serves (`exit_status`,
+#: docs/cli.md#exit-statuses); 2 (the config) and 3 (the port) are the config's and uvicorn's
+__all__ = ["EXIT_BUSY", "EXIT_STATE_DIR", "EXIT_STORE", "StartFailed", "serve"]
 
 
 class StartFailed(Exception):

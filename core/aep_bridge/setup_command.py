@@ -26,12 +26,10 @@ from .config import (
     resolve_channels,
 )
 from .doctor import check_channel
+from .exit_status import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from .plugins import PluginHost
 from .wizard import SetupContext, SetupError, SetupIO, SetupOption, SetupWizard
 
-EXIT_OK: Final = 0
-EXIT_FAILED: Final = 1
-EXIT_USAGE: Final = 2
 #: the file `SetupContext.save_secret` writes, next to the default config file
 ENV_FILE: Final = "env"
 
@@ -62,7 +60,7 @@ def main(args: argparse.Namespace) -> int:
         return asyncio.run(run_setup(args.wizard, argv))
     except KeyboardInterrupt:
         print(f"\naep-bridge setup {args.wizard}: stopped", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 def target_path(explicit: str | None, environ: Mapping[str, str] | None = None) -> Path:

@@ -5,9 +5,12 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
+import re
 from collections.abc import AsyncIterator
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from aep_bridge.testing import (
     ButtonView,
@@ -20,6 +23,7 @@ from aep_bridge.testing import (
 from aep_bridge.types import (
     ChannelUser,
     OutcomeStatus,
+    OutgoingMessage,
     PermissionOption,
     PermissionOutcome,
     PermissionRequest,
@@ -27,6 +31,8 @@ from aep_bridge.types import (
     ResolutionStatus,
 )
 from aep_bridge_console import ConsoleChannel, ConsoleConfig
+from aep_bridge_console.channel import CONTINUATION
+from tests.terminal_text import HOSTILE, SHOWN, raw_controls
 
 
 class Screen(io.StringIO):
@@ -58,6 +64,7 @@ class ConsoleProbe:
         views = []
         for i, line in enumerate(self.screen.lines):
             text = line.split("] ", 1)[1] if line.startswith("[") else line
+            text = text.replace("\n" + CONTINUATION, "\n")  # a message's further lines
             buttons: tuple[ButtonView, ...] = ()
             if "answer with: " in text:
                 choices = text.split("answer with: ", 1)[1].split("\n", 1)[0].split("   ")
@@ -264,3 +271,64 @@ async def test_a_console_that_cannot_read_says_so_once_at_start(
         (logging.WARNING, "console console")
     ]
     assert "answer with: " in "\n".join(screen.lines)  # the question is still shown
+
+
+# -- an agent's text reaches the terminal as text (issue 30, item 6) -------------------------
+
+
+async def test_an_agents_escape_sequences_are_shown_not_run_in_the_terminal(tmp_path):
+    """The real core and the real console channel, an agent on the real hub whose session
+    name, message, question and options carry a screen clear, OSC 0 (window title), OSC 52
+    (the clipboard), an 8-bit CSI, a carriage return, DEL, a bidi override and a newline
+    before a line that looks like the log's: the terminal gets text only, and the person
+    sees each of them as an escape."""
+    import aep_bridge_console
+    from tests.core.rig import Rig, memory_host
+
+    screen = io.StringIO()
+    channels = {"console": {"type": "console", "approvers": ["local"], "read_input": False}}
+    host = memory_host(aep_bridge_console)
+    async with Rig(tmp_path / "bridge", channels=channels, host=host) as rig:
+        console = rig.bridge.channels["console"].adapter
+        console.output = screen  # the terminal the bridge runs in
+        agent = rig.agent(session="s-" + HOSTILE)
+        agent.start(label="fix " + HOSTILE)
+        agent.say(HOSTILE)
+        agent.ask("Run ls? " + HOSTILE, options=[("allow", "Allow " + HOSTILE), "deny"])
+        await rig.settle()
+        short = re.search(r"answer with: (\w{4,6}) 1 = ", screen.getvalue())
+        assert short is not None, screen.getvalue()
+        await console.handle_line(f"{short.group(1)} 1")
+        await rig.settle()
+    shown = screen.getvalue()
+    assert raw_controls(shown) == [], shown
+    for escape in SHOWN:
+        assert escape in shown, (escape, shown)
+    # the message, the card, its option, and the answer all came to the screen
+    assert "\\u001b]52;c;cm0gLXJmIH4=\\u0007" in shown.split("Run ls?")[1]
+    assert "Sent to the agent" in shown
+    assert agent.answers == [{"option": "allow"}]
+    # the agent's newline is a further line of its message, indented: nothing it wrote
+    # starts a line as the console's own lines and the log's do
+    assert not any(line.startswith("aep-bridge: ") for line in shown.splitlines())
+    assert f"\n{CONTINUATION}aep-bridge: error: forged" in shown
+
+
+@settings(max_examples=100, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.text(st.one_of(st.characters(), st.sampled_from([chr(c) for c in range(0xA0)]))))
+async def test_whatever_an_agent_writes_the_console_prints_only_text(text: str):
+    screen = Screen()
+    channel = ConsoleChannel(
+        FakeCore(), ConsoleConfig(name="console", read_input=False), output=screen
+    )
+    await channel.create_session_thread("s1", text)
+    await channel.send_message("s1", OutgoingMessage(type="text", text=text))
+    await channel.send_permission_request(
+        "s1", _request().model_copy(update={"title": text, "description": text})
+    )
+    printed = "\n".join(screen.lines)
+    assert raw_controls(printed) == []
+    printed.encode("utf-8")
+    # each line is the console's own, or a further line of a message, indented (or empty)
+    lines = printed.split("\n")
+    assert all(not line or line.startswith(("[", "session ", CONTINUATION)) for line in lines)

@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
+from aep_bridge.exit_status import EXIT_CANNOT_LISTEN
 from aep_bridge.tinyagent import TinyAgent
 from tests.bridge_process import BridgeProcess, free_port, write_config
 
@@ -82,7 +83,7 @@ async def test_running_is_said_only_once_the_port_is_bound(tmp_path: Path):
         process.spawn()
         code, _ = await exit_of(process, 20)
     text = process.log.read_text(errors="replace")
-    assert code == 3, text
+    assert code == EXIT_CANNOT_LISTEN, text
     assert "address already in use" in text.lower(), text
     assert " running: " not in text
     assert "endpoint: " not in text

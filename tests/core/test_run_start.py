@@ -139,6 +139,26 @@ async def test_a_damaged_store_is_one_line_naming_the_fix(tmp_path: Path, damage
     one_line_failure(lines, f"the store {db} is damaged", "move it aside")
 
 
+async def test_a_store_from_a_newer_version_is_one_line_and_status_6(tmp_path: Path):
+    """Going back to an older aep-bridge after an upgrade: it refuses the migrated store with
+    the store's status (which the systemd unit does not restart), naming both versions."""
+    config = write_config(tmp_path, free_port())
+    port = json.loads(config.read_text())["listen"]["port"]
+    bridge = BridgeProcess(config, tmp_path / "first.log")
+    await bridge.start(f"http://127.0.0.1:{port}")
+    assert await bridge.aclose() == 0
+    db = tmp_path / "state" / "state.db"
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA user_version = 99")
+    conn.close()
+    status, lines = run_once(tmp_path, config)
+    assert status == EXIT_STORE, "\n".join(lines)
+    one_line_failure(lines, "the store cannot be used", "schema version 99", "newer aep-bridge")
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 99  # left as it was
+    conn.close()
+
+
 def test_a_state_dir_that_cannot_be_created_is_one_line(tmp_path: Path):
     """A path through a regular file: not even root can make it a directory."""
     (tmp_path / "a-file").write_text("")

@@ -46,6 +46,8 @@ from ..aep.errors import InvalidEvent
 from ..aep.redaction import RedactionPolicy, Redactor
 from ..aep.registry import CAPTURE_ORDER, Capture, Severity
 from ..config import ConfigError, config_path, read_config
+from ..exit_status import EXIT_OK, EXIT_USAGE
+from ..log_setup import TerminalSafe
 from ..scrub import ScrubFilter, register, secrets_in
 from . import claude_code, codex, grants
 from .emitter import Emitter, SessionState
@@ -482,14 +484,14 @@ def main(args: argparse.Namespace) -> int:
         _private_dir(directory)
     except PermissionError as exc:
         print(f"aep-bridge agentd: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     # held open (and locked) for the process's life: one daemon per directory
     lock = open(directory / "agentd.lock", "a+")  # noqa: SIM115
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         print("aep-bridge agentd: already running for this user", file=sys.stderr)
-        return 0
+        return EXIT_OK
     pid = directory / "agentd.pid"  # a stale one (a killed daemon's) is written over
     pid.write_text(f"{os.getpid()}\n")
     signal.signal(signal.SIGTERM, _stop_now)  # until the server takes SIGTERM over
@@ -521,12 +523,13 @@ def _run(args: argparse.Namespace, directory: Path) -> int:
         config = read_config(config_path(args.config))
     except ConfigError as exc:
         print(f"aep-bridge agentd: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     url, token = _address(args.url, args.token, args.config)
     secrets = [*secrets_in(config), *([token] if token else [])]
     register(secrets)  # never in a line it writes, whatever the line quotes (a URL, an error)
     for handler in logging.getLogger().handlers:
         handler.addFilter(ScrubFilter())
+        handler.addFilter(TerminalSafe())  # an agent's text as text, one line a record
     policy = RedactionPolicy.from_environment(
         config.redaction.secret_env, extra_values=secrets, pii=config.redaction.pii
     )
@@ -538,7 +541,7 @@ def _run(args: argparse.Namespace, directory: Path) -> int:
     daemon = AgentDaemon(directory, url, token, ceiling=ceiling)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_serve(daemon, socket_path(directory)))
-    return 0
+    return EXIT_OK
 
 
 def _private_dir(directory: Path) -> None:

@@ -64,6 +64,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, TextIO
 
+from ..exit_status import EXIT_OK, EXIT_USAGE
 from .shim import DEFAULT_HOLD  # how long a held hook waits for a human by default
 
 #: Added to the hold, so the agent never kills a hook that is still waiting for its answer.
@@ -73,8 +74,8 @@ SHORT_TIMEOUT: Final = 10
 #: Every command we write starts so, and only ours do: uninstall finds exactly these.
 OURS: Final = "aep-bridge hook "
 
-EXIT_OK: Final = 0
-EXIT_REFUSED: Final = 2
+#: a refused change: the file is left as it was
+EXIT_REFUSED: Final = EXIT_USAGE
 
 
 @dataclass(frozen=True, slots=True)

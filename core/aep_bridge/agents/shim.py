@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final, NoReturn
 
+from ..exit_status import EXIT_FAILED, EXIT_OK
 from .paths import agentd_dir, check_private, socket_path
 
 AGENTS: Final = ("claude-code", "codex")
@@ -120,7 +121,7 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
-        self.exit(1, f"{self.prog}: error: {message}\n")
+        self.exit(EXIT_FAILED, f"{self.prog}: error: {message}\n")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -145,12 +146,23 @@ def _bounded(hold: float) -> float:
     return DEFAULT_HOLD if hold != hold else max(0.0, min(hold, MAX_HOLD))
 
 
+def _say_skipped(exc: BaseException) -> None:
+    """One line on stderr for the person reading the agent's hook log, terminal-safe."""
+    try:
+        from ..terminal import visible  # only now: the hook that skips nothing stays quick
+
+        line = visible(f"aep-bridge hook: skipped ({type(exc).__name__}: {exc})", one_line=True)
+        print(line[:500], file=sys.stderr)
+    except Exception:  # the hook never fails the agent, even here
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         body = sys.stdin.buffer.read(MAX_PAYLOAD + 1)
         if not body.strip() or len(body) > MAX_PAYLOAD:
-            return 0
+            return EXIT_OK
         answer = json.loads(deliver(args.agent, body, hold=_bounded(args.hold)))
         output = answer.get("output") if isinstance(answer, dict) else None
         if output is not None:
@@ -158,8 +170,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.write(printed)
             sys.stdout.flush()
     except (Exception, KeyboardInterrupt) as exc:  # any error of its own: no opinion
-        print(f"aep-bridge hook: skipped ({type(exc).__name__}: {exc})"[:500], file=sys.stderr)
-    return 0
+        _say_skipped(exc)
+    return EXIT_OK
 
 
 __all__ = ["AGENTS", "DEFAULT_HOLD", "HELD_HOOKS", "deliver", "main"]

@@ -4,9 +4,12 @@ each group of commands in a module of its own."""
 from __future__ import annotations
 
 import sys
+import traceback
 from collections.abc import Sequence
 
 from .. import _startup
+from ..exit_status import EXIT_FAILED
+from ..terminal import safe_output
 from .checks import check, doctor, plugins, show_config_path
 from .common import CONFIG_HELP, EXIT_OK, EXIT_USAGE, EXIT_VIOLATIONS
 from .logs import validate
@@ -17,6 +20,18 @@ from .serve import run, token
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command; everything it prints, and its log, goes through `terminal.visible`:
+    what an agent or a chat member wrote (a session's name, an answer, a refusal) reaches
+    the terminal as text, never as an escape sequence it acts on."""
+    with safe_output():
+        try:
+            return _command(argv)
+        except Exception:  # as Python would end it, but through `visible`: the exception's
+            traceback.print_exc()  # words can quote an agent's
+            return EXIT_FAILED
+
+
+def _command(argv: Sequence[str] | None) -> int:
     parser = build_parser()  # imports the plugins' setup wizards: still `_startup`'s Ctrl-C
     args = parser.parse_args(argv)
     if args.command != "run":

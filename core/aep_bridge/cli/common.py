@@ -7,6 +7,7 @@ import sys
 from typing import BinaryIO
 
 from ..config import CONFIG_ENV, BridgeConfig, config_path, read_config
+from ..exit_status import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from ..plugins import PluginHost
 
 #: `--config`: every command that reads a config finds it the same way (`config_path`)
@@ -15,9 +16,10 @@ CONFIG_HELP = (
     "exists, else built-in; `aep-bridge config path` says which)"
 )
 
-EXIT_OK = 0
-EXIT_VIOLATIONS = 1
-EXIT_USAGE = 2
+#: the commands' statuses are `exit_status`'s; this name of 1 is the commands' own
+EXIT_VIOLATIONS = EXIT_FAILED
+
+__all__ = ["CONFIG_HELP", "EXIT_OK", "EXIT_USAGE", "EXIT_VIOLATIONS", "load", "open_input"]
 
 
 def open_input(name: str) -> BinaryIO:

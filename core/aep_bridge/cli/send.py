@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from ..client_endpoint import endpoint
 from ..config import ConfigError, resolve_channels
+from ..exit_status import EXIT_INTERRUPTED, EXIT_NO_ANSWER
 from .common import EXIT_OK, EXIT_USAGE, EXIT_VIOLATIONS, load, open_input
 
 if TYPE_CHECKING:
@@ -170,7 +171,7 @@ def ask(
         return EXIT_VIOLATIONS
     except TimeoutError:
         print("aep-bridge ask: no answer in time", file=sys.stderr)
-        return 3
+        return EXIT_NO_ANSWER
 
 
 def demo(
@@ -206,10 +207,10 @@ def demo(
         return EXIT_VIOLATIONS
     except TimeoutError:
         print(f"aep-bridge demo: no answer within {timeout:g} s", file=sys.stderr)
-        return 3
+        return EXIT_NO_ANSWER
     except KeyboardInterrupt:
         print("aep-bridge demo: stopped; the session has ended", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     print("demo finished: the session has ended", flush=True)
     return EXIT_OK
 

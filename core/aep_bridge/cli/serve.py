@@ -13,6 +13,7 @@ from pathlib import Path
 from .. import _startup
 from ..client_endpoint import running_bridge
 from ..config import BridgeConfig, ConfigError, config_path, read_config
+from ..exit_status import EXIT_INTERRUPTED
 from .common import EXIT_OK, EXIT_USAGE, load
 
 log = logging.getLogger("aep_bridge.cli")
@@ -52,7 +53,7 @@ def run(
                 asyncio.run(serve(config, plugins, listen.host, listen.port))
             except KeyboardInterrupt:  # before the bridge took its signals: it ends there
                 log.info("interrupted while starting (Ctrl-C)")
-                return _startup.EXIT_INTERRUPTED
+                return EXIT_INTERRUPTED
         except StartFailed as failed:
             return failed.status
         finally:
@@ -62,7 +63,7 @@ def run(
     except KeyboardInterrupt:
         log.info("interrupted while starting (Ctrl-C)")
         _startup.end_interrupted()
-        return _startup.EXIT_INTERRUPTED
+        return EXIT_INTERRUPTED
     finally:
         if held is not None:
             os.close(held)
