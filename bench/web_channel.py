@@ -5,10 +5,10 @@ channel and a fresh state directory, on the core(s) this process does not use; t
 open in Debian's chromium (headless, driven by Playwright; the browser on the bridge's core(s),
 as a user's browser shares the machine with the bridge) after signing in through the URL the
 bridge logs. The agent is a `TinyAgent` on the bridge's WebSocket, in this process, and so is
-the baseline: an HTTP client (httpx) signed in with `?token=` (the bridge's token) that reads
-`/channels/web/api/stream` as the page does and POSTs `/api/answer` as the page does (the
-session's CSRF token, JSON). Times are `time.monotonic` (CLOCK_MONOTONIC, one clock for the
-machine), read in this process, except where the page's clock is said.
+the baseline: an HTTP client (httpx) signed in with the bridge's token (the sign-in form's
+POST) that reads `/channels/web/api/stream` as the page does and POSTs `/api/answer` as the
+page does (the cookie and the page key, JSON). Times are `time.monotonic` (CLOCK_MONOTONIC,
+one clock for the machine), read in this process, except where the page's clock is said.
 
 One session, one request at a time. (1) From just before `agent.emit` of an
 `attention.requested` to the card rendered in the page's queue: a MutationObserver in the page
@@ -61,7 +61,6 @@ from aep_bridge.tinyagent import TinyAgent
 
 HEADING = "## The web channel (a real browser)"
 SIGN_IN = re.compile(r"sign in at (http://\S+/channels/web/signin\?code=\S+)")
-CSRF = re.compile(r'<meta name="csrf" content="([^"]+)"')
 #: requests not counted, then requests counted: each gives a (1) sample and its baseline; they
 #: alternate between the browser's click and the HTTP client's POST for (2)
 WARMUP = 4
@@ -155,19 +154,18 @@ class Wire:
         self.base = f"{base}/channels/web"
         self.token = token
         self.client = httpx.AsyncClient(timeout=WAIT)
-        self.csrf = ""
+        self.key = ""
         #: card id -> (when its first `card` event was read, the card)
         self.cards: dict[str, tuple[float, dict[str, Any]]] = {}
         self.arrived = asyncio.Event()
         self._reader: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        signin = await self.client.get(f"{self.base}/signin", params={"token": self.token})
+        signin = await self.client.post(f"{self.base}/signin", data={"token": self.token})
         assert signin.status_code == 303, signin.text
-        page = await self.client.get(f"{self.base}/")
-        found = CSRF.search(page.text)
-        assert found is not None, "the page has no CSRF meta"
-        self.csrf = found[1]
+        self.key = signin.headers["location"].partition("#key=")[2]
+        assert self.key, "the sign-in gave no page key"
+        self.client.headers["X-Page-Key"] = self.key  # every API request carries it
         opened = asyncio.Event()
         self._reader = asyncio.create_task(self._read(opened))
         await asyncio.wait_for(opened.wait(), WAIT)
@@ -200,9 +198,7 @@ class Wire:
 
     async def answer(self, card: dict[str, Any], option: int) -> dict[str, Any]:
         body = {"card_id": card["id"], "option": option, "token": card["options"][option]["token"]}
-        reply = await self.client.post(
-            f"{self.base}/api/answer", json=body, headers={"X-CSRF-Token": self.csrf}
-        )
+        reply = await self.client.post(f"{self.base}/api/answer", json=body)
         assert reply.status_code == 200, reply.text
         return dict(reply.json())
 

@@ -257,6 +257,10 @@ class Board:
     def unwatch(self, queue: asyncio.Queue[tuple[str, JSON] | None]) -> None:
         self._watchers.discard(queue)
 
+    def end(self, queue: asyncio.Queue[tuple[str, JSON] | None]) -> None:
+        """End one page's stream (its sign-in ended)."""
+        self._end(queue)
+
     def close(self) -> None:
         """End every stream, and any opened from now on (the bridge stops)."""
         self.closed = True

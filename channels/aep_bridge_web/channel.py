@@ -4,7 +4,8 @@ Every session is a thread on the page; every card is answerable in place, and al
 the page's "Waiting for you" queue. The person signed in is `config.user` (`local` by
 default), who may answer when the channel's `approvers` list them: the core checks, as for
 every channel. What the page shows lives in memory (`Board`) and is saved in the channel's
-state a moment after each change, so a restart shows it again; sign-ins are memory only.
+state a moment after each change, so a restart shows it again; sign-ins are memory only, and
+each ends (`auth.py`).
 """
 
 from __future__ import annotations
@@ -65,7 +66,12 @@ class WebChannel(ChannelAdapter[WebConfig]):
         super().__init__(core, config)
         self.user = ChannelUser(id=config.user, name=config.user_name)
         self.board = Board(self._sign, self._changed)
-        self.signin = SignIn(config.signin_minutes * 60)
+        self.signin = SignIn(
+            config.signin_minutes * 60,
+            idle=config.signin_idle_hours * 3600,
+            lifetime=config.signin_max_hours * 3600,
+            limit=config.signin_limit,
+        )
         self.ping_every = PING_EVERY
         self.view: BridgeView | None = None
         self._pages = Pages(self)

@@ -1,9 +1,12 @@
 """The page's HTTP side: sign-in, the page and its files, the JSON API and the live stream.
 
-Mounted by the bridge at `/channels/{instance}`. Every route but `signin` and `static/*`
-needs the session cookie; every POST needs the session's CSRF token in `X-CSRF-Token`, a JSON
-body, and (when the browser sends one) an `Origin` that is the page's own. Every response
-carries a strict Content-Security-Policy: the page runs its one script file and nothing else.
+Mounted by the bridge at `/channels/{instance}`. Every API route needs both halves of a
+sign-in (`auth.py`): the cookie and, in `X-Page-Key`, the key the sign-in gave the tab. The
+key is also what makes a POST the page's own (another page can neither know it nor send the
+header); every POST needs a JSON body too, and (when the browser sends one) an `Origin` that is
+the page's own. The page's HTML carries no secret, so it is served for the cookie alone. Every
+response carries a strict Content-Security-Policy: the page runs its one script file and
+nothing else.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import parse_qs
 
 from starlette.requests import Request
 from starlette.responses import (
@@ -27,7 +31,7 @@ from starlette.routing import BaseRoute, Route
 
 from aep_bridge import BridgeCore, ChannelUser, Resolution, ResolutionStatus
 
-from .auth import COOKIE, PageSession
+from .auth import COOKIE, KEY_HEADER, Ended, PageSession
 
 if TYPE_CHECKING:
     from .auth import SignIn
@@ -57,24 +61,47 @@ CSP = (
 )
 #: the largest answer a POST may carry
 MAX_BODY = 64 * 1024
+#: the largest sign-in form a POST may carry
+MAX_FORM = 4 * 1024
 #: seconds between the stream's keep-alive comments
 PING_EVERY = 15.0
+#: the most streams one sign-in keeps open (a new one ends its oldest)
+STREAMS_PER_SIGNIN = 32
 _STATIC: dict[str, str] = {
     "app.js": "text/javascript; charset=utf-8",
     "app.css": "text/css; charset=utf-8",
     "icon.svg": "image/svg+xml",
 }
+_WHY: dict[Ended, str] = {
+    Ended.MISSING: "You are not signed in here.",
+    Ended.RESTARTED: "The bridge restarted, which ended your sign-in.",
+    Ended.EXPIRED: "Your sign-in expired (unused for {idle} hours, or begun over {max} hours ago).",
+    Ended.SIGNED_OUT: "You signed out.",
+    Ended.REPLACED: (
+        "Your sign-in ended: this browser signed in again, or too many browsers signed in since."
+    ),
+    Ended.UNKNOWN: (
+        "This browser's sign-in is not one the bridge knows (mistyped, or replaced by another "
+        "page on this machine)."
+    ),
+    Ended.WRONG_KEY: (
+        "This tab's sign-in is not this browser's (it signed in again in another tab, or "
+        "another page on this machine replaced it)."
+    ),
+}
 _AGAIN = (
-    "Get a new sign-in link: restart the bridge (it prints one), or open "
-    "/channels/{name}/signin?token=TOKEN with the token `aep-bridge token` prints."
+    "Sign in again: open the one-time link the bridge logs at start, or enter the bridge's "
+    "token (`aep-bridge token` prints it) on /channels/{name}/signin."
 )
 
 
 def _secure(response: Response, *, cache: bool = False) -> Response:
-    """The headers every response of the page carries."""
+    """The headers every response of the page carries. The referrer policy is `same-origin`,
+    not `no-referrer`: under `no-referrer` a browser posts a form with `Origin: null`, which
+    the bridge refuses as a foreign page; other sites still get no referrer."""
     response.headers["Content-Security-Policy"] = CSP
     response.headers["X-Content-Type-Options"] = "nosniff"
-    response.headers["Referrer-Policy"] = "no-referrer"
+    response.headers["Referrer-Policy"] = "same-origin"
     response.headers["X-Frame-Options"] = "DENY"
     if not cache:
         response.headers["Cache-Control"] = "no-store"
@@ -85,20 +112,52 @@ def _static(name: str) -> bytes:
     return resources.files(__package__).joinpath("static", name).read_bytes()
 
 
-def _refusal(status: int, title: str, advice: str) -> Response:
+def _form(action: str) -> str:
+    """The token sign-in: a POST, so that the token stays out of the browser's history."""
+    return (
+        f'<form method="post" action="{html.escape(action)}" class="signin">'
+        '<label for="signin-token">The bridge\'s token (<code>aep-bridge token</code> prints '
+        'it)</label><input type="password" id="signin-token" name="token" required '
+        'autocomplete="off"><button type="submit" class="submit">Sign in</button></form>'
+    )
+
+
+def _html_page(status: int, title: str, text: str, form: str = "") -> Response:
     """A small HTML page saying what went wrong and how to sign in."""
     body = (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f'<title>{html.escape(title)}</title><link rel="stylesheet" href="static/app.css">'
         f'</head><body><main class="refusal"><h1>{html.escape(title)}</h1>'
-        f"<p>{html.escape(advice)}</p></main></body></html>"
+        f"<p>{html.escape(text)}</p>{form}</main></body></html>"
     )
     return _secure(Response(body, status, media_type="text/html; charset=utf-8"))
 
 
+async def _read(request: Request, limit: int = MAX_BODY) -> bytes | None:
+    """The body, or None when it is over `limit`."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        return None
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            return None
+    return bytes(body)
+
+
+def _foreign(request: Request) -> bool:
+    """Whether the browser says the request comes from a page of another origin."""
+    origin = request.headers.get("origin")
+    own = f"{request.url.scheme}://{request.headers.get('host', '')}"
+    return origin is not None and origin != own
+
+
 #: a button whose press token does not match (altered, or older than `PRESS_TTL`)
 _STALE = "this button is out of date: reload the page"
+
+Handler = Callable[[Request, PageSession], Awaitable[Response]]
 
 
 class Pages:
@@ -106,95 +165,164 @@ class Pages:
 
     def __init__(self, channel: Served) -> None:
         self.channel = channel
+        #: the open streams of each sign-in, ended with it
+        self._streams: dict[str, list[asyncio.Queue[tuple[str, Any] | None]]] = {}
 
     @property
-    def _advice(self) -> str:
-        return _AGAIN.format(name=self.channel.instance_name)
+    def _base(self) -> str:
+        return f"/channels/{self.channel.instance_name}"
+
+    def why(self, ended: Ended) -> str:
+        """What a signed-out person reads: why, and how to sign in again."""
+        signin = self.channel.signin
+        reason = _WHY[ended].format(
+            idle=f"{signin.idle / 3600:g}", max=f"{signin.lifetime / 3600:g}"
+        )
+        return f"{reason} {_AGAIN.format(name=self.channel.instance_name)}"
 
     def routes(self) -> Sequence[BaseRoute]:
         return [
-            Route("/", self._signed_in(self.page), methods=["GET"]),
-            Route("/signin", self.signin, methods=["GET"]),
+            Route("/", self.page, methods=["GET"]),
+            Route("/signin", self.signin_link, methods=["GET"]),
+            Route("/signin", self.signin_form, methods=["POST"]),
             Route("/static/{name}", self.static, methods=["GET"]),
-            Route("/api/state", self._signed_in(self.state, api=True), methods=["GET"]),
-            Route(
-                "/api/sessions/{session_id}",
-                self._signed_in(self.session, api=True),
-                methods=["GET"],
-            ),
-            Route("/api/stream", self._signed_in(self.stream, api=True), methods=["GET"]),
-            Route("/api/answer", self._signed_in(self.answer, api=True), methods=["POST"]),
+            Route("/api/state", self._signed_in(self.state), methods=["GET"]),
+            Route("/api/sessions/{session_id}", self._signed_in(self.session), methods=["GET"]),
+            Route("/api/stream", self._signed_in(self.stream), methods=["GET"]),
+            Route("/api/answer", self._signed_in(self.answer), methods=["POST"]),
+            Route("/api/signout", self._signed_in(self.signout), methods=["POST"]),
         ]
 
     # -- the gate -----------------------------------------------------------------------
 
-    def _signed_in(
-        self,
-        handler: Callable[[Request, PageSession], Awaitable[Response]],
-        *,
-        api: bool = False,
-    ) -> Callable[[Request], Awaitable[Response]]:
-        """`handler`, for a browser with our cookie only (and the CSRF checks on a POST)."""
+    def _signed_in(self, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+        """`handler`, for a request with both halves of a sign-in: the cookie and its key
+        (and, on a POST, no foreign `Origin`)."""
 
         async def gate(request: Request) -> Response:
-            session = self.channel.signin.session(request.cookies.get(COOKIE))
-            if session is None:
-                if api:
-                    return _secure(
-                        JSONResponse({"error": "signed-out", "detail": self._advice}, 401)
+            found = self.channel.signin.check(
+                request.cookies.get(COOKIE), request.headers.get(KEY_HEADER)
+            )
+            if isinstance(found, Ended):
+                return _secure(
+                    JSONResponse(
+                        {"error": "signed-out", "reason": str(found), "detail": self.why(found)},
+                        401,
                     )
-                return _refusal(401, "Sign in to see your agents", self._advice)
-            if request.method == "POST":
-                refused = self._forged(request, session)
-                if refused is not None:
-                    return _secure(JSONResponse({"error": "forbidden", "detail": refused}, 403))
-            return _secure(await handler(request, session))
+                )
+            if request.method == "POST" and _foreign(request):
+                return _secure(
+                    JSONResponse(
+                        {"error": "forbidden", "detail": "the request comes from another web page"},
+                        403,
+                    )
+                )
+            return _secure(await handler(request, found))
 
         return gate
 
-    @staticmethod
-    def _forged(request: Request, session: PageSession) -> str | None:
-        """Why a POST is not the page's own, or None."""
-        token = request.headers.get("x-csrf-token", "")
-        if not token or token != session.csrf:
-            return "the request lacks the page's CSRF token: reload the page"
-        origin = request.headers.get("origin")
-        own = f"{request.url.scheme}://{request.headers.get('host', '')}"
-        if origin is not None and origin != own:
-            return "the request comes from another web page"
-        return None
-
     # -- sign-in ------------------------------------------------------------------------
 
-    async def signin(self, request: Request) -> Response:
-        """`?code=` (the one-time code from the log) or `?token=` (the bridge's token)."""
+    def _signed_out(self, status: int, title: str, text: str) -> Response:
+        return _html_page(status, title, text, _form(f"{self._base}/signin"))
+
+    async def signin_link(self, request: Request) -> Response:
+        """`?code=` (the one-time link from the log) signs in; without it, the sign-in form.
+        The bridge's token is not taken in a link: it would stay in the browser's history."""
         code = request.query_params.get("code")
-        token = request.query_params.get("token")
-        session = None
-        if code:
-            session = self.channel.signin.redeem(code)
-        elif token:
-            session = self.channel.signin.open() if self.channel.is_bridge_token(token) else None
-        if session is None:
-            return _refusal(
-                403, "This sign-in link is not valid (used, expired or mistyped)", self._advice
+        if "token" in request.query_params:
+            return self._signed_out(
+                400,
+                "Enter the token in the form instead",
+                "The bridge's token is not taken in a link (a link stays in the browser's "
+                "history): enter it below. Treat the token in that link as seen: "
+                "`aep-bridge token --rotate` makes a new one (restart the bridge after).",
             )
-        response = RedirectResponse(f"/channels/{self.channel.instance_name}/", 303)
+        if not code:
+            return self._signed_out(
+                200,
+                "Sign in to see your agents",
+                "Open the one-time link the bridge logs at start, or enter the bridge's token.",
+            )
+        session = self.channel.signin.redeem(code)
+        if session is None:
+            return self._signed_out(
+                403,
+                "This sign-in link is not valid (used, expired or mistyped)",
+                self.why(Ended.MISSING),
+            )
+        return self._welcome(request, session)
+
+    async def signin_form(self, request: Request) -> Response:
+        """The form's POST: `token=` the bridge's token."""
+        if _foreign(request):
+            return _html_page(403, "Refused", "The sign-in comes from another web page.")
+        kind = request.headers.get("content-type", "")
+        if "application/x-www-form-urlencoded" not in kind:
+            return self._signed_out(415, "Send the sign-in form", "The sign-in is a form.")
+        body = await _read(request, MAX_FORM)
+        token = ""
+        if body is not None:
+            try:
+                fields = parse_qs(body.decode("utf-8", "replace"), max_num_fields=4)
+            except ValueError:
+                fields = {}
+            token = (fields.get("token") or [""])[0].strip()
+        if not token or not self.channel.is_bridge_token(token):
+            return self._signed_out(
+                403,
+                "That is not the bridge's token",
+                "`aep-bridge token` prints it; the one-time link the bridge logs at start works "
+                "too.",
+            )
+        return self._welcome(request, self.channel.signin.open())
+
+    def _welcome(self, request: Request, session: PageSession) -> Response:
+        """The signed-in redirect: the cookie in a header, the tab's key in the fragment
+        (which the browser keeps to itself: it is never sent to a server)."""
+        old = request.cookies.get(COOKIE)
+        if old and old != session.id:  # this browser's previous sign-in is done with
+            self.channel.signin.end(old, Ended.REPLACED)
+            self._end_streams(old)
+        response = RedirectResponse(f"{self._base}/#key={session.key}", 303)
         response.set_cookie(
             COOKIE,
             session.id,
+            max_age=int(self.channel.signin.lifetime),
             httponly=True,
             samesite="strict",
             secure=request.url.scheme == "https",
-            path=f"/channels/{self.channel.instance_name}",
+            path=self._base,
         )
         return _secure(response)
 
+    async def signout(self, request: Request, session: PageSession) -> Response:
+        """End this browser's sign-in: its cookie, its key and its open streams."""
+        self.channel.signin.end(session.id, Ended.SIGNED_OUT)
+        self._end_streams(session.id)
+        response = JSONResponse({"status": "signed-out", "detail": self.why(Ended.SIGNED_OUT)})
+        response.delete_cookie(
+            COOKIE,
+            path=self._base,
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+        )
+        return response
+
+    def _end_streams(self, signin_id: str) -> None:
+        for queue in self._streams.pop(signin_id, []):
+            self.channel.board.end(queue)
+
     # -- the page -----------------------------------------------------------------------
 
-    async def page(self, request: Request, session: PageSession) -> Response:
-        text = _static("index.html").decode().replace("{{csrf}}", html.escape(session.csrf))
-        return HTMLResponse(text)
+    async def page(self, request: Request) -> Response:
+        """The page (it holds no secret: its script reads the key from the tab's storage);
+        a signed-out browser gets a page that says why, with the sign-in form."""
+        found = self.channel.signin.peek(request.cookies.get(COOKIE))
+        if isinstance(found, Ended):
+            return self._signed_out(401, "Sign in to see your agents", self.why(found))
+        return _secure(HTMLResponse(_static("index.html")))
 
     async def static(self, request: Request) -> Response:
         name = request.path_params["name"]
@@ -215,16 +343,25 @@ class Pages:
         return JSONResponse(timeline)
 
     async def stream(self, request: Request, session: PageSession) -> Response:
-        board = self.channel.board
+        """The changes, live, while the sign-in lasts: it ends with it (a sign-out at once,
+        an expiry at the next ping), and an open stream counts as the sign-in in use."""
+        board, signin = self.channel.board, self.channel.signin
         queue = board.watch()
+        open_ = self._streams.setdefault(session.id, [])
+        open_.append(queue)
+        while len(open_) > STREAMS_PER_SIGNIN:
+            board.end(open_.pop(0))
 
         async def events() -> AsyncIterator[bytes]:
             try:
                 yield b": hello\n\n"
-                while True:
+                while signin.alive(session):
                     try:
                         change = await asyncio.wait_for(queue.get(), self.channel.ping_every)
                     except TimeoutError:
+                        if not signin.alive(session):
+                            return
+                        signin.touch(session)
                         yield b": ping\n\n"
                         continue
                     if change is None:
@@ -233,6 +370,11 @@ class Pages:
                     yield f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
             finally:
                 board.unwatch(queue)
+                streams = self._streams.get(session.id)
+                if streams is not None and queue in streams:
+                    streams.remove(queue)
+                    if not streams:
+                        del self._streams[session.id]
 
         return StreamingResponse(
             events(), media_type="text/event-stream", headers={"X-Accel-Buffering": "no"}
@@ -273,16 +415,3 @@ class Pages:
         if isinstance(values, dict):
             return await core.answer_form(card, values, user)
         return None
-
-
-async def _read(request: Request) -> bytes | None:
-    """The body, or None when it is over `MAX_BODY`."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY:
-        return None
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_BODY:
-            return None
-    return bytes(body)

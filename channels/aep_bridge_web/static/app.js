@@ -1,14 +1,146 @@
-// The web channel's page: the state from /api/state, live changes from /api/stream (SSE),
-// answers POSTed to /api/answer. Agent text arrives as server-escaped HTML (`html`,
-// `description_html`); everything else is put in the page with textContent only.
+// The web channel's page: the state from /api/state, live changes from /api/stream (an
+// event stream read with fetch), answers POSTed to /api/answer. Agent text arrives as
+// server-escaped HTML (`html`, `description_html`); everything else is put in the page with
+// textContent only.
 "use strict";
 
-const csrf = document.querySelector('meta[name="csrf"]').content;
 const sessions = new Map(); // id -> Session
 const cards = new Map(); // id -> Card
 const answered = []; // ids of the cards answered since the page loaded, newest first
 const ANSWERED_SHOWN = 10;
 let current = null; // the session shown in #session-view
+
+// -- the sign-in -----------------------------------------------------------------------
+// Every request needs two halves: the cookie (the browser sends it) and this tab's page key,
+// which the sign-in handed over in the URL's fragment. The key lives in sessionStorage, which
+// belongs to this origin alone (port included), and in no HTML: a server on another port can
+// be sent the cookie, never the key. A new tab asks this browser's open tabs for it.
+
+const STORE = `aep-web-key:${location.pathname.replace(/[^/]*$/, "")}`;
+const tabs = "BroadcastChannel" in window ? new BroadcastChannel(STORE) : null;
+const ASK_MS = 1000; // how long a tab waits for another tab to hand it the key
+let key = null;
+let signedOut = false;
+let generation = 0; // the current connection; an older one's loop stops
+let streaming = null; // the AbortController of the open stream
+
+function authed(options = {}) {
+  return {
+    ...options,
+    credentials: "same-origin",
+    cache: "no-store",
+    headers: { ...(options.headers || {}), "X-Page-Key": key || "" },
+  };
+}
+
+function takeKey() {
+  const match = /^#key=([A-Za-z0-9_-]+)$/.exec(location.hash);
+  if (match) {
+    sessionStorage.setItem(STORE, match[1]);
+    history.replaceState(null, "", location.pathname + location.search); // out of sight
+    if (tabs) tabs.postMessage({ type: "signed-in", key: match[1] });
+  }
+  return sessionStorage.getItem(STORE);
+}
+
+// another tab's key, or null when no tab answers in time
+function askTabs() {
+  if (!tabs) return Promise.resolve(null);
+  return new Promise((resolve) => {
+    const heard = (event) => {
+      const data = event.data || {};
+      if (data.type !== "key" || typeof data.key !== "string") return;
+      clearTimeout(timer);
+      tabs.removeEventListener("message", heard);
+      resolve(data.key);
+    };
+    const timer = setTimeout(() => {
+      tabs.removeEventListener("message", heard);
+      resolve(null);
+    }, ASK_MS);
+    tabs.addEventListener("message", heard);
+    tabs.postMessage({ type: "want" });
+  });
+}
+
+if (tabs) {
+  tabs.addEventListener("message", (event) => {
+    const data = event.data || {};
+    if (data.type === "want" && key && !signedOut) tabs.postMessage({ type: "key", key });
+    else if (data.type === "signed-in" && typeof data.key === "string" && data.key !== key) adopt(data.key);
+    else if (data.type === "signed-out" && !signedOut) showSignedOut(String(data.detail || "You signed out in another tab."));
+  });
+}
+
+function adopt(newKey) {
+  key = newKey;
+  sessionStorage.setItem(STORE, key);
+  signedOut = false;
+  document.getElementById("signed-out").hidden = true;
+  document.getElementById("board").hidden = false;
+  restart();
+}
+
+let tried = null; // the key another tab's was last asked for after a refusal
+let refusing = null;
+
+// a 401: perhaps this browser signed in again in another tab (a new cookie, a new key);
+// else signed out, saying why
+function refused(reply) {
+  if (!refusing) refusing = whyRefused(reply).finally(() => { refusing = null; });
+  return refusing;
+}
+
+async function whyRefused(reply) {
+  const body = await reply.json().catch(() => ({}));
+  if (signedOut) return;
+  if (tried !== key) {
+    tried = key;
+    const other = await askTabs();
+    if (other && other !== key) {
+      adopt(other);
+      return;
+    }
+  }
+  showSignedOut(body.detail || "You are signed out: sign in again.");
+}
+
+function showSignedOut(detail) {
+  signedOut = true;
+  generation++;
+  if (streaming) streaming.abort();
+  key = null;
+  sessionStorage.removeItem(STORE);
+  sessions.clear();
+  cards.clear();
+  answered.length = 0;
+  current = null;
+  for (const id of ["queue", "answered", "sessions", "timeline"]) document.getElementById(id).replaceChildren();
+  document.getElementById("board").hidden = true;
+  document.getElementById("sign-out").hidden = true;
+  document.getElementById("signed-out").hidden = false;
+  document.getElementById("signed-out-why").textContent = detail;
+  document.getElementById("connection").textContent = "Signed out";
+  document.title = "Signed out · aep-bridge";
+}
+
+async function signOut() {
+  const button = document.getElementById("sign-out");
+  button.disabled = true;
+  try {
+    const reply = await fetch("api/signout", authed({ method: "POST" }));
+    const body = await reply.json().catch(() => ({}));
+    if (reply.ok || reply.status === 401) {
+      if (tabs) tabs.postMessage({ type: "signed-out", detail: "You signed out in another tab." });
+      showSignedOut(body.detail || "You signed out.");
+    } else {
+      document.getElementById("connection").textContent = body.detail || "The sign-out failed: try again.";
+    }
+  } catch (error) {
+    document.getElementById("connection").textContent = "Not signed out: the bridge cannot be reached. Try again.";
+  }
+  button.disabled = false;
+}
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -43,12 +175,16 @@ async function answer(card, body, feedback, controls) {
   for (const control of controls) control.disabled = true;
   feedback.textContent = "Sending…";
   try {
-    const reply = await fetch("api/answer", {
+    const reply = await fetch("api/answer", authed({
       method: "POST",
-      credentials: "same-origin",
-      headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
+      headers: { "Content-Type": "application/json" },
       body: JSON.stringify({ card_id: card.id, ...body }),
-    });
+    }));
+    if (reply.status === 401) {
+      feedback.textContent = "Not sent: you are signed out.";
+      refused(reply);
+      return;
+    }
     const result = await reply.json().catch(() => ({}));
     feedback.textContent = result.message || result.detail || `The bridge answered ${reply.status}`;
   } catch (error) {
@@ -256,7 +392,12 @@ async function openSession(id) {
   const timeline = document.getElementById("timeline");
   if (!id) return;
   arrived = [];
-  const reply = await fetch(`api/sessions/${encodeURIComponent(id)}`, { credentials: "same-origin" });
+  const reply = await fetch(`api/sessions/${encodeURIComponent(id)}`, authed());
+  if (reply.status === 401) {
+    arrived = null;
+    refused(reply);
+    return;
+  }
   if (!reply.ok) {
     arrived = null;
     document.getElementById("session-title").textContent = "This session is not known here";
@@ -289,11 +430,12 @@ function fromHash() {
 // -- state and stream ------------------------------------------------------------------
 
 async function load() {
-  const reply = await fetch("api/state", { credentials: "same-origin" });
+  const reply = await fetch("api/state", authed());
   if (reply.status === 401) {
-    document.getElementById("connection").textContent = "Signed out: open a new sign-in link.";
+    refused(reply);
     return false;
   }
+  if (!reply.ok) return false;
   const state = await reply.json();
   for (const s of state.sessions) newer(sessions, s);
   const inQueue = new Set(state.queue.map((c) => c.id));
@@ -307,33 +449,86 @@ async function load() {
   return true;
 }
 
-function connect() {
-  const stream = new EventSource("api/stream");
-  const status = document.getElementById("connection");
-  stream.addEventListener("open", () => {
-    status.textContent = "Live";
-    load(); // the state now (again after a reconnect: what was missed)
-  });
-  stream.addEventListener("error", () => {
-    if (stream.readyState === EventSource.CLOSED) load(); // refused: says why
-    else status.textContent = "Reconnecting…";
-  });
-  stream.addEventListener("session", (event) => {
-    newer(sessions, JSON.parse(event.data));
+function changed(event, data) {
+  if (event === "session") {
+    newer(sessions, data);
     renderSessions();
-  });
-  stream.addEventListener("item", (event) => placeItem(JSON.parse(event.data)));
-  stream.addEventListener("card", (event) => {
-    const card = JSON.parse(event.data);
-    const before = cards.get(card.id);
-    newer(cards, card);
-    if (before && isOpen(before) && !isOpen(card) && !answered.includes(card.id)) {
-      answered.unshift(card.id);
+  } else if (event === "item") {
+    placeItem(data);
+  } else if (event === "card") {
+    const before = cards.get(data.id);
+    newer(cards, data);
+    if (before && isOpen(before) && !isOpen(data) && !answered.includes(data.id)) {
+      answered.unshift(data.id);
       answered.length = Math.min(answered.length, ANSWERED_SHOWN);
     }
     renderQueue();
-    placeCard(card);
-  });
+    placeCard(data);
+  }
+}
+
+// the event stream, read with fetch (an EventSource cannot send the key)
+async function readStream(body, gen) {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done || gen !== generation) return;
+    buffer += value;
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      let event = "message";
+      const data = [];
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event: ")) event = line.slice(7);
+        else if (line.startsWith("data: ")) data.push(line.slice(6));
+      }
+      if (data.length && gen === generation) changed(event, JSON.parse(data.join("\n")));
+    }
+  }
+}
+
+async function connect(gen) {
+  const status = document.getElementById("connection");
+  let wait = 1000;
+  while (gen === generation) {
+    const abort = new AbortController();
+    streaming = abort;
+    let reply = null;
+    try {
+      reply = await fetch("api/stream", authed({ signal: abort.signal }));
+    } catch (error) {
+      reply = null; // the bridge cannot be reached (stopped, restarting)
+    }
+    if (gen !== generation) return;
+    if (reply && reply.status === 401) {
+      refused(reply);
+      return;
+    }
+    if (reply && reply.ok && reply.body) {
+      status.textContent = "Live";
+      document.getElementById("sign-out").hidden = false;
+      wait = 1000;
+      load(); // the state now (again after a reconnect: what was missed)
+      try {
+        await readStream(reply.body, gen);
+      } catch (error) {
+        // the connection dropped: reconnect
+      }
+      if (gen !== generation) return;
+    }
+    status.textContent = "Reconnecting…";
+    await new Promise((resolve) => setTimeout(resolve, wait));
+    wait = Math.min(wait * 2, 8000);
+  }
+}
+
+function restart() {
+  generation++;
+  if (streaming) streaming.abort();
+  connect(generation);
 }
 
 window.addEventListener("hashchange", () => {
@@ -341,5 +536,20 @@ window.addEventListener("hashchange", () => {
   if (id) openSession(id).then(() => document.getElementById("session-view").focus());
 });
 
+async function start() {
+  key = takeKey();
+  if (!key) key = await askTabs();
+  if (!key) {
+    showSignedOut(
+      "This tab has no sign-in of its own. Open the page while another tab of this browser is " +
+      "signed in (it hands its sign-in over), or sign in again: open the one-time link the " +
+      "bridge logs at start, or enter the bridge's token below.");
+    return;
+  }
+  sessionStorage.setItem(STORE, key);
+  restart();
+}
+
 document.getElementById("session-view").tabIndex = -1;
-connect();
+document.getElementById("sign-out").addEventListener("click", signOut);
+start();

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
 import shutil
 import subprocess
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from playwright.async_api import (
     Browser,
@@ -95,8 +97,17 @@ class Web:
         response = await page.goto(self.sign_in_url)
         assert response is not None
         assert response.ok, f"sign-in failed: {response.status}\n{await page.content()}"
-        assert page.url == self.page_url
+        assert page.url == self.page_url  # the key's fragment is gone from the address bar
         return page
+
+    async def sign_in_with_token(self, page: Page) -> None:
+        """The sign-in form, filled in with the bridge's token as a person would."""
+        if not await page.get_by_label("The bridge's token").is_visible():
+            await page.goto(f"{self.base}/channels/web/signin")
+        await page.get_by_label("The bridge's token").fill(self.token)
+        async with page.expect_navigation(url=self.page_url):
+            await page.get_by_role("button", name="Sign in").click()
+        await expect(page.locator("#connection")).to_have_text("Live")
 
     def agent(self, **options: Any) -> TinyAgent:
         """An agent connected to the bridge's WebSocket endpoint."""
@@ -218,7 +229,7 @@ async def test_a_second_person_sees_the_outcome_of_an_answer_given_elsewhere(web
     """Two browsers (two sign-ins): one answers, the other's card closes live."""
     first = await web.signed_in()
     other = await (await web.context()).new_page()
-    await other.goto(f"{web.base}/channels/web/signin?token={web.token}")
+    await web.sign_in_with_token(other)
     assert other.url == web.page_url
     async with web.agent() as agent:
         asking = await ask(agent)
@@ -281,7 +292,12 @@ async def test_the_sign_in_code_works_once_and_the_token_signs_in_again(web: Web
     assert cookie["sameSite"] == "Strict"
     assert cookie["path"] == "/channels/web"
     assert cookie["secure"] is False
+    assert cookie["expires"] > 0  # Max-Age: the sign-in's lifetime, not forever
     assert await page.evaluate("document.cookie") == ""  # the page's script cannot read it
+    # the tab's key: in this tab's storage, not in the page's HTML
+    key = await page.evaluate("sessionStorage.getItem('aep-web-key:/channels/web/')")
+    assert key
+    assert key not in await page.content()
 
     again = await (await web.context()).new_page()
     response = await again.goto(web.sign_in_url)
@@ -291,11 +307,203 @@ async def test_the_sign_in_code_works_once_and_the_token_signs_in_again(web: Web
     assert "aep-bridge token" in body
     assert "aep_web" not in {c["name"] for c in await again.context.cookies()}
 
+    # a link with the token is refused (it would stay in the history): the form signs in
     response = await again.goto(f"{web.base}/channels/web/signin?token={web.token}")
     assert response is not None
-    assert response.ok
+    assert response.status == 400
+    assert "aep_web" not in {c["name"] for c in await again.context.cookies()}
+    await web.sign_in_with_token(again)
     assert again.url == web.page_url
     assert "aep_web" in {c["name"] for c in await again.context.cookies()}
+
+
+class OtherPort:
+    """A real HTTP server on another loopback port: what a local user who gets the signed-in
+    person's browser to open one link on their port receives, and can send back. Browsers
+    keep cookies apart by host and path, not by port."""
+
+    def __init__(self, set_cookie: str | None = None) -> None:
+        self.set_cookie = set_cookie
+        #: the `Cookie` header of each request, exactly as the browser sent it
+        self.cookies: list[str] = []
+        self.server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> OtherPort:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.server is not None
+        self.server.close()
+        await self.server.wait_closed()
+
+    @property
+    def url(self) -> str:
+        assert self.server is not None
+        port = self.server.sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{port}/channels/web/free-stickers"
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
+            head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
+            for line in head.split("\r\n")[1:]:
+                name, _, value = line.partition(":")
+                if name.lower() == "cookie":
+                    self.cookies.append(value.strip())
+            body = b"<!doctype html><title>free stickers</title><p>Thanks!</p>"
+            extra = f"Set-Cookie: {self.set_cookie}\r\n" if self.set_cookie else ""
+            writer.write(
+                (
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nConnection: close\r\n"
+                    f"Content-Length: {len(body)}\r\n{extra}\r\n"
+                ).encode()
+                + body
+            )
+            await writer.drain()
+        writer.close()
+
+
+async def test_a_server_on_another_port_gets_the_cookie_and_with_it_nothing(web: Web):
+    """The attack: the signed-in browser opens one link on another loopback port; chromium
+    sends that server the bridge's cookie. Replayed against the bridge exactly as received,
+    the cookie reads no state, no key, no press token, answers nothing and signs no one out."""
+    page = await web.signed_in()
+    async with web.agent() as agent:
+        asking = await ask(agent)
+        card = card_in(page)
+        await expect(card).to_have_count(1)
+        card_id = await card.get_attribute("data-card-id")
+        async with OtherPort() as other:
+            lure = await page.context.new_page()
+            await lure.goto(other.url)
+            await lure.close()
+        assert other.cookies, "chromium sent the other port no cookie at all"
+        sent = other.cookies[0]
+        assert "aep_web=" in sent  # what the attacker holds: the cookie, as chromium sends it
+        secrets = [
+            await page.evaluate("Object.values(sessionStorage).join(' ')"),
+            *[
+                await b.evaluate("b => b.dataset.token || ''")
+                for b in await card.locator("button").all()
+            ],
+        ]
+        secrets = [s for s in secrets if s]
+        base = f"{web.base}/channels/web"
+        async with httpx.AsyncClient(headers={"Cookie": sent}, timeout=10) as thief:
+            state = await thief.get(f"{base}/api/state")
+            assert state.status_code == 401, f"the cookie alone read the state: {state.text}"
+            replies = [state]
+            for path in ("", "signin", "api/stream", "api/sessions/x"):
+                replies.append(await thief.get(f"{base}/{path}"))
+            replies.append(await thief.get(f"{web.base}/"))
+            body = {"card_id": card_id, "option": 0}
+            for path in ("api/answer", "api/signout"):
+                replies.append(
+                    await thief.post(
+                        f"{base}/{path}",
+                        content=json.dumps(body),
+                        headers={"Content-Type": "application/json"},
+                    )
+                )
+        for reply in replies:
+            seen = reply.text + json.dumps(dict(reply.headers))
+            assert PROMPT not in seen, (reply.url, reply.status_code)
+            assert not [s for s in secrets if s in seen], reply.url
+            assert "csrf" not in seen.lower(), reply.url
+        api = [r.status_code for r in replies if "/api/" in str(r.url)]
+        assert api == [401, 401, 401, 401, 401], api
+        assert not asking.done()
+        # the person is still signed in, and their own press is what the agent gets
+        await option(card, "deny").click()
+        assert (await answered(asking)).option == "deny"
+
+
+async def test_a_clobbered_cookie_leaves_a_clear_signed_out_state(web: Web):
+    """Another port can overwrite the cookie (same host, same path): the page then says,
+    plainly, that it is signed out and how to sign in, and sends nothing; the form signs in
+    again."""
+    page = await web.signed_in()
+    async with web.agent() as agent:
+        asking = await ask(agent)
+        card = card_in(page)
+        await expect(card).to_have_count(1)
+        async with OtherPort("aep_web=clobbered; Path=/channels/web; HttpOnly") as other:
+            lure = await page.context.new_page()
+            await lure.goto(other.url)
+            await lure.close()
+        cookies = await page.context.cookies(web.page_url)
+        assert [c["value"] for c in cookies if c["name"] == "aep_web"] == ["clobbered"]
+
+        await option(card, "allow").click()
+        signed_out = page.locator("#signed-out")
+        await expect(signed_out).to_be_visible()
+        await expect(signed_out).to_contain_text("Signed out: sign in again")
+        await expect(signed_out).to_contain_text("not one the bridge knows")
+        await expect(page.locator("#connection")).to_have_text("Signed out")
+        await expect(page.locator("#board")).to_be_hidden()
+        assert await page.locator("article.card").count() == 0
+        assert not asking.done()
+        # a reload says so too, without the page's script
+        response = await page.reload()
+        assert response is not None
+        assert response.status == 401
+        await expect(page.locator("body")).to_contain_text("not one the bridge knows")
+
+        await web.sign_in_with_token(page)
+        await expect(card_in(page)).to_have_count(1)
+        await option(card_in(page), "allow").click()
+        assert (await answered(asking)).option == "allow"
+
+
+async def test_sign_out_ends_the_sign_in_in_every_tab(web: Web):
+    page = await web.signed_in()
+    second = await page.context.new_page()
+    await second.goto(web.page_url)  # a new tab: the open one hands it the sign-in
+    await expect(second.locator("#connection")).to_have_text("Live")
+    await expect(page.get_by_role("button", name="Sign out")).to_be_visible()
+    await page.get_by_role("button", name="Sign out").click()
+    for tab in (page, second):
+        await expect(tab.locator("#signed-out")).to_be_visible()
+        await expect(tab.locator("#signed-out-why")).to_contain_text("signed out")
+        await expect(tab.locator("#connection")).to_have_text("Signed out")
+        assert await tab.evaluate("sessionStorage.length") == 0
+    assert "aep_web" not in {c["name"] for c in await page.context.cookies()}
+    response = await page.reload()
+    assert response is not None
+    assert response.status == 401
+
+
+async def test_a_new_tab_with_no_signed_in_tab_open_is_told_how_to_sign_in(web: Web):
+    """The cookie alone does not sign a tab in: with no open tab to hand it the key, a new
+    tab shows the signed-out state, and the form signs it in."""
+    page = await web.signed_in()
+    context = page.context
+    await page.close()
+    fresh = await context.new_page()
+    response = await fresh.goto(web.page_url)
+    assert response is not None
+    assert response.ok  # the cookie is good for the page's HTML, which holds no secret
+    await expect(fresh.locator("#signed-out")).to_be_visible()
+    await expect(fresh.locator("#signed-out-why")).to_contain_text("no sign-in of its own")
+    assert await axe_violations(fresh) == []
+    await web.sign_in_with_token(fresh)
+    await expect(fresh.locator("#board")).to_be_visible()
+
+
+async def test_after_a_bridge_restart_the_page_says_so_and_signs_in_again(web: Web):
+    page = await web.signed_in()
+    async with web.agent() as agent:
+        await agent.emit("session.started", {"label": "Before the restart"}, capture="redacted")
+        await expect(page.locator("#sessions a.session")).to_contain_text("Before the restart")
+    await web.bridge.aclose()
+    await web.bridge.start(web.base)
+    signed_out = page.locator("#signed-out")
+    # the page reconnects on its own (a second or so after the bridge is back)
+    await expect(signed_out).to_be_visible(timeout=45_000)
+    await expect(signed_out).to_contain_text("The bridge restarted, which ended your sign-in.")
+    await expect(page.locator("#connection")).to_have_text("Signed out")
+    await web.sign_in_with_token(page)
+    await expect(page.locator("#sessions a.session")).to_contain_text("Before the restart")
 
 
 # -- what the page may do -------------------------------------------------------------------
@@ -314,7 +522,7 @@ async def test_the_page_runs_under_its_strict_csp_with_no_violation(web: Web):
         assert directive in csp
     assert "unsafe-inline" not in csp
     assert headers["x-content-type-options"] == "nosniff"
-    assert headers["referrer-policy"] == "no-referrer"
+    assert headers["referrer-policy"] == "same-origin"
     async with web.agent() as agent:
         asking = await ask(agent)
         await expect(card_in(page)).to_have_count(1)
@@ -497,6 +705,20 @@ def axe_source() -> str:
     return AXE.read_text()
 
 
+async def axe_violations(page: Page, source: str | None = None) -> list[dict[str, Any]]:
+    """axe-core's serious and critical findings on the page as it is now."""
+    if source is None:
+        source = await asyncio.to_thread(axe_source)
+    # evaluated through DevTools, as a browser extension runs it: the page's CSP stays on
+    await page.evaluate(source)
+    result = await page.evaluate(
+        "async () => (await axe.run(document, {resultTypes: ['violations']})).violations"
+        ".map(v => ({id: v.id, impact: v.impact, help: v.help,"
+        " nodes: v.nodes.map(n => n.target.join(' '))}))"
+    )
+    return [v for v in result if v["impact"] in ("serious", "critical")]
+
+
 @pytest.mark.parametrize(
     "screen", [{"width": 1280, "height": 800}, {"width": 375, "height": 740}], ids=["desk", "phone"]
 )
@@ -509,15 +731,7 @@ async def test_axe_finds_no_serious_accessibility_violation(web: Web, screen: di
         await expect(card_in(page)).to_have_count(2)
         await page.locator("#sessions a.session").first.click()
         await expect(card_in(page, "#session-view")).to_have_count(1)
-        # evaluated through DevTools, as a browser extension runs it: the page's CSP stays on
-        await page.evaluate(source)
-        result = await page.evaluate(
-            "async () => (await axe.run(document, {resultTypes: ['violations']})).violations"
-            ".map(v => ({id: v.id, impact: v.impact, help: v.help,"
-            " nodes: v.nodes.map(n => n.target.join(' '))}))"
-        )
-        bad = [v for v in result if v["impact"] in ("serious", "critical")]
-        assert bad == [], bad
+        assert await axe_violations(page, source) == []
         for task in (asking, typed):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

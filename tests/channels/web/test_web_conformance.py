@@ -4,9 +4,7 @@ a signed-in browser (httpx against the channel's routes, as the bridge mounts th
 
 from __future__ import annotations
 
-import html
 import json
-import re
 from collections.abc import AsyncIterator
 from html.parser import HTMLParser
 from typing import Any
@@ -56,7 +54,7 @@ class Browser:
 
     def __init__(self, channel: WebChannel) -> None:
         self.channel = channel
-        self.csrf = ""
+        self.key = ""
         self.client: httpx.AsyncClient | None = None
 
     async def _client(self) -> httpx.AsyncClient:
@@ -67,10 +65,9 @@ class Browser:
             code = self.channel.signin.new_code()
             reply = await self.client.get(f"/channels/web/signin?code={code}")
             assert reply.status_code == 303
-            page = await self.client.get("/channels/web/")
-            match = re.search(r'<meta name="csrf" content="([^"]+)">', page.text)
-            assert match
-            self.csrf = html.unescape(match.group(1))
+            self.key = reply.headers["location"].partition("#key=")[2]
+            assert self.key
+            self.client.headers["X-Page-Key"] = self.key
         return self.client
 
     def restarted(self, channel: WebChannel) -> None:
@@ -87,7 +84,7 @@ class Browser:
         return await client.post(
             "/channels/web/api/answer",
             content=json.dumps(body),
-            headers={"Content-Type": "application/json", "X-CSRF-Token": self.csrf},
+            headers={"Content-Type": "application/json"},
         )
 
 

@@ -23,26 +23,38 @@ PROMPT = "Run `git push origin fix/checkout`?"
 
 
 class Page:
-    """A browser's view of the web channel: its cookie jar and the CSRF token of its page."""
+    """A browser's tab on the web channel: its cookie jar and the page key its sign-in gave."""
 
     def __init__(self, running: RunningBridge[Any], client: httpx.AsyncClient) -> None:
         self.running = running
         self.client = client
-        self.csrf = ""
+        self.key = ""
 
     @property
     def base(self) -> str:
         return self.running.channel_url
 
-    async def sign_in(self, url: str) -> httpx.Response:
-        reply = await self.client.get(url)
+    def _took(self, reply: httpx.Response) -> httpx.Response:
         if reply.status_code == 303:
-            page = await self.client.get(f"{self.base}/")
-            assert page.status_code == 200, page.text
-            match = re.search(r'<meta name="csrf" content="([^"]+)">', page.text)
-            assert match, page.text
-            self.csrf = match.group(1)
+            self.key = reply.headers["location"].partition("#key=")[2]
         return reply
+
+    async def sign_in(self, url: str) -> httpx.Response:
+        """The logged one-time link."""
+        return self._took(await self.client.get(url))
+
+    async def sign_in_with_token(self, token: str, **headers: str) -> httpx.Response:
+        """The sign-in form, posted with the bridge's token."""
+        return self._took(
+            await self.client.post(f"{self.base}/signin", data={"token": token}, headers=headers)
+        )
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"X-Page-Key": self.key}
+
+    async def get(self, path: str) -> httpx.Response:
+        return await self.client.get(f"{self.base}/{path}", headers=self.headers)
 
     async def answer(self, body: dict[str, Any], **headers: str) -> httpx.Response:
         return await self.client.post(
@@ -50,7 +62,7 @@ class Page:
             content=json.dumps(body),
             headers={
                 "Content-Type": "application/json",
-                "X-CSRF-Token": self.csrf,
+                "X-Page-Key": self.key,
                 "Origin": self.running.url,
                 **headers,
             },
@@ -64,7 +76,7 @@ class Page:
         )
 
     async def state(self) -> dict[str, Any]:
-        reply = await self.client.get(f"{self.base}/api/state")
+        reply = await self.get("api/state")
         assert reply.status_code == 200, reply.text
         return dict(reply.json())
 
@@ -95,12 +107,14 @@ async def test_the_logged_url_signs_in_once_with_a_strict_cookie(
     assert url.startswith(f"{running.url}/channels/web/signin?code=")
     reply = await client.get(url)
     assert reply.status_code == 303
-    assert reply.headers["location"] == "/channels/web/"
+    # the tab's key travels in the fragment, which a browser never sends to a server
+    assert re.fullmatch(r"/channels/web/#key=[A-Za-z0-9_-]{43}", reply.headers["location"])
     cookie = reply.headers["set-cookie"]
     assert cookie.startswith("aep_web=")
     assert "HttpOnly" in cookie
     assert "SameSite=strict" in cookie or "SameSite=Strict" in cookie
     assert "Path=/channels/web" in cookie
+    assert f"Max-Age={7 * 24 * 3600}" in cookie  # signin_max_hours: 168
     assert "Secure" not in cookie
     # the code is spent: a second use (another browser) is refused with the way back in
     async with httpx.AsyncClient() as other:
@@ -110,15 +124,22 @@ async def test_the_logged_url_signs_in_once_with_a_strict_cookie(
         assert "set-cookie" not in again.headers
 
 
-async def test_the_bridge_token_signs_in_again_and_a_wrong_one_does_not(
+async def test_the_bridge_token_signs_in_by_the_form_and_a_wrong_one_does_not(
     web: tuple[RunningBridge[Any], str], client: httpx.AsyncClient, bridge: BridgeFixture
 ) -> None:
     running, _ = web
-    wrong = await client.get(f"{running.channel_url}/signin?token=not-the-token")
+    page = Page(running, client)
+    form = await client.get(f"{running.channel_url}/signin")
+    assert form.status_code == 200
+    assert '<form method="post" action="/channels/web/signin"' in form.text
+    assert 'type="password"' in form.text
+    wrong = await page.sign_in_with_token("not-the-token")
     assert wrong.status_code == 403
-    right = await client.get(f"{running.channel_url}/signin?token={bridge.token}")
+    assert "set-cookie" not in wrong.headers
+    right = await page.sign_in_with_token(bridge.token)
     assert right.status_code == 303
     assert (await client.get(f"{running.channel_url}/")).status_code == 200
+    assert (await page.get("api/state")).status_code == 200
 
 
 async def test_an_expired_code_is_refused(
@@ -147,6 +168,7 @@ async def test_without_the_cookie_everything_but_signin_and_static_is_refused(
         reply = await client.get(f"{running.channel_url}/{path}")
         assert reply.status_code == 401, path
         assert reply.json()["error"] == "signed-out"
+        assert reply.json()["reason"] == "missing"
     card = running.adapter.board.state()["queue"][0]["id"]
     posted = await client.post(
         f"{running.channel_url}/api/answer", json={"card_id": card, "option": 0}
@@ -163,8 +185,8 @@ async def test_every_response_carries_the_strict_headers(
     running, url = web
     page = Page(running, client)
     replies = [await client.get(f"{running.channel_url}/")]  # signed out
-    replies.append(await client.get(url))
-    replies += [await client.get(f"{running.channel_url}/{p}") for p in ("", "api/state")]
+    replies.append(await page.sign_in(url))
+    replies += [await page.get(p) for p in ("", "api/state")]
     replies.append(await client.get(f"{running.channel_url}/static/app.css"))
     for reply in replies:
         csp = reply.headers["content-security-policy"]
@@ -172,7 +194,7 @@ async def test_every_response_carries_the_strict_headers(
         assert "frame-ancestors 'none'" in csp
         assert "unsafe-inline" not in csp
         assert reply.headers["x-content-type-options"] == "nosniff"
-        assert reply.headers["referrer-policy"] == "no-referrer"
+        assert reply.headers["referrer-policy"] == "same-origin"
     assert replies[2].headers["cache-control"] == "no-store"
     assert replies[3].headers["cache-control"] == "no-store"
     html = replies[2].text
@@ -180,7 +202,7 @@ async def test_every_response_carries_the_strict_headers(
     assert "style=" not in html
     assert "<style" not in html
     assert '<script src="static/app.js" defer></script>' in html
-    del page
+    assert replies[3].status_code == 200
 
 
 async def test_a_press_on_the_page_reaches_the_agent_and_closes_the_card(
@@ -211,7 +233,7 @@ async def test_a_press_on_the_page_reaches_the_agent_and_closes_the_card(
     state = await page.state()
     assert state["queue"] == []
     assert state["sessions"][0]["pending"] == 0
-    timeline = await client.get(f"{running.channel_url}/api/sessions/{session['id']}")
+    timeline = await page.get(f"api/sessions/{session['id']}")
     [closed] = timeline.json()["cards"]
     assert closed["outcome"]["closed"] is True
     assert "Allow" in closed["outcome"]["summary"]
@@ -267,13 +289,13 @@ async def test_text_and_form_answers_go_to_the_core(
 @pytest.mark.parametrize(
     ("headers", "status"),
     [
-        ({"X-CSRF-Token": "forged"}, 403),
-        ({"X-CSRF-Token": ""}, 403),
+        ({"X-Page-Key": "forged"}, 401),
+        ({"X-Page-Key": ""}, 401),
         ({"Origin": "http://evil.example"}, 403),
         ({"Content-Type": "text/plain"}, 415),
     ],
 )
-async def test_a_post_without_the_page_s_token_origin_or_json_changes_nothing(
+async def test_a_post_without_the_page_s_key_origin_or_json_changes_nothing(
     web: tuple[RunningBridge[Any], str],
     client: httpx.AsyncClient,
     headers: dict[str, str],
@@ -330,13 +352,13 @@ async def test_after_a_restart_the_page_still_shows_the_session_and_takes_the_an
     await running.settle()
     await running.restart()
     page = Page(running, client)  # a restart signs everyone out: sign in again
-    signed = await page.sign_in(f"{running.channel_url}/signin?token={bridge.token}")
+    signed = await page.sign_in_with_token(bridge.token)
     assert signed.status_code == 303
     state = await page.state()
     [session] = state["sessions"]
     assert session["title"] == "Fix the flaky checkout test"
     [card] = state["queue"]
-    timeline = await client.get(f"{running.channel_url}/api/sessions/{session['id']}")
+    timeline = await page.get(f"api/sessions/{session['id']}")
     assert "the cart fixture races" in json.dumps(timeline.json()["items"])
     reply = await page.press(card, 1)
     assert reply.json()["status"] == "accepted"
@@ -363,7 +385,9 @@ async def test_the_stream_sends_sessions_items_and_cards_live(
     events: list[tuple[str, dict[str, Any]]] = []
 
     async def read() -> None:
-        async with client.stream("GET", f"{running.channel_url}/api/stream") as stream:
+        async with client.stream(
+            "GET", f"{running.channel_url}/api/stream", headers=page.headers
+        ) as stream:
             assert stream.headers["content-type"].startswith("text/event-stream")
             name = ""
             async for line in stream.aiter_lines():
@@ -403,12 +427,15 @@ async def test_an_open_page_s_stream_ends_when_the_bridge_stops(
 ) -> None:
     """A page left open must not hold up a stop: its stream ends (and it reconnects later)."""
     running, url = web
-    await Page(running, client).sign_in(url)
+    page = Page(running, client)
+    await page.sign_in(url)
     opened = asyncio.Event()
 
     async def read() -> list[str]:
         lines = []
-        async with client.stream("GET", f"{running.channel_url}/api/stream") as stream:
+        async with client.stream(
+            "GET", f"{running.channel_url}/api/stream", headers=page.headers
+        ) as stream:
             async for line in stream.aiter_lines():
                 opened.set()
                 lines.append(line)

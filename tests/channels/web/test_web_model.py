@@ -127,11 +127,13 @@ class WebPage(RuleBasedStateMachine):
         self.pages: list[tuple[httpx.AsyncClient, str]] = []
         for _ in range(2):
             client = httpx.AsyncClient(timeout=10)
-            reply = await client.get(f"{running.channel_url}/signin?token={self.fixture.token}")
+            reply = await client.post(
+                f"{running.channel_url}/signin", data={"token": self.fixture.token}
+            )
             assert reply.status_code == 303
-            page = await client.get(f"{running.channel_url}/")
-            csrf = page.text.split('<meta name="csrf" content="', 1)[1].split('"', 1)[0]
-            self.pages.append((client, csrf))
+            key = reply.headers["location"].partition("#key=")[2]
+            client.headers["X-Page-Key"] = key  # every request of the tab carries it
+            self.pages.append((client, key))
         opened = asyncio.Event()
         self.reading = asyncio.create_task(self._read(running, opened))
         await asyncio.wait_for(opened.wait(), 5)
@@ -174,14 +176,13 @@ class WebPage(RuleBasedStateMachine):
         self._run(self.running.settle())
 
     def _answer(self, page: int, body: dict[str, Any]) -> dict[str, Any]:
-        client, csrf = self.pages[page]
+        client, _ = self.pages[page]
         reply = self._run(
             client.post(
                 f"{self.running.channel_url}/api/answer",
                 content=json.dumps(body),
                 headers={
                     "Content-Type": "application/json",
-                    "X-CSRF-Token": csrf,
                     "Origin": self.running.url,
                 },
             )
