@@ -142,6 +142,13 @@ def configure(
     root.setLevel(own)
     logging.getLogger(OWN_PREFIX).setLevel(own)
     for name in LIBRARIES:
-        logging.getLogger(name).setLevel(libraries)
+        library = logging.getLogger(name)
+        library.setLevel(libraries)
+        # a handler of the library's own (uvicorn's default logging config installs one
+        # for uvicorn.error) would print past the scrubbing and the escaping: every line
+        # goes through ours
+        for own_handler in list(library.handlers):
+            library.removeHandler(own_handler)
+        library.propagate = True
     for name in URL_LOGGERS:
         logging.getLogger(name).setLevel(urls)

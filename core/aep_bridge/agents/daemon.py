@@ -578,7 +578,11 @@ async def _serve(daemon: AgentDaemon, path: Path) -> None:
             await super().shutdown(sockets)
 
     listener = _bind(path)
-    config = uvicorn.Config(daemon, log_level="warning", lifespan="on", access_log=False)
+    # log_config=None: uvicorn logs through the daemon's handler (scrubbed, terminal-safe),
+    # not through a handler of its own
+    config = uvicorn.Config(
+        daemon, log_level="warning", lifespan="on", access_log=False, log_config=None
+    )
     server = Server(config)
     daemon.link.start()
     log.info(
