@@ -23,11 +23,12 @@ first. A person presses 0.5 s after the card arrived; the agent then acks, repor
 `attention.answered` and `attention.resolved`, and the bridge updates the card and its
 heads-up with the outcome: a sample costs a post and an update in the sessions channel and
 a post and an update in the notifications channel. Each has budget for each sample: a
-request is sent only once both posts fit their channels' pace and the four calls fit the
-workspace's window as the channel counts them (1 post per 1.1 s a channel, 50 calls per
-61 s in all), read off the fake's record. The fake's own round trip for the same calls, in
-the same run, from this process, after each sample, against a second fake of the same code
-in the same event loop (so that its calls take none of the bridge's budget and its Socket
+request is sent only once both posts fit their channels' pace and the two updates fit the
+workspace's Tier 3 window as the channel counts them (1 post per 1.1 s a channel, 50 updates
+per 61 s for the workspace, apart), read off the fake's record. The fake's own round trip for
+the same calls, in the same run, from this process, after each sample, against a second fake
+of the same code in
+the same event loop (so that its calls take none of the bridge's budget and its Socket
 Mode connection gets none of the bridge's presses): (a) a card with two buttons POSTed
 (`chat.postMessage`, JSON, aiohttp on a kept-alive connection) until the answer is read;
 (b) `fake.press` on that card until the envelope reached a Socket Mode connection of this
@@ -41,6 +42,15 @@ samples are not counted; with 30 samples, p99 is the slowest. No floor is measur
 Discord benchmark's leanest relay (`_floor_serve`) speaks Discord's REST and gateway, and
 taking it over for Slack would need its card's post and its press's intake made parameters
 of it first.
+
+A card after a quiet moment, without heads-ups (issue 30, item 7): a second bridge whose Slack
+channel has no `notifications_channel_id`, one session; each question is asked once the fake
+has seen no call for 1.2 s (more than the channel's own pace of one post per 1.1 s, so nothing
+sent before may hold it back) and left open; from just before `agent.emit` to the card's
+accepted `chat.postMessage` at the fake, two warm-ups and then 100 samples, each followed by
+the fake's own round trip for a card's post (the second fake, aiohttp, as above). A channel
+that queued a heads-up it then dropped was charged a slot for it a pace after each card, and
+the next card waited for that slot.
 
 Flood: as soon as the bridge is up, 10 sessions start in the same channel (a thread each)
 and each emits a `message.agent.replied` every 0.5 s (20 events/s) for 60 s (15 s with
@@ -99,15 +109,17 @@ WAIT = 30.0  # seconds any one step may take before the benchmark gives up
 CHANNEL = "C0AGENTS"  # the sessions' channel
 NOTIFY = "C0NOTIFY"  # heads-ups
 PACE = 1.1  # seconds between two posts in one channel, as the channel counts them
-WORKSPACE, WINDOW = 50, 61.0  # calls per window in all, as the channel counts them
+WORKSPACE, WINDOW = 50, 61.0  # updates per window in the workspace, as the channel counts them
 SLACK_S = 0.02  # seconds added to a computed free time
 POST, UPDATE, EPHEMERAL = "chat.postMessage", "chat.update", "chat.postEphemeral"
-OUTBOX = (POST, UPDATE, EPHEMERAL)  # the calls the channel's outbox paces
+OUTBOX = (POST, UPDATE)  # the calls the channel's outbox paces (an ephemeral is direct)
 
 SAMPLES = 30
 WARMUP = 2
 PRESS_DELAY = 0.5  # seconds from the card's arrival to the press
-SAMPLE_CALLS = 4  # a sample's calls: card, its update, the heads-up, its update
+SAMPLE_EDITS = 2  # a sample's updates: the card's and the heads-up's (and two posts)
+QUIET = 1.2  # seconds without a call at the fake before a question: more than the pace
+QUIET_SAMPLES = 100
 
 FLOOD_SESSIONS = 10
 FLOOD_INTERVAL = 0.5  # seconds between two replies of one session
@@ -176,19 +188,19 @@ def _has_buttons(call: Any) -> bool:
     return '"actions"' in _blocks_json(call.args.get("blocks"))
 
 
-def _budget_at(fake: FakeSlack, channels: tuple[str, ...], calls: int) -> float:
-    """When a call in each of `channels` fits its pace and `calls` more calls fit the
-    workspace's window, as the channel counts them (its outbox paces every post, update and
-    ephemeral of a channel together), from the fake's record."""
-    paced = _accepted(fake, OUTBOX)
+def _budget_at(fake: FakeSlack, channels: tuple[str, ...], edits: int) -> float:
+    """When a post in each of `channels` fits its pace and `edits` more updates fit the
+    workspace's Tier 3 window, as the channel counts them (posts one per 1.1 s a channel,
+    updates 50 per 61 s, apart), from the fake's record."""
     due = 0.0
     for channel in channels:
-        there = [c.time for c in paced if c.args.get("channel") == channel]
+        there = [c.time for c in _accepted(fake, (POST,)) if c.args.get("channel") == channel]
         if there:
             due = max(due, there[-1] + PACE + SLACK_S)
-    keep = WORKSPACE - calls
-    if len(paced) > keep:
-        due = max(due, paced[-keep - 1].time + WINDOW + SLACK_S)
+    updates = _accepted(fake, (UPDATE,))
+    keep = WORKSPACE - edits
+    if edits and len(updates) > keep:
+        due = max(due, updates[-keep - 1].time + WINDOW + SLACK_S)
     return due
 
 
@@ -230,11 +242,12 @@ class Running:
 
 
 @contextlib.asynccontextmanager
-async def running(fake: FakeSlack, state: Path) -> AsyncIterator[Running]:
-    """`aep-bridge run` with one Slack channel on `fake`'s workspace, on other cores."""
+async def running(fake: FakeSlack, state: Path, **slack: Any) -> AsyncIterator[Running]:
+    """`aep-bridge run` with one Slack channel on `fake`'s workspace (its config block
+    changed by `slack`), on other cores."""
     state.mkdir(parents=True)
     port = free_port()
-    block = {"type": "slack", **make_config(fake, approvers=[ALICE["id"]])}
+    block = {"type": "slack", **make_config(fake, approvers=[ALICE["id"]], **slack)}
     config = write_config(state, port, {"slack": block})
     # the worktree's plugin by name: the installed entry points may predate it
     process = BridgeProcess(config, state / "bridge.log", plugins="aep_bridge_slack")
@@ -305,12 +318,27 @@ class Baseline:
                 await self.socket.send_json({"envelope_id": payload["envelope_id"]})
                 self.envelopes.put_nowait((arrived, payload))
 
+    async def send_once(self) -> None:
+        """One card POSTed with aiohttp, until its answer is read: the fake's round trip."""
+        assert self.http is not None
+        await asyncio.sleep(max(0.0, _budget_at(self.fake, (CHANNEL,), 0) - time.monotonic()))
+        sent = time.monotonic()
+        async with self.http.post(
+            "chat.postMessage",
+            json={"channel": CHANNEL, "text": BASELINE_TEXT, "blocks": BASELINE_BLOCKS},
+            headers={"Authorization": f"Bearer {BOT_TOKEN}"},
+        ) as r:
+            answer = await r.json()
+            self.send.append(time.monotonic() - sent)
+            if not answer.get("ok"):
+                raise RuntimeError(f"the fake refused the round trip's card: {answer}")
+
     async def sample(self) -> None:
         """One card posted with slack-sdk (to its arrival), one with aiohttp (to its answer),
         then one press of the second until its ack was recorded: each timed."""
         assert self.http is not None
         assert self.client is not None
-        await asyncio.sleep(max(0.0, _budget_at(self.fake, (CHANNEL,), 1) - time.monotonic()))
+        await asyncio.sleep(max(0.0, _budget_at(self.fake, (CHANNEL,), 0) - time.monotonic()))
         seen = len(self.fake.calls)
         called = time.monotonic()
         await self.client.chat_postMessage(
@@ -318,7 +346,7 @@ class Baseline:
         )
         arrived = next(c.time for c in self.fake.calls[seen:] if c.method == POST)
         self.library.append(arrived - called)
-        await asyncio.sleep(max(0.0, _budget_at(self.fake, (CHANNEL,), 1) - time.monotonic()))
+        await asyncio.sleep(max(0.0, _budget_at(self.fake, (CHANNEL,), 0) - time.monotonic()))
         sent = time.monotonic()
         async with self.http.post(
             "chat.postMessage",
@@ -374,7 +402,7 @@ async def _latency(root: Path) -> dict[str, Any]:
         starts: list[float] = []
         heads_up = {"sent": 0, "edited with the answer": 0}
         for i in range(WARMUP + SAMPLES):
-            due = _budget_at(fake, (CHANNEL, NOTIFY), SAMPLE_CALLS)
+            due = _budget_at(fake, (CHANNEL, NOTIFY), SAMPLE_EDITS)
             await asyncio.sleep(max(0.0, due - time.monotonic()))
             mark = f"Step {i}:"
             seen = len(fake.calls)
@@ -502,7 +530,113 @@ def latency(root: Path) -> dict[str, Any]:
     return result
 
 
-# -- 3. flood ---------------------------------------------------------------------------------
+# -- 3. a card after a quiet moment, without heads-ups -------------------------------------------
+
+
+async def _quiet(root: Path) -> dict[str, Any]:
+    """Questions left open, each asked once the fake has seen no call for `QUIET` s, in a
+    channel without `notifications_channel_id`; the fake's own post round trip after each."""
+    async with (
+        FakeSlack() as fake,
+        FakeSlack(bot_events=False) as other,
+        running(fake, root / "quiet", notifications_channel_id=None) as r,
+        r.agent("quiet") as agent,
+        Baseline(other) as baseline,
+    ):
+        listener = asyncio.create_task(_listen(agent))  # answers the endpoint's pings
+        await agent.emit(
+            "session.started", {"label": "quiet", "cwd": "/work/app"}, capture="redacted"
+        )
+        parent = await r.until("the session's parent message", lambda: r.parent("quiet"))
+        thread = parent.result["ts"]
+        waits: list[float] = []
+        gaps: list[float] = []
+        for i in range(WARMUP + QUIET_SAMPLES):
+            while (due := max(c.time for c in fake.calls) + QUIET) > time.monotonic():
+                await asyncio.sleep(due - time.monotonic())
+            last = max(c.time for c in fake.calls)
+            mark = f"Quiet {i}:"
+            seen = len(fake.calls)
+            sent = time.monotonic()
+            await agent.emit(
+                "attention.requested",
+                {**ASK, "prompt": f"{mark} run `make deploy`?"},
+                capture="full",
+                severity="notice",
+            )
+
+            def card(seen: int = seen, mark: str = mark) -> Any:
+                return next(
+                    (
+                        c
+                        for c in fake.calls[seen:]
+                        if c.method == POST
+                        and c.ok
+                        and c.args.get("thread_ts") == thread
+                        and mark in _text_of(c)
+                    ),
+                    None,
+                )
+
+            shown = await r.until(f"quiet card {i}", card, WAIT + WINDOW)
+            if i >= WARMUP:
+                waits.append(shown.time - sent)
+                gaps.append(sent - last)
+                await baseline.send_once()
+        listener.cancel()
+        return {
+            "request -> card": _percentiles(waits),
+            "send round trip": _percentiles(baseline.send),
+            "quiet": _percentiles(gaps),
+            "heads-ups": len(_posts(fake, NOTIFY)),
+            "posts": len(_posts(fake, CHANNEL, r.started)),
+            "refused": len([c for c in fake.calls if c.status == 429]),
+            "violations": [str(v) for v in fake.violations],
+        }
+
+
+def quiet(root: Path) -> dict[str, Any]:
+    started = time.monotonic()
+    result = asyncio.run(_quiet(root))
+    result["wall"] = time.monotonic() - started
+    for name in ("request -> card", "send round trip"):
+        p = result[name]
+        print(
+            f"slack quiet {name:<16} n={p['n']}  p50 {p['p50']:.1f} ms  p99 {p['p99']:.1f} ms  "
+            f"max {p['max']:.1f} ms",
+            flush=True,
+        )
+    print(
+        f"slack quiet: {result['posts']} posts, {result['heads-ups']} heads-ups, "
+        f"{result['refused']} 429s, {result['wall']:.0f} s",
+        flush=True,
+    )
+    return result
+
+
+def _quiet_section(q: dict[str, Any]) -> list[str]:
+    card, trip = q["request -> card"], q["send round trip"]
+    return [
+        "",
+        f"| a card after a quiet moment, no `notifications_channel_id`, {card['n']} samples "
+        "| p50 ms | p99 ms | max ms | p50 vs the fake's |",
+        "|---|---:|---:|---:|---:|",
+        f"| request -> card | {card['p50']:.1f} | {card['p99']:.1f} | {card['max']:.1f} "
+        f"| {card['p50'] / trip['p50']:.1f}x |",
+        f"| the fake's round trip: a card's `chat.postMessage` | {trip['p50']:.1f} "
+        f"| {trip['p99']:.1f} | {trip['max']:.1f} | |",
+        "",
+        f"Each question was asked once the fake had seen no call for {QUIET:g} s (measured: "
+        f"p50 {q['quiet']['p50'] / 1000:.2f} s, at most {q['quiet']['max'] / 1000:.2f} s), "
+        "more than the channel's own pace of one post per 1.1 s: nothing sent before may hold "
+        "it back. The questions stay open (the person is away). "
+        f"{q['posts']} posts in the sessions channel, {q['heads-ups']} heads-ups, "
+        f"{q['refused']} 429s ({_pf(not q['refused'])}); {q['wall']:.0f} s.",
+        "",
+    ]
+
+
+# -- 4. flood ---------------------------------------------------------------------------------
 
 
 @dataclass
@@ -590,7 +724,7 @@ async def _flood(root: Path, seconds: float) -> dict[str, Any]:
         updates = [c for c in _accepted(fake, (UPDATE,), start) if c.time < end]
         before = [
             c.time
-            for c in _accepted(fake, OUTBOX)
+            for c in _accepted(fake, (POST,))
             if c.args.get("channel") == CHANNEL and c.time < flood.asked
         ]
         free = max(flood.asked, before[-1] + PACE) if before else flood.asked
@@ -604,10 +738,11 @@ async def _flood(root: Path, seconds: float) -> dict[str, Any]:
             for ts, name in parents.items()
         }
         refused = [c for c in fake.calls if c.status == 429]
+        updates_all = _accepted(fake, (UPDATE,))
         busiest = max(
             (
-                len([c for c in fake.calls if c.method in OUTBOX and s <= c.time < s + 60.0])
-                for s in (c.time for c in fake.calls if t0 <= c.time < end)
+                len([c for c in updates_all if s <= c.time < s + 60.0])
+                for s in (c.time for c in updates_all if t0 <= c.time < end)
             ),
             default=0,
         )
@@ -673,6 +808,7 @@ def main(quick: bool = False) -> dict[str, Any]:
         figures: dict[str, Any] = {
             "cores": (sorted(mine), sorted(theirs)),
             "latency": latency(root),
+            "quiet": quiet(root),
             "flood": flood(root, QUICK_SECONDS if quick else FLOOD_SECONDS),
         }
     figures["wall"] = time.monotonic() - started
@@ -759,7 +895,7 @@ def section(r: dict[str, Any]) -> list[str]:
     lines += [
         "",
         f"{WARMUP + SAMPLES} requests (with the warm-ups) over {lat['span']:.0f} s; "
-        f"{lat['calls']} paced calls (posts, updates, ephemerals), {lat['refused']} 429s "
+        f"{lat['calls']} paced calls (posts and updates), {lat['refused']} 429s "
         f"({_pf(not lat['refused'])}), {len(lat['violations'])} violations, "
         f"{lat['unanswered']} envelopes not acked within 3 s; {lat['wall']:.0f} s. Heads-ups in "
         f"the notifications channel: {heads['sent']} sent for {SAMPLES} questions, "
@@ -794,16 +930,12 @@ def section(r: dict[str, Any]) -> list[str]:
         + f". {fl['emitted']:,} replies were emitted into {fl['threads']} threads; accepted "
         "posts per thread in the measured period: "
         + ", ".join(f"{name} {n}" for name, n in sorted(fl["per_thread"].items()))
-        + f". The busiest minute of the flood held {fl['busiest']} paced calls (the channel "
-        f"counts {WORKSPACE} per {WINDOW:g} s in all, posts with updates"
-        + (
-            ": that window, not the channel's 1 post a second, bounded the posts"
-            if fl["busiest"] >= WORKSPACE
-            else ""
-        )
-        + f"). Envelopes not acked within 3 s: {fl['unanswered']}.",
+        + f". The busiest minute of the flood held {fl['busiest']} updates (Tier 3: the "
+        f"channel counts {WORKSPACE} per {WINDOW:g} s for the workspace, apart from the "
+        f"posts). Envelopes not acked within 3 s: {fl['unanswered']}.",
     ]
-    violations = [*lat["violations"], *fl["violations"]]
+    lines += _quiet_section(r["quiet"])
+    violations = [*lat["violations"], *r["quiet"]["violations"], *fl["violations"]]
     if violations:
         lines += ["", "The violations:", "", *(f"- {v}" for v in violations)]
         if fl["log"]:
@@ -813,5 +945,11 @@ def section(r: dict[str, Any]) -> list[str]:
 
 
 if __name__ == "__main__":
+    if "--quiet-only" in sys.argv[1:]:  # part 3 alone, printed, not recorded (a before/after)
+        if hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+        with tempfile.TemporaryDirectory(prefix="aep-bench-slack-") as tmp:
+            print("\n".join(_quiet_section(quiet(Path(tmp)))))
+        sys.exit(0)
     quick = "--quick" in sys.argv[1:]
     results.run_alone(HEADING, lambda: main(quick), section)

@@ -233,6 +233,9 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Future[None]] = set()
         self._guild_ready = asyncio.Event()
+        if config.notifications_channel_id is None:  # nowhere to show a heads-up: the core
+            # queues none (none spends a slot), and a question's card rings instead
+            self.capabilities = self.capabilities.model_copy(update={"heads_ups": False})
         #: cards being sent or sent since the start, by card id: a heads-up about one links to it
 
     # -- lifecycle -------------------------------------------------------------------------

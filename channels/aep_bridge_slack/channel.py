@@ -33,7 +33,15 @@ out); `sessions` lists them with links, the others go to the core as that sessio
 command (the core checks approvers and answers in the thread).
 
 Heads-ups go to `notifications_channel_id`, linking to the card by permalink (built from
-`auth.test`'s workspace URL: no extra call); the closing update edits the heads-up.
+`auth.test`'s workspace URL: no extra call); the closing update edits the heads-up. Without
+`notifications_channel_id` the channel declines heads-ups (`call_kind`): the core never
+queues one, so none takes a slot a card would wait for.
+
+Slack paces `chat.postMessage` about one a second in a channel (all its threads together) and
+`chat.update` in Tier 3, about 50 a minute for the workspace, each apart from the other: the
+channel declares both (`rate_limits` for posts, `edit_rate_limits` for edits) and says which
+each call is (`call_kind`), so an answer edits its card at once after a post, and a post does
+not wait for edits.
 
 What the adapter keeps, in the channel's state in the bridge's store, is for its own display
 and survives a restart: which thread belongs to which session, which message is which card,
@@ -46,6 +54,7 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections import OrderedDict
 from collections.abc import Awaitable
 from typing import Any, ClassVar, Final, TypeVar
 
@@ -58,6 +67,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from aep_bridge import (
     Blocks,
     BridgeCore,
+    CallKind,
     ChannelAdapter,
     ChannelCapabilities,
     ChannelConfig,
@@ -107,6 +117,20 @@ T = TypeVar("T")
 HEADER_KEY: Final = "session:"
 #: how long `stop` lets envelopes being handled send their acks before it closes the socket
 DRAIN_TIMEOUT: Final = 2.0
+#: keyed messages remembered as posted (`call_kind`: their next send is an edit). The first
+#: edit of one forgotten, or posted before a restart, is counted as a post: paced as one and
+#: not in Tier 3 (the edit reads the state and remembers it, so the next is counted right)
+KNOWN_KEYS: Final = 4096
+#: the calls that edit a message in place (`chat.update`): a card's outcome, the parent
+#: message's name and state
+_EDITS: Final = frozenset(
+    {
+        "update_permission_request",
+        "rename_session_thread",
+        "archive_session_thread",
+        "delete_session_thread",
+    }
+)
 
 
 class _Handler(AsyncSocketModeHandler):
@@ -148,12 +172,11 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         max_buttons=look.MAX_BUTTONS,
         updates_heads_ups=True,
         # Slack: chat.postMessage about one a second in a channel (all its threads
-        # together: `limit_keys`), chat.update Tier 3 (about 50 a minute); each window a
-        # little wider (Slack times a call when it arrives)
-        rate_limits=RateLimits(
-            per_chat=RateLimit(count=1, per_seconds=1.1),
-            global_=RateLimit(count=50, per_seconds=61),
-        ),
+        # together: `limit_keys`), chat.update Tier 3 (about 50 a minute for the workspace),
+        # counted apart (`call_kind`); each window a little wider (Slack times a call when
+        # it arrives)
+        rate_limits=RateLimits(per_chat=RateLimit(count=1, per_seconds=1.1)),
+        edit_rate_limits=RateLimits(global_=RateLimit(count=50, per_seconds=61)),
     )
     config_model: ClassVar[type[ChannelConfig]] = SlackConfig
     contract_version: ClassVar[str] = "1.2"
@@ -167,6 +190,10 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Future[None]] = set()
         self._listeners = Listeners(self)
+        #: the keyed messages posted (their state keys), most recent last: `call_kind`
+        self._posted: OrderedDict[str, None] = OrderedDict()
+        if config.notifications_channel_id is None:  # nowhere to show a heads-up
+            self.capabilities = self.capabilities.model_copy(update={"heads_ups": False})
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -330,6 +357,32 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         dialect: PreviewDialect = SlackDialect()
         return dialect
 
+    def call_kind(self, op: str, args: tuple[Any, ...]) -> CallKind | None:
+        """Which of Slack's limits a call spends: a post (`chat.postMessage`, one a second
+        in a channel) or an edit (`chat.update`, Tier 3). No heads-up without a
+        notifications channel; a keyed message is an edit once its first post went."""
+        if op == "send_notification":
+            if self.config.notifications_channel_id is None:
+                return None
+            closing = bool(args) and getattr(args[0], "outcome", None) is not None
+            return "edit" if closing else "post"
+        if op in _EDITS:
+            return "edit"
+        if op == "send_message" and len(args) == 2 and isinstance(args[1], OutgoingMessage):
+            session_id, content = args
+            key = content.key or ""
+            if key.startswith(HEADER_KEY) and self._thread(session_id) is not None:
+                return "edit"  # the session's header is its parent message
+            if key and f"key:{session_id}:{key}" in self._posted:
+                return "edit"
+        return "post"
+
+    def _remember_posted(self, key: str) -> None:
+        self._posted[key] = None
+        self._posted.move_to_end(key)
+        while len(self._posted) > KNOWN_KEYS:
+            self._posted.popitem(last=False)
+
     def limit_keys(self, session_id: str | None) -> tuple[str, str]:
         """Slack counts a channel's posts together, all its threads as one: every session is
         the sessions' channel; heads-ups count against the notifications channel."""
@@ -417,11 +470,14 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         state = self.state()
         key = f"key:{session_id}:{content.key}" if content.key else None
         earlier = await state.get(key) if key else None
-        if earlier is not None and await self._update(self.config.channel_id, earlier, shown):
-            return
+        if key is not None and earlier is not None:
+            self._remember_posted(key)  # posted before a restart: the next send is an edit
+            if await self._update(self.config.channel_id, earlier, shown):
+                return
         sent = await self._post(self.config.channel_id, shown, thread=thread)
         if key is not None:
             await state.set(key, sent)
+            self._remember_posted(key)
 
     async def send_notification(self, notification: NotificationMessage) -> None:
         """A heads-up in the notifications channel, linking to the card (or the thread).

@@ -22,6 +22,7 @@ from .markup import Blocks, plain
 from .text import measure
 from .types import (
     AgentCommand,
+    CallKind,
     ChannelCapabilities,
     ChannelConfig,
     ChannelUser,
@@ -276,6 +277,29 @@ class ChannelAdapter(ABC, Generic[ConfigT]):
         between blocks. The default counts their plain text (`markup.plain`); a channel whose
         markup counts too (Discord's markdown) measures its own serialization."""
         return measure(plain(blocks), self.capabilities.length_unit)
+
+    def call_kind(self, op: str, args: tuple[Any, ...]) -> CallKind | None:
+        """What the call `op(*args)` will do on the platform, which is what it costs there.
+
+        None: the channel will not make this call (it has nowhere to show it, such as a
+        heads-up without a notifications channel). The core then never queues it, so no
+        limit is charged for it and nothing waits behind it. "post" counts against
+        `capabilities.rate_limits`; "edit" against `capabilities.edit_rate_limits` where
+        declared (else `rate_limits`); "both" (it may do either, or several calls) against
+        both. The core asks when it queues a job and, where `edit_rate_limits` is declared,
+        each time it weighs sending one: answer at once, from what the adapter already knows
+        (no I/O). The default: a heads-up is None without `capabilities.heads_ups`; the
+        closing update of a heads-up and a card's update are edits where the platform edits;
+        everything else is a post.
+        """
+        if op == "send_notification":
+            if not self.capabilities.heads_ups:
+                return None
+            closing = bool(args) and getattr(args[0], "outcome", None) is not None
+            return "edit" if closing and self.capabilities.edits else "post"
+        if op == "update_permission_request" and self.capabilities.edits:
+            return "edit"
+        return "post"
 
     def limit_keys(self, session_id: str | None) -> tuple[str, str]:
         """The (chat, group) a call for `session_id` counts against in the rate limits.

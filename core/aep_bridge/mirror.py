@@ -169,7 +169,8 @@ class EventMirror:
             for job in jobs:
                 channel.outbox.submit(job)
             # a heads-up outside the thread; where there are no threads, the messages are
-            # the heads-ups (the channel rings as it can), and a second one would ring twice
+            # the heads-ups (the channel rings as it can), and a second one would ring twice.
+            # A channel without heads-ups declines it: its outbox never queues it
             if rendered.notification is not None and channel.adapter.capabilities.threads:
                 thread = self.sessions.thread(session.id, channel.name)
                 notification = rendered.notification.model_copy(

@@ -66,10 +66,12 @@ class QuestionCards:
             )
             if request.status == "informational":
                 card = card.model_copy(update={"informational": True, "accepts_text": False})
-            # one question, one ping: the heads-up rings where the channel has threads
+            # one question, one ping: the heads-up rings where the channel has threads and
+            # heads-ups; where it has no heads-ups (no place for them), the card rings
             rings = "questions" in channel.config.notify
+            caps = channel.adapter.capabilities
             card = card.model_copy(
-                update={"notify": rings and not channel.adapter.capabilities.threads}
+                update={"notify": rings and not (caps.threads and caps.heads_ups)}
             )
             self.attention.add_card(request, channel.name)
             channel.outbox.submit(Job.permission(session.id, card))

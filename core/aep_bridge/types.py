@@ -305,6 +305,11 @@ class DoctorCheck(_Model):
     fix: str | None = None
 
 
+#: What one adapter call does on the platform, as the platform's limits count it
+#: (`ChannelAdapter.call_kind`): a new message, an edit in place, or either or both.
+CallKind = Literal["post", "edit", "both"]
+
+
 class RateLimit(_Model):
     """`count` calls per `per_seconds` sustained, and at most `burst` at once (a token bucket).
 
@@ -360,7 +365,17 @@ class ChannelCapabilities(_Model):
     #: core then sends it the closing update (`NotificationMessage.outcome`), which must never
     #: ring or appear as a new heads-up
     updates_heads_ups: bool = False
+    #: whether the channel shows heads-ups (`send_notification`) at all. False (a channel
+    #: configured without a place for them): the core never queues one, so none is charged
+    #: against `rate_limits`, and a question's card rings itself instead
+    heads_ups: bool = True
+    #: the platform's limits, which every call the channel makes counts against (only its
+    #: posts, when `edit_rate_limits` is declared)
     rate_limits: RateLimits = RateLimits()
+    #: the limits of edits in place, where the platform counts them apart from posts (Slack's
+    #: `chat.update`, Tier 3): a call `ChannelAdapter.call_kind` calls an "edit" counts against
+    #: these instead of `rate_limits`. None: every call counts against `rate_limits`
+    edit_rate_limits: RateLimits | None = None
 
 
 #: What may ring a phone (`ChannelConfig.notify`).

@@ -7,9 +7,11 @@ against that mistake must fail on it.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
+from aep_bridge import CallKind
 from aep_bridge.markup import Heading, Paragraph, spans_text
 from aep_bridge.testing import (
     ChannelConformance,
@@ -132,6 +134,28 @@ class TwoThreads(MemoryChannel):
         return await super().create_session_thread(session_id, name)
 
 
+class NoHeadsUps(MemoryChannel):
+    """Configured without a place for heads-ups (as Slack without a notifications channel):
+    it declines them, and the core never queues one."""
+
+    capabilities = MemoryChannel.capabilities.model_copy(update={"heads_ups": False})
+
+
+class SaysItPostsHeadsUps(NoHeadsUps):
+    """Has no heads-ups, but says every call is a post: the core queues heads-ups it drops,
+    and charges each a slot of the platform's budget."""
+
+    def call_kind(self, op: str, args: tuple[Any, ...]) -> CallKind | None:
+        return "post"
+
+
+class DeclinesCards(NoHeadsUps):
+    """Declines what it is unsure of, a question's card included: the card never shows."""
+
+    def call_kind(self, op: str, args: tuple[Any, ...]) -> CallKind | None:
+        return None if op in ("send_notification", "send_permission_request") else "post"
+
+
 CASES = [
     (NoSplit, "test_long_text_is_split_under_the_declared_limit"),
     (OptionIdsInButtons, "test_button_data_stays_under_the_declared_limit"),
@@ -176,3 +200,31 @@ async def test_and_passes_the_correct_channel(channel: type[MemoryChannel], test
     await adapter.start()
     harness = _harness(adapter, core)
     await getattr(ChannelConformance(), test)(harness)
+
+
+#: the mistakes about declined calls, checked against a channel that declines heads-ups
+DECLINING = [
+    (SaysItPostsHeadsUps, "test_every_call_says_what_it_costs"),
+    (DeclinesCards, "test_a_call_the_channel_declines_is_never_queued_made_or_charged"),
+]
+
+
+@pytest.mark.parametrize(("channel", "test"), DECLINING, ids=[c[1] for c in DECLINING])
+async def test_the_kit_fails_a_channel_that_declines_wrongly(
+    channel: type[MemoryChannel], test: str
+):
+    core = FakeCore()
+    adapter = channel(core, ChannelConfig(name="memory", approvers=["alice"]))
+    await adapter.start()
+    with pytest.raises((AssertionError, TimeoutError)):
+        await getattr(ChannelConformance(), test)(_harness(adapter, core))
+
+
+@pytest.mark.parametrize(("channel", "test"), DECLINING, ids=[c[1] for c in DECLINING])
+async def test_and_passes_a_channel_that_declines_heads_ups(
+    channel: type[MemoryChannel], test: str
+):
+    core = FakeCore()
+    adapter = NoHeadsUps(core, ChannelConfig(name="memory", approvers=["alice"]))
+    await adapter.start()
+    await getattr(ChannelConformance(), test)(_harness(adapter, core))

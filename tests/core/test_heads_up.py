@@ -69,3 +69,42 @@ async def test_a_question_answered_before_its_heads_up_went_out_rings_nobody(tmp
         agent.ask("Push to main?")  # not answered: its heads-up goes as usual
         await rig.settle()
         assert heads_ups(alpha) == ["test-agent asks permission"]
+
+
+class QuietChannel(PacedChannel):
+    """A paced channel that edits its heads-ups, configured without a place for them (Slack
+    or Discord without `notifications_channel_id`)."""
+
+    name = "quiet"
+    capabilities = PacedChannel.capabilities.model_copy(
+        update={"heads_ups": False, "updates_heads_ups": True}
+    )
+
+
+class _Quiet:
+    @hookimpl
+    def register_channels(self) -> list[ChannelRegistration]:
+        return [ChannelRegistration.of(QuietChannel)]
+
+
+async def test_a_channel_without_heads_ups_is_never_sent_one_and_its_card_rings(tmp_path):
+    """Issue 30, item 7: no heads-up is queued for a channel that has no place for them (none
+    spends its slot), and the card, the question's only announcement there, rings."""
+    channels = {"alpha": {"type": "quiet", "approvers": ["alice"]}}
+    async with Rig(tmp_path, channels=channels, host=memory_host(_Quiet())) as rig:
+        alpha = rig.channel("alpha")
+        agent = rig.agent()
+        agent.start()
+        agent.ask("Run `make test`?")
+        await _until_card(alpha, 1)
+        await rig.settle()
+        (_, request, _) = rig.card("alpha")
+        assert request.notify is True  # rings: no heads-up will
+        assert heads_ups(alpha) == []
+        outbox = rig.bridge.channels["alpha"].outbox
+        assert outbox.stats["declined"] == 1  # the heads-up, never queued
+        answered = await alpha.press(rig.buttons("alpha")[0][1], ALICE)
+        assert answered.status is ResolutionStatus.ACCEPTED
+        await rig.settle()
+        assert outbox.stats["declined"] == 2  # and its closing update
+        assert heads_ups(alpha) == []

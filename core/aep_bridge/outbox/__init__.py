@@ -14,6 +14,11 @@ What it guarantees, and why:
   bucket alone lets nearly twice `count` through in one window (a full bucket, then the
   refill), which is exactly what gets a Telegram bot a 429 or a ban; the window does not.
   A backlog still goes out at the full declared rate.
+- **A budget is spent only on calls that are made.** A job the channel says it will not make
+  (`ChannelAdapter.call_kind` None: a heads-up where it has no place for heads-ups) is never
+  queued, persisted or counted, so nothing waits for a slot it would have taken. Where a
+  platform counts edits apart from posts (`edit_rate_limits`: Slack's `chat.update`, Tier 3),
+  an edit counts against those limits and a post against the others, not both in one window.
 - **Questions before chatter.** The next call is the highest-priority one that may run now.
   A waiting higher-priority call also reserves its share of the buckets it needs, so chatter
   in a free chat cannot take the last group slot a question is about to use. Every card

@@ -1,8 +1,9 @@
 """The platform's declared limits, kept exactly, and remembered across a restart.
 
 A `Limiter` keeps one declared `RateLimit`; `Limits` holds a channel's: one per chat, one per
-group of chats, one for the channel, and saves the calls still inside their windows (in
-wall-clock time) so that the next start counts them again.
+group of chats, one for the channel (and the same again for edits, where the platform counts
+them apart from posts: Slack's `chat.update`), and saves the calls still inside their windows
+(in wall-clock time) so that the next start counts them again.
 
 A window of `per_seconds` is half-open: a call at `t` counts against the calls in
 `(t - per_seconds, t]`, so the next call after a full window may go at exactly
@@ -22,7 +23,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from ..store import Store
-from ..types import RateLimit, RateLimits
+from ..types import CallKind, RateLimit, RateLimits
 
 log = logging.getLogger(__name__)
 
@@ -138,21 +139,42 @@ def spare(limiter: Limiter, now: float, waiting: float | None) -> bool:
 
 class Limits:
     """A channel's limiters: per chat and per group (made on first use, forgotten when idle)
-    and the channel's own; `wall` is the wall clock the saved calls are kept in."""
+    and the channel's own; `wall` is the wall clock the saved calls are kept in. `edits`
+    are the limiters of edits in place, where the platform counts them apart from posts
+    (`ChannelCapabilities.edit_rate_limits`), else None."""
 
-    __slots__ = ("any", "chats", "declared", "global_", "groups", "wall")
+    __slots__ = ("any", "chats", "declared", "edits", "global_", "groups", "wall")
 
-    def __init__(self, declared: RateLimits, wall: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        declared: RateLimits,
+        wall: Callable[[], float] = time.time,
+        *,
+        edits: RateLimits | None = None,
+    ) -> None:
         self.declared = declared
         self.chats: dict[str, Limiter] = {}
         self.groups: dict[str, Limiter] = {}
         self.global_ = Limiter(declared.global_) if declared.global_ else None
+        self.edits = Limits(edits, wall) if edits is not None else None
         #: whether anything is declared at all
-        self.any = any((declared.per_chat, declared.per_group, declared.global_))
+        declares = any((declared.per_chat, declared.per_group, declared.global_))
+        self.any: bool = declares or (self.edits is not None and self.edits.any)
         self.wall = wall
 
-    def of(self, chat: str, group: str) -> tuple[Limiter, ...]:
-        """The limiters a call to `chat` (in `group`) counts against."""
+    def of(self, chat: str, group: str, kind: CallKind | None = "post") -> tuple[Limiter, ...]:
+        """The limiters a call of `kind` to `chat` (in `group`) counts against: a post the
+        declared limits, an edit the edits' where they are declared apart, "both" both, and
+        a call the channel does not make (None) none."""
+        if kind is None:
+            return ()
+        if self.edits is None or kind == "post":
+            return self._of(chat, group)
+        if kind == "edit":
+            return self.edits._of(chat, group)
+        return self._of(chat, group) + self.edits._of(chat, group)
+
+    def _of(self, chat: str, group: str) -> tuple[Limiter, ...]:
         limiters: list[Limiter] = []
         declared = self.declared
         if declared.per_chat is not None:
@@ -174,20 +196,25 @@ class Limits:
         for limiters in (self.chats, self.groups):
             for key in [k for k, v in limiters.items() if v.idle(now)]:
                 del limiters[key]
+        if self.edits is not None:
+            self.edits.prune(now)
 
     def save(self, store: Store, channel: str, now: float) -> None:
         """Write the calls still inside their windows (in the caller's transaction)."""
-        wall = self.wall()
+        store.kv_set(_NAMESPACE, channel, json.dumps(self._recent(now, self.wall())))
 
+    def _recent(self, now: float, wall: float) -> dict[str, Any]:
         def recent(limiter: Limiter) -> list[float]:
             return [wall - (now - t) for t in limiter.log if t + limiter.window > now]
 
-        saved = {
+        saved: dict[str, Any] = {
             "chat": {k: recent(v) for k, v in self.chats.items() if recent(v)},
             "group": {k: recent(v) for k, v in self.groups.items() if recent(v)},
             "global": recent(self.global_) if self.global_ is not None else [],
         }
-        store.kv_set(_NAMESPACE, channel, json.dumps(saved))
+        if self.edits is not None:
+            saved["edits"] = self.edits._recent(now, wall)
+        return saved
 
     def load(self, store: Store, channel: str, now: float) -> None:
         """Count the calls the last run saved, on this run's monotonic clock.
@@ -201,23 +228,25 @@ class Limits:
         if raw is None:
             return
         try:
-            saved = json.loads(raw)
-            wall = self.wall()
-
-            def restored(t: Any) -> float:
-                return min(now, now - (wall - float(t))) + RESTORE_SLACK
-
-            for kind, limiters, limit in (
-                ("chat", self.chats, self.declared.per_chat),
-                ("group", self.groups, self.declared.per_group),
-            ):
-                for key, times in dict(saved.get(kind) or {}).items():
-                    if limit is not None:
-                        limiter = limiters.setdefault(str(key), Limiter(limit))
-                        for t in sorted(times):
-                            limiter.take(restored(t))
-            if self.global_ is not None:
-                for t in sorted(saved.get("global") or []):
-                    self.global_.take(restored(t))
+            self._restore(json.loads(raw), now, self.wall())
         except (ValueError, TypeError, AttributeError):
             log.warning("outbox %s: the saved recent calls could not be read", channel)
+
+    def _restore(self, saved: Any, now: float, wall: float) -> None:
+        def restored(t: Any) -> float:
+            return min(now, now - (wall - float(t))) + RESTORE_SLACK
+
+        for kind, limiters, limit in (
+            ("chat", self.chats, self.declared.per_chat),
+            ("group", self.groups, self.declared.per_group),
+        ):
+            for key, times in dict(saved.get(kind) or {}).items():
+                if limit is not None:
+                    limiter = limiters.setdefault(str(key), Limiter(limit))
+                    for t in sorted(times):
+                        limiter.take(restored(t))
+        if self.global_ is not None:
+            for t in sorted(saved.get("global") or []):
+                self.global_.take(restored(t))
+        if self.edits is not None and saved.get("edits"):
+            self.edits._restore(saved["edits"], now, wall)

@@ -26,7 +26,17 @@ HIGH_WATER: Final = 2_000
 LOW_WATER: Final = 500
 #: Chatter shed on a rate-limited channel is logged in one line at most this often (seconds).
 SHED_REPORT_EVERY: Final = 60.0
-_STATS: Final = ("sent", "split", "coalesced", "dropped", "rate_limited", "retried", "failed")
+_STATS: Final = (
+    "sent",
+    "split",
+    "coalesced",
+    "dropped",
+    "rate_limited",
+    "retried",
+    "failed",
+    "declined",
+    "charged",
+)
 
 
 class Queue:
@@ -86,7 +96,10 @@ class Queue:
         `coalesced`: jobs replaced by a later one with the same key; `dropped`: droppable jobs
         shed over `max_backlog`; `rate_limited`: `RateLimited` answers; `retried`: retries
         scheduled after any failure; `failed`: jobs given up on (an adapter bug that persisted
-        past `max_attempts`, an unreadable row, or a `call` that raised).
+        past `max_attempts`, an unreadable row, or a `call` that raised); `declined`: jobs
+        and calls the channel said it would not make (`ChannelAdapter.call_kind` None), never
+        queued; `charged`: calls counted against the channel's declared limits (each a slot
+        of the platform's budget spent).
         """
         return dict(self._stats)
 
@@ -299,6 +312,10 @@ class Queue:
             jobs, bad = self._journal.read()
             self._stats["failed"] += bad
             for row, job, args in jobs:
+                if self._declines(job.op, args):  # the channel no longer makes it
+                    self._journal.delete([row])
+                    self._stats["declined"] += 1
+                    continue
                 self._restore(job, args, row)
         for entry in calls:
             entry.seq = next(self._seq)
@@ -309,6 +326,10 @@ class Queue:
             log.info(
                 "outbox %s: %d jobs left from before are queued", self._channel, len(jobs) + bad
             )
+
+    def _declines(self, op: str, args: tuple[Any, ...]) -> bool:
+        """Whether the channel will not make `op(*args)` (the scheduler asks its adapter)."""
+        return False
 
     def _restore(self, job: Job, args: tuple[Any, ...], row: int) -> None:
         """Queue a persisted row; a row with the key of an earlier one merges into it."""

@@ -21,7 +21,7 @@ from typing import Any, Final
 from ..adapter import ChannelAdapter
 from ..store import Store
 from ..text import LengthUnit
-from ..types import ChannelError, RateLimited
+from ..types import CallKind, ChannelError, RateLimited
 from .jobs import Job, Priority, arguments, fit
 from .journal import Journal
 from .lanes import Entry, Lane, LaneKey
@@ -94,7 +94,15 @@ class Outbox(Queue):
         self._on_sent = on_sent
         self._channel = adapter.instance_name
         capabilities = adapter.capabilities
-        self._limits = Limits(capabilities.rate_limits, _wall_clock(clock))
+        self._limits = Limits(
+            capabilities.rate_limits, _wall_clock(clock), edits=capabilities.edit_rate_limits
+        )
+        #: whether the adapter may decline a call (`call_kind` None): an adapter that keeps
+        #: the default and shows heads-ups makes every call, and is not asked
+        self._may_decline = (
+            type(adapter).call_kind is not ChannelAdapter.call_kind or not capabilities.heads_ups
+        )
+        self._unsaid: set[str] = set()  # the ops whose `call_kind` failed (logged once)
         self._max_length = capabilities.max_message_length
         self._unit: LengthUnit = capabilities.length_unit
         journal = Journal(store, self._channel, self._limits, clock)
@@ -124,8 +132,14 @@ class Outbox(Queue):
         """Queue `job`: it is in the outbox table when this returns. Never blocks.
 
         Inside a caller's `store.transaction()` the row commits with the caller's writes.
+        A job the channel says it will not make (`ChannelAdapter.call_kind` None: a heads-up
+        where it has no place for heads-ups) is not queued at all, so it costs no slot of any
+        limit; it is counted as `declined`.
         Raises `ValueError` for a job whose payload does not parse (a bug in the caller).
         """
+        if self._may_decline and self._declines(job.op, arguments(job)):
+            self._stats["declined"] += 1
+            return
         jobs, split = fit(job, self._max_length, self._unit, self._adapter.measure)
         if split:
             self._stats["split"] += 1
@@ -171,11 +185,15 @@ class Outbox(Queue):
 
         A call for a held session (the one creating its thread) goes at least at the rank of
         the most urgent job waiting for it, now or later (`promote`): a question in a new
-        session does not wait behind a burst of other new sessions' threads.
+        session does not wait behind a burst of other new sessions' threads. A call the
+        channel says it will not make (`call_kind` None) returns None at once, not queued.
         """
         method = getattr(self._adapter, op, None)
         if op.startswith("_") or not callable(method):
             raise ValueError(f"{type(self._adapter).__name__} has no operation {op!r}")
+        if self._declines(op, args):
+            self._stats["declined"] += 1
+            return None
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         rank = Priority(priority)
         if session_id is not None and session_id in self._held:
@@ -302,8 +320,30 @@ class Outbox(Queue):
         if not self._limits.any and not self._paused:
             return (), None, self._paused_all
         chat, group = self._keys(entry)
-        limiters = self._limits.of(chat, group)
+        limiters = self._limits.of(chat, group, self._kind(entry))
         return limiters, chat, max(self._paused_all, self._paused.get(chat, -math.inf))
+
+    def _kind(self, entry: Entry) -> CallKind | None:
+        """What `entry`'s call costs, asked as it may go (a keyed message is an edit once its
+        first post went); not asked where every call counts alike and none is declined."""
+        if self._limits.edits is None and not self._may_decline:
+            return "post"
+        return self._call_kind(entry.op, entry.args, failed="both")
+
+    def _declines(self, op: str, args: tuple[Any, ...]) -> bool:
+        """Whether the channel says it will not make `op(*args)`."""
+        return self._may_decline and self._call_kind(op, args, failed="post") is None
+
+    def _call_kind(self, op: str, args: tuple[Any, ...], failed: CallKind) -> CallKind | None:
+        """`ChannelAdapter.call_kind`, or `failed` when the adapter fails to say (a bug,
+        logged): such a call is still made, never lost, and charged as `failed` says."""
+        try:
+            return self._adapter.call_kind(op, args)
+        except Exception:
+            if op not in self._unsaid:  # once an op: it is asked again at every pick
+                self._unsaid.add(op)
+                log.exception("outbox %s: call_kind(%r) failed", self._channel, op)
+            return failed
 
     def _pick(self, now: float) -> tuple[Entry | None, float | None]:
         """The entry to send now, or None and when to look again (None: when woken).
@@ -459,8 +499,10 @@ class Outbox(Queue):
             if self._journal.pending:  # the deletes of settled calls ride on this commit
                 self._forget_rows()
             self._store.commit_group()  # its row is durable before the platform sees it
-        for limiter in entry.limiters:
-            limiter.take(now)
+        if entry.limiters:
+            self._stats["charged"] += 1
+            for limiter in entry.limiters:
+                limiter.take(now)
         entry.in_flight = True
         entry.sent_at = now
         lane = self._lanes[entry.lane]

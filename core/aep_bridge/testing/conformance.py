@@ -7,9 +7,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -34,6 +34,12 @@ from ..types import (
 from .memory import FakeCore, Press
 from .views import ButtonView, MessageView, PlatformProbe
 
+if TYPE_CHECKING:
+    from ..outbox import Job
+
+# The outbox and the store are imported where a test uses them: the `bridge` fixture's plugin
+# loads this package, and must not load the bridge's parts with it.
+
 # -- the harness -----------------------------------------------------------------------
 
 
@@ -51,6 +57,11 @@ class Harness:
     #: core, and return it (the kit stops it): what a bridge restart does to a channel.
     #: Without it, the kit skips the restart tests.
     restart: Callable[[], Awaitable[ChannelAdapter]] | None = None
+    #: start another adapter of this channel, on the same platform and core, in a config in
+    #: which it declines some calls (`ChannelAdapter.call_kind` None: Slack or Discord
+    #: without `notifications_channel_id` make no heads-ups), and return it (the kit stops
+    #: it). Without it, the kit checks declined calls on `adapter` alone, if it declines any.
+    declining: Callable[[], Awaitable[ChannelAdapter]] | None = None
 
     def __post_init__(self) -> None:
         if self.core.approvers is None:  # the core refuses anyone else, as the real one does
@@ -172,6 +183,43 @@ def _form(card: str) -> PermissionRequest:
     )
 
 
+def _calls() -> list[Job]:
+    """One of every call the core makes through the outbox, as it queues them."""
+    from ..outbox import Job, card_key
+
+    request = _request("cK1n", [("o1", "Allow"), ("o2", "Deny")])
+    outcome = PermissionOutcome(
+        status=OutcomeStatus.ANSWERED, option_id="o1", option_label="Allow", by="alice"
+    )
+    asked = NotificationMessage(
+        session_id=SESSION,
+        session_name="Fix the flaky test",
+        type="permission",
+        summary="claude-code is waiting for you",
+        request_id=request.id,
+    )
+    closing = asked.model_copy(
+        update={"outcome": outcome.summary(), "outcome_status": OutcomeStatus.ANSWERED}
+    )
+    done = NotificationMessage(session_id=SESSION, type="completed", summary="claude-code done")
+    return [
+        *(Job.message(SESSION, sample_message(k)) for k in ("text", "tool_call", "tool_update")),
+        Job.permission(SESSION, request),
+        Job.permission_update(SESSION, request, outcome),
+        Job.notification(asked, key=f"heads-up:{request.id}", after=card_key(request.id)),
+        Job.notification(closing),
+        Job.notification(done),
+        Job.rename(SESSION, "Fix the flaky login test"),
+        Job.archive(SESSION),
+    ]
+
+
+def _declines(adapter: ChannelAdapter, job: Job) -> bool:
+    from ..outbox.jobs import arguments
+
+    return adapter.call_kind(job.op, arguments(job)) is None
+
+
 def _chosen(press: Press, request: PermissionRequest) -> int | None:
     """The index of the option a press chose, whether the adapter sent its index or its id."""
     if isinstance(press.answer, int):
@@ -202,6 +250,24 @@ class ChannelConformance:
             if request.title in message.text or message.buttons:
                 return message
         raise AssertionError("the permission card did not appear on the platform")
+
+    @staticmethod
+    @contextlib.asynccontextmanager
+    async def _declining(h: Harness) -> AsyncIterator[ChannelAdapter | None]:
+        """An adapter that declines some calls: the harness's own, if it does, else one
+        `Harness.declining` starts (stopped after), else None."""
+        if any(_declines(h.adapter, job) for job in _calls()):
+            yield h.adapter
+            return
+        if h.declining is None:
+            yield None
+            return
+        adapter = await h.declining()
+        try:
+            yield adapter
+        finally:
+            await adapter.stop()
+            h.core.attach(h.adapter)
 
     async def _wait_for_press(self, h: Harness, count: int) -> None:
         async with asyncio.timeout(h.timeout):
@@ -529,6 +595,68 @@ class ChannelConformance:
             )
         )
         assert any("claude-code is waiting for you" in m.text for m in await h.probe.messages())
+
+    async def test_every_call_says_what_it_costs(self, harness: Harness) -> None:
+        """`call_kind` answers for every call the core makes: a post, an edit, both, or None
+        (the channel will not make it); a channel without heads-ups declines them all, and
+        one that declares `edit_rate_limits` calls a card's update an edit. (Contract 1.2.)"""
+        from ..outbox.jobs import arguments
+
+        h = harness
+        async with self._declining(h) as other:
+            for adapter in {id(a): a for a in (h.adapter, other) if a is not None}.values():
+                caps = adapter.capabilities
+                for job in _calls():
+                    kind = adapter.call_kind(job.op, arguments(job))
+                    assert kind in (None, "post", "edit", "both"), (job.op, kind)
+                    if job.op == "send_notification" and not caps.heads_ups:
+                        assert kind is None, "a channel without heads-ups declines them"
+                    if job.op == "update_permission_request" and caps.edit_rate_limits:
+                        assert kind == "edit", "a card's update edits it in place"
+
+    async def test_a_call_the_channel_declines_is_never_queued_made_or_charged(
+        self, harness: Harness
+    ) -> None:
+        """A call the channel says it will not make (a heads-up where it has no place for
+        them) goes through the core's outbox without a trace: never queued, never reaching
+        the platform, never counted against a limit; and a card queued right after it goes
+        out at once, without waiting for a slot. (Contract 1.2.)"""
+        from ..outbox import Job, Outbox
+        from ..simtime import VirtualTime
+        from ..store import Store
+
+        h = harness
+        async with self._declining(h) as adapter:
+            if adapter is None:
+                pytest.skip(
+                    "this channel makes every call (for a config of it that declines some, "
+                    "give the Harness `declining`)"
+                )
+            declined = [job for job in _calls() if _declines(adapter, job)]
+            await h.core.create_thread(adapter, SESSION, "Fix the flaky test")
+            vt, store = VirtualTime(), Store.memory()
+            outbox = Outbox(adapter, store, clock=vt.clock, sleep=vt.sleep)
+            await outbox.start()
+            try:
+                before = await h.probe.messages()
+                for job in declined:
+                    outbox.submit(job)
+                    assert outbox.backlog == 0, f"{job.op} was queued"
+                await asyncio.wait_for(outbox.idle(), h.timeout)
+                assert await h.probe.messages() == before, "a declined call reached the platform"
+                stats = outbox.stats
+                assert (stats["declined"], stats["sent"], stats["charged"]) == (len(declined), 0, 0)
+                request = _request("cK2n", [("o1", "Allow"), ("o2", "Deny")])
+                outbox.submit(Job.permission(SESSION, request))
+                await asyncio.wait_for(outbox.idle(), h.timeout)
+                assert vt.now == 0.0, "the card waited for a slot"
+                assert outbox.stats["sent"] == 1
+                shown = await h.probe.messages()
+                assert any(request.title in m.text for m in shown), "the card was delivered"
+            finally:
+                await outbox.stop(0)
+                await vt.close()
+                store.close()
 
     async def test_stop_is_idempotent(self, harness: Harness) -> None:
         await harness.adapter.stop()

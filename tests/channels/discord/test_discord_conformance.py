@@ -42,9 +42,21 @@ class TestDiscordConformance(ChannelConformance):
                     await again.start()
                     return again
 
+                async def declining() -> DiscordChannel:
+                    """Without a notifications channel: no heads-ups."""
+                    quiet = make_adapter(fake, core, notifications_channel_id=None)
+                    core.attach(quiet)
+                    await quiet.start()
+                    return quiet
+
                 try:
                     yield Harness(
-                        adapter, core, DiscordProbe(fake, core), approver=APPROVER, restart=restart
+                        adapter,
+                        core,
+                        DiscordProbe(fake, core),
+                        approver=APPROVER,
+                        restart=restart,
+                        declining=declining,
                     )
                 finally:
                     await adapter.stop()

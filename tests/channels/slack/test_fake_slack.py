@@ -288,6 +288,18 @@ async def test_post_message_is_one_a_second_per_channel() -> None:
         assert [m.text for m in fake.messages(C0AGENTS)] == ["one"]
 
 
+async def test_posts_and_edits_are_counted_apart_as_slack_counts_them() -> None:
+    """`chat.update` is Tier 3 for the workspace, not one of a channel's posts: an edit right
+    after a post in the same channel is accepted, and the channel's post second still holds."""
+    async with FakeSlack(Limits.real()) as fake:
+        client = web(fake)
+        posted = await client.chat_postMessage(channel=C0AGENTS, text="one")
+        await client.chat_update(channel=C0AGENTS, ts=posted["ts"], text="one, edited")
+        await client.chat_update(channel=C0AGENTS, ts=posted["ts"], text="one, again")
+        await expect_error(client.chat_postMessage(channel=C0AGENTS, text="two"), "ratelimited")
+        assert [v.method for v in fake.violations] == ["chat.postMessage"]
+
+
 async def test_a_post_after_the_window_is_accepted() -> None:
     async with FakeSlack(Limits.real(per_channel={"chat.postMessage": Window(1, 0.2)})) as fake:
         client = web(fake)

@@ -41,9 +41,21 @@ class TestSlackConformance(ChannelConformance):
                 await again.start()
                 return again
 
+            async def declining() -> SlackChannel:
+                """Without `notifications_channel_id`: no heads-ups."""
+                quiet = make_adapter(fake, core, notifications_channel_id=None)
+                core.attach(quiet)
+                await quiet.start()
+                return quiet
+
             try:
                 yield Harness(
-                    adapter, core, SlackProbe(fake, core), approver=APPROVER, restart=restart
+                    adapter,
+                    core,
+                    SlackProbe(fake, core),
+                    approver=APPROVER,
+                    restart=restart,
+                    declining=declining,
                 )
             finally:
                 await adapter.stop()
