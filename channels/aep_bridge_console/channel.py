@@ -1,6 +1,6 @@
 """The console channel: one line per message, answers typed back on standard input.
 
-Everything printed is made safe for the terminal first (`aep_bridge.terminal.visible`): an
+Everything printed is made safe for the terminal first (`aep_bridge.visible`): an
 agent's escape sequences, control characters and bidi overrides are shown, never acted on;
 and a message's further lines are indented two spaces, so no line an agent wrote can pass for
 a line of another session's or of the bridge's log.
@@ -48,8 +48,8 @@ from aep_bridge import (
     Resolution,
     ResolutionStatus,
     split_text,
+    visible,
 )
-from aep_bridge.terminal import visible
 
 log = logging.getLogger("aep_bridge.console")
 

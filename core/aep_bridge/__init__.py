@@ -4,7 +4,8 @@ This module is the public API for channel plugins: the adapter contract, its typ
 hook markers, and the helpers every channel needs. Every name a hook or a contract method
 hands a plugin is exported here (`Event` for vendor rendering, `ToolCall`, `ToolOutcome` and
 `ToolView` for tool rendering, `BridgeView` for the lifecycle hooks, Starlette's `BaseRoute`
-for routes, the `Setup*` types for setup wizards, `blocks_html` for a page in a browser).
+for routes, the `Setup*` types for setup wizards, `blocks_html` for a page in a browser,
+`visible` for text bound for a terminal).
 A channel imports only from here, from `aep_bridge.markup` (the message model: the blocks
 of `OutgoingMessage.blocks`), and from `aep_bridge.testing` in its tests.
 """
@@ -35,6 +36,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
     from .markup import Blocks
     from .markup_html import blocks_html
     from .preview import PreviewDialect
+    from .terminal import visible
     from .text import measure, split_text
     from .tools import ToolCall, ToolOutcome, ToolView
     from .types import (
@@ -89,6 +91,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     ".markup": ("Blocks",),
     ".markup_html": ("blocks_html",),
     ".preview": ("PreviewDialect",),
+    ".terminal": ("visible",),
     ".text": (
         "measure",
         "split_text",
@@ -209,4 +212,5 @@ __all__ = [
     "markup",
     "measure",
     "split_text",
+    "visible",
 ]
