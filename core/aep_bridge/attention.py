@@ -404,7 +404,10 @@ class Attention:
             if not waited:
                 log.info("answer to %s waits for its agent to reconnect", request.id)
                 self._report(current, replace(outcome, detail=WAITING))
-            self._park(self._wait_for_agent(session, current, command, deadline, recovering))
+            # shared by the session's waiting answers, listened for from now on (a `hello`
+            # before the wait begins still counts); `agent_seen` sets and drops it
+            back = self._back.setdefault((session.source, session.session), asyncio.Event())
+            self._park(self._wait_for_agent(session, current, command, deadline, recovering, back))
             return
         if result.status == "accepted":
             self._set(current, status="answered")
@@ -457,14 +460,11 @@ class Attention:
         command: Event,
         deadline: float,
         recovering: bool,
+        back: asyncio.Event,
     ) -> None:
-        """Wait until the agent is seen on its session again (`agent_seen`), a resend
-        interval passes (a claim the bridge cannot see: a relay's) or the deadline comes,
-        then try the answer again."""
-        key = (session.source, session.session)
-        back = self._back.get(key)
-        if back is None:  # shared by the session's waiting answers; `agent_seen` drops it
-            back = self._back[key] = asyncio.Event()
+        """Wait until the agent is seen on its session again (`back`, set by `agent_seen`), a
+        resend interval passes (a claim the bridge cannot see: a relay's) or the deadline
+        comes, then try the answer again."""
         try:
             timeout = max(0.0, min(RESEND_INTERVAL, deadline - time.time()))
             await asyncio.wait_for(back.wait(), timeout)
@@ -482,8 +482,9 @@ class Attention:
         return bool(self._back)
 
     def agent_seen(self, source: str, session: str) -> None:
-        """The agent of `(source, session)` sent an event of its own: it is connected and
-        claims the session again, so the answers waiting for it go now."""
+        """The agent of `(source, session)` is connected and claims the session again (it
+        sent an event of its own, or its connection's `hello` was enough: `Hub.said_hello`),
+        so the answers waiting for it go now."""
         back = self._back.pop((source, session), None)
         if back is not None:
             back.set()

@@ -8,8 +8,9 @@ of the bridge, and answers given while the agent is away. After every step the c
 both channels, the presses' results and the commands the agent received are compared with
 a small model of the loop's promises: the first allowed answer wins and is credited to
 whoever gave it, exactly one command goes out per answer taken, a refusal or silence opens
-the request again, an answer given while the agent is away waits for it, a closed card has
-no buttons, and a restart loses no card and makes no second thread or card.
+the request again, an answer given while the agent is away waits for it (and goes as soon as
+the agent's `hello` is back, though it say nothing more), a closed card has no buttons, and a
+restart loses no card and makes no second thread or card.
 """
 
 from __future__ import annotations
@@ -91,7 +92,8 @@ class AttentionLoop(BridgeMachine):
         self.behaviour = "accepts"
         self.received: list[Event] = []
         self.said: list[str] = []  # the agent's replies, in the order it gave them
-        self.agent = self.rig.agent(decide=self._decide)
+        # its `hello` names its process: after a restart, saying it again is enough
+        self.agent = self.rig.agent(decide=self._decide, instance="test-host/4242")
         self.agent.participant.push = self._push
         self.agent.start()
         self._settle()
@@ -412,6 +414,51 @@ class AttentionLoop(BridgeMachine):
         self.rig.hub.join(self.agent.participant)
         self.agent.hub = self.rig.hub
         self.rig.hub.admit([asked.event], origin=self.agent.participant)
+        self._run(_until(lambda: len(self.agent.commands) > sent))
+        self._settle()
+        asked.commands += 1
+        asked.state, asked.by = "answered", PEOPLE[who].name
+        asked.shown = asked.options[index].capitalize()
+
+    @precondition(lambda self: any(a.state == "open" and not a.informational for a in self.asked))
+    @rule(
+        data=st.data(),
+        channel=st.sampled_from(CHANNELS),
+        who=st.sampled_from(APPROVERS),
+        back_first=st.booleans(),
+        restarts=st.integers(min_value=1, max_value=2),
+    )
+    def restart_and_the_agent_reconnects_silently(
+        self, data: st.DataObject, channel: str, who: str, back_first: bool, restarts: int
+    ) -> None:
+        """The bridge restarts (once or twice) while the agent is away; the agent reconnects
+        and says `hello`, and nothing else (it waits for its answer). An answer given on an
+        original card, before it is back or after, reaches it once, at once: its `hello`
+        gives it its session back (issue 30, item 8)."""
+        k = data.draw(
+            st.sampled_from(
+                [k for k, a in enumerate(self.asked) if a.state == "open" and not a.informational]
+            )
+        )
+        asked = self.asked[k]
+        index = data.draw(st.integers(min_value=0, max_value=len(asked.options) - 1))
+        self.rig.hub.leave(self.agent.participant)
+        for _ in range(restarts):
+            self._restart([])
+            self._settle()
+        sent = len(self.agent.commands)
+        if back_first:
+            self.agent.reconnect(self.rig.hub)
+        card_id = self.rig.card(channel, k)[1].id
+        result = self._run(self.rig.channel(channel).press(f"{card_id}:{index}", PEOPLE[who]))
+        assert result.status is ResolutionStatus.ACCEPTED, result
+        self._settle()
+        if not back_first:
+            for name in CHANNELS:
+                assert WAITING in self.rig.card_text(name, k), self.rig.card_text(name, k)
+                assert self.rig.buttons(name, k) == []
+            assert len(self.agent.commands) == sent
+            self.agent.reconnect(self.rig.hub)  # a hello, no event
         self._run(_until(lambda: len(self.agent.commands) > sent))
         self._settle()
         asked.commands += 1
