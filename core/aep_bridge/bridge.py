@@ -130,6 +130,7 @@ class Bridge(EventMirror, QuestionCards):
             source=self.identity,
             agent=BRIDGE_AGENT,
             hold=config.attention.answer_hold,
+            describe=self.describe_outcome,
         )
         self.chat = ChatCommands(
             self.sessions,

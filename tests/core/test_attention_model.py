@@ -216,8 +216,22 @@ class AttentionLoop(BridgeMachine):
         pressing = self.rig.channel(channel).press(f"{card_id}:{index}", PEOPLE[who])
         result = self._answer(behaviour, pressing)
         assert result.status is expected, (result, expected, asked)
+        self._told_what_the_card_says(result, channel, k)
         if expected is ResolutionStatus.ACCEPTED:
             self._taken(asked, who, behaviour, asked.options[index].capitalize())
+
+    def _told_what_the_card_says(self, result: Any, channel: str, k: int) -> None:
+        """A press on a card that cannot be answered any more is told what became of its
+        question, in the card's own words; a stranger is told only that they may not answer
+        (issue 30, item 9)."""
+        if result.status in (ResolutionStatus.ALREADY_ANSWERED, ResolutionStatus.EXPIRED):
+            assert result.outcome, result
+            assert result.message == f"This question is closed: {result.outcome}"[:200]
+            assert result.outcome in self.rig.card_text(channel, k), (result, channel, k)
+        else:
+            assert result.outcome is None, result
+        if result.status is ResolutionStatus.NOT_ALLOWED:
+            assert result.message == "Refused: you are not an approver for this channel"
 
     @precondition(lambda self: self.asked)
     @rule(data=st.data(), **ANSWERING)
@@ -270,16 +284,19 @@ class AttentionLoop(BridgeMachine):
     @rule(data=st.data(), channel=st.sampled_from(CHANNELS), who=st.sampled_from(sorted(PEOPLE)))
     def ask_before_a_step_of_a_form(self, data: st.DataObject, channel: str, who: str) -> None:
         """What a channel asks before it changes anything for a press that is not yet an
-        answer (a form's step): a stranger is refused whatever became of the card, an
-        approver is not, and asking changes nothing (the invariants check it)."""
+        answer (a form's step, a form's modal): a stranger is refused whatever became of the
+        card; an approver may go on while the question is open, and is told what became of
+        it once it is not; asking changes nothing (the invariants check it)."""
         k = data.draw(st.integers(min_value=0, max_value=len(self.asked) - 1))
         card_id = self.rig.card(channel, k)[1].id
         result = self._run(self.rig.channel(channel).core.may_answer(card_id, PEOPLE[who]))
-        if who in APPROVERS:
+        expected = self._expected(self.asked[k], who)
+        if expected is ResolutionStatus.ACCEPTED:
             assert result is None, (who, result)
         else:
             assert result is not None, who
-            assert result.status is ResolutionStatus.NOT_ALLOWED, result
+            assert result.status is expected, (result, expected)
+            self._told_what_the_card_says(result, channel, k)
         self._settle()
 
     @precondition(lambda self: self.asked)
