@@ -13,9 +13,13 @@ a `discord.ui.DynamicItem` registered with `Client.add_dynamic_items`, so a card
 a restart still answers. A press is deferred at once (Discord wants an answer within 3 s),
 then handed to the core by card id (`core.resolve_permission`); the core checks approvers
 (user ids, and role ids from `approver_roles`) and a refusal is answered privately
-(ephemeral). A reply to a card (`message_reference`) is a text answer (`core.answer_text`),
-and so are words in a session's thread while one question there takes words; other words go
-to the core as `handle_incoming_message`.
+(ephemeral), as is a press on a card whose question closed ("This question is closed:
+Answered by Alice: Allow"). A press of a button the card no longer shows (a client that had
+not redrawn the closing edit) is one discord.py drops: `on_interaction` takes it
+(`components.dropped_press`) and answers it the same way. A reply to a card
+(`message_reference`) is a text answer (`core.answer_text`), and so are words in a session's
+thread while one question there takes words; other words go to the core as
+`handle_incoming_message`.
 
 What the adapter keeps, in the channel's state in the bridge's store, is for its own display
 and survives a restart: which thread belongs to which session, which message is which card
@@ -93,7 +97,14 @@ from aep_bridge import (
 )
 
 from . import embeds, markdown
-from .components import FORM_MODAL, FormButton, FormModal, OptionButton, card_view
+from .components import (
+    FORM_MODAL,
+    FormButton,
+    FormModal,
+    OptionButton,
+    card_view,
+    dropped_press,
+)
 from .config import DiscordConfig
 from .doctor import describe, run_doctor
 from .look import (
@@ -195,7 +206,7 @@ class _Client(discord.Client):
             self.adapter._guild_ready.set()
 
     async def on_interaction(self, interaction: discord.Interaction[Any]) -> None:
-        await self.adapter._on_modal(interaction)
+        await self.adapter._on_interaction(interaction)
 
 
 class DiscordChannel(ChannelAdapter[DiscordConfig]):
@@ -591,10 +602,20 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         finally:
             await deferred  # a follow-up needs the press answered first
         if not resolution.accepted:  # a refusal is logged by the core; the presser is told
-            try:
-                await interaction.followup.send(resolution.message, ephemeral=True)
-            except discord.HTTPException as exc:
-                log.warning("discord %s: could not answer a press: %s", self.instance_name, exc)
+            await self._tell(interaction, resolution)
+
+    async def _tell(self, interaction: discord.Interaction[Any], resolution: Resolution) -> None:
+        """What became of a press or a form, to the presser alone (after the interaction was
+        answered): escaped, for it may quote an option's label or the agent's words, and
+        pinging no one."""
+        try:
+            await interaction.followup.send(
+                markdown.escape(resolution.message),
+                ephemeral=True,
+                allowed_mentions=discord.AllowedMentions.none(),
+            )
+        except discord.HTTPException as exc:
+            log.warning("discord %s: could not answer a press: %s", self.instance_name, exc)
 
     async def _defer(self, interaction: discord.Interaction[Any]) -> None:
         """Tell Discord the press arrived (within its 3 s); the card's edit says the rest."""
@@ -613,8 +634,8 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         if refused is None and (card is None or not card.get("request")):
             # never an empty answer in the form's place: only the card's fields, kept with it
             refused = Resolution(status=ResolutionStatus.UNKNOWN)
-        if refused is not None:
-            await _respond(interaction, refused.message)
+        if refused is not None:  # a stranger, or a question that closed: told privately
+            await _respond(interaction, markdown.escape(refused.message))
             return
         assert card is not None
         request = PermissionRequest.model_validate(card["request"])
@@ -631,6 +652,22 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         # discord.py forgets it now: its submission goes to `_on_modal`, the same way as one
         # sent before a restart, which Discord keeps open in the person's client
         modal.stop()
+
+    async def _on_interaction(self, interaction: discord.Interaction[Any]) -> None:
+        """What discord.py does not hand to a button or modal of ours: a form's modal
+        submitted (`_on_modal`), and a press of a button the card no longer shows (its
+        question closed while the person's client still showed it, `dropped_press`), which
+        goes the way of any press: the core checks approvers first, then says what became of
+        the question, privately, within Discord's 3 s. Never "This interaction failed"."""
+        dropped = dropped_press(interaction)
+        if dropped is None:
+            await self._on_modal(interaction)
+            return
+        key, option = dropped
+        if option is None:
+            await self.on_form(interaction, key)
+        else:
+            await self.on_press(interaction, key, option)
 
     async def _on_modal(self, interaction: discord.Interaction[Any]) -> None:
         """A form's modal submitted: rebuilt from its card (kept in the state), then read and
@@ -664,10 +701,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
             log.warning("discord %s: could not answer a press: %s", self.instance_name, exc)
         resolution = await self.core.answer_form(modal.card_id, values, _user(interaction.user))
         if not resolution.accepted:
-            try:
-                await interaction.followup.send(resolution.message, ephemeral=True)
-            except discord.HTTPException as exc:
-                log.warning("discord %s: could not answer a press: %s", self.instance_name, exc)
+            await self._tell(interaction, resolution)
 
     async def _on_message(self, message: discord.Message) -> None:
         client = self._client

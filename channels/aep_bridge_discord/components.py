@@ -9,6 +9,7 @@ core; nothing here decides who may answer.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any, Final, Protocol
 
 import discord
@@ -29,6 +30,9 @@ from .look import (
 
 #: a form's modal's custom_id: this and the card key
 FORM_MODAL: Final = "aepm:"
+#: the custom_ids of an option's button and of a form's "Fill in" (`DynamicItem` templates)
+OPTION_TEMPLATE: Final = r"aep:(?P<card>.+):(?P<option>\d+)"
+FORM_TEMPLATE: Final = r"aepf:(?P<card>.+)"
 
 
 class CardAnswers(Protocol):
@@ -53,7 +57,7 @@ def _answers(interaction: discord.Interaction[Any]) -> CardAnswers | None:
 
 class OptionButton(
     discord.ui.DynamicItem[discord.ui.Button[Any]],
-    template=r"aep:(?P<card>.+):(?P<option>\d+)",
+    template=OPTION_TEMPLATE,
 ):
     """An option's button on a card. Everything needed to answer it is in its custom_id, so
     it works for any card, posted before a restart too."""
@@ -86,7 +90,7 @@ class OptionButton(
 
 class FormButton(
     discord.ui.DynamicItem[discord.ui.Button[Any]],
-    template=r"aepf:(?P<card>.+)",
+    template=FORM_TEMPLATE,
 ):
     """A form's "Fill in" button: opens the form as a modal, for the person who pressed."""
 
@@ -112,6 +116,40 @@ class FormButton(
         answers = _answers(interaction)
         if answers is not None:
             await answers.on_form(interaction, self.key)
+
+
+def dropped_press(interaction: discord.Interaction[Any]) -> tuple[str, int | None] | None:
+    """A press of one of our buttons that discord.py drops, as `(card key, option index)`
+    (`None` for a form's "Fill in"), else None.
+
+    discord.py hands a press to a `DynamicItem` only when its component is on the message as
+    the interaction carries it (`ViewStore.schedule_dynamic_item_call`). A person whose client
+    had not yet redrawn the card's last edit (the question closed, its buttons gone) can still
+    press, and Discord sends the press with the message as it is now: discord.py answers
+    nothing, and the person sees "This interaction failed". Such a press is the channel's to
+    answer (`DiscordChannel._on_interaction`)."""
+    if interaction.type is not discord.InteractionType.component:
+        return None
+    custom = dict(interaction.data or {}).get("custom_id")
+    if not isinstance(custom, str):
+        return None
+    message = interaction.message
+    if message is not None:
+        shown = (getattr(item, "custom_id", None) for item in _walk(message.components))
+        if custom in shown:
+            return None  # on the message: discord.py hands it to its DynamicItem
+    if option := re.fullmatch(OPTION_TEMPLATE, custom):
+        return option["card"], int(option["option"])
+    if form := re.fullmatch(FORM_TEMPLATE, custom):
+        return form["card"], None
+    return None
+
+
+def _walk(items: Any) -> Iterator[Any]:
+    """Every component at any depth (action rows and their children)."""
+    for item in items or ():
+        yield item
+        yield from _walk(getattr(item, "children", None))
 
 
 class FormModal(discord.ui.Modal):

@@ -94,8 +94,9 @@ class BridgeCore(Protocol):
     async def may_answer(self, card_id: str, user: ChannelUser) -> Resolution | None:
         """Ask before changing anything for a person's press or reply that is not yet an
         answer (a step of a form kept on a shared card): None if `user` may answer card
-        `card_id`, else the refusal to show them, logged as a refused press is. The answer
-        itself is checked again. (Contract 1.2.)"""
+        `card_id` now, else what to show them: the refusal of someone who may not answer
+        (logged as a refused press is), or, to an approver, what became of a question that
+        cannot be answered any more. The answer itself is checked again. (Contract 1.2.)"""
         ...
 
     def thread_id(self, channel: str, session_id: str) -> str | None:

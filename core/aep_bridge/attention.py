@@ -34,6 +34,7 @@ from .attention_records import (
     Request,
     Status,
     expiry_of,
+    last_outcome,
     request_of_row,
 )
 from .intake.source import CommandResult
@@ -69,6 +70,9 @@ def new_card_id() -> str:
 Approver = Callable[[str, ChannelUser, Request | None], bool]
 Sender = Callable[[SessionRecord, Event], Awaitable[CommandResult]]
 Reporter = Callable[[Request, Outcome], None]
+#: what a request's card in a channel says of an outcome (its one line): `(channel, request,
+#: outcome)`; None when the channel is not running
+Describer = Callable[[str, Request, Outcome], str | None]
 
 
 class Attention:
@@ -85,13 +89,16 @@ class Attention:
         source: str,
         agent: str = "aep-bridge",
         hold: float = ANSWER_HOLD,
+        describe: Describer | None = None,
     ) -> None:
-        """`hold`: seconds an answer waits for its agent to reconnect (0: not at all)."""
+        """`hold`: seconds an answer waits for its agent to reconnect (0: not at all).
+        `describe`: a card's words for an outcome, told to whoever presses a closed card."""
         self.store = store
         self.sessions = sessions
         self._approve = approve
         self._send = send
         self._report = report
+        self._describe = describe
         self.source = source
         self.agent = agent
         self.hold = hold
@@ -212,15 +219,27 @@ class Attention:
 
     # -- answers -----------------------------------------------------------------------
 
-    def _closed_resolution(self, request: Request) -> Resolution | None:
+    def _closed_resolution(self, request: Request, channel: str | None) -> Resolution | None:
+        """What a press on `request`'s card in `channel` is told when it cannot be answered
+        any more, with what the card says became of it; None while it may be answered."""
         if request.status == "informational":
             return Resolution(status=ResolutionStatus.INFORMATIONAL)
         if request.status == "expired" or (request.past_expiry and request.status == "open"):
-            return Resolution(status=ResolutionStatus.EXPIRED)
-        if request.status in ("sending", "answered", "resolved", "dismissed"):
+            status, by = ResolutionStatus.EXPIRED, None
+        elif request.status in ("sending", "answered", "resolved", "dismissed"):
+            status = ResolutionStatus.ALREADY_ANSWERED
             by = request.answered_by or ("the agent" if request.status == "dismissed" else None)
-            return Resolution(status=ResolutionStatus.ALREADY_ANSWERED, answered_by=by)
-        return None
+        else:
+            return None
+        said = None
+        if channel is not None and self._describe is not None:
+            said = self._describe(channel, request, self._last_outcome(request))
+        return Resolution(status=status, answered_by=by, outcome=said)
+
+    def _last_outcome(self, request: Request) -> Outcome:
+        """What `request`'s cards show of it now that it cannot be answered."""
+        stored = self.store.request_outcome(request.id)
+        return last_outcome(request, Outcome.of_json(stored) if stored is not None else None)
 
     async def answer(
         self,
@@ -246,7 +265,7 @@ class Attention:
             return refused
         if request is None:
             return Resolution(status=ResolutionStatus.UNKNOWN)
-        closed = self._closed_resolution(request)
+        closed = self._closed_resolution(request, channel)
         if closed is not None:
             return closed
         built = self._answer_of(request, option, text, values)
@@ -276,7 +295,7 @@ class Attention:
             log.info("the store records answers again")
         if not claimed:  # someone else's answer got there first
             latest = self.get(card_id)
-            return (self._closed_resolution(latest) if latest else None) or Resolution(
+            return (self._closed_resolution(latest, channel) if latest else None) or Resolution(
                 status=ResolutionStatus.ALREADY_ANSWERED
             )
         sending = replace(
@@ -308,10 +327,16 @@ class Attention:
         )
 
     def may_answer(self, channel: str, card_id: str, user: ChannelUser) -> Resolution | None:
-        """None if `user` may answer card `card_id` on `channel`, else the refusal to show
-        them, logged as a refused answer is. Asked by a channel before it changes anything
-        for a person (a form's progress on a shared card); the answer is checked again."""
-        return self._refusal(channel, card_id, user, self._of_card(channel, card_id, None))
+        """None if `user` may answer card `card_id` on `channel` now, else what to show them:
+        the refusal of someone who may not answer (logged as a refused answer is, whatever
+        became of the card), or, for an approver, what became of a question that cannot be
+        answered any more. Asked by a channel before it changes anything for a person (a
+        form's progress on a shared card, a form's modal); the answer is checked again."""
+        request = self._of_card(channel, card_id, None)
+        refused = self._refusal(channel, card_id, user, request)
+        if refused is not None or request is None:
+            return refused
+        return self._closed_resolution(request, channel)
 
     def _of_card(self, channel: str, card_id: str, session_id: str | None) -> Request | None:
         """The request card `card_id` stands for, if it is a card of `channel` (and of
@@ -403,12 +428,15 @@ class Attention:
         if absent and time.time() < deadline:
             if not waited:
                 log.info("answer to %s waits for its agent to reconnect", request.id)
-                self._report(current, replace(outcome, detail=WAITING))
-            self._park(self._wait_for_agent(session, current, command, deadline, recovering))
+                self._show(current, replace(outcome, detail=WAITING))
+            # shared by the session's waiting answers, listened for from now on (a `hello`
+            # before the wait begins still counts); `agent_seen` sets and drops it
+            back = self._back.setdefault((session.source, session.session), asyncio.Event())
+            self._park(self._wait_for_agent(session, current, command, deadline, recovering, back))
             return
         if result.status == "accepted":
             self._set(current, status="answered")
-            self._report(current, outcome)
+            self._show(current, outcome)
             return
         said = None
         detail: str | None
@@ -442,7 +470,7 @@ class Attention:
             command_id=None,
             command_raw=None,
         )
-        self._report(reopened, shown)
+        self._show(reopened, shown)
 
     def _still_sending(self, card_id: str, command_id: str) -> bool:
         current = self.get(card_id)
@@ -457,14 +485,11 @@ class Attention:
         command: Event,
         deadline: float,
         recovering: bool,
+        back: asyncio.Event,
     ) -> None:
-        """Wait until the agent is seen on its session again (`agent_seen`), a resend
-        interval passes (a claim the bridge cannot see: a relay's) or the deadline comes,
-        then try the answer again."""
-        key = (session.source, session.session)
-        back = self._back.get(key)
-        if back is None:  # shared by the session's waiting answers; `agent_seen` drops it
-            back = self._back[key] = asyncio.Event()
+        """Wait until the agent is seen on its session again (`back`, set by `agent_seen`), a
+        resend interval passes (a claim the bridge cannot see: a relay's) or the deadline
+        comes, then try the answer again."""
         try:
             timeout = max(0.0, min(RESEND_INTERVAL, deadline - time.time()))
             await asyncio.wait_for(back.wait(), timeout)
@@ -482,8 +507,9 @@ class Attention:
         return bool(self._back)
 
     def agent_seen(self, source: str, session: str) -> None:
-        """The agent of `(source, session)` sent an event of its own: it is connected and
-        claims the session again, so the answers waiting for it go now."""
+        """The agent of `(source, session)` is connected and claims the session again (it
+        sent an event of its own, or its connection's `hello` was enough: `Hub.said_hello`),
+        so the answers waiting for it go now."""
         back = self._back.pop((source, session), None)
         if back is not None:
             back.set()
@@ -542,12 +568,18 @@ class Attention:
                 Outcome(status, index, text if isinstance(text, str) else None, by),
             )
 
+    def _show(self, request: Request, outcome: Outcome) -> None:
+        """Every card of `request` is to show `outcome`: kept with the request (a press on a
+        card that cannot be answered any more is told it), then reported."""
+        self.store.set_request_outcome(request.id, outcome.to_json())
+        self._report(request, outcome)
+
     def _close(self, request: Request, status: Status, outcome: Outcome) -> None:
         closed = self._set(request, status=status)
         timer = self._timers.pop(request.id, None)
         if timer is not None:
             timer.cancel()
-        self._report(closed, outcome)
+        self._show(closed, outcome)
 
     # -- expiry and restarts --------------------------------------------------------------
 
@@ -641,6 +673,7 @@ __all__ = [
     "PENDING",
     "Approver",
     "Attention",
+    "Describer",
     "Outcome",
     "Reporter",
     "Request",

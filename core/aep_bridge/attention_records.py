@@ -12,7 +12,7 @@ from typing import Any, Literal, cast
 from .aep.envelope import Event
 from .aep.validation import parse_event
 from .store.requests import RequestRow
-from .types import OutcomeStatus
+from .types import OPEN_AGAIN, OutcomeStatus
 
 Status = Literal["open", "sending", "answered", "resolved", "expired", "dismissed", "informational"]
 CLOSED: frozenset[str] = frozenset({"answered", "resolved", "expired", "dismissed"})
@@ -79,6 +79,66 @@ class Outcome:
         if self.said and content:
             return f"{self.detail}: {self.said}" if self.detail else self.said
         return self.detail
+
+    def to_json(self) -> str:
+        """As the store keeps it (`requests.outcome`)."""
+        return json.dumps(
+            {
+                "status": str(self.status),
+                "option_index": self.option_index,
+                "text": self.text,
+                "by": self.by,
+                "detail": self.detail,
+                "said": self.said,
+            }
+        )
+
+    @classmethod
+    def of_json(cls, stored: str) -> Outcome | None:
+        """An outcome the store kept, or None if it cannot be read (then it is not shown)."""
+        try:
+            data = json.loads(stored)
+            status = OutcomeStatus(data["status"]) if isinstance(data, dict) else None
+        except (ValueError, TypeError, KeyError):
+            return None
+        if status is None:
+            return None
+        index = data.get("option_index")
+
+        def text(key: str) -> str | None:
+            value = data.get(key)
+            return value if isinstance(value, str) else None
+
+        return cls(
+            status,
+            index if isinstance(index, int) and not isinstance(index, bool) else None,
+            text("text"),
+            text("by"),
+            text("detail"),
+            text("said"),
+        )
+
+
+def last_outcome(request: Request, stored: Outcome | None) -> Outcome:
+    """What the cards of `request`, which cannot be answered any more, show of it: the
+    outcome they were last told (`stored`), or, where that was none or not a closing one
+    (an answer on its way again after one was refused, a request past its expiry before its
+    timer ran, a row from before outcomes were kept), what the request's record says."""
+    if stored is not None and stored.status not in OPEN_AGAIN and request.status != "open":
+        return stored
+    if request.status in ("expired", "open"):  # open: past its expiry
+        return Outcome(OutcomeStatus.EXPIRED)
+    if request.status == "dismissed":
+        return Outcome(OutcomeStatus.DISMISSED)
+    if not request.answered_by:
+        return Outcome(OutcomeStatus.ANSWERED_ELSEWHERE)
+    recorded = json.loads(request.answer or "{}")
+    return Outcome(
+        OutcomeStatus.ANSWERED,
+        recorded.get("option_index"),
+        recorded.get("text"),
+        request.answered_by,
+    )
 
 
 def request_of_row(row: RequestRow) -> Request:

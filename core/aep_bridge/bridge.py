@@ -130,6 +130,7 @@ class Bridge(EventMirror, QuestionCards):
             source=self.identity,
             agent=BRIDGE_AGENT,
             hold=config.attention.answer_hold,
+            describe=self.describe_outcome,
         )
         self.chat = ChatCommands(
             self.sessions,
@@ -476,6 +477,9 @@ class Bridge(EventMirror, QuestionCards):
         if source.name in self.sources:
             raise ValueError(f"two event sources are named {source.name!r}")
         self.sources[source.name] = source
+        watch = getattr(source, "watch_claims", None)  # the embedded hub's, not a relay's
+        if watch is not None:
+            watch(self.attention.agent_seen)
         if self._consuming:
             self._consume(source)
 

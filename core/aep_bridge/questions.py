@@ -86,21 +86,7 @@ class QuestionCards:
             channel = self.channels.get(name)
             if channel is None:
                 continue
-            card, _ = self.renderer.permission_request(
-                request.event, request.id, ceiling=channel.config.capture
-            )
-            index = outcome.option_index
-            option = (
-                card.options[index] if index is not None and index < len(card.options) else None
-            )
-            shown = PermissionOutcome(
-                status=outcome.status,
-                option_id=option.id if option else None,
-                option_label=option.label if option else None,
-                text=self.renderer.redactor.text(outcome.text) if outcome.text else None,
-                by=outcome.by,
-                detail=outcome.detail_at(content=self.shows_content(name)),
-            )
+            card, shown = self._outcome_in(channel, request, outcome)
             closed = outcome.status not in OPEN_AGAIN
             with self.store.transaction():
                 rank = Priority.QUESTION
@@ -132,6 +118,37 @@ class QuestionCards:
                         outcome_status=shown.status,
                     )
                     channel.outbox.submit(Job.notification(closing))
+
+    def _outcome_in(
+        self, channel: Channel, request: Request, outcome: Outcome
+    ) -> tuple[PermissionRequest, PermissionOutcome]:
+        """`request`'s card in `channel` and `outcome` as that card shows it: the option's
+        label at the channel's ceiling, the words redacted, the agent's own only where the
+        channel shows content."""
+        card, _ = self.renderer.permission_request(
+            request.event, request.id, ceiling=channel.config.capture
+        )
+        index = outcome.option_index
+        option = (
+            card.options[index] if index is not None and 0 <= index < len(card.options) else None
+        )
+        shown = PermissionOutcome(
+            status=outcome.status,
+            option_id=option.id if option else None,
+            option_label=option.label if option else None,
+            text=self.renderer.redactor.text(outcome.text) if outcome.text else None,
+            by=outcome.by,
+            detail=outcome.detail_at(content=self.shows_content(channel.name)),
+        )
+        return card, shown
+
+    def describe_outcome(self, channel: str, request: Request, outcome: Outcome) -> str | None:
+        """The line `request`'s card in `channel` shows for `outcome` (what a press on a
+        closed card is told); None when the channel is not running."""
+        running = self.channels.get(channel)
+        if running is None:
+            return None
+        return self._outcome_in(running, request, outcome)[1].summary()
 
     def _informational(self, request: Request) -> bool:
         """Whether a request's card is shown without a way to answer it (as `Attention.open`

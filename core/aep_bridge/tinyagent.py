@@ -88,8 +88,13 @@ class TinyAgent:
         accepts: Sequence[str] = ("control.attention.respond", "control.cancel"),
         ack_window_ms: int = 10_000,
         host: str | None = None,
+        instance: str | None = None,
     ) -> None:
+        """`instance`: what its `hello` says identifies this process (AEP-0003 §4); by
+        default unique to this object. A connection made again with the same one has the
+        answers waiting for its session sent to it before it emits anything."""
         self.url = url
+        self.instance = instance or f"{socket.gethostname()}/{id(self):x}"
         self.token = token
         self.agent = agent
         self.session = session or f"ask-{new_id().lower()}"
@@ -114,7 +119,7 @@ class TinyAgent:
                 "role": "emitter",
                 "identity": {
                     "agent": self.agent,
-                    "instance": f"{socket.gethostname()}/{id(self):x}",
+                    "instance": self.instance,
                 },
                 "capabilities": {
                     "emits": ["session", "run", "attention", "control"],

@@ -262,6 +262,10 @@ class Resolution(_Model):
     status: ResolutionStatus
     reason: str | None = None
     answered_by: str | None = None
+    #: with `already_answered` and `expired`: what the card says became of the question
+    #: ("Answered by Alice: Allow"), told to an approver who pressed a card that cannot be
+    #: answered any more (never to a stranger: they are `not_allowed`, whatever the card)
+    outcome: str | None = None
 
     @property
     def accepted(self) -> bool:
@@ -275,6 +279,8 @@ class Resolution(_Model):
                 text = "Sent to the agent"
             case ResolutionStatus.REJECTED:
                 text = f"Not accepted: {self.reason}" if self.reason else "Not accepted"
+            case ResolutionStatus.ALREADY_ANSWERED | ResolutionStatus.EXPIRED if self.outcome:
+                text = f"This question is closed: {self.outcome}"
             case ResolutionStatus.ALREADY_ANSWERED:
                 who = f" by {self.answered_by}" if self.answered_by else ""
                 text = f"Already answered{who}"

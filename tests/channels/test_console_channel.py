@@ -20,6 +20,7 @@ from aep_bridge.testing import (
     MessageView,
     ThreadView,
 )
+from aep_bridge.testing.fixture import BridgeFixture
 from aep_bridge.types import (
     ChannelUser,
     OutcomeStatus,
@@ -332,3 +333,28 @@ async def test_whatever_an_agent_writes_the_console_prints_only_text(text: str):
     # each line is the console's own, or a further line of a message, indented (or empty)
     lines = printed.split("\n")
     assert all(not line or line.startswith(("[", "session ", CONTINUATION)) for line in lines)
+
+
+async def test_a_line_for_a_closed_card_is_told_what_became_of_it(
+    bridge: BridgeFixture, capsys: pytest.CaptureFixture[str]
+):
+    """Through the real core: a card answered from the keyboard, then typed to again (its
+    short id still names it), says what became of its question (issue 30, item 9)."""
+    running = await bridge.start("console", {"approvers": ["local"], "read_input": False})
+    agent = running.agent()
+    agent.start()
+    agent.ask("Run `make deploy`?", options=[("allow", "Allow"), ("deny", "Deny")])
+    await running.settle()
+    console = running.adapter
+    assert isinstance(console, ConsoleChannel)
+    short = capsys.readouterr().out.split("or type: ", 1)[1].split(" ", 1)[0]
+    assert (await console.handle_line(f"{short} 2")).accepted
+    await running.settle()
+    assert agent.answers == [{"option": "deny"}]
+    late = await console.handle_line(f"{short} 1")
+    assert late is not None
+    by = console.user.display
+    assert late.message == f"This question is closed: Answered by {by}: Deny"
+    assert late.message in capsys.readouterr().out
+    await running.settle()
+    assert agent.answers == [{"option": "deny"}]  # nothing more was sent

@@ -8,8 +8,9 @@ of the bridge, and answers given while the agent is away. After every step the c
 both channels, the presses' results and the commands the agent received are compared with
 a small model of the loop's promises: the first allowed answer wins and is credited to
 whoever gave it, exactly one command goes out per answer taken, a refusal or silence opens
-the request again, an answer given while the agent is away waits for it, a closed card has
-no buttons, and a restart loses no card and makes no second thread or card.
+the request again, an answer given while the agent is away waits for it (and goes as soon as
+the agent's `hello` is back, though it say nothing more), a closed card has no buttons, and a
+restart loses no card and makes no second thread or card.
 """
 
 from __future__ import annotations
@@ -91,7 +92,8 @@ class AttentionLoop(BridgeMachine):
         self.behaviour = "accepts"
         self.received: list[Event] = []
         self.said: list[str] = []  # the agent's replies, in the order it gave them
-        self.agent = self.rig.agent(decide=self._decide)
+        # its `hello` names its process: after a restart, saying it again is enough
+        self.agent = self.rig.agent(decide=self._decide, instance="test-host/4242")
         self.agent.participant.push = self._push
         self.agent.start()
         self._settle()
@@ -214,8 +216,22 @@ class AttentionLoop(BridgeMachine):
         pressing = self.rig.channel(channel).press(f"{card_id}:{index}", PEOPLE[who])
         result = self._answer(behaviour, pressing)
         assert result.status is expected, (result, expected, asked)
+        self._told_what_the_card_says(result, channel, k)
         if expected is ResolutionStatus.ACCEPTED:
             self._taken(asked, who, behaviour, asked.options[index].capitalize())
+
+    def _told_what_the_card_says(self, result: Any, channel: str, k: int) -> None:
+        """A press on a card that cannot be answered any more is told what became of its
+        question, in the card's own words; a stranger is told only that they may not answer
+        (issue 30, item 9)."""
+        if result.status in (ResolutionStatus.ALREADY_ANSWERED, ResolutionStatus.EXPIRED):
+            assert result.outcome, result
+            assert result.message == f"This question is closed: {result.outcome}"[:200]
+            assert result.outcome in self.rig.card_text(channel, k), (result, channel, k)
+        else:
+            assert result.outcome is None, result
+        if result.status is ResolutionStatus.NOT_ALLOWED:
+            assert result.message == "Refused: you are not an approver for this channel"
 
     @precondition(lambda self: self.asked)
     @rule(data=st.data(), **ANSWERING)
@@ -268,16 +284,19 @@ class AttentionLoop(BridgeMachine):
     @rule(data=st.data(), channel=st.sampled_from(CHANNELS), who=st.sampled_from(sorted(PEOPLE)))
     def ask_before_a_step_of_a_form(self, data: st.DataObject, channel: str, who: str) -> None:
         """What a channel asks before it changes anything for a press that is not yet an
-        answer (a form's step): a stranger is refused whatever became of the card, an
-        approver is not, and asking changes nothing (the invariants check it)."""
+        answer (a form's step, a form's modal): a stranger is refused whatever became of the
+        card; an approver may go on while the question is open, and is told what became of
+        it once it is not; asking changes nothing (the invariants check it)."""
         k = data.draw(st.integers(min_value=0, max_value=len(self.asked) - 1))
         card_id = self.rig.card(channel, k)[1].id
         result = self._run(self.rig.channel(channel).core.may_answer(card_id, PEOPLE[who]))
-        if who in APPROVERS:
+        expected = self._expected(self.asked[k], who)
+        if expected is ResolutionStatus.ACCEPTED:
             assert result is None, (who, result)
         else:
             assert result is not None, who
-            assert result.status is ResolutionStatus.NOT_ALLOWED, result
+            assert result.status is expected, (result, expected)
+            self._told_what_the_card_says(result, channel, k)
         self._settle()
 
     @precondition(lambda self: self.asked)
@@ -412,6 +431,51 @@ class AttentionLoop(BridgeMachine):
         self.rig.hub.join(self.agent.participant)
         self.agent.hub = self.rig.hub
         self.rig.hub.admit([asked.event], origin=self.agent.participant)
+        self._run(_until(lambda: len(self.agent.commands) > sent))
+        self._settle()
+        asked.commands += 1
+        asked.state, asked.by = "answered", PEOPLE[who].name
+        asked.shown = asked.options[index].capitalize()
+
+    @precondition(lambda self: any(a.state == "open" and not a.informational for a in self.asked))
+    @rule(
+        data=st.data(),
+        channel=st.sampled_from(CHANNELS),
+        who=st.sampled_from(APPROVERS),
+        back_first=st.booleans(),
+        restarts=st.integers(min_value=1, max_value=2),
+    )
+    def restart_and_the_agent_reconnects_silently(
+        self, data: st.DataObject, channel: str, who: str, back_first: bool, restarts: int
+    ) -> None:
+        """The bridge restarts (once or twice) while the agent is away; the agent reconnects
+        and says `hello`, and nothing else (it waits for its answer). An answer given on an
+        original card, before it is back or after, reaches it once, at once: its `hello`
+        gives it its session back (issue 30, item 8)."""
+        k = data.draw(
+            st.sampled_from(
+                [k for k, a in enumerate(self.asked) if a.state == "open" and not a.informational]
+            )
+        )
+        asked = self.asked[k]
+        index = data.draw(st.integers(min_value=0, max_value=len(asked.options) - 1))
+        self.rig.hub.leave(self.agent.participant)
+        for _ in range(restarts):
+            self._restart([])
+            self._settle()
+        sent = len(self.agent.commands)
+        if back_first:
+            self.agent.reconnect(self.rig.hub)
+        card_id = self.rig.card(channel, k)[1].id
+        result = self._run(self.rig.channel(channel).press(f"{card_id}:{index}", PEOPLE[who]))
+        assert result.status is ResolutionStatus.ACCEPTED, result
+        self._settle()
+        if not back_first:
+            for name in CHANNELS:
+                assert WAITING in self.rig.card_text(name, k), self.rig.card_text(name, k)
+                assert self.rig.buttons(name, k) == []
+            assert len(self.agent.commands) == sent
+            self.agent.reconnect(self.rig.hub)  # a hello, no event
         self._run(_until(lambda: len(self.agent.commands) > sent))
         self._settle()
         asked.commands += 1

@@ -1349,6 +1349,14 @@ def _label(outcome: Outcome) -> str:
     return f"{reply['type']} {code}" if code else str(reply["type"])
 
 
+def _own_instance(hello: dict[str, Any], live: Live) -> dict[str, Any]:
+    """`hello` naming a process of its own: the oracle knows claims made by events only, and
+    a `hello` with the identity of an earlier claimant would be given its sessions back
+    (`Hub.said_hello`, tested in test_claims_after_restart.py)."""
+    identity = {**hello["identity"], "instance": f"fuzz/{next(live.ids)}"}
+    return {**hello, "identity": identity}
+
+
 async def converse(live: Live, talk: Conversation, labels: list[str]) -> list[Event]:
     """Play one conversation, checking every answer; return the events the hub must fan out."""
     admitted: list[Event] = []
@@ -1363,7 +1371,7 @@ async def converse(live: Live, talk: Conversation, labels: list[str]) -> list[Ev
     twin_pushes: list[str] = []
     twin = None
     if talk.twin is not None and talk.first is None:
-        twin_hello, claim = talk.twin
+        twin_hello, claim = _own_instance(talk.twin[0], live), talk.twin[1]
         twin = await _open(live, "header")
         await twin.send(json.dumps(twin_hello))
         assert json.loads(await twin.recv())["type"] == "hello"
@@ -1386,7 +1394,7 @@ async def converse(live: Live, talk: Conversation, labels: list[str]) -> list[Ev
             assert code is not None, "a refused first frame must close the connection"
             assert outcome.close is ANY or code == outcome.close
             return admitted
-        await ws.send(json.dumps(talk.hello))
+        await ws.send(json.dumps(_own_instance(talk.hello, live)))
         hello = json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT))
         assert hello["type"] == "hello", hello
         assert hello["versions"] == ["0.1"], hello  # exactly one version selected (§4.1)

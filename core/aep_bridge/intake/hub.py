@@ -19,9 +19,15 @@ keeps the newest positions, memory the latest arrivals: the two agree only on or
 streams). Without a store every buffer is in memory. Admission dedupe remembers a 60-bit
 digest of each `(source, id)`, not the strings (`dedupe.KeyWindow`).
 
+Claims: a connection claims a session by emitting on it, and the identity of the last
+claimant of each session is remembered in the store (`claimants`): after a restart of the
+bridge, the `hello` of that identity gives it its sessions back (`said_hello`), so commands
+waiting for them need not wait for its next event.
+
 The hub's parts live beside it: `subscription` (participants and the queue toward each
 consumer), `replay_buffer` (a session's buffer, and a replay read from the buffers),
-`dedupe` (the admission window) and `positions` (a position packed into one int).
+`dedupe` (the admission window), `positions` (a position packed into one int) and
+`claimants` (who claimed each session last).
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -39,6 +45,7 @@ from ..aep.errors import InvalidFilter
 from ..aep.filters import Filter
 from ..aep.registry import AEP_VERSION, CAPTURE_ORDER, Capture
 from ..store import Floors, Position, floor_of
+from .claimants import Claimants, identity_of
 from .dedupe import KeyWindow
 from .positions import rank, storable, unrank
 from .replay_buffer import Buffer, Replay, SessionKey, parse_positions
@@ -125,6 +132,14 @@ class Hub:
         self._participants: dict[int, Participant] = {}
         self._pending: dict[tuple[str, str], _Pending] = {}
         self.stats = {"admitted": 0, "duplicates": 0}
+        #: who claimed each session last, across restarts (see `said_hello`)
+        self._claimants = Claimants(store, self.limits.max_buffered_sessions)
+        #: session -> the connection its claim was given back to by a `hello`, until an
+        #: event of the session says who emits on it
+        self._resumed: dict[str, Participant] = {}
+        #: called with the sessions a `hello` gave back to their claimant (the bridge's
+        #: answers waiting for those sessions go at once: `LocalSource.watch_claims`)
+        self.claim_watchers: list[Callable[[list[SessionKey]], None]] = []
         if store is not None:
             self._restore(store)
 
@@ -148,7 +163,9 @@ class Hub:
                 self._buffers.move_to_end(key)
 
     def flush(self) -> None:
-        """Write newly buffered events to the store (before an HTTP 202, and soon after WS)."""
+        """Write newly buffered events to the store (before an HTTP 202, and soon after WS),
+        and who claimed their sessions."""
+        self._claimants.flush()
         if self.store is not None and self._unpersisted:
             pending, self._unpersisted = self._unpersisted, []
             try:
@@ -204,6 +221,10 @@ class Hub:
 
     def leave(self, participant: Participant) -> None:
         self._participants.pop(participant.id, None)
+        if self._resumed:
+            for session in participant.claims:
+                if self._resumed.get(session) is participant:
+                    del self._resumed[session]
         participant.claims.clear()
         for subscription in [s for s in self._subscriptions if s.owner is participant]:
             self.unsubscribe(subscription)
@@ -226,12 +247,64 @@ class Hub:
             if origin is not None and origin.emits and position is not None:
                 # only the owner's sequenced stream claims: commands and attention.routed
                 # carry no seq, and a router must never become a session's claimant
-                assert event.session is not None
-                origin.claims.add(event.session)
+                self._claim(event, origin)
             if fresh and position is not None:
                 self._keep(event, position)
             self._settle(event)
             self._fan_out(event)
+
+    def _claim(self, event: Event, origin: Participant) -> None:
+        """`origin` emitted on `event`'s session: it claims it (and is remembered as its
+        claimant, when it can be, see `claimants`). An event is evidence: a claim a `hello`
+        gave back to another connection yields to it."""
+        session = event.session
+        assert session is not None
+        origin.claims.add(session)
+        if self._resumed:
+            holder = self._resumed.pop(session, None)
+            if holder is not None and holder is not origin:
+                holder.claims.discard(session)
+        key = event.session_key
+        assert key is not None
+        if event.type == "session.ended":
+            self._claimants.forget(key)  # nothing to command there any more
+        elif origin.identity is not None:
+            self._claimants.note(key, origin.identity)
+
+    def said_hello(self, participant: Participant) -> list[SessionKey]:
+        """`participant` (joined) finished its `hello`: when its identity names one process
+        that takes commands (`claimants.identity_of`), remember its claims under it from now
+        on, and give it back the sessions that identity claimed last (before a restart of
+        the bridge, or on a connection now gone), so commands for them reach it before it
+        sends anything. A session another live connection claims is not given: that one
+        keeps it (a spoofed `hello` takes nothing from the agent it names, AEP-0004 §8).
+        Returns the sessions given back, and tells the `claim_watchers`."""
+        identity = participant.identity = identity_of(participant)
+        if identity is None:
+            return []
+        claimed = {
+            session
+            for other in self._participants.values()
+            if other is not participant
+            for session in other.claims
+        }
+        given = [key for key in self._claimants.of(identity) if key[1] not in claimed]
+        for _, session in given:
+            participant.claims.add(session)
+            self._resumed[session] = participant
+        if given:
+            log.info(
+                "agent %r (instance %r) is back: its claim on %d session(s) is restored",
+                identity[0],
+                identity[1],
+                len(given),
+            )
+            for watcher in list(self.claim_watchers):
+                try:
+                    watcher(given)
+                except Exception:
+                    log.exception("a claim watcher failed")
+        return given
 
     def _keep(self, event: Event, position: Position) -> None:
         """Buffer a fresh positioned event, and make its session the most recently active."""
@@ -279,6 +352,7 @@ class Hub:
         if self._replays:
             self._keeping(key)
         self._buffers.pop(key, None)
+        self._claimants.forget(key)
         known = self._by_session.get(key[1])
         if isinstance(known, list):
             if key in known:

@@ -9,7 +9,7 @@ in-process consumer, with exactly the semantics a WebSocket consumer of the same
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -92,6 +92,7 @@ class LocalSource:
         self.name = name
         self._participant = hub.join(Participant("local", authenticated=True, role="consumer"))
         self._closed = asyncio.Event()
+        self._watchers: list[Callable[[list[tuple[str, str]]], None]] = []
 
     async def events(
         self,
@@ -140,6 +141,17 @@ class LocalSource:
     def closed(self) -> bool:
         return self._closed.is_set()
 
+    def watch_claims(self, seen: Callable[[str, str], None]) -> None:
+        """Call `seen(source, session)` for each session an agent's connection claims again
+        by its `hello` alone (`Hub.said_hello`): what waits for that agent can go now."""
+
+        def given(keys: list[tuple[str, str]]) -> None:
+            for source, session in keys:
+                seen(source, session)
+
+        self.hub.claim_watchers.append(given)
+        self._watchers.append(given)
+
     def publish(self, event: Event) -> None:
         """Put an event of the bridge's own (`attention.routed`) in front of every consumer."""
         self.hub.admit([event], origin=self._participant)
@@ -147,3 +159,7 @@ class LocalSource:
     async def close(self) -> None:
         self._closed.set()
         self.hub.leave(self._participant)
+        for watcher in self._watchers:
+            if watcher in self.hub.claim_watchers:
+                self.hub.claim_watchers.remove(watcher)
+        self._watchers.clear()

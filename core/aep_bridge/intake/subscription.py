@@ -57,6 +57,9 @@ class Participant:
     capabilities: dict[str, Any] = field(default_factory=dict)
     #: sessions this connection emits on: commands for them are delivered here
     claims: set[str] = field(default_factory=set)
+    #: `(agent, instance)` its claims are remembered under, set at its `hello` when it
+    #: names one process that takes commands (`claimants.identity_of`)
+    identity: tuple[str, str] | None = None
     #: how the hub pushes commands and error frames to this participant (WebSocket, local)
     push: Callable[[Outbound], None] | None = None
     #: bytes of events queued toward this participant's subscriptions, and the most it may

@@ -60,6 +60,7 @@ class Connection:
         try:
             if await self._hello():
                 self.hub.join(self.participant)
+                self.hub.said_hello(self.participant)  # its sessions' commands may come now
                 await self._read()
         except WebSocketDisconnect:
             pass

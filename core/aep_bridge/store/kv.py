@@ -46,6 +46,13 @@ class KvTables(Database):
         ).fetchone()
         return None if row is None else str(row[0])
 
+    def kv_items(self, namespace: str) -> list[tuple[str, str]]:
+        """Every `(key, value)` in `namespace`, by key."""
+        rows = self._conn.execute(
+            "SELECT key, value FROM kv WHERE namespace = ? ORDER BY key", (namespace,)
+        )
+        return [(str(key), str(value)) for key, value in rows]
+
     def kv_set(self, namespace: str, key: str, value: str) -> None:
         """Set `key` in `namespace` to `value`, replacing any earlier value."""
         self._no_undo()

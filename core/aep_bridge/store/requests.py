@@ -91,6 +91,18 @@ class RequestTables(Database):
             (status, answer, answered_by, command_id, command_raw, time.time(), request_id),
         )
 
+    def set_request_outcome(self, request_id: str, outcome: str) -> None:
+        """Record what the request's cards show now (an outcome, as JSON)."""
+        self._no_undo()
+        self._conn.execute("UPDATE requests SET outcome = ? WHERE id = ?", (outcome, request_id))
+
+    def request_outcome(self, request_id: str) -> str | None:
+        """What the request's cards were last told to show (`set_request_outcome`), or None."""
+        row = self._conn.execute(
+            "SELECT outcome FROM requests WHERE id = ?", (request_id,)
+        ).fetchone()
+        return None if row is None or row[0] is None else str(row[0])
+
     def claim_request(
         self,
         request_id: str,

@@ -176,6 +176,11 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     """
     ALTER TABLE requests ADD COLUMN hold_until REAL;
     """,
+    # 8: what a request's cards show of its fate (an `Outcome` as JSON), so a press on a card
+    # whose question closed is told what became of it, after a restart too
+    """
+    ALTER TABLE requests ADD COLUMN outcome TEXT;
+    """,
 )
 
 

@@ -18,6 +18,9 @@ class ScriptedAgent:
     it is sent, like `TinyAgent` over a WebSocket but without the socket. The `bridge`
     fixture's agent (`RunningBridge.agent()`); the core's own tests run it on their hub too.
 
+    With an `instance` its `hello` names one process (AEP-0003 §4), so a bridge that restarts
+    routes commands to it again as soon as it `reconnect`s, before it emits anything.
+
     Every command it receives is in `commands`; it accepts each one (or rejects it, if
     `decide(command)` returns a reason), and answers to its requests are followed by
     `attention.answered` and `attention.resolved`, as a real agent's are. `answers` is the
@@ -38,6 +41,7 @@ class ScriptedAgent:
         ),
         decide: Any = None,
         host: str = "test-host",
+        instance: str | None = None,
     ) -> None:
         self.hub = hub
         self.agent = agent
@@ -53,10 +57,21 @@ class ScriptedAgent:
                 authenticated=True,
                 role="emitter",
                 agent=agent,
+                instance=instance,
                 capabilities={"control": {"accepts": list(accepts)}},
                 push=self._push,
             )
         )
+        hub.said_hello(self.participant)
+
+    def reconnect(self, hub: Hub) -> None:
+        """The agent's connection is back on `hub` (a restarted bridge's): it joins and says
+        `hello`, and sends nothing. With an `instance`, that is enough for the commands
+        waiting for its sessions to reach it (`Hub.said_hello`); without one, its next
+        event claims its session."""
+        self.hub = hub
+        hub.join(self.participant)
+        hub.said_hello(self.participant)
 
     def emit(self, type_: str, data: dict[str, Any] | None = None, **envelope: Any) -> Event:
         """Emit the session's next event (its `seq` follows on)."""

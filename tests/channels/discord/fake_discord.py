@@ -77,7 +77,8 @@ Error texts are Discord's where known; the ones this fake had to invent say "(fa
 Inspection: `calls`, `calls_to()`, `channel()`, `threads()`, `messages()`, `message()`,
 `ephemeral()`, `interactions`, `interaction()`, `responses`, `unanswered()`, `commands()`,
 `sessions`, `connected`, `heartbeats`, `gateway_closes`, `violations`, `violation_counts`.
-Injection: `press()` (a button or a select), `submit_modal()`, `slash()`, `say()`,
+Injection: `press()` (a button or a select; `seen=` one a client still shows after an edit
+took it away), `submit_modal()`, `slash()`, `say()`,
 `fail_next()`, `set_role_permissions()`, `set_overwrite()`, `add_member()`, `reconnect()`,
 `join_guild()` (with `FakeDiscord(in_guild=False)`: the bot invited later; `other_guilds` are
 more servers it is in, listed and empty). GET `/channels/{id}/messages` pages with `after` and
@@ -616,6 +617,20 @@ def _walk_paths(
 
 
 @dataclass(frozen=True)
+class _AsSeen:
+    """A message's components as a user's client shows an earlier version of it."""
+
+    id: int
+    components: list[dict[str, Any]]
+
+    def component(self, custom_id: str) -> dict[str, Any]:
+        for item in _walk(self.components):
+            if item.get("type") in _INTERACTIVE and item.get("custom_id") == custom_id:
+                return item
+        raise KeyError(f"message {self.id} never showed a component {custom_id!r}")
+
+
+@dataclass(frozen=True)
 class InteractionResponse:
     """An accepted interaction callback."""
 
@@ -1129,10 +1144,14 @@ class FakeDiscord:
         user: dict[str, Any] | None = None,
         *,
         values: list[str] | None = None,
+        seen: int | None = None,
     ) -> FakeInteraction:
         """A user clicks a button (or picks `values` in a select) of a message: dispatch
         INTERACTION_CREATE. The component must be on the message and enabled, the values among
-        a string select's options, as Discord's client only lets users do that."""
+        a string select's options, as Discord's client only lets users do that.
+        `seen=i`: the user's client still shows `message.edits[i]` (it has not redrawn the
+        edit yet), so a button the edit removed can still be pressed: Discord sends the
+        interaction all the same, with the message as it is now."""
         found = self._messages[message] if isinstance(message, int) else message
         found = self._messages[found.id]
         user = user or ALICE
@@ -1140,7 +1159,8 @@ class FakeDiscord:
             raise LookupError(f"message {found.id} was deleted")
         if found.ephemeral_to is not None and found.ephemeral_to != int(user["id"]):
             raise LookupError(f"message {found.id} is ephemeral to someone else")
-        component = found.component(custom_id)
+        shown = found if seen is None else _AsSeen(found.id, found.edits[seen].components)
+        component = shown.component(custom_id)
         if component.get("disabled"):
             raise ValueError(f"component {custom_id!r} of message {found.id} is disabled")
         data: dict[str, Any] = {"custom_id": custom_id, "component_type": component["type"]}

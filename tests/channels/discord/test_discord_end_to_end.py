@@ -187,9 +187,48 @@ async def test_a_double_press_sends_one_command(tmp_path):
         r.press(card, 1, BOB)
         command = await asyncio.wait_for(agent.next_command(), WAIT)
         assert command.data["answer"] == {"option": "allow"}
-        assert (await r.private_note(BOB)).startswith("Already answered by Alice")
+        assert (await r.private_note(BOB)).startswith("This question is closed: Answered by Alice")
         await agent.report_answer(command)
         with pytest.raises(TimeoutError):  # and no second command, ever
+            await asyncio.wait_for(agent.next_command(), 1.5)
+
+
+async def test_a_press_on_a_closed_card_is_answered_privately_with_what_became_of_it(tmp_path):
+    """Bob's client still shows the buttons of a card whose question closed (it had not
+    redrawn the edit): discord.py drops such a press, and the bridge answers it itself,
+    privately, within 3 s (the fixture checks every interaction was answered). A stranger
+    is told only that they may not answer (issue 30, item 9)."""
+    async with running(tmp_path) as r, r.agent() as agent:
+        _, card = await start_and_ask(r, agent)
+        buttons = list(card.custom_ids)  # as Bob's client goes on showing them
+        r.press(card, 0, ALICE)
+        command = await asyncio.wait_for(agent.next_command(), WAIT)
+        await agent.report_answer(command)
+        await r.until("the card to close", lambda: r.card(card).components == [])
+        late = r.fake.press(card.id, buttons[1], BOB, seen=0)
+        assert await r.private_note(BOB) == (
+            "This question is closed: Answered by Alice (@alice): Allow"
+        )
+        assert late.acknowledged  # never "This interaction failed"
+        r.fake.press(card.id, buttons[0], MALLORY, seen=0)
+        assert await r.private_note(MALLORY) == (
+            "Refused: you are not an approver for this channel"
+        )
+
+        # the agent dismissed the next question (a cancelled run): the same, with its fate
+        asked = await agent.emit(
+            "attention.requested", {**ASK, "prompt": "Deploy?"}, capture="full", severity="notice"
+        )
+        thread = r.thread("fix the flaky test")
+        assert thread is not None
+        (second,) = await r.until("the second card", lambda: r.cards(thread)[1:])
+        buttons = list(second.custom_ids)
+        await agent.emit("attention.resolved", {"resolution": "dismissed"}, subject=asked.id)
+        await r.until("the second card to close", lambda: r.card(second).components == [])
+        r.fake.press(second.id, buttons[0], BOB, seen=0)
+        await r.until("a second note", lambda: len(r.fake.ephemeral(BOB)) == 2)
+        assert await r.private_note(BOB) == "This question is closed: Dismissed by the agent"
+        with pytest.raises(TimeoutError):  # nothing more was sent
             await asyncio.wait_for(agent.next_command(), 1.5)
 
 

@@ -14,11 +14,13 @@ Discord reached its agent as exactly one `control.attention.respond` with the ch
 (or words, or the form's values), credited on its card to the approver who chose it; a
 stranger's press sends nothing, leaves the card as it was and is answered privately
 (ephemeral), their reply is answered in the thread; a closed card shows its outcome and has
-no buttons; an open card keeps its buttons, which work after a restart; a question's heads-up
-is one message; an ended session's thread is archived; Discord saw no broken limit and no
-unanswered interaction. A kill while a card is on its way may show it (and its heads-up) twice
-(delivery is at least once); so may a kill while a thread is made (a thread made but not yet
-recorded is made again), so that rule stops the bridge cleanly.
+no buttons, and a press on the buttons a client still shows of it is answered privately with
+that outcome (a stranger's with a refusal); an open card keeps its buttons, which work after
+a restart; a question's heads-up is one message; an ended session's thread is archived;
+Discord saw no broken limit and no unanswered interaction. A kill while a card is on its way
+may show it (and its heads-up) twice (delivery is at least once); so may a kill while a
+thread is made (a thread made but not yet recorded is made again), so that rule stops the
+bridge cleanly.
 
 The fake keeps Discord's size limits but not its rate limits, and the outbox runs on
 `VirtualTime`: the end-to-end tests keep the real limits, this one the orders of events.
@@ -306,7 +308,9 @@ class DiscordBridge(BridgeMachine):
         losers.remove(winner)
         for who in losers:
             self.notes[who] += 1
-            assert self._note(who).startswith("Already answered by"), self._note(who)
+            assert self._note(who).startswith("This question is closed: Answered by"), self._note(
+                who
+            )
 
     def _fill_in(self, asked: Asked, who: str, restart: bool) -> None:
         before = self._card(asked)
@@ -516,6 +520,52 @@ class DiscordBridge(BridgeMachine):
         asked = data.draw(st.sampled_from(self._pressable()))
         picks = [data.draw(st.integers(0, len(asked.options) - 1)) for _ in range(2)]
         self._press_twice(asked, picks, first, second)
+
+    def _posted_buttons(self, asked: Asked) -> list[str]:
+        """The custom_ids the card had when it was posted (what a client that never redrew
+        it still shows)."""
+        card = self._card(asked)
+        first = card.edits[0].components if card.edits else card.components
+        return [c["custom_id"] for row in first for c in row.get("components", [])]
+
+    def _closed_with_buttons(self) -> list[Asked]:
+        return [
+            a
+            for a in self.asked
+            if a.state != "open" and a.message is not None and self._posted_buttons(a)
+        ]
+
+    @precondition(lambda self: self._closed_with_buttons())
+    @rule(data=st.data(), who=st.sampled_from(sorted(PEOPLE)))
+    def press_a_closed_card_a_client_still_shows(self, data: st.DataObject, who: str) -> None:
+        """A client that never redrew a card whose question closed still shows its buttons
+        (an option's, or a form's Fill in). Discord sends the press with the card as it is,
+        without them: discord.py drops it, the channel answers it, privately, within 3 s.
+        An approver is told what the card says became of the question; a stranger only that
+        they may not answer. Nothing is sent, the card does not change (issue 30, item 9)."""
+        asked = data.draw(st.sampled_from(self._closed_with_buttons()))
+        custom = data.draw(st.sampled_from(self._posted_buttons(asked)))
+        card = self._card(asked)
+        before = card.content, card.components
+        pressed = Pressed(
+            self.discord.press(card, custom, PEOPLE[who], seen=0),
+            who,
+            len(self.discord.ephemeral(PEOPLE[who])),
+            self._all_commands(),
+        )
+        self._run(self._answered(pressed))
+        self.notes[who] += 1
+        note, after = self._note(who), self._card(asked)
+        self._event(f"press by {who} on a closed card a client still shows")
+        if who in APPROVERS:
+            said = note.removeprefix("This question is closed: ")
+            assert note.startswith("This question is closed: "), note
+            assert said in shown(after), (note, shown(after))
+        else:
+            assert note == REFUSED
+        assert pressed.interaction.modal is None
+        assert (after.content, after.components) == before
+        assert self._all_commands() == pressed.commands_before
 
     @precondition(lambda self: self._forms())
     @rule(data=st.data(), who=st.sampled_from(sorted(PEOPLE)), restart=st.booleans())

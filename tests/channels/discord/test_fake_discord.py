@@ -374,6 +374,33 @@ async def test_dynamic_item_answers_after_a_restart(fake: FakeDiscord) -> None:
     assert fake.violations == []
 
 
+async def test_a_button_an_edit_took_away_is_still_pressed_and_discord_py_drops_it() -> None:
+    """A client that has not redrawn an edit still shows the button it took away; Discord
+    sends the press with the message as it is now, and discord.py, finding no such
+    component on it, drops it (`ViewStore.schedule_dynamic_item_call`): nobody answers, and
+    the person sees "This interaction failed". What `aep_bridge_discord` must handle itself."""
+    Answer.seen = []
+    async with FakeDiscord(limits=Limits.loose(interaction_deadline=0.2)) as fake:
+
+        def register(client: discord.Client) -> None:
+            client.add_dynamic_items(Answer)
+
+        async with connected(fake, setup=register) as client:
+            thread = await new_thread(client)
+            view = discord.ui.View(timeout=None)
+            view.add_item(Answer("c0ffee", 0))
+            card = await thread.send("Allow?", view=view)
+            fake.press(card.id, "aep:card:c0ffee:0", BOB)
+            await fake.wait_until(lambda: fake.message(card.id).components == [])
+            with pytest.raises(KeyError):
+                fake.press(card.id, "aep:card:c0ffee:0", ALICE)  # not on the message now
+            late = fake.press(card.id, "aep:card:c0ffee:0", ALICE, seen=0)
+            await fake.wait_until(lambda: fake.unanswered(), timeout=3)
+        assert [(c, n, u) for c, n, u, _ in Answer.seen] == [("c0ffee", 0, int(BOB["id"]))]
+        assert fake.unanswered() == [late]
+        assert [v.kind for v in fake.violations] == ["interaction_unanswered"]
+
+
 async def test_select_modal_slash_command_and_reply(fake: FakeDiscord) -> None:
     got: dict[str, Any] = {}
 

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -209,9 +210,44 @@ async def test_a_double_press_sends_one_command(tmp_path):
         first, second = (
             (ALICE, BOB) if command.data["answer"] == {"option": "allow"} else (BOB, ALICE)
         )
-        assert (await r.private_note(second)).startswith(f"Already answered by {first['name']}")
+        closed = f"This question is closed: Answered by {first['name']}"
+        assert (await r.private_note(second)).startswith(closed)
         await agent.report_answer(command)
         await no_command(agent)  # and no second command, ever
+
+
+async def test_a_press_on_a_closed_card_is_told_privately_what_became_of_it(tmp_path):
+    """Bob's client still shows the buttons of a card whose question closed (answered, then
+    expired): his press is answered privately with what the card says; a stranger is told
+    only that they may not answer (issue 30, item 9)."""
+    async with running(tmp_path) as r, r.agent() as agent:
+        _, card = await start_and_ask(r, agent)
+        buttons = [b["action_id"] for b in card.buttons]  # as Bob's client goes on showing them
+        await r.press(card, 0, ALICE)
+        command = await asyncio.wait_for(agent.next_command(), WAIT)
+        await agent.report_answer(command)
+        await r.until("the card to close", lambda: r.now(card).buttons == [])
+        await r.fake.press(BOB, r.now(card), buttons[1], seen=0)
+        assert await r.private_note(BOB) == "This question is closed: Answered by alice: Allow"
+        await r.fake.press(MALLORY, r.now(card), buttons[0], seen=0)
+        assert await r.private_note(MALLORY) == REFUSED
+
+        soon = datetime.now(UTC) + timedelta(seconds=1)
+        await agent.emit(
+            "attention.requested",
+            {**ASK, "prompt": "Deploy?", "expires_at": soon.isoformat().replace("+00:00", "Z")},
+            capture="full",
+            severity="notice",
+        )
+        parent = r.parent("fix the flaky test")
+        assert parent is not None
+        (second,) = await r.until("the second card", lambda: r.cards(parent)[1:])
+        buttons = [b["action_id"] for b in second.buttons]
+        await r.until("it to expire", lambda: "Expired" in shown(r.now(second)))
+        await r.fake.press(BOB, r.now(second), buttons[0], seen=0)
+        await r.until("a second note", lambda: len(r.fake.ephemeral(BOB)) == 2)
+        assert await r.private_note(BOB) == "This question is closed: Expired without an answer"
+        await no_command(agent)
 
 
 async def test_a_card_still_answers_after_the_bridge_restarts(tmp_path):

@@ -320,7 +320,9 @@ class SlackBridge(BridgeMachine):
         losers.remove(winner)
         for who in losers:
             self.notes[who] += 1
-            assert self._note(who).startswith("Already answered by"), self._note(who)
+            assert self._note(who).startswith("This question is closed: Answered by"), self._note(
+                who
+            )
 
     def _fill_in(self, asked: Asked, who: str, restart: bool) -> None:
         blocks = json.dumps(self._card(asked).blocks)

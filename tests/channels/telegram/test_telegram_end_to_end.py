@@ -166,11 +166,37 @@ async def test_a_double_press_sends_one_command(tmp_path):
         first = r.press(card, 0, ALICE)
         second = r.press(card, 1, ALICE)
         command = await asyncio.wait_for(agent.next_command(), WAIT)
+        first_won = command.data["answer"] == {"option": "allow"}
         toasts = {await r.toast(first), await r.toast(second)}
-        assert toasts == {"Sent to the agent", "Already answered by Alice (@alice)"}
+        won = "Allow" if first_won else "Deny"
+        assert toasts == {
+            "Sent to the agent",
+            f"This question is closed: Answered by Alice (@alice): {won}",
+        }
         await agent.report_answer(command)
         with pytest.raises(TimeoutError):  # and no second command, ever
             await asyncio.wait_for(agent.next_command(), 1.5)
+
+
+async def test_a_press_on_an_answered_card_is_told_what_became_of_it(tmp_path):
+    """A client that still shows the buttons of a card whose question was answered presses
+    one: the toast says what the card says; a stranger (Bob) is told only that they may not
+    answer (issue 30, item 9)."""
+    async with running(tmp_path) as r, r.agent() as agent:
+        _, card = await start_and_ask(r, agent)
+        buttons = list(card.callback_data)  # as a slow client goes on showing them
+        r.press(card, 1, ALICE)
+        command = await asyncio.wait_for(agent.next_command(), WAIT)
+        await agent.report_answer(command)
+        await r.until(
+            "the card to close", lambda: r.fake.message(FORUM_ID, card.message_id).buttons == []
+        )
+        late = r.fake.press(FORUM_ID, card.message_id, buttons[0], ALICE, check_button=False)
+        assert await r.toast(late) == "This question is closed: Answered by Alice (@alice): Deny"
+        stranger = r.fake.press(FORUM_ID, card.message_id, buttons[0], BOB, check_button=False)
+        assert await r.toast(stranger) == "Refused: you are not an approver for this channel"
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(agent.next_command(), 1.0)
 
 
 async def test_a_card_still_answers_after_the_bridge_restarts(tmp_path):
@@ -208,7 +234,7 @@ async def test_a_press_after_expiry_is_told_so(tmp_path):
         assert r.fake.message(FORUM_ID, card.message_id).buttons == []
         # a client that still shows the old buttons presses one
         query = r.fake.press(FORUM_ID, card.message_id, allow, ALICE, check_button=False)
-        assert await r.toast(query) == "This request has expired"
+        assert await r.toast(query) == "This question is closed: Expired without an answer"
         with pytest.raises(TimeoutError):
             await asyncio.wait_for(agent.next_command(), 1.0)
 

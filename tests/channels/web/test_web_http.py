@@ -238,10 +238,14 @@ async def test_a_press_on_the_page_reaches_the_agent_and_closes_the_card(
     assert closed["outcome"]["closed"] is True
     assert "Allow" in closed["outcome"]["summary"]
     assert closed["outcome"]["by"] == "you"
-    # a second press hears it was answered already (200: the page shows the message)
+    # a second press (a page that had not caught up) hears what became of the question, in
+    # the card's words (200: the page shows the message)
     again = await page.press(card, 1)
     assert again.status_code == 200
-    assert again.json()["status"] == "already_answered"
+    assert again.json() == {
+        "status": "already_answered",
+        "message": f"This question is closed: {closed['outcome']['summary']}",
+    }
 
 
 async def test_the_signed_in_user_is_refused_when_not_an_approver(
