@@ -96,6 +96,9 @@ def main() -> None:
     import web_channel  # the web channel in a real browser: request to card, click to command
 
     lines += web_channel.section(web_channel.main())
+    import store_soak  # the store's disk use under a soak of short sessions
+
+    lines += store_soak.section(store_soak.main())
     RESULTS.write_text("\n".join(lines))
     print("\n".join(lines))
 

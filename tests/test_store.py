@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from aep_bridge.aep import Event, parse_event
+from aep_bridge.aep.build import make_event
+from aep_bridge.intake.hub import Hub, HubLimits
 from aep_bridge.store import (
     DB_NAME,
     MIGRATIONS,
@@ -579,3 +581,184 @@ def test_an_inner_failure_keeps_the_position_its_enclosing_event_recorded(store)
             advance_then_fail(store, OWNED[5])
     store.commit_group()
     assert store.position(STREAM, "s_8f2c") == OWNED[2].position
+
+
+# -- the disk budget: incremental vacuum, the upgrade, records of ended sessions -----------------
+
+
+def held_bytes(store: Store) -> int:
+    """What the replay buffers hold, summed from the table itself."""
+    return int(store.execute("SELECT total(length(raw)) FROM relay_buffer")[0][0])  # type: ignore[arg-type]
+
+
+def file_size(state_dir: Path) -> int:
+    """state.db's size once its WAL is copied back (on a connection of the test's own)."""
+    conn = sqlite3.connect(state_dir / DB_NAME, isolation_level=None)
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+    return (state_dir / DB_NAME).stat().st_size
+
+
+def progress_events(session: str, count: int, *, ended: bool) -> list[Event]:
+    source = f"aep://laptop/agent/a/session/{session}"
+    events = [
+        make_event(
+            "progress.status",
+            source=source,
+            agent="a",
+            session=session,
+            seq=i,
+            data={"percent": i % 100, "message": "x" * 700},
+        )
+        for i in range(count)
+    ]
+    if ended:
+        events.append(
+            make_event(
+                "session.ended",
+                source=source,
+                agent="a",
+                session=session,
+                seq=count,
+                data={"reason": "normal"},
+            )
+        )
+    return events
+
+
+def test_a_new_store_gives_the_pages_of_trimmed_buffers_back_to_the_disk(state_dir):
+    """A fresh file is incremental from the start (`auto_vacuum` 2): once ended sessions'
+    buffers go, the checkpointer's thread gives their pages back and the file shrinks (an
+    SQLite file otherwise keeps every page it ever had, for good)."""
+    store = Store.open(state_dir)
+    assert store._conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2  # INCREMENTAL
+    clock = [1_000_000.0]
+    hub = Hub(HubLimits(replay_retention=60), store, clock=lambda: clock[0])
+    for k in range(8):  # 7 MB of ended sessions, 15 KB of a live one
+        hub.admit(progress_events(f"done{k}", 1000, ended=True))
+        hub.flush()
+    hub.admit(progress_events("live", 16, ended=False))
+    hub.flush()
+    full = file_size(state_dir)
+    assert full > 7_000_000
+    clock[0] += 61
+    hub.flush()  # the retention has passed: the ended sessions' buffers go
+    assert store.free_bytes() > 6_000_000
+    deadline = time.monotonic() + 60  # a wait for the thread, not a measure of it
+    while store.free_bytes() > 2_000_000 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert file_size(state_dir) < full / 4
+    assert [e.seq for e in hub.held("live")] == list(range(16))
+    store.close()
+
+
+def legacy_store(state_dir: Path, version: int = 7) -> None:
+    """A file as an aep-bridge before the budget made it: schema `version`, and
+    `auto_vacuum` off (SQLite's default, which only a full VACUUM changes)."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(state_dir / DB_NAME, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    for script in MIGRATIONS[:version]:
+        for statement in schema._statements(script):
+            conn.execute(statement)
+    conn.execute(f"PRAGMA user_version = {version}")
+    conn.close()
+
+
+def test_a_store_from_before_the_budget_is_trimmed_then_compacted_once(state_dir):
+    """The upgrade: version 8 dates the end of the buffers of sessions the core saw end (the
+    store sums what the buffers hold); the first start drops those past their retention and
+    trims the rest to the budget, then compacts the file once (the full VACUUM that turns
+    incremental vacuum on), copying only what is left. The next start does not compact."""
+    legacy_store(state_dir)
+    conn = sqlite3.connect(state_dir / DB_NAME, isolation_level=None)
+    rows, sizes = [], {}
+    for k in range(12):
+        events = progress_events(f"s{k}", 500, ended=k < 6)
+        sizes[f"s{k}"] = sum(len(e.raw) for e in events)
+        rows += [(e.source, e.session, e.epoch, e.seq, e.raw) for e in events]
+    conn.executemany("INSERT INTO relay_buffer VALUES (?, ?, ?, ?, ?)", rows)
+    long_ago = time.time() - 7200
+    conn.executemany(  # the core saw the first six end two hours ago
+        "INSERT INTO sessions (id, source, session, stream, agent, name, state, created, "
+        "updated) VALUES (?, ?, ?, 'embedded', 'a', ?, 'ended', ?, ?)",
+        [
+            (f"id{k}", f"aep://laptop/agent/a/session/s{k}", f"s{k}", f"s{k}", long_ago, long_ago)
+            for k in range(6)
+        ],
+    )
+    conn.close()
+    before = file_size(state_dir)
+    assert before > 5_500_000
+
+    store = Store.open(state_dir)
+    assert store.schema_version == len(MIGRATIONS)
+    ended = dict(store.execute("SELECT session, ended FROM relay_sessions"))
+    assert ended == {f"s{k}": (long_ago if k < 6 else None) for k in range(12)}
+    assert store.replay_usage() == (sum(sizes.values()), 12)
+    budget = 1_000_000
+    hub = Hub(HubLimits(replay_bytes=budget, replay_retention=3600), store)
+    assert all(hub.held(f"s{k}") == [] for k in range(6)), "ended two hours ago"
+    assert store.replay_bytes() == held_bytes(store)
+    assert store.replay_bytes() <= budget
+    assert store.compact()
+    assert store._conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2
+    after = file_size(state_dir)
+    assert after < 2 * budget < before / 2
+    assert any(hub.held(f"s{k}") for k in range(6, 12)), "live sessions keep what fits"
+    store.close()
+    with Store.open(state_dir) as again:
+        assert not again.compact()
+
+
+def test_the_records_of_long_ended_sessions_are_forgotten(store):
+    """`store.session_retention_days`: a session that ended before the cut goes with its
+    threads, requests, cards, answers, resume positions and any replay buffer; an open
+    one, and one that ended after the cut, keep theirs."""
+    for id_, name in (("sOld", "old"), ("sOpen", "open"), ("sNew", "new")):
+        source = f"aep://laptop/agent/a/session/{name}"
+        with store.transaction():
+            store.add_session(id_, source, name, "embedded", "a", name)
+            store.add_thread(id_, "telegram", name)
+            store.add_request(f"r-{id_}", id_, f"e-{id_}", b"{}", "[]", "open", None)
+            store.add_card(f"r-{id_}", "telegram")
+            store.claim_request(f"r-{id_}", "allow", "alice", f"c-{id_}", b"{}", 0.0)
+            store.set_position("embedded", name, 0, 5, source=source)
+        store.buffer_events(progress_events(name, 2, ended=False), keep=10)
+    store.save_activity()  # their rows in relay_sessions too
+    store.end_session("sOld")
+    store.execute("UPDATE sessions SET updated = ? WHERE id = 'sOld'", (time.time() - 40 * 86400,))
+    store.end_session("sNew")
+    assert store.forget_ended_sessions(time.time() - 30 * 86400) == 1
+    assert [row[0] for row in store.session_rows()] == ["sOpen", "sNew"]
+    assert {row[0] for row in store.thread_rows()} == {"sOpen", "sNew"}
+    assert store.request("r-sOld") is None
+    assert store.request("r-sOpen") is not None
+    assert store.card_channels("r-sOld") == []
+    assert store.answer_author("r-sOld", "c-sOld") is None
+    assert store.answer_author("r-sNew", "c-sNew") == "alice"
+    assert set(store.positions("embedded")) == {"open", "new"}
+    assert {row[1] for row in store.execute("SELECT * FROM relay_sessions")} == {"open", "new"}
+    held = store.execute("SELECT DISTINCT session FROM relay_buffer")
+    assert {row[0] for row in held} == {"open", "new"}
+    assert store.replay_bytes() == held_bytes(store)
+    assert store.forget_ended_sessions(time.time() - 30 * 86400) == 0
+
+
+def test_the_wal_file_is_cut_back_after_a_burst(store, state_dir):
+    """A burst of writes (a restart's compaction, a flood) grows the WAL file; once the
+    checkpointer has copied it back and started it afresh, the file is cut back to
+    `WAL_KEEP_BYTES` instead of staying at its largest for good."""
+    wal = state_dir / "state.db-wal"
+    limit = 4 * 1024 * 1024  # checkpoint.WAL_KEEP_BYTES
+    with store.transaction():
+        for n in range(3000):
+            store.kv_set("ns", f"k{n}", "x" * 4000)
+    assert wal.stat().st_size > 3 * limit
+    deadline = time.monotonic() + 30  # a wait for the thread, not a measure of it
+    while wal.stat().st_size > limit and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert wal.stat().st_size <= limit  # before: 12 MB, for good
+    assert store.kv_get("ns", "k2999") == "x" * 4000

@@ -152,6 +152,19 @@ class IntakeConfig(BaseModel):
         description="bytes of events waiting for one WebSocket or SSE connection's "
         "subscriptions; past it the connection is dropped and resumes from its position",
     )
+    max_replay_bytes: int = Field(
+        default=128 * 1024 * 1024,
+        ge=1024 * 1024,
+        description="bytes of events the replay buffers keep on disk in all (state.db); past "
+        "it the oldest go, ended sessions' first, and a consumer resuming from before what "
+        "is left gets replay-exhausted",
+    )
+    replay_retention: float = Field(
+        default=3600.0,
+        ge=0,
+        description="seconds an ended session's replay buffer is kept after its session.ended; "
+        "0 drops it at the next flush",
+    )
     open_on_loopback: bool = Field(
         default=False,
         description="accept events and consumers without the token while listening on a "
@@ -217,6 +230,20 @@ class AttentionConfig(BaseModel):
     )
 
 
+class StoreConfig(BaseModel):
+    """What the store (`state_dir`/state.db) keeps of sessions that are over."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    session_retention_days: float = Field(
+        default=30.0,
+        ge=1,
+        description="days the records of an ended session (its threads, questions, answers and "
+        "resume positions) are kept; older ones are deleted when the bridge starts, and a "
+        "button of theirs still in a chat then answers that the question is unknown",
+    )
+
+
 AgentCapture = Literal["metadata", "redacted", "full"]
 
 
@@ -248,6 +275,7 @@ class BridgeConfig(BaseModel):
     redaction: RedactionConfig = Field(default_factory=RedactionConfig)
     attention: AttentionConfig = Field(default_factory=AttentionConfig)
     agents: AgentsConfig = Field(default_factory=AgentsConfig)
+    store: StoreConfig = Field(default_factory=StoreConfig)
     routes: list[RouteConfig] | None = Field(
         default=None,
         description="which sessions go to which channels: a session goes to the channels of "

@@ -19,6 +19,7 @@ import os
 import signal
 import socket
 import sqlite3
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -44,6 +45,9 @@ log = logging.getLogger("aep_bridge")
 #: seconds a stop may take from the first signal: the HTTP server's connections, answers on
 #: their way to agents and the outboxes' queues all share it
 FLUSH_TIMEOUT = 5.0
+#: seconds between the hub's flushes when no event comes: an ended session's replay buffer
+#: goes within this of its retention even on a quiet bridge
+MAINTAIN_EVERY = 60.0
 
 #: exit statuses of `aep-bridge run` that stop it before it serves (`exit_status`,
 #: docs/cli.md#exit-statuses); 2 (the config) and 3 (the port) are the config's and uvicorn's
@@ -250,9 +254,21 @@ async def serve(config: BridgeConfig, plugins: PluginHost, host: str, port: int)
         log.warning("intake.open_on_loopback is ignored: %s is not a loopback address", host)
     store = _open_store(state_dir)
     log.info("store: %s (schema %d)", store.path, store.schema_version)
-    hub = Hub(
-        HubLimits(replay_buffer=intake.replay_buffer, queue_bytes=intake.max_queued_bytes), store
+    days = config.store.session_retention_days
+    forgotten = store.forget_ended_sessions(time.time() - days * 86400)
+    if forgotten:
+        log.info("store: forgot %d session(s) that ended over %g days ago", forgotten, days)
+    limits = HubLimits(
+        replay_buffer=intake.replay_buffer,
+        queue_bytes=intake.max_queued_bytes,
+        replay_bytes=intake.max_replay_bytes,
+        replay_retention=intake.replay_retention,
     )
+    hub = Hub(limits, store)  # trims the buffers to the budget before the one-time compaction
+    try:
+        store.compact()
+    except sqlite3.Error as exc:  # a full disk: the budget still holds, the file cannot shrink
+        log.warning("store %s: not compacted (%s); tried again at the next start", store.path, exc)
     bridge = Bridge(
         config, plugins, store=store, secrets=[token], url=_page_url(host, port), token=token
     )
@@ -290,9 +306,15 @@ async def serve(config: BridgeConfig, plugins: PluginHost, host: str, port: int)
     began = asyncio.get_running_loop().time()
 
     def report() -> dict[str, object]:
-        """`GET /status`: which bridge process this is, and `Bridge.status`."""
+        """`GET /status`: which bridge process this is, `Bridge.status`, and the store."""
         uptime = round(asyncio.get_running_loop().time() - began, 1)
-        return {"version": __version__, "pid": os.getpid(), "uptime": uptime, **bridge.status()}
+        return {
+            "version": __version__,
+            "pid": os.getpid(),
+            "uptime": uptime,
+            **bridge.status(),
+            "store": store_status(store, limits),
+        }
 
     def end_streams() -> None:
         """End every SSE response: a client still reading must not hold the stop up."""
@@ -307,8 +329,10 @@ async def serve(config: BridgeConfig, plugins: PluginHost, host: str, port: int)
     loop = asyncio.get_running_loop()
     previous_handler = loop.get_exception_handler()
     loop.set_exception_handler(guard.exception_handler)
+    maintaining: asyncio.Task[None] | None = None
     try:
         await bridge.start(consume=False)
+        maintaining = asyncio.create_task(_maintain(hub))
         endpoint = Endpoint(
             hub,
             AuthPolicy(token, open_without_token=open_without_token),
@@ -345,9 +369,11 @@ async def serve(config: BridgeConfig, plugins: PluginHost, host: str, port: int)
             remove_listening(state_dir)
         if not stopping.hurry.is_set():
             log.info("stopping (up to %ds to deliver)", math.ceil(stopping.remaining()))
+        if maintaining is not None:
+            await _cancel([maintaining])
         for source in sources:
             await source.close()
-        hub.flush()
+        hub.maintain()
         await bridge.stop(stopping.remaining(), hurry=stopping.hurry)
         if server is not None:  # connections a second signal (or the deadline) cut off
             await _cancel(list(server.server_state.tasks))
@@ -356,6 +382,36 @@ async def serve(config: BridgeConfig, plugins: PluginHost, host: str, port: int)
         log.info("stopped")
         logging.getLogger("uvicorn.error").removeFilter(quiet)
         logging.getLogger("uvicorn.error").removeFilter(refused)
+
+
+def store_status(store: Store, limits: HubLimits) -> dict[str, object]:
+    """`GET /status`'s `store`: its files' size on disk (state.db and its WAL), the free pages
+    still to give back, and the replay buffers' bytes against their budget."""
+    db, wal = store.file_bytes()
+    held, buffers = store.replay_usage()
+    return {
+        "path": str(store.path),
+        "bytes": db + wal,
+        "wal_bytes": wal,
+        "free_bytes": store.free_bytes(),
+        "replay": {
+            "bytes": held,
+            "budget": limits.replay_bytes,
+            "sessions": buffers,
+            "retention": limits.replay_retention,
+        },
+    }
+
+
+async def _maintain(hub: Hub) -> None:
+    """`Hub.maintain` once a `MAINTAIN_EVERY`: what a flush drops (buffers past their
+    retention) goes on a bridge no event wakes too."""
+    while True:
+        await asyncio.sleep(MAINTAIN_EVERY)
+        try:
+            hub.maintain()
+        except sqlite3.Error as exc:  # a full disk: the next round tries again
+            log.warning("the replay buffers could not be maintained: %s", exc)
 
 
 async def _cancel(tasks: list[asyncio.Task[None]]) -> None:

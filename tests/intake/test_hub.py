@@ -299,7 +299,7 @@ def test_a_failed_flush_keeps_the_events_for_the_next(tmp_path: Path, monkeypatc
     hub.admit([positioned(i) for i in range(3)])
     real = store.buffer_events
 
-    def failing(events, keep):
+    def failing(events, keep, **limits):
         raise OSError("disk full")
 
     monkeypatch.setattr(store, "buffer_events", failing)

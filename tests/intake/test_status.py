@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +20,14 @@ import httpx
 import pytest
 from websockets.asyncio.client import connect
 
-from aep_bridge.aep.build import make_respond_command
+from aep_bridge.aep.build import make_event, make_respond_command
 from aep_bridge.aep.payloads import Answer
 from aep_bridge.aep.validation import parse_event
 from aep_bridge.intake.auth import AuthPolicy, host_allowed
 from aep_bridge.intake.endpoint import Endpoint
 from aep_bridge.intake.hub import Hub
 from aep_bridge.listening import base_url, read_listening, write_listening
+from aep_bridge.store import Store
 from tests.bridge_process import ROOT, BridgeProcess, free_port, write_config
 from tests.core.rig import ALICE, Rig, memory_host
 from tests.shared_data import AEP_FIXTURES
@@ -392,3 +394,119 @@ async def test_status_says_loudly_when_no_channel_runs(tmp_path):
         assert "no channel is running" in err
     finally:
         await process.aclose()
+
+
+# -- the store's size ------------------------------------------------------------------------------
+
+
+def _session_lines(session: str, count: int) -> list[bytes]:
+    """A short session as NDJSON lines: started, `count` progress events of about 2 KB, ended."""
+    source = f"aep://laptop/agent/demo/session/{session}"
+    events = [make_event("session.started", source=source, agent="demo", session=session, seq=0)]
+    events += [
+        make_event(
+            "progress.status",
+            source=source,
+            agent="demo",
+            session=session,
+            seq=i,
+            data={"percent": i, "message": "x" * 2000},
+        )
+        for i in range(1, count + 1)
+    ]
+    events.append(
+        make_event(
+            "session.ended",
+            source=source,
+            agent="demo",
+            session=session,
+            seq=count + 1,
+            data={"reason": "normal"},
+        )
+    )
+    return [e.raw for e in events]
+
+
+async def test_status_shows_the_store_size_and_the_replay_buffers_against_their_budget(tmp_path):
+    """`aep-bridge status` (and its JSON) shows state.db and its WAL on disk and the replay
+    buffers' bytes against `intake.max_replay_bytes`; a real bridge fed three times its
+    budget through `POST /events` holds no more than the budget."""
+    port = free_port()
+    config = tmp_path / "bridge.json"
+    config.write_text(
+        json.dumps(
+            {
+                "state_dir": str(tmp_path / "state"),
+                "listen": {"host": "127.0.0.1", "port": port},
+                "intake": {"max_replay_bytes": 1048576},
+                "channels": CONSOLE,
+            }
+        )
+    )
+    process = BridgeProcess(config, tmp_path / "bridge.log")
+    await process.start(f"http://127.0.0.1:{port}")
+    try:
+        headers = {
+            "Authorization": f"Bearer {process.token()}",
+            "AEP-Version": "0.1",
+            "Content-Type": "application/x-ndjson",
+        }
+        async with httpx.AsyncClient(timeout=60) as http:
+            for k in range(30):  # 30 sessions of some 100 KB: 3 MB
+                body = b"\n".join(_session_lines(f"s{k}", 50))
+                posted = await http.post(
+                    f"http://127.0.0.1:{port}/events", content=body, headers=headers
+                )
+                assert posted.status_code == 202, posted.text
+        status, out, err = await client(process, "status", "--json")
+        assert status == 0, err
+        store = json.loads(out)["store"]
+        state = tmp_path / "state"
+        assert store["path"] == str(state / "state.db")
+        replay = store["replay"]
+        assert replay["budget"] == 1048576
+        assert 0 < replay["bytes"] <= 1048576
+        assert store["bytes"] - store["wal_bytes"] > replay["bytes"]  # the file holds them
+        assert store["free_bytes"] >= 0
+        assert 0 < replay["sessions"] < 30
+        assert replay["retention"] == 3600
+        status, out, err = await client(process, "status")
+        assert status == 0, err
+        [line] = [line for line in out.splitlines() if line.startswith("store: ")]
+        assert " on disk" in line
+        assert " of 1.0 MB in " in line
+    finally:
+        await process.aclose()
+
+
+async def test_a_bridge_forgets_the_records_of_long_ended_sessions_when_it_starts(tmp_path):
+    """`store.session_retention_days`: the records of a session that ended longer ago go at
+    start (its thread, questions, answers, positions); an open session's stay."""
+    state = tmp_path / "state"
+    with Store.open(state) as store:
+        for id_, name in (("sOld", "old"), ("sOpen", "open")):
+            with store.transaction():
+                store.add_session(id_, f"aep://laptop/agent/a/session/{name}", name, "x", "a", name)
+                store.add_thread(id_, "console", name)
+        store.end_session("sOld")
+        long_ago = time.time() - 8 * 86400
+        store.execute("UPDATE sessions SET updated = ? WHERE id = 'sOld'", (long_ago,))
+    port = free_port()
+    config = tmp_path / "bridge.json"
+    config.write_text(
+        json.dumps(
+            {
+                "state_dir": str(state),
+                "listen": {"host": "127.0.0.1", "port": port},
+                "store": {"session_retention_days": 7},
+                "channels": CONSOLE,
+            }
+        )
+    )
+    process = BridgeProcess(config, tmp_path / "bridge.log")
+    await process.start(f"http://127.0.0.1:{port}")
+    assert await process.aclose() == 0
+    assert "forgot 1 session(s) that ended over 7 days ago" in process.log.read_text()
+    with Store.open(state) as store:
+        assert [row[0] for row in store.session_rows()] == ["sOpen"]
+        assert [row[0] for row in store.thread_rows()] == ["sOpen"]

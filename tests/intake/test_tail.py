@@ -383,3 +383,22 @@ async def test_an_idle_log_lets_go_of_its_handle_and_is_reopened_when_it_grows(r
         assert [t.file for t in tail._tracked.values()] == [None]
         append(log, LINES[1])
         assert ids(await got.take(1)) == IDS[1:2]
+
+
+async def test_the_offsets_of_logs_deleted_while_stopped_are_forgotten(root, store, tmp_path):
+    """One row a log ever followed would stay in the store for good: a log deleted (an
+    agent's old session cleaned up) loses its offset when the folder is followed again;
+    a log still there keeps its own, and another folder's offsets are not touched."""
+    kept = root / "claude-code" / "kept.jsonl"
+    kept.write_bytes(b"".join(LINES[:4]))
+    gone = root / "claude-code" / "gone.jsonl"
+    elsewhere = str(tmp_path / "other-logs" / "claude-code" / "x.jsonl")
+    with store.transaction():
+        store.set_file_offset(str(gone), 1234, 99)
+        store.set_file_offset(elsewhere, 5678, 7)
+        store.set_file_offset(str(kept), kept.stat().st_ino, len(b"".join(LINES[:2])))
+    async with following(tailer(root, store)) as got:
+        assert ids(await got.take(2)) == IDS[2:4]  # from its own offset
+    assert store.file_offset(str(gone)) is None
+    assert store.file_offset(elsewhere) == (5678, 7)
+    assert store.file_offset(str(kept)) is not None

@@ -30,6 +30,36 @@ def _age(seconds: float | None) -> str:
     return f"{whole // 86400}d {whole % 86400 // 3600}h"
 
 
+def _size(count: object) -> str:
+    """1.5 MB, 320 KB, 12 bytes (binary units, as the config's defaults are)."""
+    if not isinstance(count, (int, float)):
+        return "-"
+    if count >= 1 << 20:
+        return f"{count / (1 << 20):.1f} MB"
+    if count >= 1 << 10:
+        return f"{count / (1 << 10):.0f} KB"
+    return f"{count:.0f} bytes"
+
+
+def _store_line(store: dict[str, object]) -> str:
+    """The store's size on disk, and the replay buffers against their budget."""
+    line = f"store: {_size(store.get('bytes'))} on disk"
+    extra = []
+    if store.get("wal_bytes"):
+        extra.append(f"WAL {_size(store['wal_bytes'])}")
+    if store.get("free_bytes"):
+        extra.append(f"{_size(store['free_bytes'])} free inside")
+    if extra:
+        line += f" ({'; '.join(extra)})"
+    replay = store.get("replay")
+    if isinstance(replay, dict):
+        line += (
+            f", replay buffers {_size(replay.get('bytes'))} of {_size(replay.get('budget'))}"
+            f" in {replay.get('sessions', 0)} session(s)"
+        )
+    return line
+
+
 def status(
     *,
     config_file: str | None,
@@ -38,7 +68,7 @@ def status(
     as_json: bool = False,
     out: TextIO | None = None,
 ) -> int:
-    """Ask the running bridge for its sources, channels, pending questions and outboxes.
+    """Ask the running bridge for its sources, channels, pending questions, outboxes and store.
 
     Exit 0 when it runs with at least one channel and nothing failed, 1 when no channel is
     running or a channel or source failed, 2 when no bridge answers (or it refuses the token).
@@ -137,4 +167,7 @@ def status(
             f"{_age(session.get('oldest_age'))}",
             file=out,
         )
+    store = report.get("store")
+    if isinstance(store, dict):
+        print(_store_line(store), file=out)
     return EXIT_VIOLATIONS if idle or failed else EXIT_OK

@@ -24,6 +24,12 @@ claimant of each session is remembered in the store (`claimants`): after a resta
 bridge, the `hello` of that identity gives it its sessions back (`said_hello`), so commands
 waiting for them need not wait for its next event.
 
+Disk: the store holds the buffers within a byte budget (`HubLimits.replay_bytes`) and drops
+an ended session's buffer `replay_retention` seconds after its `session.ended`
+(`store/replay.py` says what goes first, and what a consumer resuming from a trimmed
+position gets); the hub forgets each buffer the store emptied, as it forgets the least
+recently active beyond `max_buffered_sessions`.
+
 The hub's parts live beside it: `subscription` (participants and the queue toward each
 consumer), `replay_buffer` (a session's buffer, and a replay read from the buffers),
 `dedupe` (the admission window), `positions` (a position packed into one int) and
@@ -34,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -88,6 +95,11 @@ class HubLimits:
     max_subscriptions: int = 64
     #: sessions with a replay buffer; the least recently active beyond this are forgotten
     max_buffered_sessions: int = 10_000
+    #: bytes of events the store's replay buffers hold in all; past it the oldest go, ended
+    #: sessions' first (`store/replay.py`)
+    replay_bytes: int = 128 * 1024 * 1024
+    #: seconds an ended session's buffer is kept after its `session.ended`
+    replay_retention: float = 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,9 +126,17 @@ class _Pending:
 class Hub:
     """The relay: admission, replay buffers, subscriptions, claims and command routing."""
 
-    def __init__(self, limits: HubLimits | None = None, store: Store | None = None) -> None:
+    def __init__(
+        self,
+        limits: HubLimits | None = None,
+        store: Store | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.limits = limits or HubLimits()
         self.store = store
+        #: the wall clock an ended session's retention is counted on (a test's own)
+        self._clock = clock
         self._unpersisted: list[Event] = []
         #: every session with a replay buffer, least recently active first: its buffer in
         #: memory, or (an int, see `positions.rank`) its newest position, its buffer in the store
@@ -149,8 +169,11 @@ class Hub:
         """Take up the persisted replay buffers: a restarted bridge replays what it held.
 
         They stay in the store; the hub learns each session, its newest position, and the
-        dedupe keys of what it holds.
+        dedupe keys of what it holds. Buffers past their retention go first, and the rest
+        are trimmed to the budget (it may have been lowered since).
         """
+        store.expire_buffers(self._clock() - self.limits.replay_retention)
+        store.trim_buffers(self.limits.replay_bytes)
         for source, session, epoch, seq, event_id in store.buffered_keys():
             self._admitted.add((source, event_id), trim=False)
             key, position = (source, session), (epoch, seq)
@@ -164,16 +187,36 @@ class Hub:
 
     def flush(self) -> None:
         """Write newly buffered events to the store (before an HTTP 202, and soon after WS),
-        and who claimed their sessions."""
+        within the budget, and who claimed their sessions; and drop ended sessions' buffers
+        past their retention (`maintain` does it once a minute too, for a bridge that no event
+        wakes)."""
         self._claimants.flush()
-        if self.store is not None and self._unpersisted:
+        store = self.store
+        if store is None:
+            return
+        limits = self.limits
+        now = self._clock()
+        emptied: list[SessionKey] = []
+        if self._unpersisted:
             pending, self._unpersisted = self._unpersisted, []
             try:
-                self.store.buffer_events(pending, self.limits.replay_buffer)
+                emptied = store.buffer_events(
+                    pending, limits.replay_buffer, budget=limits.replay_bytes, now=now
+                )
             except BaseException:
                 # kept for the next flush: a session's buffer may be read back from the store
                 self._unpersisted[:0] = pending
                 raise
+        emptied += store.expire_buffers(now - limits.replay_retention)
+        for key in emptied:
+            self._forget(key, stored=False)
+
+    def maintain(self) -> None:
+        """`flush`, and write when each buffer last took events (the order the budget trims
+        them in after a restart): the server's once a minute, and at the stop."""
+        self.flush()
+        if self.store is not None:
+            self.store.save_activity()
 
     def _load(self, key: SessionKey) -> Buffer:
         """The buffer the store holds for `key`, as memory would hold it (flushed first)."""
@@ -347,12 +390,16 @@ class Hub:
         if len(self._buffers) > self.limits.max_buffered_sessions:
             self._forget(next(iter(self._buffers)))
 
-    def _forget(self, key: SessionKey) -> None:
-        """Drop the least recently active session's buffer: memory stays bounded."""
-        if self._replays:
+    def _forget(self, key: SessionKey, *, stored: bool = True) -> None:
+        """Drop a session's buffer: the least recently active one (memory stays bounded), or
+        one the store has emptied (`stored=False`: a replay yet to reach it finds it gone)."""
+        if self._replays and stored:
             self._keeping(key)
+        if key not in self._buffers and not stored:
+            return
         self._buffers.pop(key, None)
-        self._claimants.forget(key)
+        if stored:  # (a buffer the budget emptied may be a live session's: its claim stays)
+            self._claimants.forget(key)
         known = self._by_session.get(key[1])
         if isinstance(known, list):
             if key in known:
@@ -363,7 +410,7 @@ class Hub:
                 del self._by_session[key[1]]
         elif known is not None and known == key:
             del self._by_session[key[1]]
-        if self.store is not None:
+        if self.store is not None and stored:
             if self._unpersisted:  # not to come back in the store as the next flush's
                 self._unpersisted = [e for e in self._unpersisted if e.session_key != key]
             self.store.drop_buffer(*key)

@@ -166,6 +166,8 @@ class LogTailer:
         if self._following:
             raise RuntimeError("this LogTailer is already following")
         self._following = True
+        if not self._tracked:  # nothing followed yet: the logs deleted meanwhile are done
+            self.store.forget_missing_file_offsets(str(self.root))
         poll: _Taken | None = None
         taken = 0
         try:

@@ -113,6 +113,7 @@ class _Transaction:
         conn = store._conn
         if kind is not None:
             store._pending_positions.clear()
+            store._forget_caches()
             if conn.in_transaction:  # else SQLite rolled it all back itself (a full disk)
                 conn.execute("ROLLBACK")
             return
@@ -121,6 +122,7 @@ class _Transaction:
             conn.execute("COMMIT")
         except BaseException:
             store._pending_positions.clear()
+            store._forget_caches()
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
@@ -168,6 +170,8 @@ class Database:
         )
         try:
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            # before anything is written: a new file can give pages back (`compact`)
+            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise StoreError(f"{path}: SQLite refused WAL mode (journal_mode is {mode})")
@@ -213,6 +217,54 @@ class Database:
         """The schema version of the file (`PRAGMA user_version`)."""
         return _user_version(self._conn)
 
+    def _pragma(self, name: str) -> int:
+        return int(self._conn.execute(f"PRAGMA {name}").fetchone()[0])
+
+    def compact(self) -> bool:
+        """Make the file able to give pages back, once: True if it ran now.
+
+        A file made before schema version 8 keeps every page it ever held (SQLite's
+        `auto_vacuum` was off), and turning `auto_vacuum = INCREMENTAL` on takes effect only
+        through a full VACUUM, which rewrites the whole file: it takes a few seconds a
+        hundred megabytes, needs free disk for a copy (a temporary file and the WAL, each
+        as large as what the file holds), and holds the write lock meanwhile. So it runs
+        once, at start, after the hub has trimmed the replay buffers to their budget (the
+        copy is of what is left). From then on the checkpointer's thread gives free pages
+        back a few at a time (`checkpoint.give_back`). A new file is incremental from the
+        start (`open`), and never needs this.
+        """
+        if self._path == Path(":memory:") or self._pragma("auto_vacuum") == 2:
+            return False
+        if self._depth:
+            raise StoreError("compact() runs at start, outside any transaction")
+        size = sum(self.file_bytes())
+        log.warning(
+            "store %s: compacting it once (%.1f MB) so that it can give disk space back; "
+            "this takes a while on a large store",
+            self._path,
+            size / 1e6,
+        )
+        self._conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+        self._conn.execute("VACUUM")
+        log.info("store %s: compacted to %.1f MB", self._path, self.file_bytes()[0] / 1e6)
+        return True
+
+    def file_bytes(self) -> tuple[int, int]:
+        """The sizes of the database file and of its WAL, in bytes (0 for a store in memory)."""
+        if self._path == Path(":memory:"):
+            return 0, 0
+        sizes = []
+        for path in (self._path, self._path.with_name(self._path.name + "-wal")):
+            try:
+                sizes.append(path.stat().st_size)
+            except FileNotFoundError:
+                sizes.append(0)
+        return sizes[0], sizes[1]
+
+    def free_bytes(self) -> int:
+        """Bytes of free pages inside the file: what the checkpointer will give back."""
+        return self._pragma("freelist_count") * self._pragma("page_size")
+
     def transaction(self, *, savepoint: bool = True) -> _Transaction:
         """One atomic unit: `BEGIN IMMEDIATE` ... `COMMIT`, or `ROLLBACK` if the body raises.
 
@@ -247,9 +299,14 @@ class Database:
                 frame.savepoint = f"sp{self._savepoints}"
                 self._conn.execute(f"SAVEPOINT {frame.savepoint}")
 
+    def _forget_caches(self) -> None:
+        """Writes were undone: what a table family caches of its tables is read afresh
+        (`ReplayTables`' running total)."""
+
     def _end_frame(self, frame: _Frame, *, undo: bool) -> None:
         conn = self._conn
         if undo:
+            self._forget_caches()
             if conn.in_transaction:  # else SQLite rolled it all back itself (a full disk)
                 if frame.savepoint is not None:
                     conn.execute(f"ROLLBACK TO {frame.savepoint}")
@@ -339,6 +396,7 @@ class Database:
             conn.execute("COMMIT")
         except sqlite3.Error:
             self._pending_positions.clear()
+            self._forget_caches()
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             if strict:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 from typing import TYPE_CHECKING, Final
 
@@ -36,6 +37,21 @@ class KvTables(Database):
             "byte_offset = excluded.byte_offset",
             (path, inode, offset),
         )
+
+    def forget_missing_file_offsets(self, root: str) -> int:
+        """Delete the offsets of logs under `root` that no longer exist (one row for every
+        log ever followed would stay for good); returns how many. A log made again at the
+        same path is read from its start, as any new file is."""
+        prefix = root.rstrip(os.sep) + os.sep
+        rows = self._conn.execute(
+            "SELECT path FROM file_offsets WHERE substr(path, 1, ?) = ?", (len(prefix), prefix)
+        ).fetchall()
+        gone = [(str(path),) for (path,) in rows if not os.path.exists(str(path))]
+        if gone:
+            with self.transaction():
+                self._no_undo()
+                self._conn.executemany("DELETE FROM file_offsets WHERE path = ?", gone)
+        return len(gone)
 
     # -- key-value state -------------------------------------------------------------------
 

@@ -181,6 +181,30 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     """
     ALTER TABLE requests ADD COLUMN outcome TEXT;
     """,
+    # 9: the replay buffers' byte budget and the retention of ended sessions' buffers: per
+    # buffer, when it last took an event (the least recently active go first; written
+    # lazily, see `ReplayTables.save_activity`) and when its session ended (NULL while it
+    # lives). Their bytes are not kept: the store sums them once, then keeps a running total.
+    # The one-time VACUUM that lets the file give pages back is `Database.compact`'s, at start.
+    """
+    CREATE TABLE relay_sessions (
+        source  TEXT    NOT NULL,
+        session TEXT    NOT NULL,
+        active  REAL    NOT NULL,
+        ended   REAL,
+        PRIMARY KEY (source, session)
+    ) WITHOUT ROWID;
+
+    INSERT INTO relay_sessions (source, session, active)
+        SELECT DISTINCT source, session, CAST(strftime('%s', 'now') AS REAL) FROM relay_buffer;
+
+    -- the buffers of sessions the core saw end: their retention counts from that end
+    UPDATE relay_sessions SET ended = (
+        SELECT updated FROM sessions AS s
+        WHERE s.source = relay_sessions.source AND s.session = relay_sessions.session
+        AND s.state = 'ended'
+    );
+    """,
 )
 
 

@@ -67,6 +67,40 @@ class SessionTables(Database):
             "UPDATE sessions SET name = ?, updated = ? WHERE id = ?", (name, time.time(), id_)
         )
 
+    def forget_ended_sessions(self, ended_before: float) -> int:
+        """Delete every record of the sessions that ended before `ended_before`: the session,
+        its threads, its requests with their cards and answers, its resume positions and
+        any replay buffer still held. Returns how many sessions went.
+
+        Run at start, before anything reads the sessions into memory (`Sessions`). Their
+        positions go with them: by then no source should hold their events (the hub drops
+        an ended session's buffer within hours, a followed log keeps its offset in
+        `file_offsets`); an external relay still holding one would have it mirrored again.
+        """
+        gone = "SELECT id FROM sessions WHERE state = 'ended' AND updated < ?"
+        asked = f"SELECT id FROM requests WHERE session_id IN ({gone})"
+        keys = "SELECT source, session FROM sessions WHERE state = 'ended' AND updated < ?"
+        at = (ended_before,)
+        with self.transaction():
+            self._no_undo()
+            conn = self._conn
+            count = int(
+                conn.execute(
+                    "SELECT count(*) FROM sessions WHERE state = 'ended' AND updated < ?", at
+                ).fetchone()[0]
+            )
+            if not count:
+                return 0
+            conn.execute(f"DELETE FROM cards WHERE request_id IN ({asked})", at)
+            conn.execute(f"DELETE FROM answers WHERE request_id IN ({asked})", at)
+            conn.execute(f"DELETE FROM requests WHERE session_id IN ({gone})", at)
+            conn.execute(f"DELETE FROM threads WHERE session_id IN ({gone})", at)
+            for table in ("positions", "relay_buffer", "relay_evicted", "relay_sessions"):
+                conn.execute(f"DELETE FROM {table} WHERE (source, session) IN ({keys})", at)
+            conn.execute(f"DELETE FROM sessions WHERE id IN ({gone})", at)
+        self._forget_caches()  # the replay buffers' running total
+        return count
+
     def end_session(self, id_: str) -> None:
         """The session ended (state `ended`)."""
         self._no_undo()

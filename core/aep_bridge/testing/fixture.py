@@ -191,7 +191,12 @@ class RunningBridge(Generic[A]):
 
         try:
             self._store = Store.open(self._owner.state_dir)
-            limits = HubLimits(replay_buffer=self._config.intake.replay_buffer)
+            intake = self._config.intake
+            limits = HubLimits(
+                replay_buffer=intake.replay_buffer,
+                replay_bytes=intake.max_replay_bytes,
+                replay_retention=intake.replay_retention,
+            )
             self._hub = Hub(limits, self._store)
             for scripted in self._agents:  # connected as before: agents reconnect after a restart
                 self._hub.join(scripted.participant)
