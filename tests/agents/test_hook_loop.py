@@ -487,7 +487,7 @@ async def test_a_prompt_held_by_a_killed_daemon_closes_when_the_next_one_starts(
         assert "Dismissed" in await running.closed(card)
         pressed = await running.press(card, "Allow")
         assert pressed.status is ResolutionStatus.ALREADY_ANSWERED
-        assert pressed.message == "Already answered by the agent"
+        assert pressed.message == "This question is closed: Dismissed by the agent"
         closing = running.events(CC)[-1]
         assert closing["type"] == "attention.resolved"
         assert closing["data"] == {"resolution": "dismissed"}
@@ -514,6 +514,7 @@ async def test_a_prompt_closes_at_its_expiry_when_no_daemon_comes_back(tmp_path:
         assert "Expired" in await running.closed(card)
         pressed = await running.press(card, "Allow")
         assert pressed.status is ResolutionStatus.EXPIRED
+        assert pressed.message == "This question is closed: Expired without an answer"
         assert running.rig.bridge.attention.get(card).status == "expired"
 
 

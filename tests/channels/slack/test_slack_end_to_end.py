@@ -232,7 +232,8 @@ async def test_a_press_on_a_closed_card_is_told_privately_what_became_of_it(tmp_
         await r.fake.press(MALLORY, r.now(card), buttons[0], seen=0)
         assert await r.private_note(MALLORY) == REFUSED
 
-        soon = datetime.now(UTC) + timedelta(seconds=1)
+        # time enough for the card to be posted with its buttons first, on a loaded machine too
+        soon = datetime.now(UTC) + timedelta(seconds=4)
         await agent.emit(
             "attention.requested",
             {**ASK, "prompt": "Deploy?", "expires_at": soon.isoformat().replace("+00:00", "Z")},
@@ -241,7 +242,10 @@ async def test_a_press_on_a_closed_card_is_told_privately_what_became_of_it(tmp_
         )
         parent = r.parent("fix the flaky test")
         assert parent is not None
-        (second,) = await r.until("the second card", lambda: r.cards(parent)[1:])
+        (second,) = await r.until(
+            "the second card, with its buttons",
+            lambda: [c for c in r.cards(parent)[1:] if c.buttons],
+        )
         buttons = [b["action_id"] for b in second.buttons]
         await r.until("it to expire", lambda: "Expired" in shown(r.now(second)))
         await r.fake.press(BOB, r.now(second), buttons[0], seen=0)
