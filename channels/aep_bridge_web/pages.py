@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import html
 import json
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Protocol
@@ -90,9 +91,11 @@ _WHY: dict[Ended, str] = {
     ),
 }
 _AGAIN = (
-    "Sign in again: open the one-time link the bridge logs at start, or enter the bridge's "
-    "token (`aep-bridge token` prints it) on /channels/{name}/signin."
+    "Sign in again with the one-time link the bridge logs when it starts, or with the "
+    "bridge's token (`aep-bridge token` prints it) in the sign-in form at /channels/{name}/signin."
 )
+#: a `backticked` span of a message: shown as code, never as backticks
+_CODE = re.compile(r"`([^`<>&]+)`")
 
 
 def _secure(response: Response, *, cache: bool = False) -> Response:
@@ -122,6 +125,11 @@ def _form(action: str) -> str:
     )
 
 
+def _with_code(text: str) -> str:
+    """`text` as HTML, its `backticked` spans as code (a command to run reads as one)."""
+    return _CODE.sub(r"<code>\1</code>", html.escape(text))
+
+
 def _html_page(status: int, title: str, text: str, form: str = "") -> Response:
     """A small HTML page saying what went wrong and how to sign in."""
     body = (
@@ -129,7 +137,7 @@ def _html_page(status: int, title: str, text: str, form: str = "") -> Response:
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f'<title>{html.escape(title)}</title><link rel="stylesheet" href="static/app.css">'
         f'</head><body><main class="refusal"><h1>{html.escape(title)}</h1>'
-        f"<p>{html.escape(text)}</p>{form}</main></body></html>"
+        f"<p>{_with_code(text)}</p>{form}</main></body></html>"
     )
     return _secure(Response(body, status, media_type="text/html; charset=utf-8"))
 

@@ -105,6 +105,11 @@ async function whyRefused(reply) {
   showSignedOut(body.detail || "You are signed out: sign in again.");
 }
 
+// text whose `backticked` spans (a command to run) are shown as code, never as backticks
+function withCode(text) {
+  return String(text).split("`").map((part, i) => (i % 2 ? el("code", { text: part }) : document.createTextNode(part)));
+}
+
 function showSignedOut(detail) {
   signedOut = true;
   generation++;
@@ -119,7 +124,7 @@ function showSignedOut(detail) {
   document.getElementById("board").hidden = true;
   document.getElementById("sign-out").hidden = true;
   document.getElementById("signed-out").hidden = false;
-  document.getElementById("signed-out-why").textContent = detail;
+  document.getElementById("signed-out-why").replaceChildren(...withCode(detail));
   document.getElementById("connection").textContent = "Signed out";
   document.title = "Signed out · aep-bridge";
 }

@@ -439,6 +439,9 @@ async def test_a_clobbered_cookie_leaves_a_clear_signed_out_state(web: Web):
         await expect(signed_out).to_be_visible()
         await expect(signed_out).to_contain_text("Signed out: sign in again")
         await expect(signed_out).to_contain_text("not one the bridge knows")
+        # the command to run reads as code, never as markdown's backticks
+        await expect(page.locator("#signed-out-why code")).to_have_text("aep-bridge token")
+        assert "`" not in await signed_out.inner_text()
         await expect(page.locator("#connection")).to_have_text("Signed out")
         await expect(page.locator("#board")).to_be_hidden()
         assert await page.locator("article.card").count() == 0

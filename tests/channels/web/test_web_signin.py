@@ -271,6 +271,9 @@ async def test_after_a_restart_the_page_says_the_bridge_restarted(
     assert shown.status_code == 401
     assert "The bridge restarted" in shown.text
     assert 'action="/channels/web/signin"' in shown.text
+    # what to run is shown as code, not as markdown's backticks
+    assert "`" not in shown.text
+    assert "(<code>aep-bridge token</code> prints it) in the sign-in form" in shown.text
     # a cookie no run of the bridge made is not taken for one
     forged = await clients[1].get(
         f"{running.channel_url}/api/state", headers={"Cookie": "aep_web=forged", **page.headers}
