@@ -155,6 +155,12 @@ async def _read(request: Request, limit: int = MAX_BODY) -> bytes | None:
     return bytes(body)
 
 
+def _media_type(request: Request) -> str:
+    """The body's media type, without its parameters (`text/plain;application/json` is
+    `text/plain`, a type any page may send, not JSON)."""
+    return request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+
+
 def _foreign(request: Request) -> bool:
     """Whether the browser says the request comes from a page of another origin."""
     origin = request.headers.get("origin")
@@ -265,8 +271,7 @@ class Pages:
         """The form's POST: `token=` the bridge's token."""
         if _foreign(request):
             return _html_page(403, "Refused", "The sign-in comes from another web page.")
-        kind = request.headers.get("content-type", "")
-        if "application/x-www-form-urlencoded" not in kind:
+        if _media_type(request) != "application/x-www-form-urlencoded":
             return self._signed_out(415, "Send the sign-in form", "The sign-in is a form.")
         body = await _read(request, MAX_FORM)
         token = ""
@@ -389,7 +394,7 @@ class Pages:
         )
 
     async def answer(self, request: Request, session: PageSession) -> Response:
-        if "application/json" not in request.headers.get("content-type", ""):
+        if _media_type(request) != "application/json":
             return JSONResponse({"error": "unsupported", "detail": "send JSON"}, 415)
         body = await _read(request)
         if body is None:

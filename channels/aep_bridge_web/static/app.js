@@ -33,14 +33,27 @@ function authed(options = {}) {
   };
 }
 
+// the key a sign-in handed over in the URL's fragment, taken out of the address bar; the
+// caller checks it with the bridge before using it (`works`): any page can link here with a
+// fragment of its choosing
 function takeKey() {
   const match = /^#key=([A-Za-z0-9_-]+)$/.exec(location.hash);
-  if (match) {
-    sessionStorage.setItem(STORE, match[1]);
-    history.replaceState(null, "", location.pathname + location.search); // out of sight
-    if (tabs) tabs.postMessage({ type: "signed-in", key: match[1] });
+  if (match) history.replaceState(null, "", location.pathname + location.search); // out of sight
+  return match ? match[1] : null;
+}
+
+// whether the bridge takes `candidate` as this browser's page key
+async function works(candidate) {
+  try {
+    const reply = await fetch("api/state", {
+      credentials: "same-origin",
+      cache: "no-store",
+      headers: { "X-Page-Key": candidate },
+    });
+    return reply.ok;
+  } catch (error) {
+    return false;
   }
-  return sessionStorage.getItem(STORE);
 }
 
 // another tab's key, or null when no tab answers in time
@@ -67,7 +80,10 @@ if (tabs) {
   tabs.addEventListener("message", (event) => {
     const data = event.data || {};
     if (data.type === "want" && key && !signedOut) tabs.postMessage({ type: "key", key });
-    else if (data.type === "signed-in" && typeof data.key === "string" && data.key !== key) adopt(data.key);
+    else if (data.type === "signed-in" && typeof data.key === "string" && data.key !== key) {
+      const offered = data.key;
+      works(offered).then((ok) => { if (ok && offered !== key) adopt(offered); });
+    }
     else if (data.type === "signed-out" && !signedOut) showSignedOut(String(data.detail || "You signed out in another tab."));
   });
 }
@@ -542,7 +558,13 @@ window.addEventListener("hashchange", () => {
 });
 
 async function start() {
-  key = takeKey();
+  const given = takeKey();
+  if (given && await works(given)) {
+    key = given; // a sign-in just now: the other tabs take it too
+    if (tabs) tabs.postMessage({ type: "signed-in", key });
+  } else {
+    key = sessionStorage.getItem(STORE);
+  }
   if (!key) key = await askTabs();
   if (!key) {
     showSignedOut(

@@ -458,6 +458,25 @@ async def test_a_clobbered_cookie_leaves_a_clear_signed_out_state(web: Web):
         assert (await answered(asking)).option == "allow"
 
 
+async def test_a_link_with_a_key_of_anothers_choosing_signs_no_tab_out(web: Web):
+    """Any page, another port's included, can send the browser to the page with a `#key=` of
+    its choosing: the page checks a handed-over key with the bridge before it takes it or
+    tells the other tabs, so every tab stays signed in and answers."""
+    page = await web.signed_in()
+    async with web.agent() as agent:
+        asking = await ask(agent)
+        await expect(card_in(page)).to_have_count(1)
+        lured = await page.context.new_page()
+        await lured.goto(f"{web.page_url}#key={'A' * 43}")
+        # the lured tab is signed in by the open one, not signed out by the bogus key
+        await expect(lured.locator("#connection")).to_have_text("Live")
+        await expect(card_in(lured)).to_have_count(1)
+        await expect(page.locator("#connection")).to_have_text("Live")
+        await expect(page.locator("#signed-out")).to_be_hidden()
+        await option(card_in(page), "allow").click()
+        assert (await answered(asking)).option == "allow"
+
+
 async def test_sign_out_ends_the_sign_in_in_every_tab(web: Web):
     page = await web.signed_in()
     second = await page.context.new_page()

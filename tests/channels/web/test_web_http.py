@@ -297,6 +297,8 @@ async def test_text_and_form_answers_go_to_the_core(
         ({"X-Page-Key": ""}, 401),
         ({"Origin": "http://evil.example"}, 403),
         ({"Content-Type": "text/plain"}, 415),
+        # a type any page may send, whatever its parameters say
+        ({"Content-Type": "text/plain;application/json"}, 415),
     ],
 )
 async def test_a_post_without_the_page_s_key_origin_or_json_changes_nothing(

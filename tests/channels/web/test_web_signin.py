@@ -296,6 +296,12 @@ async def test_the_token_signs_in_only_through_the_post_form(
 
     as_json = await clients[1].post(f"{running.channel_url}/signin", json={"token": bridge.token})
     assert as_json.status_code == 415
+    disguised = await clients[1].post(
+        f"{running.channel_url}/signin",
+        content=f"token={bridge.token}",
+        headers={"Content-Type": "text/plain; x=application/x-www-form-urlencoded"},
+    )
+    assert disguised.status_code == 415
     foreign = await clients[1].post(
         f"{running.channel_url}/signin",
         data={"token": bridge.token},
