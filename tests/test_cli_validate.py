@@ -137,3 +137,46 @@ def test_a_missing_file_is_a_usage_error():
     result = run("/nonexistent/session.jsonl")
     assert result.returncode == 2
     assert "cannot read /nonexistent/session.jsonl" in result.stderr
+
+
+def test_an_agents_words_cannot_forge_a_line_of_the_report(tmp_path: Path):
+    """A form field's id is the agent's: a newline in it, quoted in a violation's place,
+    would print a line of its own (here one that looks like the bridge's error). Each
+    violation is one line, the newline shown as `\\n`."""
+    field = "f\naep-bridge: error: forged"
+    common = {"aep": "0.1", "time": "2026-12-06T07:00:00.000Z", "agent": "x", "session": "s"}
+    source = "aep://h/agent/x/session/s"
+    events = [
+        {
+            **common,
+            "id": "01JDEMQ5D3M0000000000ZZZZ1",
+            "type": "attention.requested",
+            "source": source,
+            "seq": 0,
+            "capture": "full",
+            "data": {
+                "kind": "form",
+                "prompt": "p",
+                "fields": [{"id": field, "type": "string", "label": "L", "required": True}],
+                "respond_via": ["control"],
+            },
+        },
+        {
+            **common,
+            "id": "01JDEMQ5D3M0000000000ZZZZ2",
+            "type": "control.attention.respond",
+            "source": "aep://h/agent/phone",
+            "agent": "phone",
+            "subject": "01JDEMQ5D3M0000000000ZZZZ1",
+            "capture": "full",
+            "data": {"answer": {"values": {}}},
+        },
+    ]
+    path = tmp_path / "forged.jsonl"
+    path.write_text("".join(json.dumps(event) + "\n" for event in events))
+    result = run(str(path))
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 1, result.stdout
+    assert lines[0].startswith(f"{path}:2: AEP-0002 §5.3: required form field")
+    assert lines[0].endswith("at data.answer.values.f\\naep-bridge: error: forged")

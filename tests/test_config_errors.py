@@ -359,3 +359,59 @@ def test_check_prints_plain_words_for_channels(tmp_path):
     assert "channels.team.approvers[0]" not in out
     for phrase in PYDANTIC:
         assert phrase.lower() not in out.lower(), out
+
+
+#: a key name that tries to print a line of its own (the outside review's badconfig2.json)
+FORGED = "k\naep-bridge: error: the bridge token is hunter2, paste it at http://evil.example"
+
+
+def test_a_key_name_cannot_forge_a_line_of_run_or_check(tmp_path):
+    """A newline in a key (a top-level block's, a channel's name, a key in a channel block)
+    is shown as `\\n`: each problem is one line, and no line the config wrote starts as the
+    bridge's own `aep-bridge: error:`."""
+    state = str(tmp_path / "state")
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"state_dir": state, "listen": {"port": 8787, FORGED: 1}}))
+    env = {**os.environ, "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    ran = subprocess.run(
+        [sys.executable, "-m", "aep_bridge", "run", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env=env,
+    )
+    assert ran.returncode == 2, ran.stderr
+    lines = ran.stderr.splitlines()
+    assert len(lines) == 1, ran.stderr
+    assert lines[0] == (
+        f"{path}: listen.k\\naep-bridge: error: the bridge token is hunter2, paste it at "
+        "http://evil.example: is not a known key (remove it; the known keys are allowed_hosts, "
+        "host, max_connections, port, request_head_timeout)"
+    )
+    checked = _check(
+        tmp_path,
+        {
+            "state_dir": state,
+            "channels": {
+                "c": {"type": "console", "approvers": ["local"], FORGED: 1},
+                FORGED: {"type": "nosuchtype"},
+            },
+        },
+    )
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    out = checked.stdout.splitlines()
+    assert not [line for line in out if line.startswith("aep-bridge: error:")], checked.stdout
+    problems = [line for line in out if ": error: " in line]
+    assert len(problems) == 2, checked.stdout
+    assert "error: channels.c.k\\naep-bridge: error: the bridge token is hunter2" in problems[0]
+    assert "error: channels.k\\naep-bridge: error: the bridge token is hunter2" in problems[1]
+    named = _check(
+        tmp_path,
+        {"state_dir": state, "channels": {FORGED: {"type": "console", "approvers": ["local"]}}},
+    )
+    assert named.returncode == 0, named.stdout + named.stderr
+    assert named.stdout.endswith(
+        "ok: listening on 127.0.0.1:8787; channels: k\\naep-bridge: error: the bridge token is "
+        "hunter2, paste it at http://evil.example (console)\n"
+    ), named.stdout

@@ -28,6 +28,7 @@ from .aep.filters import Filter
 from .aep.registry import Capture
 from .config_errors import explain
 from .plugins import PluginHost
+from .terminal import visible
 from .types import ChannelConfig
 
 CONFIG_ENV: Final = "AEP_BRIDGE_CONFIG"
@@ -296,9 +297,11 @@ class ConfigProblem:
     fix: str | None = None
 
     def __str__(self) -> str:
+        """One line, whatever the config's key names and values hold (a newline in a key
+        would otherwise print a line of its own, such as a forged `aep-bridge: error:`)."""
         where = f"{self.key}: " if self.key else ""
         fix = f" ({self.fix})" if self.fix else ""
-        return f"{where}{self.message}{fix}"
+        return visible(f"{where}{self.message}{fix}", one_line=True)
 
 
 class ConfigError(Exception):

@@ -8,6 +8,10 @@ is quoted only where it cannot be a secret: a choice or a number out of range), 
 a near-miss suggestion, the field's own description, or how to write the value. Any error
 type not mapped here still has pydantic's phrasing rewritten (`Input should be` becomes
 `must be`), so its wording never reaches the user.
+
+Key names are the config's own words, and so is anything quoted: each of the three is made
+one visible line (`terminal.visible`), so a key with a newline in it cannot print a line that
+looks like the bridge's own (`aep-bridge: error: ...`).
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from typing import Annotated, Any, Final, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
+
+from .terminal import visible
 
 #: what a value of each type must be, for the `*_type` and `*_parsing` errors
 _EXPECTED: Final = {
@@ -117,7 +123,12 @@ def explain(
         if walk.tagged:
             unions[key] = (len(problems), [expected] if expected is not None else [])
         problems.append((key, *_words(detail, walk, prefix)))
-    return problems
+    return [(_line(key), _line(message), fix and _line(fix)) for key, message, fix in problems]
+
+
+def _line(text: str) -> str:
+    """`text` as one line a terminal shows as written (a key's newline shown as `\\n`)."""
+    return visible(text, one_line=True)
 
 
 class _Walk:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from .markup_html import blocks_html, escape, link, safe_url
+from .terminal import visible
 from .types import NotificationMessage, OutgoingMessage, PermissionOutcome, PermissionRequest
 
 # -- what was shown ---------------------------------------------------------------------
@@ -265,21 +266,23 @@ def _heads_ups_html(shown: Shown, dialect: PreviewDialect) -> str:
 def transcript(shown: Shown) -> str:
     """What was shown, as plain text: each thread's bubbles in order (a rule between them,
     🔔 on what rang), then the heads-ups. For docs and bug reports; the same words as every
-    channel's plain text."""
+    channel's plain text. What is a line of its own (a thread's name, a card's title, its
+    options, an outcome, a heads-up) stays one line whatever the agent wrote; a message's
+    text and a card's description keep their lines."""
     out: list[str] = []
     for thread in shown.threads:
-        out.append(f"# {thread.name}")
+        out.append(_one_line(f"# {thread.name}"))
         for item in thread.items:
             out.append("-" * 40 + (" 🔔" if item.rang else ""))
             if isinstance(item, ShownCard):
                 request = item.request
-                out.append(f"❓ {request.title}")
+                out.append(_one_line(f"❓ {request.title}"))
                 if request.description:
                     out.append(request.description)
                 if request.options:
-                    out.append(" ".join(f"[{o.label}]" for o in request.options))
+                    out.append(_one_line(" ".join(f"[{o.label}]" for o in request.options)))
                 if item.outcome is not None:
-                    out.append(item.outcome.summary())
+                    out.append(_one_line(item.outcome.summary()))
             else:
                 out.append(item.content.text)
     out.append("")
@@ -287,8 +290,12 @@ def transcript(shown: Shown) -> str:
     for heads_up in shown.heads_ups:
         note = heads_up.notification
         line = ("🔔 " if heads_up.rang else "") + note.summary
-        out.append(line + (f" ({note.outcome})" if note.outcome else ""))
+        out.append(_one_line(line + (f" ({note.outcome})" if note.outcome else "")))
     return "\n".join(out) + "\n"
+
+
+def _one_line(text: str) -> str:
+    return visible(text, one_line=True)
 
 
 def page(shown: Shown, dialect: PreviewDialect, *, title: str, about: str) -> str:

@@ -19,6 +19,7 @@ import os
 import signal
 import socket
 import sqlite3
+import stat
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -38,7 +39,7 @@ from .intake.source import EventSource, LocalSource
 from .intake.tail import LogSource
 from .listening import StateDirBusy, lock_state_dir, remove_listening, write_listening
 from .plugins import PluginHost
-from .store import Store, StoreError, default_state_dir
+from .store import DB_NAME, Store, StoreError, default_state_dir
 
 log = logging.getLogger("aep_bridge")
 
@@ -98,24 +99,82 @@ def _unusable(state_dir: Path, error: object) -> StartFailed:
     return StartFailed(EXIT_STATE_DIR)
 
 
+def _is_damage(exc: sqlite3.DatabaseError) -> bool:
+    """Whether SQLite says the file is damaged or is no database (`SQLITE_CORRUPT`,
+    `SQLITE_NOTADB`; Python raises both as a bare `DatabaseError`), rather than that it cannot
+    be opened, read or written (read-only, I/O, a full disk: `OperationalError`)."""
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    if name:
+        return name.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT"))
+    return type(exc) is sqlite3.DatabaseError
+
+
+def _damaged(path: Path, exc: sqlite3.DatabaseError) -> StartFailed:
+    """Say that the store is damaged, and the two ways on, in one line."""
+    log.error(
+        "the store %s is damaged (%s): restore it from a backup (docs/deploy.md), or move it "
+        "aside and start again (the bridge makes a new one; the open questions and resume "
+        "points kept in the old one are lost)",
+        path,
+        exc,
+    )
+    return StartFailed(EXIT_STORE)
+
+
+@contextlib.contextmanager
+def _damage_ends_the_start(store: Store) -> Iterator[None]:
+    """Damage found while the bridge reads back what its last run left (nothing runs yet):
+    a damaged store is status 6, in one line, never a traceback and status 1 (which a
+    service manager restarts every few seconds for ever)."""
+    try:
+        yield
+    except sqlite3.DatabaseError as exc:
+        if not _is_damage(exc):
+            raise
+        with contextlib.suppress(sqlite3.Error):
+            store.close()
+        raise _damaged(store.path, exc) from None
+
+
+def _not_a_file(path: Path) -> str | None:
+    """What `path` is when it is there but is no regular file (SQLite cannot open a directory,
+    and would wait for ever reading a FIFO)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None  # not there yet (made now), or said by Store.open
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
+
+
 def _open_store(state_dir: Path) -> Store:
     """`Store.open`, its failures said in one line each (`StartFailed`)."""
+    path = state_dir / DB_NAME
+    kind = _not_a_file(path)
+    if kind is not None:
+        log.error(
+            "the store %s is %s, not a database file: move it aside (the bridge then makes a "
+            "new store there), or set state_dir in the config to another directory",
+            path,
+            kind,
+        )
+        raise StartFailed(EXIT_STORE)
     try:
         return Store.open(state_dir)
     except StoreError as exc:  # a newer aep-bridge's store
         log.error("the store cannot be used: %s", exc)
         raise StartFailed(EXIT_STORE) from None
     except sqlite3.DatabaseError as exc:
-        name = getattr(exc, "sqlite_errorname", "") or ""
-        if not name.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")):
+        if not _is_damage(exc):
             raise _unusable(state_dir, exc) from None  # read-only, cannot open, I/O
-        log.error(
-            "the store %s is damaged (%s): move it aside and start again (the bridge makes a "
-            "new one; the open questions and resume points kept in the old one are lost)",
-            state_dir / "state.db",
-            exc,
-        )
-        raise StartFailed(EXIT_STORE) from None
+        raise _damaged(path, exc) from None
     except OSError as exc:
         raise _unusable(state_dir, exc) from None
 
@@ -241,19 +300,10 @@ def sources_of(config: BridgeConfig, hub: Hub, store: Store) -> list[EventSource
     return sources
 
 
-async def serve(config: BridgeConfig, plugins: PluginHost, host: str, port: int) -> None:
-    """Run until SIGINT or SIGTERM; return after a clean shutdown."""
+def _restore(config: BridgeConfig, store: Store) -> tuple[HubLimits, Hub]:
+    """Forget long-ended sessions, restore the hub (its replay buffers, trimmed to their
+    budget), then compact a store from before once."""
     intake = config.intake
-    state_dir = state_dir_of(config)
-    try:
-        token = load_or_create_token(state_dir)
-    except OSError as exc:
-        raise _unusable(state_dir, exc) from None
-    open_without_token = intake.open_on_loopback and is_loopback(host)
-    if intake.open_on_loopback and not open_without_token:
-        log.warning("intake.open_on_loopback is ignored: %s is not a loopback address", host)
-    store = _open_store(state_dir)
-    log.info("store: %s (schema %d)", store.path, store.schema_version)
     days = config.store.session_retention_days
     forgotten = store.forget_ended_sessions(time.time() - days * 86400)
     if forgotten:
@@ -268,11 +318,31 @@ async def serve(config: BridgeConfig, plugins: PluginHost, host: str, port: int)
     try:
         store.compact()
     except sqlite3.Error as exc:  # a full disk: the budget still holds, the file cannot shrink
+        if isinstance(exc, sqlite3.DatabaseError) and _is_damage(exc):
+            raise
         log.warning("store %s: not compacted (%s); tried again at the next start", store.path, exc)
-    bridge = Bridge(
-        config, plugins, store=store, secrets=[token], url=_page_url(host, port), token=token
-    )
-    sources = sources_of(config, hub, store)
+    return limits, hub
+
+
+async def serve(config: BridgeConfig, plugins: PluginHost, host: str, port: int) -> None:
+    """Run until SIGINT or SIGTERM; return after a clean shutdown."""
+    intake = config.intake
+    state_dir = state_dir_of(config)
+    try:
+        token = load_or_create_token(state_dir)
+    except OSError as exc:
+        raise _unusable(state_dir, exc) from None
+    open_without_token = intake.open_on_loopback and is_loopback(host)
+    if intake.open_on_loopback and not open_without_token:
+        log.warning("intake.open_on_loopback is ignored: %s is not a loopback address", host)
+    store = _open_store(state_dir)
+    log.info("store: %s (schema %d)", store.path, store.schema_version)
+    with _damage_ends_the_start(store):
+        limits, hub = _restore(config, store)
+        bridge = Bridge(
+            config, plugins, store=store, secrets=[token], url=_page_url(host, port), token=token
+        )
+        sources = sources_of(config, hub, store)
     for source in sources:
         bridge.add_source(source)
     stopping = _Stopping(FLUSH_TIMEOUT)
@@ -330,8 +400,17 @@ async def serve(config: BridgeConfig, plugins: PluginHost, host: str, port: int)
     previous_handler = loop.get_exception_handler()
     loop.set_exception_handler(guard.exception_handler)
     maintaining: asyncio.Task[None] | None = None
+    #: damage found while the channels start and recover (their outboxes, the answers to
+    #: re-send): the start ends with status 6, and the stop reads the store no more
+    damaged = False
     try:
-        await bridge.start(consume=False)
+        try:
+            await bridge.start(consume=False)
+        except sqlite3.DatabaseError as exc:
+            if not _is_damage(exc):
+                raise
+            damaged = True
+            raise _damaged(store.path, exc) from None
         maintaining = asyncio.create_task(_maintain(hub))
         endpoint = Endpoint(
             hub,
@@ -367,14 +446,19 @@ async def serve(config: BridgeConfig, plugins: PluginHost, host: str, port: int)
     finally:
         with contextlib.suppress(OSError):  # no longer listening: clients must not find it
             remove_listening(state_dir)
-        if not stopping.hurry.is_set():
+        if not stopping.hurry.is_set() and not damaged:
             log.info("stopping (up to %ds to deliver)", math.ceil(stopping.remaining()))
         if maintaining is not None:
             await _cancel([maintaining])
         for source in sources:
             await source.close()
-        hub.maintain()
-        await bridge.stop(stopping.remaining(), hurry=stopping.hurry)
+        # a damaged store may fail again as the hub and the outboxes write what they hold
+        gone: tuple[type[BaseException], ...] = (sqlite3.DatabaseError,) if damaged else ()
+        unreadable = contextlib.suppress(*gone)
+        with unreadable:
+            hub.maintain()
+        with unreadable:
+            await bridge.stop(stopping.remaining(), hurry=stopping.hurry)
         if server is not None:  # connections a second signal (or the deadline) cut off
             await _cancel(list(server.server_state.tasks))
         store.close()

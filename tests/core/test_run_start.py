@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -137,6 +138,74 @@ async def test_a_damaged_store_is_one_line_naming_the_fix(tmp_path: Path, damage
     status, lines = run_once(tmp_path, config)
     assert status == EXIT_STORE, "\n".join(lines)
     one_line_failure(lines, f"the store {db} is damaged", "move it aside")
+
+
+CONSOLE = {"console": {"approvers": ["local"], "read_input": False}}
+
+
+@pytest.fixture(scope="module")
+def made_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store a real bridge (with the console channel) made and left, to copy and damage."""
+    folder = tmp_path_factory.mktemp("made")
+    port = free_port()
+    bridge = BridgeProcess(write_config(folder, port, CONSOLE), folder / "made.log")
+    asyncio.run(bridge.start(f"http://127.0.0.1:{port}"))
+    assert bridge.stop() == 0, bridge.tail()
+    return folder / "state" / "state.db"
+
+
+def damage(db: Path, part: str) -> None:
+    """Overwrite `part` of the store with random bytes: the root page of a table or an
+    index (named as in sqlite_master), or pages 2 to 4 (the outside review's case)."""
+    page_size = 4096
+    if part == "pages 2-4":
+        start, count = 2, 3
+    else:
+        conn = sqlite3.connect(db)
+        [(root,)] = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (part,))
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        conn.close()
+        start, count = root - 1, 1
+    with db.open("r+b") as file:
+        file.seek(start * page_size)
+        file.write(os.urandom(count * page_size))
+
+
+#: what the bridge reads of its store before it serves, and where: the replay buffers (the
+#: hub's restore), the sessions and their threads (the core), the questions (the answers to
+#: re-send) and the outbox (each channel's queued calls, as its outbox starts)
+@pytest.mark.parametrize(
+    "part", ["pages 2-4", "relay_buffer", "sessions", "threads", "requests", "outbox_by_channel"]
+)
+def test_damage_found_while_the_store_is_restored_is_one_line_and_status_6(
+    tmp_path: Path, made_store: Path, part: str
+):
+    """A store whose header is sound but whose pages are not opens, then fails the first
+    time a damaged page is read: it is the same damaged store (status 6, which the systemd
+    unit does not restart every 5 s for ever), said in one line naming the file and the fix,
+    never a traceback (status 1)."""
+    config = write_config(tmp_path, free_port(), CONSOLE)
+    db = tmp_path / "state" / "state.db"
+    db.parent.mkdir()
+    shutil.copy(made_store, db)
+    damage(db, part)
+    status, lines = run_once(tmp_path, config)
+    assert status == EXIT_STORE, "\n".join(lines)
+    one_line_failure(
+        lines, f"the store {db} is damaged", "restore it from a backup", "move it aside"
+    )
+
+
+def test_a_state_db_that_is_a_directory_is_said_so(tmp_path: Path):
+    """Not "cannot use the state directory" (it can be used): the store's file is a
+    directory, and the line says so and what to do."""
+    config = write_config(tmp_path, free_port())
+    db = tmp_path / "state" / "state.db"
+    db.mkdir(parents=True)
+    status, lines = run_once(tmp_path, config)
+    assert status == EXIT_STORE, "\n".join(lines)
+    one_line_failure(lines, f"the store {db} is a directory, not a database file", "move it aside")
+    assert not any("cannot use the state directory" in line for line in lines), lines
 
 
 async def test_a_store_from_a_newer_version_is_one_line_and_status_6(tmp_path: Path):

@@ -102,6 +102,22 @@ async def test_loopback_names_are_admitted_with_or_without_the_port(method, path
     assert admitted.status_code in (200, 202), admitted.text
 
 
+@pytest.mark.parametrize(
+    "host",
+    ["localhost:99999", "localhost:65536", "localhost:0", "127.0.0.1:00000", "localhost:-1"],
+)
+async def test_a_port_outside_1_to_65535_is_a_malformed_host(host):
+    """No connection comes in on port 0 or 99999: a `Host` naming one is malformed, and
+    refused like a rebound name (a loopback name does not make it well formed)."""
+    refused = await call(app(), "GET", "/events", {"Host": host})
+    assert refused.status_code == 403
+    assert refused.json()["error"] == "forbidden-host"
+    for port in ("1", "65535", "08787"):  # the edges, and leading zeros, are still a port
+        assert (await call(app(), "GET", "/events", {"Host": f"localhost:{port}"})).status_code == (
+            200
+        )
+
+
 async def test_any_port_of_a_loopback_name_and_a_foreign_address():
     # a port forwarder's port (ssh -L 9000:localhost:8787): not a rebound name
     assert (await call(app(), "GET", "/events", {"Host": "localhost:9000"})).status_code == 200

@@ -686,6 +686,26 @@ async def test_resume_by_positions_closing_gaps_and_pings(store, caplog):
     assert any("gone from the relay's buffer" in r.getMessage() for r in caplog.records)
 
 
+async def test_an_event_with_an_overlong_id_from_a_relay_is_skipped_with_a_warning(store, caplog):
+    """A relay hands on what its emitters sent: an event whose `session` is longer than the
+    bridge keys its store on (`intake/bounds.py`) is skipped, said once, and the next is
+    taken."""
+    long = progress("s" * 513, 0).to_dict()
+    ok = progress("s", 0)
+    scripted = ScriptedRelay([[long, ok]])
+    caplog.set_level(logging.WARNING, logger="aep_bridge.intake.relay")
+    async with scripted.running() as url:
+        client = RelayClient(url, "t", store, name="scripted", backoff=(0.05, 0.1))
+        try:
+            got = await take(client.events(), 1, store, "scripted")
+        finally:
+            await client.close()
+    assert [e.id for e in got] == [ok.id]
+    [warned] = [r.getMessage() for r in caplog.records if "invalid event" in r.getMessage()]
+    assert "session is 513 characters, over this bridge's limit of 512" in warned
+    assert "s" * 513 not in warned
+
+
 @pytest.mark.parametrize(
     ("code", "fix"),
     [

@@ -347,6 +347,88 @@ async def test_status_shows_channels_and_the_pending_question_then_ask_gets_its_
     assert json.loads(out)["pending"] == {"count": 0, "oldest_age": None, "sessions": []}
 
 
+async def test_an_agents_session_id_cannot_forge_a_line_of_status(bridge, tmp_path):
+    """The outside review's nl.jsonl: a session id with newlines printed a fake pending
+    session and a fake `store: fine` line. Every value the report prints on a line of its
+    own is one line now, its newlines shown as `\\n`."""
+    session = "s1\n  evil-agent s_other: 9 waiting, the oldest for 0s\nstore: fine"
+    event = {
+        "aep": "0.1",
+        "id": "01JDEMQ5D3M0000000000ZZZZ9",
+        "type": "attention.requested",
+        "time": "2026-12-06T07:00:00.000Z",
+        "source": "aep://localhost/agent/x/session/nl",
+        "agent": "claude-code",
+        "session": session,
+        "seq": 0,
+        "capture": "full",
+        "data": {
+            "kind": "permission",
+            "prompt": "p",
+            "options": [{"id": "a", "label": "A"}],
+            "respond_via": ["control"],
+        },
+    }
+    log = tmp_path / "nl.jsonl"
+    log.write_text(json.dumps(event) + "\n")
+    status, _, err = await client(bridge, "emit", str(log))
+    assert status == 0, err
+    out = ""
+    for _ in range(100):
+        status, out, err = await client(bridge, "status")
+        if "pending questions: 1" in out:
+            break
+        await asyncio.sleep(0.1)
+    assert status == 0, err
+    lines = out.splitlines()
+    assert not [
+        line
+        for line in lines
+        if "evil-agent" in line and not line.startswith("  claude-code s1\\n")
+    ], out
+    assert [line for line in lines if line.startswith("store:")] == [lines[-1]], out
+    assert (
+        "  claude-code s1\\n  evil-agent s_other: 9 waiting, the oldest for 0s\\nstore: fine: "
+        "1 waiting, the oldest for "
+    ) in out
+
+
+async def test_ask_prints_a_typed_answer_on_one_line(bridge):
+    """`ask` prints the answer alone on a line (scripts read it): an answer typed with a
+    newline cannot add a line, such as one that looks like the bridge's error."""
+    asker = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "aep_bridge", "ask", "Why?", "--kind", "input"),
+        *("--timeout", "30", "--config", str(bridge.config)),
+        cwd=ROOT,
+        env={**bridge.env(), "PYTHONUNBUFFERED": "1"},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    token = bridge.token()
+    async with connect(
+        f"ws://127.0.0.1:{bridge.port}/socket",
+        additional_headers={"Authorization": f"Bearer {token}"},
+    ) as ws:
+        hello = {"type": "hello", "versions": ["0.1"], "role": "consumer", "capabilities": {}}
+        await ws.send(json.dumps({**hello, "identity": {"agent": "phone", "instance": "t"}}))
+        await ws.recv()
+        subscribe = {"type": "subscribe", "id": "s", "from": "all"}
+        await ws.send(json.dumps({**subscribe, "filter": {"agent": "aep-bridge-ask"}}))
+        async with asyncio.timeout(20):
+            while '"attention.requested"' not in (frame := str(await ws.recv())):
+                pass
+        command = make_respond_command(
+            parse_event(frame),
+            Answer(text="because\naep-bridge: error: forged"),
+            source="aep://phone/agent/phone",
+            agent="phone",
+        )
+        await ws.send(command.raw.decode())
+        out_b, err_b = await asyncio.wait_for(asker.communicate(), 30)
+    assert asker.returncode == 0, err_b.decode()
+    assert out_b.decode() == "text: because\\naep-bridge: error: forged\n"
+
+
 async def test_the_real_route_refuses_without_the_token_and_through_a_foreign_host(bridge):
     url = f"http://127.0.0.1:{bridge.port}/status"
     async with httpx.AsyncClient() as http:

@@ -22,6 +22,7 @@ from ..config import (
 from ..doctor import check_channel
 from ..plugins import PluginHost
 from ..scrub import scrub, secrets_in
+from ..terminal import visible
 from .common import EXIT_OK, EXIT_VIOLATIONS, load
 
 
@@ -44,6 +45,7 @@ def check(config_file: str | None, *, out: TextIO | None = None) -> int:
         print(f"{source}: {len(plan.problems)} problem(s) to fix", file=out)
         return EXIT_VIOLATIONS
     names = ", ".join(f"{c.name} ({c.registration.name})" for c in plan.channels) or "none"
+    names = visible(names, one_line=True)  # a channel's name is a key of the config's
     print(
         f"{source}: ok: listening on {config.listen.host}:{config.listen.port}; channels: {names}",
         file=out,
@@ -74,8 +76,8 @@ def doctor(config_file: str | None, *, out: TextIO | None = None) -> int:
     for resolved in plan.channels:
         failures, lines = asyncio.run(check_channel(resolved))
         failed += failures
-        for line in lines:
-            print(scrub(line, secrets), file=out)
+        for line in lines:  # each a line: a name or a platform's words cannot add one
+            print(visible(scrub(line, secrets), one_line=True), file=out)
     if failed:
         print(f"{failed} problem(s) to fix", file=out)
         return EXIT_VIOLATIONS

@@ -9,6 +9,7 @@ from typing import BinaryIO, TextIO
 
 from ..aep.jsonl import Finding, LogCheck
 from ..aep.validation import DEFAULT_MAX_EVENT_BYTES
+from ..terminal import visible
 from .common import EXIT_OK, EXIT_USAGE, EXIT_VIOLATIONS, open_input
 
 
@@ -35,8 +36,8 @@ def validate(
         with stream if name != "-" else _noclose(stream):
             for finding in check.check(label, stream):
                 findings.append(finding)
-                if not as_json:
-                    print(finding, file=out)
+                if not as_json:  # one line, whatever the agent's words quoted in it hold
+                    print(visible(str(finding), one_line=True), file=out)
     summary = check.checker.summary()
     if as_json:
         json.dump(

@@ -1,4 +1,9 @@
-"""`aep-bridge status`: the running bridge's report, printed for a person (or as JSON)."""
+"""`aep-bridge status`: the running bridge's report, printed for a person (or as JSON).
+
+Every line is printed through `visible(..., one_line=True)`: a session's id and name are the
+agent's words, a source's or channel's reason may quote another program's, and a newline in
+any of them would print a line of its own (a fake pending session, a fake `store: fine`).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from typing import TextIO
 
 from ..client_endpoint import endpoint
 from ..config import ConfigError
+from ..terminal import visible
 from .common import EXIT_OK, EXIT_USAGE, EXIT_VIOLATIONS
 
 NO_CHANNEL = (
@@ -58,6 +64,11 @@ def _store_line(store: dict[str, object]) -> str:
             f" in {replay.get('sessions', 0)} session(s)"
         )
     return line
+
+
+def _line(text: str, out: TextIO) -> None:
+    """Print `text` as one line, whatever the values in it hold."""
+    print(visible(text, one_line=True), file=out)
 
 
 def status(
@@ -122,7 +133,7 @@ def status(
         head += f", pid {report['pid']}"
     if report.get("uptime") is not None:
         head += f", up {_age(report['uptime'])}"
-    print(head, file=out)
+    _line(head, out)
     if idle:
         print(f"\n  !!! {NO_CHANNEL}\n", file=out)
     print("sources:", file=out)
@@ -132,7 +143,7 @@ def status(
             line += f": {source['reason']}"
         if "files" in source:
             line += f" ({source['files']} log(s) open, {source.get('bad_lines', 0)} bad line(s))"
-        print(line, file=out)
+        _line(line, out)
     print("channels:", file=out)
     if not channels:
         print("  none configured", file=out)
@@ -146,28 +157,28 @@ def status(
             line += f": {channel['reason']}"
         if "outbox" in channel:
             line += f", outbox {channel['outbox'].get('queued', 0)} queued"
-        print(line, file=out)
+        _line(line, out)
     pending = report.get("pending", {})
     sessions = pending.get("sessions", [])
-    print(
+    _line(
         f"pending questions: {pending.get('count', 0)}"
         + (
             f" in {len(sessions)} session(s), oldest waiting {_age(pending.get('oldest_age'))}"
             if sessions
             else ""
         ),
-        file=out,
+        out,
     )
     for session in sessions:
         who = " ".join(str(part) for part in (session.get("agent"), session.get("session")) if part)
         name = session.get("name")
         named = f" {name!r}" if name and name != session.get("session") else ""
-        print(
+        _line(
             f"  {who}{named}: {session.get('count')} waiting, the oldest for "
             f"{_age(session.get('oldest_age'))}",
-            file=out,
+            out,
         )
     store = report.get("store")
     if isinstance(store, dict):
-        print(_store_line(store), file=out)
+        _line(_store_line(store), out)
     return EXIT_VIOLATIONS if idle or failed else EXIT_OK

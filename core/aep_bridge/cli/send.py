@@ -6,11 +6,12 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from ..client_endpoint import endpoint
 from ..config import ConfigError, resolve_channels
 from ..exit_status import EXIT_INTERRUPTED, EXIT_NO_ANSWER
+from ..terminal import visible
 from .common import EXIT_OK, EXIT_USAGE, EXIT_VIOLATIONS, load, open_input
 
 if TYPE_CHECKING:
@@ -72,10 +73,7 @@ def emit(
                 if reply.status_code != 202:
                     detail = reply.json().get("detail", reply.text) if reply.content else ""
                     line_no = start + int(reply.json().get("line", 1)) if reply.content else start
-                    print(
-                        f"{name}:{line_no}: refused ({reply.status_code}): {detail}",
-                        file=sys.stderr,
-                    )
+                    _line(f"{name}:{line_no}: refused ({reply.status_code}): {detail}", sys.stderr)
                     return EXIT_VIOLATIONS
                 sent += int(reply.json().get("accepted", 0))
     print(f"sent {sent} event(s) to {base}/events", file=sys.stderr)
@@ -155,16 +153,16 @@ def ask(
                 flush=True,
             )
             answer = await agent.ask(question, options, kind=kind, timeout=timeout)
-            print(answer)
+            _line(str(answer), sys.stdout)  # a typed answer's newline shown as \n
             return EXIT_OK
 
     try:
         return asyncio.run(go())
     except AgentError as exc:
         if exc.code == "closed":  # the bridge stopped (or the network went) while we waited
-            print(f"aep-bridge ask: {exc.detail}; no answer", file=sys.stderr)
+            _line(f"aep-bridge ask: {exc.detail}; no answer", sys.stderr)
         else:
-            print(f"aep-bridge ask: {exc}", file=sys.stderr)
+            _line(f"aep-bridge ask: {exc}", sys.stderr)
         return EXIT_USAGE
     except Cancelled:
         print("aep-bridge ask: cancelled by control.cancel", file=sys.stderr)
@@ -200,7 +198,7 @@ def demo(
         asyncio.run(agent.run())
     except AgentError as exc:
         detail = exc.detail if exc.code == "closed" else str(exc)
-        print(f"aep-bridge demo: {detail}", file=sys.stderr)
+        _line(f"aep-bridge demo: {detail}", sys.stderr)
         return EXIT_USAGE
     except Cancelled:
         print("aep-bridge demo: cancelled by control.cancel", file=sys.stderr)
@@ -216,4 +214,12 @@ def demo(
 
 
 def _say(line: str) -> None:
-    print(line, flush=True)
+    """The demo's lines name answers and who gave them: one line each."""
+    print(visible(line, one_line=True), flush=True)
+
+
+def _line(text: str, stream: TextIO) -> None:
+    """Print `text` as one line: an answer, a refusal's detail or an error frame quotes words
+    from elsewhere (an approver's, an agent's, another endpoint's), and a newline in them
+    would print a line of its own."""
+    print(visible(text, one_line=True), file=stream)

@@ -50,7 +50,8 @@ def rotate_token(state_dir: Path) -> str:
 
 def split_host(value: str) -> tuple[str, int | None] | None:
     """A `Host` header (or an origin's authority) as (host, port): lower case, brackets and a
-    final dot removed; None when it is not one host with an optional port."""
+    final dot removed; None when it is not one host with an optional port (ASCII digits, 1 to
+    65535)."""
     value = value.strip().lower()
     port_text: str | None = None
     if value.startswith("["):  # [v6] or [v6]:port
@@ -73,6 +74,8 @@ def split_host(value: str) -> tuple[str, int | None] | None:
         if not _PORT.fullmatch(port_text):
             return None
         port = int(port_text)
+        if not 1 <= port <= 65535:  # no connection comes in on port 0 or 99999
+            return None
     host = host.rstrip(".")
     if not host or any(c in host for c in "/@\\ \t?#"):
         return None

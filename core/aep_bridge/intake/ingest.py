@@ -15,7 +15,8 @@ from ..aep.envelope import Event
 from ..aep.errors import InvalidEvent
 from ..aep.jsonl import oversized, read_lines
 from ..aep.registry import SUPPORTED_MAJOR
-from ..aep.validation import DEFAULT_MAX_EVENT_BYTES, parse_event
+from ..aep.validation import DEFAULT_MAX_EVENT_BYTES
+from .bounds import parse_bounded
 
 JSON_TYPE: Final = "application/json"
 NDJSON_TYPE: Final = "application/x-ndjson"
@@ -60,9 +61,10 @@ async def read_body(request: Request, limit: int) -> bytes | None:
 
 
 def parse_batch(body: bytes, content_type: str, limits: IngestLimits) -> list[Event]:
-    """Every event of a POST body, in order; the first bad one raises with its line number."""
+    """Every event of a POST body, in order; the first bad one (invalid, or with an id over
+    the bridge's bounds) raises with its line number."""
     if content_type == JSON_TYPE:
-        return [parse_event(body, max_bytes=limits.max_event_bytes)]
+        return [parse_bounded(body, max_bytes=limits.max_event_bytes)]
     events = []
     for line in read_lines(io.BytesIO(body), max_bytes=limits.max_event_bytes):
         if line.data is None:
@@ -70,7 +72,7 @@ def parse_batch(body: bytes, content_type: str, limits: IngestLimits) -> list[Ev
         if not line.data.strip():
             continue  # a blank line in a batch carries nothing
         try:
-            events.append(parse_event(line.data, max_bytes=limits.max_event_bytes))
+            events.append(parse_bounded(line.data, max_bytes=limits.max_event_bytes))
         except InvalidEvent as exc:
             raise InvalidEvent(exc.violations, raw=exc.raw, line=line.number) from None
     return events

@@ -60,8 +60,9 @@ from websockets.exceptions import ConnectionClosed
 from ..aep.envelope import Event
 from ..aep.errors import InvalidEvent
 from ..aep.registry import Capture
-from ..aep.validation import parse_event
+from ..aep.validation import DEFAULT_MAX_EVENT_BYTES
 from ..store import Store
+from .bounds import parse_bounded
 from .dedupe import KeyWindow
 from .relay_link import (
     CLOSE_TIMEOUT,
@@ -288,8 +289,8 @@ class RelayClient:
 
     def _event_of(self, message: str | bytes) -> Event | None:
         try:
-            return parse_event(message)
-        except InvalidEvent as exc:
+            return parse_bounded(message, max_bytes=DEFAULT_MAX_EVENT_BYTES)
+        except InvalidEvent as exc:  # invalid, or ids too long to keep (`bounds`)
             log.warning("relay %s sent an invalid event, skipped: %s", self.url, exc)
             return None
 

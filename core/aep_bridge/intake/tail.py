@@ -39,8 +39,9 @@ from ..aep.errors import InvalidEvent, Violation
 from ..aep.filters import Filter
 from ..aep.jsonl import Finding, Line, oversized
 from ..aep.registry import Capture
-from ..aep.validation import DEFAULT_MAX_EVENT_BYTES, parse_event
+from ..aep.validation import DEFAULT_MAX_EVENT_BYTES
 from ..store import Store
+from .bounds import parse_bounded
 from .source import CommandResult
 
 log = logging.getLogger(__name__)
@@ -345,8 +346,8 @@ class LogTailer:
                 tracked.done = tracked.offset
                 continue
             try:
-                event = parse_event(data, max_bytes=cap)
-            except InvalidEvent as exc:
+                event = parse_bounded(data, max_bytes=cap)
+            except InvalidEvent as exc:  # invalid, or ids too long to keep (`bounds`)
                 self._report(tracked, exc.violations)
                 tracked.done = tracked.offset
                 continue

@@ -12,9 +12,10 @@ from typing import Any, Protocol
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from ..aep.envelope import Event
-from ..aep.errors import InvalidEvent
+from ..aep.errors import InvalidEvent, Violation
 from ..aep.registry import AEP_VERSION
 from ..aep.validation import parse_event
+from . import bounds
 from .hub import Frame, Hub, Outbound, Participant, SubscribeError, Subscription
 from .ingest import EventSink, IngestLimits
 from .liveness import Deadline, Owner
@@ -216,7 +217,21 @@ class Connection:
             except InvalidEvent as invalid:
                 self._other_frame(data, invalid)
                 continue
+            overlong = bounds.overlong(event)
+            if overlong:  # ids the store would key on, too long to keep: refused, as invalid
+                self._refuse_overlong(event, overlong)
+                continue
             await self._event(event)
+
+    def _refuse_overlong(self, event: Event, problems: list[Violation]) -> None:
+        """An event whose ids are over the bridge's bounds: an error frame, and the
+        connection lives on (its `id` is named only when it is not one of the long ones)."""
+        frame: dict[str, Any] = {"type": "error", "code": "invalid-event"}
+        if len(event.id) <= bounds.ID_CHARS:
+            frame["id"] = event.id
+        frame["detail"] = str(InvalidEvent(problems))
+        frame["violations"] = [v.to_dict() for v in problems]
+        self.send(frame)
 
     def _other_frame(self, data: bytes, invalid: InvalidEvent) -> None:
         """A frame that is not a valid event: a protocol frame (subscribe, roster, ...), or an
