@@ -98,6 +98,8 @@ class Web:
         assert response is not None
         assert response.ok, f"sign-in failed: {response.status}\n{await page.content()}"
         assert page.url == self.page_url  # the key's fragment is gone from the address bar
+        # signed in: the page checked its key with the bridge, keeps it and reads the stream
+        await expect(page.locator("#connection")).to_have_text("Live")
         return page
 
     async def sign_in_with_token(self, page: Page) -> None:
