@@ -416,18 +416,7 @@ async def _latency(root: Path) -> dict[str, Any]:
             )
 
             def card(seen: int = seen, mark: str = mark) -> Any:
-                return next(
-                    (
-                        c
-                        for c in fake.calls[seen:]
-                        if c.method == POST
-                        and c.ok
-                        and c.args.get("thread_ts") == thread
-                        and mark in _text_of(c)
-                        and _has_buttons(c)
-                    ),
-                    None,
-                )
+                return _card_post(fake, seen, thread, mark, buttons=True)
 
             shown = await r.until(f"card {i}", card)
             message = fake.message(CHANNEL, shown.result["ts"])
@@ -481,6 +470,23 @@ async def _latency(root: Path) -> dict[str, Any]:
             "violations": [str(v) for v in fake.violations],
             "unanswered": len(fake.unanswered()),
         }
+
+
+def _card_post(fake: Any, seen: int, thread: str, mark: str, *, buttons: bool = False) -> Any:
+    """The first post since call `seen` in `thread` whose text holds `mark` (with its
+    buttons, if `buttons`), or None yet."""
+    return next(
+        (
+            c
+            for c in fake.calls[seen:]
+            if c.method == POST
+            and c.ok
+            and c.args.get("thread_ts") == thread
+            and mark in _text_of(c)
+            and (not buttons or _has_buttons(c))
+        ),
+        None,
+    )
 
 
 def _has_buttons_now(message: Any) -> bool:
@@ -566,17 +572,7 @@ async def _quiet(root: Path) -> dict[str, Any]:
             )
 
             def card(seen: int = seen, mark: str = mark) -> Any:
-                return next(
-                    (
-                        c
-                        for c in fake.calls[seen:]
-                        if c.method == POST
-                        and c.ok
-                        and c.args.get("thread_ts") == thread
-                        and mark in _text_of(c)
-                    ),
-                    None,
-                )
+                return _card_post(fake, seen, thread, mark)
 
             shown = await r.until(f"quiet card {i}", card, WAIT + WINDOW)
             if i >= WARMUP:
