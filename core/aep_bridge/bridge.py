@@ -505,7 +505,9 @@ class Bridge(EventMirror, QuestionCards):
                     self._group_commit()
                     try:
                         self.handle_event(source.name, event)
-                    except Exception:  # one event must not stop the stream
+                    except Exception as exc:  # one event must not stop the stream
+                        if self.store.report_damage(exc):
+                            return  # but a damaged store ends the bridge (the server's)
                         log.exception(
                             "event %s from %s could not be handled", event.id, event.source
                         )
@@ -513,6 +515,8 @@ class Bridge(EventMirror, QuestionCards):
                         if channel.outbox.behind:
                             await self._keep_pace(channel)
             except Exception as exc:  # the source gave up (a relay refusing our token)
+                if self.store.report_damage(exc):
+                    return
                 log.error("stopped consuming %s: %s", source.name, exc)
                 self.source_errors[source.name] = str(exc) or type(exc).__name__
                 return

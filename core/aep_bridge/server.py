@@ -39,7 +39,7 @@ from .intake.source import EventSource, LocalSource
 from .intake.tail import LogSource
 from .listening import StateDirBusy, lock_state_dir, remove_listening, write_listening
 from .plugins import PluginHost
-from .store import DB_NAME, Store, StoreError, default_state_dir
+from .store import DB_NAME, Store, StoreError, default_state_dir, is_damage
 
 log = logging.getLogger("aep_bridge")
 
@@ -99,16 +99,6 @@ def _unusable(state_dir: Path, error: object) -> StartFailed:
     return StartFailed(EXIT_STATE_DIR)
 
 
-def _is_damage(exc: sqlite3.DatabaseError) -> bool:
-    """Whether SQLite says the file is damaged or is no database (`SQLITE_CORRUPT`,
-    `SQLITE_NOTADB`; Python raises both as a bare `DatabaseError`), rather than that it cannot
-    be opened, read or written (read-only, I/O, a full disk: `OperationalError`)."""
-    name = getattr(exc, "sqlite_errorname", "") or ""
-    if name:
-        return name.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT"))
-    return type(exc) is sqlite3.DatabaseError
-
-
 def _damaged(path: Path, exc: sqlite3.DatabaseError) -> StartFailed:
     """Say that the store is damaged, and the two ways on, in one line."""
     log.error(
@@ -129,7 +119,7 @@ def _damage_ends_the_start(store: Store) -> Iterator[None]:
     try:
         yield
     except sqlite3.DatabaseError as exc:
-        if not _is_damage(exc):
+        if not is_damage(exc):
             raise
         with contextlib.suppress(sqlite3.Error):
             store.close()
@@ -172,7 +162,7 @@ def _open_store(state_dir: Path) -> Store:
         log.error("the store cannot be used: %s", exc)
         raise StartFailed(EXIT_STORE) from None
     except sqlite3.DatabaseError as exc:
-        if not _is_damage(exc):
+        if not is_damage(exc):
             raise _unusable(state_dir, exc) from None  # read-only, cannot open, I/O
         raise _damaged(path, exc) from None
     except OSError as exc:
@@ -252,6 +242,15 @@ class _Stopping:
             self.server.should_exit = True
             self.server.force_exit = self.hurry.is_set()
 
+    def now(self) -> None:
+        """Stop at once, as a second signal would: the store is damaged, so nothing left
+        to deliver could be kept."""
+        self.hurry.set()
+        self.remaining()
+        if self.server is not None:
+            self.server.should_exit = True
+            self.server.force_exit = True
+
     def install(self) -> None:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -318,7 +317,7 @@ def _restore(config: BridgeConfig, store: Store) -> tuple[HubLimits, Hub]:
     try:
         store.compact()
     except sqlite3.Error as exc:  # a full disk: the budget still holds, the file cannot shrink
-        if isinstance(exc, sqlite3.DatabaseError) and _is_damage(exc):
+        if isinstance(exc, sqlite3.DatabaseError) and is_damage(exc):
             raise
         log.warning("store %s: not compacted (%s); tried again at the next start", store.path, exc)
     return limits, hub
@@ -401,13 +400,25 @@ async def serve(config: BridgeConfig, plugins: PluginHost, host: str, port: int)
     loop.set_exception_handler(guard.exception_handler)
     maintaining: asyncio.Task[None] | None = None
     #: damage found while the channels start and recover (their outboxes, the answers to
-    #: re-send): the start ends with status 6, and the stop reads the store no more
+    #: re-send), or while the bridge runs: it ends with status 6, and the stop reads the
+    #: store no more
     damaged = False
+
+    def damage_found(exc: sqlite3.DatabaseError) -> None:
+        """The store was found damaged while the bridge runs (`Store.report_damage`): one
+        line, and the bridge stops at once with status 6, rather than refusing every event
+        from now on while it looks alive."""
+        nonlocal damaged
+        damaged = True
+        _damaged(store.path, exc)
+        stopping.now()
+
+    store.on_damage = damage_found
     try:
         try:
             await bridge.start(consume=False)
         except sqlite3.DatabaseError as exc:
-            if not _is_damage(exc):
+            if not is_damage(exc):
                 raise
             damaged = True
             raise _damaged(store.path, exc) from None
@@ -443,6 +454,8 @@ async def serve(config: BridgeConfig, plugins: PluginHost, host: str, port: int)
         stopping.server = server
         if not stopping.requested:
             await server.serve()
+        if damaged:
+            raise StartFailed(EXIT_STORE)
     finally:
         with contextlib.suppress(OSError):  # no longer listening: clients must not find it
             remove_listening(state_dir)
@@ -495,6 +508,8 @@ async def _maintain(hub: Hub) -> None:
         try:
             hub.maintain()
         except sqlite3.Error as exc:  # a full disk: the next round tries again
+            if hub.store is not None and hub.store.report_damage(exc):
+                return
             log.warning("the replay buffers could not be maintained: %s", exc)
 
 

@@ -196,6 +196,49 @@ def test_damage_found_while_the_store_is_restored_is_one_line_and_status_6(
     )
 
 
+def emit_demo(config: Path) -> subprocess.CompletedProcess[str]:
+    """`aep-bridge emit --demo` to the bridge of `config`, as a person would send one."""
+    return subprocess.run(
+        [sys.executable, "-m", "aep_bridge", "emit", "--demo", "--config", str(config)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize("part", ["seen", "positions"])
+async def test_damage_found_while_the_bridge_runs_ends_it_with_one_line_and_status_6(
+    tmp_path: Path, made_store: Path, part: str
+):
+    """The store damaged where the bridge reads only once events come (the dedupe window,
+    the resume positions), as a disk fault leaves it: the bridge says so in one line and
+    stops with status 6, which the systemd unit does not restart, rather than living on with
+    a traceback for every event it then refuses (every agent's events lost while `status`
+    looks alive)."""
+    port = free_port()
+    config = write_config(tmp_path, port, CONSOLE)
+    db = tmp_path / "state" / "state.db"
+    db.parent.mkdir()
+    shutil.copy(made_store, db)
+    damage(db, part)
+    bridge = BridgeProcess(config, tmp_path / "run.log")
+    try:
+        await bridge.start(f"http://127.0.0.1:{port}")  # nothing read the damage yet
+        sent = await asyncio.to_thread(emit_demo, config)
+        status, lines = await asyncio.to_thread(finished, bridge)
+    finally:
+        if bridge.proc is not None and bridge.proc.poll() is None:
+            bridge.kill()
+    assert status == EXIT_STORE, "\n".join(lines)
+    one_line_failure(
+        lines, f"the store {db} is damaged", "restore it from a backup", "move it aside"
+    )
+    # the emitter's batches went in before the consumer met the damage, or met a bridge
+    # already gone: said in one line either way
+    assert "Traceback" not in sent.stderr, sent.stderr
+
+
 def test_a_state_db_that_is_a_directory_is_said_so(tmp_path: Path):
     """Not "cannot use the state directory" (it can be used): the store's file is a
     directory, and the line says so and what to do."""

@@ -91,6 +91,45 @@ def test_emit_posts_a_recorded_session_and_names_a_bad_line(bridge, tmp_path: Pa
     assert f"{bad}:2: refused (400)" in refused.stderr
 
 
+@pytest.mark.parametrize("body", [b"Internal Server Error", b"<html>502 Bad Gateway</html>", b""])
+def test_emit_says_a_refusal_that_is_no_json_in_one_line(tmp_path: Path, body: bytes):
+    """A server error's plain text, or a proxy's page, in answer to `emit`: the status and
+    the text in one line, never a traceback from reading it as the endpoint's JSON."""
+    import http.server
+    import threading
+
+    class Refusing(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(500)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"state_dir": str(tmp_path / "state"), "channels": {}}))
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        refused = subprocess.run(
+            [*BRIDGE, "emit", "--demo", "--config", str(config), "--url", url, "--token", "t"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert refused.returncode == 1
+    said = f": {body.decode()}" if body else ""
+    assert refused.stderr.splitlines() == [f"the demo session:1: refused (500){said}"]
+
+
 @pytest.mark.parametrize(
     ("answer", "printed"),
     [

@@ -70,14 +70,28 @@ def emit(
                 except httpx.HTTPError as exc:
                     print(f"aep-bridge emit: cannot reach {base}: {exc}", file=sys.stderr)
                     return EXIT_VIOLATIONS
+                answer = _answer_of(reply)
                 if reply.status_code != 202:
-                    detail = reply.json().get("detail", reply.text) if reply.content else ""
-                    line_no = start + int(reply.json().get("line", 1)) if reply.content else start
-                    _line(f"{name}:{line_no}: refused ({reply.status_code}): {detail}", sys.stderr)
+                    detail = str(answer.get("detail", reply.text[:200]))
+                    line = answer.get("line", 1)
+                    line_no = start + (line if isinstance(line, int) else 1)
+                    said = f": {detail}" if detail.strip() else ""
+                    _line(f"{name}:{line_no}: refused ({reply.status_code}){said}", sys.stderr)
                     return EXIT_VIOLATIONS
-                sent += int(reply.json().get("accepted", 0))
+                accepted = answer.get("accepted", 0)
+                sent += accepted if isinstance(accepted, int) else 0
     print(f"sent {sent} event(s) to {base}/events", file=sys.stderr)
     return EXIT_OK
+
+
+def _answer_of(reply: httpx.Response) -> dict[str, object]:
+    """The endpoint's JSON answer, or `{}` for one that is none (a proxy's page, a server
+    error's plain text): said, never a traceback."""
+    try:
+        answer = reply.json() if reply.content else {}
+    except ValueError:
+        return {}
+    return answer if isinstance(answer, dict) else {}
 
 
 #: how often `emit` sends a batch again that the bridge answered 503 (busy catching up)

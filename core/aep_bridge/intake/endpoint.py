@@ -14,8 +14,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import sqlite3
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from starlette.applications import Starlette
 from starlette.datastructures import Headers, QueryParams
@@ -100,6 +101,8 @@ class Endpoint:
                 *extra_routes,
             ],
             middleware=[Middleware(_Guard, endpoint=self)],
+            # the handler takes a request or a WebSocket, as Starlette hands it either
+            exception_handlers={sqlite3.DatabaseError: cast(Any, self._store_failed)},
         )
 
     def schedule_flush(self, delay: float = 0.005) -> None:
@@ -108,9 +111,26 @@ class Endpoint:
 
             def flush() -> None:
                 self._flush_handle = None
-                self.hub.flush()
+                try:
+                    self.hub.flush()
+                except sqlite3.DatabaseError as exc:
+                    if self.hub.store is None or not self.hub.store.report_damage(exc):
+                        raise
 
             self._flush_handle = asyncio.get_running_loop().call_later(delay, flush)
+
+    async def _store_failed(self, conn: Request | WebSocket, exc: Exception) -> Response | None:
+        """A request that found the store damaged (`Store.report_damage`, which stops the
+        bridge) gets `500 store-damaged` rather than a bare 500; other store errors stay
+        the server errors they are."""
+        store = self.hub.store
+        if store is None or not store.report_damage(exc):
+            raise exc
+        detail = "the bridge's store is damaged and the bridge is stopping: its log says what to do"
+        if isinstance(conn, WebSocket):
+            await conn.close(1011, "store damaged")
+            return None
+        return _problem(500, "store-damaged", detail)
 
     # -- authentication ---------------------------------------------------------------
 

@@ -6,7 +6,7 @@ Nothing outside this package writes SQL: the rest of the core calls the typed me
 
 from __future__ import annotations
 
-from .database import DB_NAME, Database, StoreError, default_state_dir
+from .database import DB_NAME, Database, StoreError, default_state_dir, is_damage
 from .delivery import DeliveryTables, Floors, Position, floor_of
 from .kv import SECRETS_NAMESPACE, KvTables, StoreState
 from .replay import ReplayTables
@@ -32,4 +32,5 @@ __all__ = [
     "StoreState",
     "default_state_dir",
     "floor_of",
+    "is_damage",
 ]

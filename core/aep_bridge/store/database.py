@@ -21,6 +21,7 @@ queued in memory, and their rows with them, so the journal stays what the queue 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import sqlite3
@@ -52,6 +53,18 @@ def default_state_dir(environ: Mapping[str, str] | None = None) -> Path:
         return Path(base) / "aep-bridge"
     home = env.get("HOME")
     return (Path(home) if home else Path.home()) / ".local" / "state" / "aep-bridge"
+
+
+def is_damage(exc: BaseException) -> bool:
+    """Whether SQLite says the file is damaged or is no database (`SQLITE_CORRUPT`,
+    `SQLITE_NOTADB`; Python raises both as a bare `DatabaseError`), rather than that it cannot
+    be opened, read or written (read-only, I/O, a full disk: `OperationalError`)."""
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return False
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    if name:
+        return name.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT"))
+    return type(exc) is sqlite3.DatabaseError
 
 
 def _create_private(path: Path) -> None:
@@ -152,6 +165,10 @@ class Database:
         #: `(stream, source, session)` -> the newest position recorded in the open
         #: transaction: one upsert a session at its commit, not one an event
         self._pending_positions: dict[tuple[str, str, str], tuple[int, int]] = {}
+        #: told once of the first damage a caller finds (`report_damage`): the server ends
+        #: the bridge then; None (a test, a tool): nobody is told
+        self.on_damage: Callable[[sqlite3.DatabaseError], None] | None = None
+        self._damage: sqlite3.DatabaseError | None = None
 
     @classmethod
     def open(cls, state_dir: Path) -> Self:
@@ -193,6 +210,18 @@ class Database:
         conn.execute("PRAGMA foreign_keys = ON")
         _migrate(conn, Path(":memory:"))
         return cls(conn, Path(":memory:"))
+
+    def report_damage(self, exc: BaseException) -> bool:
+        """Whether `exc` says this store is damaged (`is_damage`), telling `on_damage` the
+        first time. Code that catches an error to carry on (one event, one round) asks this
+        first: carrying on with a damaged store would lose every event after it, quietly."""
+        if not isinstance(exc, sqlite3.DatabaseError) or not is_damage(exc):
+            return False
+        if self._damage is None:
+            self._damage = exc
+            if self.on_damage is not None:
+                self.on_damage(exc)
+        return True
 
     def close(self) -> None:
         """Close the connection; a second call does nothing."""
@@ -394,13 +423,16 @@ class Database:
                 raise sqlite3.OperationalError("a write failed and the group was rolled back")
             self._flush()
             conn.execute("COMMIT")
-        except sqlite3.Error:
+        except sqlite3.Error as exc:
             self._pending_positions.clear()
             self._forget_caches()
             if conn.in_transaction:
-                conn.execute("ROLLBACK")
+                with contextlib.suppress(sqlite3.Error):  # a damaged file may refuse it too
+                    conn.execute("ROLLBACK")
             if strict:
                 raise
+            if self.report_damage(exc):  # said once, and the bridge stops
+                return True
             log.exception("the store could not commit; the last group of writes is lost")
         return True
 
@@ -421,4 +453,4 @@ class Database:
         return list(self._conn.execute(sql, tuple(parameters)))
 
 
-__all__ = ["DB_NAME", "MIGRATIONS", "Database", "StoreError", "default_state_dir"]
+__all__ = ["DB_NAME", "MIGRATIONS", "Database", "StoreError", "default_state_dir", "is_damage"]
