@@ -285,8 +285,8 @@ def _as_received(entry: dict[str, Any]) -> dict[str, Any]:
     kept = {k: entry[k] for k in LISTED[entry["type"]] if k in entry}
     rules = entry.get("rules")
     if entry["type"] == "addRules" and isinstance(rules, list):
-        kept["rules"] = [
-            {k: r[k] for k in ("toolName", "ruleContent") if k in r}
+        kept["rules"] = [  # a `ruleContent` of null is none: the whole tool ("any Bash")
+            {k: r[k] for k in ("toolName", "ruleContent") if r.get(k) is not None}
             for r in rules
             if isinstance(r, dict)
         ]
