@@ -10,7 +10,6 @@ and a history consumer can replay, whatever happened to the connection.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import socket
 from collections import OrderedDict
@@ -22,6 +21,7 @@ from ..aep.build import make_event
 from ..aep.envelope import Event
 from ..aep.ids import new_id, source_uri
 from ..aep.registry import Capture, Severity
+from .paths import read_private, write_private
 
 EPOCH_FILE: Final = "epoch"
 LOG_DIR: Final = "logs"
@@ -32,15 +32,12 @@ _RUN_ENDS: Final = frozenset({"run.finished", "run.failed", "run.cancelled"})
 
 def next_epoch(directory: Path) -> int:
     """Bump and persist the restart generation: one more than the last start's."""
-    path = directory / EPOCH_FILE
     try:
-        last = int(path.read_text().strip())
-    except (OSError, ValueError):
+        last = int(read_private(directory / EPOCH_FILE, 64) or "")
+    except ValueError:
         last = -1
     epoch = last + 1
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(f"{epoch}\n")
-    os.replace(temporary, path)
+    write_private(directory / EPOCH_FILE, f"{epoch}\n".encode())
     return epoch
 
 
