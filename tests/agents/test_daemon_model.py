@@ -48,6 +48,9 @@ from tests.official import assert_valid
 PAYLOADS = Path(__file__).parent / "payloads"
 CC, CX = "claude-code", "codex"
 SESSIONS = ((CC, "cc-a"), (CC, "cc-b"), (CX, "cx-a"), (CX, "cx-b"))
+#: a session no daemon of this model ever had: the bridge routes an answer there all the same
+#: (another daemon's, once said to be this one's), and it is refused, never dropped
+STRANGER = (CC, "nobody-s-session")
 BRIDGE = "aep://bridge/aep-bridge"
 #: a hold that passes only when the model moves the clock past it, and one that never does
 HOLDS = (0.5, 1000.0)
@@ -575,7 +578,11 @@ class DaemonModel(RuleBasedStateMachine):
         answer = data.draw(st.sampled_from(answers))
         session = (asked.agent, asked.session)
         if not right_session or session not in self.known:
-            session = data.draw(st.sampled_from(sorted(self.known)))
+            # any session: one this daemon knows, one it had before it restarted, or one it
+            # never had; whatever it cannot take, it refuses in words the card shows
+            session = data.draw(st.sampled_from(sorted(self.known | {*SESSIONS, STRANGER})))
+            if session not in self.known:
+                hypothesis.event("an answer for a session the daemon does not hold")
         command = make_event(
             "control.attention.respond",
             source=BRIDGE,

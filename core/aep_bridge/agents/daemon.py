@@ -50,7 +50,7 @@ from ..exit_status import EXIT_OK, EXIT_USAGE
 from ..log_setup import TerminalSafe
 from ..scrub import ScrubFilter, register, secrets_in
 from . import claude_code, codex, grants
-from .emitter import Emitter, SessionState
+from .emitter import LOG_DIR, Emitter, SessionState, log_name
 from .held import AttentionLoop
 from .ledger import Ledger, Left
 from .link import BridgeLink
@@ -76,6 +76,9 @@ LINK_WAIT: Final = 1.0
 STOP_FLUSH: Final = 2.0
 #: the events that end a request (AEP-0002 §7)
 _TERMINALS: Final = frozenset({"attention.resolved", "attention.timeout"})
+#: the daemon's own name on the wire: its `hello`, and the stream of its answers to commands
+#: for a session none of its agents has (`_find`)
+DAEMON_AGENT: Final = "aep-bridge-agentd"
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -103,7 +106,14 @@ class AgentDaemon:
         self.ceiling = ceiling or Ceiling()
         self.default_hold = default_hold
         self.emitter = Emitter(directory)
-        self.link = BridgeLink(url, token, self._on_command, replay=self.emitter.recent)
+        self.link = BridgeLink(
+            url,
+            token,
+            self._on_command,
+            agent=DAEMON_AGENT,
+            instance=f"{socket.gethostname()}/agentd/{self.emitter.instance}",
+            replay=self.emitter.recent,
+        )
         self.loop = AttentionLoop(self._emit, self.link.send, self._find, self.ceiling)
         self._heads = _Heads()
         self._stopping = False
@@ -190,7 +200,18 @@ class AgentDaemon:
         )
 
     def _find(self, session: str | None) -> SessionState | None:
-        return next((s for (_, name), s in self.emitter.sessions.items() if name == session), None)
+        """The session a command names, to answer it in: one this daemon knows, else one
+        its session logs show it had (it restarted since), else a stream of the daemon's
+        own, so that a command it cannot take is refused, never dropped in silence."""
+        if session is None:
+            return None
+        known = (s for (_, name), s in self.emitter.sessions.items() if name == session)
+        found = next(known, None)
+        if found is not None:
+            return found
+        logs = self.emitter.directory / LOG_DIR
+        had = (a for a in MAPPINGS if (logs / a / log_name(session)).is_file())
+        return self.emitter.session(next(had, DAEMON_AGENT), session)
 
     async def _on_command(self, command: Event) -> None:
         await self.loop.on_command(command)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import secrets
 import socket
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -24,6 +25,9 @@ from ..aep.registry import Capture, Severity
 from .paths import read_private, write_private
 
 EPOCH_FILE: Final = "epoch"
+#: the daemon directory's instance name, beside its epoch
+INSTANCE_FILE: Final = "instance"
+_INSTANCE: Final = re.compile(r"[0-9a-f]{16,64}")
 LOG_DIR: Final = "logs"
 _SAFE_NAME: Final = re.compile(r"[A-Za-z0-9._-]{1,80}")
 #: types that end the session's current run
@@ -39,6 +43,19 @@ def next_epoch(directory: Path) -> int:
     epoch = last + 1
     write_private(directory / EPOCH_FILE, f"{epoch}\n".encode())
     return epoch
+
+
+def instance_id(directory: Path) -> str:
+    """This daemon directory's own name for its `hello` (`identity.instance`): random, made
+    at its first start, and the same at every later one, so the bridge gives a restarted
+    daemon back its own sessions and never another daemon's (AEP-0003 §4: `instance`
+    disambiguates processes)."""
+    found = (read_private(directory / INSTANCE_FILE, 256) or "").strip()
+    if _INSTANCE.fullmatch(found):
+        return found
+    made = secrets.token_hex(8)
+    write_private(directory / INSTANCE_FILE, f"{made}\n".encode())
+    return made
 
 
 def log_name(session: str) -> str:
@@ -81,6 +98,7 @@ class Emitter:
         self.directory = directory
         self.host = host or socket.gethostname()
         self.epoch = next_epoch(directory)
+        self.instance = instance_id(directory)
         self.sessions: OrderedDict[tuple[str, str], SessionState] = OrderedDict()
         #: where forgotten sessions' positions reached, so none is used twice in this epoch
         self._resumed: dict[tuple[str, str], int] = {}
@@ -159,4 +177,10 @@ class Emitter:
         return event
 
 
-__all__ = ["Emitter", "SessionState", "log_name", "next_epoch"]
+__all__ = [
+    "Emitter",
+    "SessionState",
+    "instance_id",
+    "log_name",
+    "next_epoch",
+]

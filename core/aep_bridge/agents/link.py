@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import socket
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Final
@@ -47,12 +46,14 @@ class BridgeLink:
         on_command: CommandHandler,
         *,
         agent: str = "aep-bridge-agentd",
+        instance: str = "agentd",
         replay: Callable[[], Iterable[Event]] = tuple,
     ) -> None:
         self.url = url
         self._token = token
         self._on_command = on_command
         self._agent = agent
+        self.instance = instance
         self._replay = replay
         self._outbox: deque[bytes] = deque(maxlen=OUTBOX_LIMIT)
         self._wake = asyncio.Event()
@@ -122,7 +123,7 @@ class BridgeLink:
             "type": "hello",
             "versions": ["0.1"],
             "role": "emitter",
-            "identity": {"agent": self._agent, "instance": f"{socket.gethostname()}/agentd"},
+            "identity": {"agent": self._agent, "instance": self.instance},
             "capabilities": {
                 "emits": ["session", "run", "tool", "attention", "control", "delegation"],
                 "control": {
