@@ -106,7 +106,7 @@ def test_an_answer_the_daemon_cannot_take_is_refused_in_words(tmp_path: Path) ->
         for session in ("had", "never-had"):
             command = _respond(session, "01JREQUESTNOBODYHOLDS00000")
             loop.run_until_complete(daemon.loop.on_command(command))
-            [raw] = [raw for raw in list(daemon.link._outbox) if command.id.encode() in raw]
+            [raw] = [raw for raw in daemon.link.queued() if command.id.encode() in raw]
             ack = json.loads(raw)
             assert ack["type"] == "control.rejected"
             assert ack["session"] == session
@@ -114,11 +114,11 @@ def test_an_answer_the_daemon_cannot_take_is_refused_in_words(tmp_path: Path) ->
             assert ack["data"]["reason"] == "invalid"
             assert ack["capture"] == "metadata"  # (its words stay home at the default ceiling)
             # a retry gets the same refusal, byte for byte
-            before = list(daemon.link._outbox)
+            before = daemon.link.queued()
             loop.run_until_complete(daemon.loop.on_command(command))
-            assert list(daemon.link._outbox)[len(before) :] == [raw]
+            assert daemon.link.queued()[len(before) :] == [raw]
         # the session it had is answered in that session's own stream
-        had = [json.loads(r) for r in list(daemon.link._outbox) if b'"session":"had"' in r]
+        had = [json.loads(r) for r in daemon.link.queued() if b'"session":"had"' in r]
         assert {event["agent"] for event in had} == {CC}
     finally:
         loop.close()

@@ -25,7 +25,7 @@ URL = "ws://127.0.0.1:9/socket"
 
 def _start(directory: Path) -> tuple[AgentDaemon, list[Event]]:
     daemon = AgentDaemon(directory, URL, None)
-    return daemon, [parse_event(raw) for raw in daemon.link._outbox]
+    return daemon, [parse_event(raw) for raw in daemon.link.queued()]
 
 
 def _journal(directory: Path, *records: object) -> None:

@@ -50,6 +50,7 @@ from ..exit_status import EXIT_OK, EXIT_USAGE
 from ..log_setup import TerminalSafe
 from ..scrub import ScrubFilter, register, secrets_in
 from . import claude_code, codex, grants
+from .bounds import TooLarge, bounded_id
 from .emitter import LOG_DIR, Emitter, SessionState, log_name
 from .held import AttentionLoop
 from .ledger import Ledger, Left
@@ -113,6 +114,7 @@ class AgentDaemon:
             agent=DAEMON_AGENT,
             instance=f"{socket.gethostname()}/agentd/{self.emitter.instance}",
             replay=self.emitter.recent,
+            dropped=self._dropped,
         )
         self.loop = AttentionLoop(self._emit, self.link.send, self._find, self.ceiling)
         self._heads = _Heads()
@@ -143,6 +145,7 @@ class AgentDaemon:
             cause=cause,
             severity=severity,
             run=run,
+            max_bytes=self.link.max_event_bytes,
         )
         if event.type == "attention.requested":  # durable before it can be shown
             self.ledger.add(Left(event.id, state.agent, state.session))
@@ -167,7 +170,7 @@ class AgentDaemon:
                     subject=request.id,
                     cause=request.id,
                 )
-            except InvalidEvent:
+            except (InvalidEvent, TooLarge):
                 continue
             closed += 1
         self.ledger.save()  # nothing of the last daemon's is open now
@@ -213,6 +216,13 @@ class AgentDaemon:
         had = (a for a in MAPPINGS if (logs / a / log_name(session)).is_file())
         return self.emitter.session(next(had, DAEMON_AGENT), session)
 
+    def _dropped(self, event: Event) -> None:
+        """The link dropped `event` (too big for the bridge): a prompt nobody will see
+        lets its hook go at once (the agent asks in its terminal)."""
+        held = self.loop.pending.get(event.id)
+        if held is not None:
+            self.loop.let_go(held)
+
     async def _on_command(self, command: Event) -> None:
         await self.loop.on_command(command)
 
@@ -232,6 +242,7 @@ class AgentDaemon:
         session, _ = mapping.identity(payload)
         if not isinstance(session, str) or not session:
             return None
+        session = bounded_id(session)  # a 2 MB session id is one session of a short name
         hook = payload.get("hook_event_name")
         clock = asyncio.get_running_loop()
         deadline = clock.time() + hold  # the hold runs from the hook's arrival
@@ -249,6 +260,9 @@ class AgentDaemon:
             except InvalidEvent as exc:  # a mapping fault: lose this event, not the hook
                 codes = ", ".join(sorted({v.rule for v in exc.violations}))
                 log.warning("dropped a %s event that is not valid: %s", emission.type, codes)
+                continue
+            except TooLarge as exc:  # thousands of keys: lose this event, not the hook
+                log.warning("dropped an event: %s", exc)
                 continue
             if event is not None and event.type == "attention.requested":
                 if hook in HELD_HOOKS and "control" in (event.data or {}).get("respond_via", []):
@@ -307,7 +321,8 @@ class AgentDaemon:
         payload: dict[str, Any],
         expires: str | None = None,
     ) -> Event | None:
-        if emission.type == "run.started" and state.run is not None and emission.run != state.run:
+        run = None if emission.run is None else bounded_id(emission.run)
+        if emission.type == "run.started" and state.run is not None and run != state.run:
             # the last run was never closed (the agent was interrupted): it ends here
             self._emit(state, "run.cancelled", {"by": "user"}, run=state.run)
         if emission.type == "session.ended":

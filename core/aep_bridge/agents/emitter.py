@@ -22,6 +22,7 @@ from ..aep.build import make_event
 from ..aep.envelope import Event
 from ..aep.ids import new_id, source_uri
 from ..aep.registry import Capture, Severity
+from .bounds import TooLarge, bounded_id, fit, json_size
 from .paths import read_private, write_private
 
 EPOCH_FILE: Final = "epoch"
@@ -109,6 +110,7 @@ class Emitter:
         return [event for state in live for event in state.recent]
 
     def session(self, agent: str, session: str) -> SessionState:
+        session = bounded_id(session)
         key = (agent, session)
         state = self.sessions.get(key)
         if state is not None:
@@ -144,28 +146,46 @@ class Emitter:
         cause: str | None = None,
         severity: Severity | None = None,
         run: str | None = None,
+        max_bytes: int | None = None,
     ) -> Event:
-        """The next event of `state`'s session, logged. Raises `InvalidEvent` on a bad one
-        (nothing is logged or positioned then)."""
+        """The next event of `state`'s session, logged, at most `max_bytes` long (its longest
+        strings cut to fit, bounds.py). Raises `InvalidEvent` on a bad one and `TooLarge` on
+        one that cannot fit (nothing is logged or positioned then)."""
+        if run is not None:
+            run = bounded_id(run)
+        counted = type_ == "run.started" and run is None  # a run the daemon names
+        if counted:
+            run = f"run-{state.runs + 1}-{new_id().lower()}"
+
+        def made(payload: dict[str, Any] | None, **same: Any) -> Event:
+            return make_event(
+                type_,
+                source=state.source,
+                agent=state.agent,
+                session=state.session,
+                seq=state.seq,
+                epoch=self.epoch,
+                run=run or state.run,
+                data=payload,
+                subject=None if subject is None else bounded_id(subject),
+                cause=cause,
+                severity=severity,
+                capture=capture,
+                **same,
+            )
+
+        event = made(data)
+        if max_bytes is not None and len(event.raw) > max_bytes:
+            room = max_bytes - (len(event.raw) - (json_size(data) if data is not None else 0))
+            fitted = fit(data, room) if data is not None and room > 0 else None
+            if fitted is None:
+                raise TooLarge(type_, len(event.raw), max_bytes)
+            event = made(fitted, id=event.id, time=event.time)
+            if len(event.raw) > max_bytes:
+                raise TooLarge(type_, len(event.raw), max_bytes)
         if type_ == "run.started":
-            if run is None:
-                state.runs += 1
-                run = f"run-{state.runs}-{new_id().lower()}"
+            state.runs += counted
             state.run = run
-        event = make_event(
-            type_,
-            source=state.source,
-            agent=state.agent,
-            session=state.session,
-            seq=state.seq,
-            epoch=self.epoch,
-            run=run or state.run,
-            data=data,
-            subject=subject,
-            cause=cause,
-            severity=severity,
-            capture=capture,
-        )
         state.seq += 1
         if type_ in _RUN_ENDS:
             state.run = None
