@@ -40,6 +40,7 @@ from aep_bridge.aep.build import make_event
 from aep_bridge.aep.envelope import Event
 from aep_bridge.aep.validation import parse_event
 from aep_bridge.agents import codex
+from aep_bridge.agents.bounds import bounded_id
 from aep_bridge.agents.daemon import AgentDaemon
 from aep_bridge.agents.mapping import Ceiling, Verdict
 from tests.core.rig import machine_settings
@@ -47,12 +48,22 @@ from tests.official import assert_valid
 
 PAYLOADS = Path(__file__).parent / "payloads"
 CC, CX = "claude-code", "codex"
-SESSIONS = ((CC, "cc-a"), (CC, "cc-b"), (CX, "cx-a"), (CX, "cx-b"))
+#: one Claude Code session id is longer than an event carries whole: the daemon names it by a
+#: bounded id (bounds.py), the same at every hook, and the bridge answers that one
+LONG = "cc-" + "long-" * 60
+SESSIONS = ((CC, "cc-a"), (CC, "cc-b"), (CC, LONG), (CX, "cx-a"), (CX, "cx-b"))
+#: a session no daemon of this model ever had: the bridge routes an answer there all the same
+#: (another daemon's, once said to be this one's), and it is refused, never dropped
+STRANGER = (CC, "nobody-s-session")
+#: the largest event the bridge takes in this model (its `hello` says so): every event the
+#: daemon queues fits, a Bash command of 50,000 characters too
+LIMIT = 16_000
+HUGE = "echo " + "x" * 50_000
 BRIDGE = "aep://bridge/aep-bridge"
 #: a hold that passes only when the model moves the clock past it, and one that never does
 HOLDS = (0.5, 1000.0)
 #: Codex commands the permission prompts ask about (so a session rule fits some, not all)
-CODEX_COMMANDS = ("rm -rf build", "make test")
+CODEX_COMMANDS = ("rm -rf build", "make test", HUGE)
 TERMINALS = frozenset({"attention.resolved", "attention.timeout"})
 ACKS = frozenset({"control.accepted", "control.rejected"})
 
@@ -116,7 +127,7 @@ PERMISSION_ANSWERS = (
 SESSION_OPTIONS = ("allow_session", "allow_mode_acceptEdits", "allow_directories")
 #: Claude Code's permission prompts: a Bash rule, an Edit of /etc (a mode and a folder, no
 #: rule: issue 30), and one with no suggestion at all (no "for this session" option)
-CC_PERMISSIONS = ("PermissionRequest", "PermissionRequest-Edit-etc", "bare")
+CC_PERMISSIONS = ("PermissionRequest", "PermissionRequest-Edit-etc", "bare", "huge")
 #: the options each offers, and the ONE entry each "for this session" option returns
 OFFERED = {
     "PermissionRequest": ["allow", "allow_session", "deny"],
@@ -127,14 +138,18 @@ OFFERED = {
         "deny",
     ],
     "bare": ["allow", "deny"],
+    "huge": ["allow", "allow_session", "deny"],  # a Bash command of 50,000 characters
     "codex": ["allow", "allow_session", "deny"],
 }
 GRANTED = {
-    ("PermissionRequest", "allow_session"): {
-        "type": "addRules",
-        "rules": [{"toolName": "Bash", "ruleContent": "npm test"}],
-        "behavior": "allow",
-        "destination": "session",
+    **{
+        (variant, "allow_session"): {
+            "type": "addRules",
+            "rules": [{"toolName": "Bash", "ruleContent": "npm test"}],
+            "behavior": "allow",
+            "destination": "session",
+        }
+        for variant in ("PermissionRequest", "huge")
     },
     ("PermissionRequest-Edit-etc", "allow_mode_acceptEdits"): {
         "type": "setMode",
@@ -241,6 +256,7 @@ class DaemonModel(RuleBasedStateMachine):
         self.directory.mkdir()
         self.daemon = AgentDaemon(self.directory, "ws://127.0.0.1:9/socket", None)
         self.daemon.link.connected = True  # the bridge said hello (the link is never started)
+        self.daemon.link.max_event_bytes = LIMIT  # ... and said its limit
         self.asked: list[Asked] = []
         self.sent: list[Sent] = []
         self.known: set[tuple[str, str]] = set()  # sessions that emitted something
@@ -269,7 +285,7 @@ class DaemonModel(RuleBasedStateMachine):
         self._run(spin())
 
     def _queued(self) -> list[bytes]:
-        return list(self.daemon.link._outbox)
+        return self.daemon.link.queued()
 
     def _new(self, since: int) -> list[Event]:
         return [parse_event(raw) for raw in self._queued()[since:]]
@@ -425,6 +441,8 @@ class DaemonModel(RuleBasedStateMachine):
             )
         elif variant == "bare":
             data = self._payload(agent, session, "PermissionRequest", permission_suggestions=None)
+        elif variant == "huge":
+            data = self._payload(agent, session, "PermissionRequest", tool_input={"command": HUGE})
         else:
             data = self._payload(agent, session, variant)
         before = len(self._queued())
@@ -449,6 +467,8 @@ class DaemonModel(RuleBasedStateMachine):
         if kind == "permission":  # a button for each grant it allows, none wider
             assert event.data is not None
             assert [o["id"] for o in event.data["options"]] == OFFERED[variant], event.data
+            if len(json.dumps(data)) > LIMIT:  # cut to fit, and saying so
+                assert "more characters)" in event.data["prompt"]
         else:
             variant = ""
         if not self.daemon.link.connected:  # nobody could answer: the agent asks itself, now
@@ -518,9 +538,11 @@ class DaemonModel(RuleBasedStateMachine):
         hypothesis.event(f"the daemon restarts ({'clean' if clean else 'killed'})")
         self.daemon = AgentDaemon(self.directory, "ws://127.0.0.1:9/socket", None)
         self.daemon.link.connected = True  # the new link says hello
+        self.daemon.link.max_event_bytes = LIMIT
         self.read = 0
         # what the new daemon knows: nothing of the old one's memory but its positions
-        self.known = set(self.daemon.emitter.sessions)
+        named = {(agent, bounded_id(session)): (agent, session) for agent, session in SESSIONS}
+        self.known = {named[key] for key in self.daemon.emitter.sessions if key in named}
         self.allowed.clear()  # Codex's "for this session" rules were the old daemon's
         self.sent.clear()  # a retry reaches a daemon that never decided it
         for asked in open_:  # a killed daemon's hooks: their connections are gone
@@ -575,12 +597,16 @@ class DaemonModel(RuleBasedStateMachine):
         answer = data.draw(st.sampled_from(answers))
         session = (asked.agent, asked.session)
         if not right_session or session not in self.known:
-            session = data.draw(st.sampled_from(sorted(self.known)))
+            # any session: one this daemon knows, one it had before it restarted, or one it
+            # never had; whatever it cannot take, it refuses in words the card shows
+            session = data.draw(st.sampled_from(sorted(self.known | {*SESSIONS, STRANGER})))
+            if session not in self.known:
+                hypothesis.event("an answer for a session the daemon does not hold")
         command = make_event(
             "control.attention.respond",
             source=BRIDGE,
             agent="aep-bridge",
-            session=session[1],
+            session=bounded_id(session[1]),
             subject=asked.event.id,
             cause=asked.event.id,
             data={"answer": answer.answer},
@@ -637,7 +663,7 @@ class DaemonModel(RuleBasedStateMachine):
             assert [e.type for e in new] == ["control.rejected"], (answer, asked.state, new)
             assert new[0].data is not None
             assert new[0].data["reason"] == "invalid"
-            assert new[0].session == session[1]
+            assert new[0].session == bounded_id(session[1])
         self.sent.append(Sent(command, new[0].raw))
         self._spin()
 
@@ -663,6 +689,7 @@ class DaemonModel(RuleBasedStateMachine):
     def _every_event_keeps_the_protocol(self) -> None:
         queued = self._queued()
         for raw in queued[self.read :]:
+            assert len(raw) <= LIMIT, "the bridge would refuse it"
             event = parse_event(raw)
             assert_valid(json.loads(raw))
             if event.id in self.by_id:  # a re-sent ack: the very same bytes
@@ -816,13 +843,13 @@ def _raise(
     for _ in range(5):
         loop.run_until_complete(asyncio.sleep(0))
     (request,) = [
-        e for e in map(parse_event, daemon.link._outbox) if e.type == "attention.requested"
+        e for e in map(parse_event, daemon.link.queued()) if e.type == "attention.requested"
     ]
     return task, request
 
 
 def _sent(daemon: AgentDaemon) -> list[Event]:
-    return [parse_event(raw) for raw in daemon.link._outbox]
+    return [parse_event(raw) for raw in daemon.link.queued()]
 
 
 def test_an_answer_read_as_the_hold_passes_is_the_hooks_decision(tmp_path: Path) -> None:

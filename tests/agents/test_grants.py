@@ -135,6 +135,7 @@ ODD = {
     "removeRules": _rule(type="removeRules"),
     "removeDirectories": {"type": "removeDirectories", "directories": ["/home/user/proj"]},
     "bypassPermissions": {"type": "setMode", "mode": "bypassPermissions"},
+    "auto (a classifier would answer the later prompts)": {"type": "setMode", "mode": "auto"},
     "an unknown mode": {"type": "setMode", "mode": "yolo"},
     "an unknown type": {"type": "grantEverything", "destination": "userSettings"},
     "a newline in the rule": _rule("npm test\nrm -rf ~"),
@@ -163,7 +164,12 @@ ODD = {
 def test_a_suggestion_that_does_not_fit_is_not_offered(entry: Any) -> None:
     request = _bash(entry)
     assert claude_code_grants(request) == []
-    for option in ("allow_session", "allow_directories", "allow_mode_bypassPermissions"):
+    for option in (
+        "allow_session",
+        "allow_directories",
+        "allow_mode_bypassPermissions",
+        "allow_mode_auto",
+    ):
         assert claude_code.hook_output(request, Verdict(option=option)) is None
 
 
@@ -205,20 +211,47 @@ def test_at_metadata_the_label_says_the_kind_of_grant_and_no_words() -> None:
     ]
 
 
-def test_at_redacted_a_secret_in_the_rule_is_redacted_on_the_button() -> None:
+def test_at_redacted_a_rule_with_a_secret_gets_no_button() -> None:
+    """A label the redaction pipeline changes would not say what pressing grants: there is
+    no such button (the secret never reaches the card either way)."""
     redactor = Redactor(RedactionPolicy(secret_values=(SECRET,), home="/nonexistent-home"))
+    ceiling = Ceiling(attention="redacted", redactor=redactor)
     grants = claude_code_grants(_bash(_rule(f"deploy {SECRET}:*")))
-    [shown] = options(grants, Ceiling(attention="redacted", redactor=redactor))
-    assert SECRET not in shown["label"]
-    assert shown["label"].startswith("Allow Bash(deploy ")
-    # what goes back is the rule Claude Code suggested, not the words on the button
-    rules = _updates(_bash(_rule(f"deploy {SECRET}:*")), "allow_session")
-    assert rules is not None
-    assert rules[0]["rules"] == [{"toolName": "Bash", "ruleContent": f"deploy {SECRET}:*"}]
-    # a label the pipeline makes longer than a card shows whole is not offered, never cut
-    longer = claude_code_grants(_bash(_rule(f"deploy {SECRET} {SECRET}:*")))
-    assert len(longer[0].label) <= MAX_GRANT_LABEL
-    assert options(longer, Ceiling(attention="redacted", redactor=redactor)) == []
+    assert len(grants) == 1  # Claude Code offered it ...
+    assert options(grants, ceiling) == []  # ... and the card has Allow and Deny only
+    plain = claude_code_grants(_bash(_rule("deploy:*")))
+    assert options(plain, ceiling) == [
+        {"id": "allow_session", "label": "Allow Bash(deploy:*) for this session"}
+    ]
+
+
+REWORDED = {
+    # shown as the approver's own home (`~`), granting Bob's
+    "another user's home": _rule("rm -rf /home/bob:*"),
+    "the operator's home": _rule("rm -rf /home/alice/build:*"),
+    "an e-mail address": _rule("git push a@b.co:*"),
+    "a phone number": _rule("+123456789012 rm:*"),
+    "a credential": _rule("env password=hunter2 sh:*"),
+    "a folder in a home": {"type": "addDirectories", "directories": ["/home/bob"]},
+}
+
+
+@pytest.mark.parametrize("entry", REWORDED.values(), ids=REWORDED.keys())
+def test_at_redacted_a_label_the_pipeline_changes_is_left_out(entry: dict[str, Any]) -> None:
+    """issue 30: "Allow Bash(rm -rf ~:*) for this session" granted `/home/bob`, and
+    "Allow Bash([REDACTED:pii]) for this session" named nothing; the label is exactly what
+    is granted, or there is no button."""
+    redactor = Redactor(RedactionPolicy(home="/home/alice", pii=True))
+    grants = claude_code_grants(_bash(entry))
+    assert len(grants) == 1
+    assert redactor.text(grants[0].label) != grants[0].label
+    assert options(grants, Ceiling(attention="redacted", redactor=redactor)) == []
+    # at `full` the words are shown as they are, and at `metadata` only the kind of grant
+    assert options(grants, Ceiling(attention="full", redactor=redactor)) == [
+        {"id": grants[0].option, "label": grants[0].label}
+    ]
+    [structural] = options(grants, Ceiling(attention="metadata", redactor=redactor))
+    assert "bob" not in structural["label"]
 
 
 def test_the_options_go_after_allow_and_are_added_once() -> None:
@@ -285,8 +318,8 @@ def _as_received(entry: dict[str, Any]) -> dict[str, Any]:
     kept = {k: entry[k] for k in LISTED[entry["type"]] if k in entry}
     rules = entry.get("rules")
     if entry["type"] == "addRules" and isinstance(rules, list):
-        kept["rules"] = [
-            {k: r[k] for k in ("toolName", "ruleContent") if k in r}
+        kept["rules"] = [  # a `ruleContent` of null is none: the whole tool ("any Bash")
+            {k: r[k] for k in ("toolName", "ruleContent") if r.get(k) is not None}
             for r in rules
             if isinstance(r, dict)
         ]

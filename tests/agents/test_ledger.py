@@ -7,19 +7,25 @@ is never started, so what it queues is exactly what the bridge would receive.
 from __future__ import annotations
 
 import json
+import logging
+import os
+import threading
 from pathlib import Path
+
+import pytest
 
 from aep_bridge.aep.envelope import Event
 from aep_bridge.aep.validation import parse_event
 from aep_bridge.agents.daemon import AgentDaemon
 from aep_bridge.agents.ledger import COMPACT_AFTER, LEDGER_FILE, LIMIT, Ledger, Left
+from tests.agents.live import live, payload
 
 URL = "ws://127.0.0.1:9/socket"
 
 
 def _start(directory: Path) -> tuple[AgentDaemon, list[Event]]:
     daemon = AgentDaemon(directory, URL, None)
-    return daemon, [parse_event(raw) for raw in daemon.link._outbox]
+    return daemon, [parse_event(raw) for raw in daemon.link.queued()]
 
 
 def _journal(directory: Path, *records: object) -> None:
@@ -93,3 +99,99 @@ def test_the_journal_is_compacted_as_it_grows(tmp_path: Path):
     assert len(lines) <= COMPACT_AFTER + LIMIT
     assert [o.id for o in Ledger(tmp_path).left_open()] == list(expected)
     assert len(ledger) == len(expected)
+
+
+# -- what is in the daemon's directory is never followed elsewhere (issue 30) -------------------
+
+
+def _victims(directory: Path) -> dict[str, Path]:
+    """Files outside the directory, and a symlink to each planted where the daemon writes a
+    temporary (the names it used: `open.tmp`, `epoch.tmp`)."""
+    victims = {}
+    for name in ("open.tmp", "epoch.tmp"):
+        victim = directory.parent / f"victim-of-{name}"
+        victim.write_text("precious\n")
+        (directory / name).symlink_to(victim)
+        victims[name] = victim
+    return victims
+
+
+def test_a_symlink_planted_as_a_temporary_is_never_written_through(tmp_path: Path):
+    """`Ledger.save` truncated and then appended to the file a symlink `open.tmp` pointed
+    to; the epoch's temporary was written the same way."""
+    directory = tmp_path / "agentd"
+    directory.mkdir()
+    _journal(directory, {"open": ["01JREQUESTA", "claude-code", "s1"]})
+    victims = _victims(directory)
+    daemon, sent = _start(directory)
+    assert [(e.type, e.subject) for e in sent] == [("attention.resolved", "01JREQUESTA")]
+    daemon.ledger.add(Left("01JREQUESTB", "codex", "s2"))
+    for victim in victims.values():
+        assert victim.read_text() == "precious\n"
+    journal = directory / LEDGER_FILE
+    assert not journal.is_symlink()
+    assert journal.read_text() == '{"open":["01JREQUESTB","codex","s2"]}\n'
+    assert (directory / "epoch").read_text() == "0\n"
+    assert not (directory / "epoch").is_symlink()
+
+
+def test_a_journal_that_is_a_symlink_is_not_followed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+):
+    directory = tmp_path / "agentd"
+    directory.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_text(json.dumps({"open": ["01JSOMEONEELSE", "codex", "s"]}) + "\n")
+    (directory / LEDGER_FILE).symlink_to(victim)
+    daemon, sent = _start(directory)
+    assert sent == []  # what it points to is not this daemon's record
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "symlink" in warnings[0]
+    daemon.ledger.add(Left("01JREQUESTB", "codex", "s2"))
+    assert victim.read_text() == json.dumps({"open": ["01JSOMEONEELSE", "codex", "s"]}) + "\n"
+    assert not (directory / LEDGER_FILE).is_symlink()  # a journal of its own from now on
+    [left] = Ledger(directory).left_open()
+    assert left.id == "01JREQUESTB"  # so the next daemon closes what this one leaves open
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_a_journal_that_is_not_a_regular_file_never_holds_the_daemon_up(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, kind: str
+):
+    """A FIFO in its place: reading it would wait for a writer for ever. A folder: it is
+    refused in the same words (and cannot be replaced: the daemon says once that it cannot
+    record its open requests, and goes on)."""
+    if kind == "fifo":
+        os.mkfifo(tmp_path / LEDGER_FILE)
+    else:
+        (tmp_path / LEDGER_FILE).mkdir()
+    started: list[AgentDaemon] = []
+    thread = threading.Thread(target=lambda: started.append(_start(tmp_path)[0]), daemon=True)
+    thread.start()
+    thread.join(10)
+    assert started, "the daemon is stuck reading its journal"
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "not a regular file" in warnings[0]
+    if kind == "fifo":
+        assert len(warnings) == 1
+        assert (tmp_path / LEDGER_FILE).is_file()  # a journal of its own from now on
+    else:
+        assert len(warnings) == 2
+        assert "cannot record the open requests" in warnings[1]
+
+
+async def test_a_killed_daemons_card_closes_though_its_temporaries_were_planted(tmp_path: Path):
+    """The reviewer's case through real processes: the daemon is SIGKILLed with a prompt
+    held, symlinks are planted where it writes its temporaries, and the next daemon starts:
+    it closes the card, and the files the symlinks point to are as they were."""
+    async with live(tmp_path) as running:
+        hook = running.hook("claude-code", payload("claude-code", "PermissionRequest"))
+        card = await running.card()
+        await running.kill_daemon()
+        await hook
+        victims = _victims(running.directory)
+        await running.start_daemon()
+        assert "Dismissed" in await running.closed(card)
+        for victim in victims.values():
+            assert victim.read_text() == "precious\n"

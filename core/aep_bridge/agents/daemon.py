@@ -50,7 +50,8 @@ from ..exit_status import EXIT_OK, EXIT_USAGE
 from ..log_setup import TerminalSafe
 from ..scrub import ScrubFilter, register, secrets_in
 from . import claude_code, codex, grants
-from .emitter import Emitter, SessionState
+from .bounds import TooLarge, bounded_id
+from .emitter import LOG_DIR, Emitter, SessionState, log_name
 from .held import AttentionLoop
 from .ledger import Ledger, Left
 from .link import BridgeLink
@@ -76,6 +77,9 @@ LINK_WAIT: Final = 1.0
 STOP_FLUSH: Final = 2.0
 #: the events that end a request (AEP-0002 §7)
 _TERMINALS: Final = frozenset({"attention.resolved", "attention.timeout"})
+#: the daemon's own name on the wire: its `hello`, and the stream of its answers to commands
+#: for a session none of its agents has (`_find`)
+DAEMON_AGENT: Final = "aep-bridge-agentd"
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -103,7 +107,15 @@ class AgentDaemon:
         self.ceiling = ceiling or Ceiling()
         self.default_hold = default_hold
         self.emitter = Emitter(directory)
-        self.link = BridgeLink(url, token, self._on_command, replay=self.emitter.recent)
+        self.link = BridgeLink(
+            url,
+            token,
+            self._on_command,
+            agent=DAEMON_AGENT,
+            instance=f"{socket.gethostname()}/agentd/{self.emitter.instance}",
+            replay=self.emitter.recent,
+            dropped=self._dropped,
+        )
         self.loop = AttentionLoop(self._emit, self.link.send, self._find, self.ceiling)
         self._heads = _Heads()
         self._stopping = False
@@ -133,6 +145,7 @@ class AgentDaemon:
             cause=cause,
             severity=severity,
             run=run,
+            max_bytes=self.link.max_event_bytes,
         )
         if event.type == "attention.requested":  # durable before it can be shown
             self.ledger.add(Left(event.id, state.agent, state.session))
@@ -157,7 +170,7 @@ class AgentDaemon:
                     subject=request.id,
                     cause=request.id,
                 )
-            except InvalidEvent:
+            except (InvalidEvent, TooLarge):
                 continue
             closed += 1
         self.ledger.save()  # nothing of the last daemon's is open now
@@ -190,7 +203,25 @@ class AgentDaemon:
         )
 
     def _find(self, session: str | None) -> SessionState | None:
-        return next((s for (_, name), s in self.emitter.sessions.items() if name == session), None)
+        """The session a command names, to answer it in: one this daemon knows, else one
+        its session logs show it had (it restarted since), else a stream of the daemon's
+        own, so that a command it cannot take is refused, never dropped in silence."""
+        if session is None:
+            return None
+        known = (s for (_, name), s in self.emitter.sessions.items() if name == session)
+        found = next(known, None)
+        if found is not None:
+            return found
+        logs = self.emitter.directory / LOG_DIR
+        had = (a for a in MAPPINGS if (logs / a / log_name(session)).is_file())
+        return self.emitter.session(next(had, DAEMON_AGENT), session)
+
+    def _dropped(self, event: Event) -> None:
+        """The link dropped `event` (too big for the bridge): a prompt nobody will see
+        lets its hook go at once (the agent asks in its terminal)."""
+        held = self.loop.pending.get(event.id)
+        if held is not None:
+            self.loop.let_go(held)
 
     async def _on_command(self, command: Event) -> None:
         await self.loop.on_command(command)
@@ -211,6 +242,7 @@ class AgentDaemon:
         session, _ = mapping.identity(payload)
         if not isinstance(session, str) or not session:
             return None
+        session = bounded_id(session)  # a 2 MB session id is one session of a short name
         hook = payload.get("hook_event_name")
         clock = asyncio.get_running_loop()
         deadline = clock.time() + hold  # the hold runs from the hook's arrival
@@ -228,6 +260,9 @@ class AgentDaemon:
             except InvalidEvent as exc:  # a mapping fault: lose this event, not the hook
                 codes = ", ".join(sorted({v.rule for v in exc.violations}))
                 log.warning("dropped a %s event that is not valid: %s", emission.type, codes)
+                continue
+            except TooLarge as exc:  # thousands of keys: lose this event, not the hook
+                log.warning("dropped an event: %s", exc)
                 continue
             if event is not None and event.type == "attention.requested":
                 if hook in HELD_HOOKS and "control" in (event.data or {}).get("respond_via", []):
@@ -286,7 +321,8 @@ class AgentDaemon:
         payload: dict[str, Any],
         expires: str | None = None,
     ) -> Event | None:
-        if emission.type == "run.started" and state.run is not None and emission.run != state.run:
+        run = None if emission.run is None else bounded_id(emission.run)
+        if emission.type == "run.started" and state.run is not None and run != state.run:
             # the last run was never closed (the agent was interrupted): it ends here
             self._emit(state, "run.cancelled", {"by": "user"}, run=state.run)
         if emission.type == "session.ended":

@@ -10,8 +10,8 @@ and a history consumer can replay, whatever happened to the connection.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
+import secrets
 import socket
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -22,8 +22,13 @@ from ..aep.build import make_event
 from ..aep.envelope import Event
 from ..aep.ids import new_id, source_uri
 from ..aep.registry import Capture, Severity
+from .bounds import TooLarge, bounded_id, fit, json_size
+from .paths import read_private, write_private
 
 EPOCH_FILE: Final = "epoch"
+#: the daemon directory's instance name, beside its epoch
+INSTANCE_FILE: Final = "instance"
+_INSTANCE: Final = re.compile(r"[0-9a-f]{16,64}")
 LOG_DIR: Final = "logs"
 _SAFE_NAME: Final = re.compile(r"[A-Za-z0-9._-]{1,80}")
 #: types that end the session's current run
@@ -32,16 +37,26 @@ _RUN_ENDS: Final = frozenset({"run.finished", "run.failed", "run.cancelled"})
 
 def next_epoch(directory: Path) -> int:
     """Bump and persist the restart generation: one more than the last start's."""
-    path = directory / EPOCH_FILE
     try:
-        last = int(path.read_text().strip())
-    except (OSError, ValueError):
+        last = int(read_private(directory / EPOCH_FILE, 64) or "")
+    except ValueError:
         last = -1
     epoch = last + 1
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(f"{epoch}\n")
-    os.replace(temporary, path)
+    write_private(directory / EPOCH_FILE, f"{epoch}\n".encode())
     return epoch
+
+
+def instance_id(directory: Path) -> str:
+    """This daemon directory's own name for its `hello` (`identity.instance`): random, made
+    at its first start, and the same at every later one, so the bridge gives a restarted
+    daemon back its own sessions and never another daemon's (AEP-0003 §4: `instance`
+    disambiguates processes)."""
+    found = (read_private(directory / INSTANCE_FILE, 256) or "").strip()
+    if _INSTANCE.fullmatch(found):
+        return found
+    made = secrets.token_hex(8)
+    write_private(directory / INSTANCE_FILE, f"{made}\n".encode())
+    return made
 
 
 def log_name(session: str) -> str:
@@ -84,6 +99,7 @@ class Emitter:
         self.directory = directory
         self.host = host or socket.gethostname()
         self.epoch = next_epoch(directory)
+        self.instance = instance_id(directory)
         self.sessions: OrderedDict[tuple[str, str], SessionState] = OrderedDict()
         #: where forgotten sessions' positions reached, so none is used twice in this epoch
         self._resumed: dict[tuple[str, str], int] = {}
@@ -94,6 +110,7 @@ class Emitter:
         return [event for state in live for event in state.recent]
 
     def session(self, agent: str, session: str) -> SessionState:
+        session = bounded_id(session)
         key = (agent, session)
         state = self.sessions.get(key)
         if state is not None:
@@ -129,28 +146,46 @@ class Emitter:
         cause: str | None = None,
         severity: Severity | None = None,
         run: str | None = None,
+        max_bytes: int | None = None,
     ) -> Event:
-        """The next event of `state`'s session, logged. Raises `InvalidEvent` on a bad one
-        (nothing is logged or positioned then)."""
+        """The next event of `state`'s session, logged, at most `max_bytes` long (its longest
+        strings cut to fit, bounds.py). Raises `InvalidEvent` on a bad one and `TooLarge` on
+        one that cannot fit (nothing is logged or positioned then)."""
+        if run is not None:
+            run = bounded_id(run)
+        counted = type_ == "run.started" and run is None  # a run the daemon names
+        if counted:
+            run = f"run-{state.runs + 1}-{new_id().lower()}"
+
+        def made(payload: dict[str, Any] | None, **same: Any) -> Event:
+            return make_event(
+                type_,
+                source=state.source,
+                agent=state.agent,
+                session=state.session,
+                seq=state.seq,
+                epoch=self.epoch,
+                run=run or state.run,
+                data=payload,
+                subject=None if subject is None else bounded_id(subject),
+                cause=cause,
+                severity=severity,
+                capture=capture,
+                **same,
+            )
+
+        event = made(data)
+        if max_bytes is not None and len(event.raw) > max_bytes:
+            room = max_bytes - (len(event.raw) - (json_size(data) if data is not None else 0))
+            fitted = fit(data, room) if data is not None and room > 0 else None
+            if fitted is None:
+                raise TooLarge(type_, len(event.raw), max_bytes)
+            event = made(fitted, id=event.id, time=event.time)
+            if len(event.raw) > max_bytes:
+                raise TooLarge(type_, len(event.raw), max_bytes)
         if type_ == "run.started":
-            if run is None:
-                state.runs += 1
-                run = f"run-{state.runs}-{new_id().lower()}"
+            state.runs += counted
             state.run = run
-        event = make_event(
-            type_,
-            source=state.source,
-            agent=state.agent,
-            session=state.session,
-            seq=state.seq,
-            epoch=self.epoch,
-            run=run or state.run,
-            data=data,
-            subject=subject,
-            cause=cause,
-            severity=severity,
-            capture=capture,
-        )
         state.seq += 1
         if type_ in _RUN_ENDS:
             state.run = None
@@ -162,4 +197,10 @@ class Emitter:
         return event
 
 
-__all__ = ["Emitter", "SessionState", "log_name", "next_epoch"]
+__all__ = [
+    "Emitter",
+    "SessionState",
+    "instance_id",
+    "log_name",
+    "next_epoch",
+]

@@ -11,7 +11,8 @@ reference lists (nothing else in the entry is echoed), and its label names what 
   session" (option `allow_session`);
 - a `setMode`: "Allow and switch this session to acceptEdits mode" (`allow_mode_<mode>`);
   `bypassPermissions` is never offered (it would switch off every later prompt, this
-  card's included: choose it at the terminal);
+  card's included: choose it at the terminal), nor `auto` (Claude Code's classifier would
+  answer the later prompts instead of a person, and it is not in the reference's list);
 - an `addDirectories`: "Allow and add folder /etc for this session" (`allow_directories`).
 
 The first suggestion of each kind that fits is offered, in that order. A suggestion that
@@ -26,7 +27,9 @@ At a `metadata` attention ceiling the agent's words never leave the machine (AEP
 §9.2): the label names the kind of grant from structure alone ("Allow a rule for this
 session", the mode, which is one of a fixed list, "Allow and add a folder for this
 session"); the bridge shows the option's id there. At `redacted` the label passes the
-redaction pipeline like the prompt; a label the pipeline makes too long is left out.
+redaction pipeline like the prompt, and a label the pipeline changes at all is left out:
+`rm -rf /home/bob:*` shown as `rm -rf ~:*` would read as the approver's own home, and
+`[REDACTED:pii]` names nothing, while pressing would grant the real rule.
 
 Codex's hook answer has no session rule (`updatedPermissions` is reserved and fails
 closed): its one option is the daemon's own rule, "Allow this exact call for this session"
@@ -51,9 +54,10 @@ MAX_ENTRIES: Final = 4
 ALLOW_DIRECTORIES: Final = "allow_directories"
 #: the option of a suggestion that switches the session's mode is this plus the mode
 ALLOW_MODE: Final = "allow_mode_"
-#: the modes a button may switch a session to (the reference's list and Claude Code's
-#: auto mode; never `bypassPermissions`)
-OFFERED_MODES: Final = ("acceptEdits", "auto", "default", "dontAsk", "plan")
+#: the modes a button may switch a session to: the hooks reference's list, never
+#: `bypassPermissions` (no later prompt would be asked) nor `auto` (later prompts would go
+#: to Claude Code's classifier, not to a person: the card would hand its own job away)
+OFFERED_MODES: Final = ("acceptEdits", "default", "dontAsk", "plan")
 _WORDS: Final = CAPTURE_RANK["redacted"]
 
 
@@ -176,16 +180,16 @@ def chosen(grants: Sequence[Grant], option: str | None) -> Grant | None:
 
 
 def options(grants: Sequence[Grant], ceiling: Ceiling) -> list[dict[str, str]]:
-    """The grants as `attention.requested` options at the attention ceiling: the words
-    through the redaction pipeline at `redacted`, structure only at `metadata`; a label
-    the pipeline makes longer than a card shows whole is left out."""
+    """The grants as `attention.requested` options at the attention ceiling: structure
+    only at `metadata`; at `redacted`, only a label the redaction pipeline leaves exactly
+    as it is (a label must say what pressing grants: one it changes is left out)."""
     rank = CAPTURE_RANK[ceiling.attention]
     out: list[dict[str, str]] = []
     for grant in grants:
         if rank < _WORDS:
             label = grant.structural
-        elif rank == _WORDS:
-            label = " ".join(ceiling.redactor.text(grant.label).split())
+        elif rank == _WORDS and ceiling.redactor.text(grant.label) != grant.label:
+            continue  # the words shown would not be the words granted
         else:
             label = grant.label
         if len(label) <= MAX_GRANT_LABEL:

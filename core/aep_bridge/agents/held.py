@@ -280,8 +280,8 @@ class AttentionLoop:
     ) -> Event | None:
         if state is None:
             state = self._find(command.session)
-        if state is None:
-            return None  # not a session this daemon emits: the bridge's ack window says so
+        if state is None:  # (the daemon finds a stream for any session: never dropped)
+            return None
         if reason is None:
             ack = self._emit(state, "control.accepted", {}, cause=command.id)
         else:

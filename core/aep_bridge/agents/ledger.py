@@ -17,13 +17,17 @@ skipped when it is read back. Bounded: `LIMIT` open requests, `_MAX_BYTES` read 
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
+import stat
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
+
+from .paths import write_private
 
 log = logging.getLogger("aep_bridge.agentd")
 
@@ -64,22 +68,8 @@ class Ledger:
     def left_open(self) -> list[Left]:
         """What the last daemon recorded and never closed, oldest first. A journal that
         cannot be read is logged and skipped (its held prompts close at their expiry)."""
-        try:
-            with open(self.path, "rb") as file:
-                raw = file.read(_MAX_BYTES + 1)
-        except FileNotFoundError:
-            return []
-        except OSError as exc:
-            log.warning(
-                "%s is not readable (%s); its requests close at their expiry", self.path, exc
-            )
-            return []
-        if len(raw) > _MAX_BYTES:
-            log.warning(
-                "%s is not readable (over %d bytes); its requests close at their expiry",
-                self.path,
-                _MAX_BYTES,
-            )
+        raw = self._read()
+        if raw is None:
             return []
         found: OrderedDict[str, Left] = OrderedDict()
         for line in raw.splitlines():
@@ -106,21 +96,53 @@ class Ledger:
 
     def save(self) -> None:
         """Rewrite the journal with only what is open now (a new file moved in place), and
-        append to it from then on."""
+        append to it from then on. Neither the journal nor its temporary is ever reached
+        through a symlink: a planted one is replaced, the file it points to untouched."""
         self.close()
         lines = [_line({"open": [o.id, o.agent, o.session]}) for o in self._open.values()]
-        temporary = self.path.with_suffix(".tmp")
         try:
-            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(descriptor, "wb") as file:
-                file.write(b"".join(lines))
-            os.replace(temporary, self.path)
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+            write_private(self.path, b"".join(lines))
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
         except OSError as exc:
             self._failed(exc)
             return
         self._lines = 0
         self._failing = False
+
+    def _read(self) -> bytes | None:
+        """The journal's bytes; None (and one warning) when it is not there to read: absent
+        (no warning), unreadable, a symlink or not a regular file (never followed: its
+        requests close at their expiry), or over `_MAX_BYTES`."""
+        try:
+            descriptor = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            why = "a symlink, not followed" if exc.errno == errno.ELOOP else str(exc)
+            log.warning(
+                "%s is not readable (%s); its requests close at their expiry", self.path, why
+            )
+            return None
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):  # (fdopen refuses a folder)
+            os.close(descriptor)
+            log.warning("%s is not a regular file; its requests close at their expiry", self.path)
+            return None
+        with os.fdopen(descriptor, "rb") as file:
+            try:
+                raw = file.read(_MAX_BYTES + 1)
+            except OSError as exc:
+                log.warning(
+                    "%s is not readable (%s); its requests close at their expiry", self.path, exc
+                )
+                return None
+        if len(raw) > _MAX_BYTES:
+            log.warning(
+                "%s is not readable (over %d bytes); its requests close at their expiry",
+                self.path,
+                _MAX_BYTES,
+            )
+            return None
+        return raw
 
     def close(self) -> None:
         if self._fd is not None:

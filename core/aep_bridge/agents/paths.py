@@ -7,7 +7,10 @@ command imports this on every call.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
@@ -52,4 +55,45 @@ def check_private(directory: Path) -> None:
         )
 
 
-__all__ = ["DIR_VARIABLE", "SOCKET_NAME", "agentd_dir", "check_private", "socket_path"]
+def read_private(path: Path, limit: int) -> str | None:
+    """The text of a small regular file of the daemon's (None: absent, unreadable, not a
+    regular file, or a symlink, which is never followed)."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):  # (fdopen refuses a folder)
+        os.close(descriptor)
+        return None
+    with os.fdopen(descriptor, "rb") as file:
+        try:
+            return file.read(limit).decode("utf-8", "replace")
+        except OSError:
+            return None
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` atomically, through a temporary of a fresh name created
+    here (O_EXCL, never a symlink someone planted): a file that `path` or a fixed temporary
+    name points to is never written."""
+    temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        with os.fdopen(descriptor, "wb") as file:
+            file.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+__all__ = [
+    "DIR_VARIABLE",
+    "SOCKET_NAME",
+    "agentd_dir",
+    "check_private",
+    "read_private",
+    "socket_path",
+    "write_private",
+]

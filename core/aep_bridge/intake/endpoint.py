@@ -206,7 +206,16 @@ class Endpoint:
         return JSONResponse(self.status_provider())
 
     async def discovery(self, request: Request) -> Response:
-        return JSONResponse(self.hub.discovery())
+        return JSONResponse({**self.hub.discovery(), "capabilities": self.capabilities()})
+
+    def capabilities(self) -> dict[str, Any]:
+        """The hub's capabilities (discovery, the `hello` reply) and the largest event this
+        endpoint takes (`experimental.max_event_bytes`: AEP 0.1 has no field for it), so an
+        emitter never sends one it would refuse, or a frame it would close the socket on."""
+        capabilities = self.hub.capabilities()
+        experimental = dict(capabilities.get("experimental") or {})
+        experimental["max_event_bytes"] = self.limits.max_event_bytes
+        return {**capabilities, "experimental": experimental}
 
     async def ingest(self, request: Request) -> Response:
         refused = self._refuse(request)

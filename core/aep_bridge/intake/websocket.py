@@ -35,6 +35,8 @@ class Host(Owner, Protocol):
 
     def schedule_flush(self, delay: float = 0.005) -> None: ...
 
+    def capabilities(self) -> dict[str, Any]: ...
+
 
 class Connection:
     """One WebSocket: the hello, then events, commands and frames until it closes."""
@@ -191,7 +193,7 @@ class Connection:
                 "versions": [AEP_VERSION],
                 "role": "both",
                 "identity": {"agent": "aep-bridge", "instance": f"aep-bridge/{id(self.hub):x}"},
-                "capabilities": self.hub.capabilities(),
+                "capabilities": self.endpoint.capabilities(),
             }
         )
         return True
