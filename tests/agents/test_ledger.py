@@ -195,3 +195,29 @@ async def test_a_killed_daemons_card_closes_though_its_temporaries_were_planted(
         assert "Dismissed" in await running.closed(card)
         for victim in victims.values():
             assert victim.read_text() == "precious\n"
+
+
+@pytest.mark.parametrize("name", ["epoch", "instance"])
+def test_a_folder_where_the_daemon_keeps_its_epoch_or_name_is_one_line(tmp_path: Path, name: str):
+    """`aep-bridge agentd` as the hooks start it, on a directory where the file that counts
+    its starts (`epoch`) or keeps its name (`instance`) is a folder: one line naming it and
+    the way on, status 2, no traceback, and no pid file left to say it runs."""
+    import subprocess
+    import sys
+
+    agentd = [sys.executable, "-m", "aep_bridge", "agentd"]
+    directory = tmp_path / "agentd"
+    directory.mkdir(mode=0o700)
+    (directory / name).mkdir()
+    ran = subprocess.run(
+        [*agentd, "--dir", str(directory), "--url", URL, "--token", "t"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ran.returncode == 2, ran.stderr
+    assert ran.stderr.splitlines() == [
+        f"aep-bridge agentd: cannot use {directory / name}: Is a directory (move it aside, "
+        "or run with another --dir)"
+    ]
+    assert not (directory / "agentd.pid").exists()

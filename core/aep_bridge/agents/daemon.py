@@ -574,7 +574,16 @@ def _run(args: argparse.Namespace, directory: Path) -> int:
         attention=args.attention_capture or config.agents.attention_capture,
         redactor=Redactor(policy),
     )
-    daemon = AgentDaemon(directory, url, token, ceiling=ceiling)
+    try:
+        daemon = AgentDaemon(directory, url, token, ceiling=ceiling)
+    except OSError as exc:  # its epoch or instance file a folder, a disk that is full
+        where = exc.filename2 or exc.filename or directory
+        print(
+            f"aep-bridge agentd: cannot use {where}: {exc.strerror or exc} (move it aside, "
+            "or run with another --dir)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_serve(daemon, socket_path(directory)))
     return EXIT_OK
