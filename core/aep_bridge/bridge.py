@@ -41,7 +41,7 @@ from .channel_core import Channel, ChannelCore, PluginView
 from .chat import ChatCommands
 from .config import BridgeConfig, ChannelPlan, resolve_channels
 from .intake.source import CommandResult, EventSource
-from .mirror import EventMirror
+from .mirror import PRUNE_EVERY, EventMirror
 from .outbox import Job, Outbox, Priority
 from .plugins import PluginHost
 from .questions import BRIDGE_AGENT, QuestionCards
@@ -160,6 +160,8 @@ class Bridge(EventMirror, QuestionCards):
         self._consuming = False
         self._handled = 0
         self._grouped = 0
+        self._seen_window = config.store.dedupe_window
+        self._prune_every = max(1, min(PRUNE_EVERY, self._seen_window // 10))
         #: per stream, each session's position when the bridge started (`_handled_before`)
         self._floors: dict[str, Floors] = {}
         self._secret: bytes | None = None

@@ -242,6 +242,14 @@ class StoreConfig(BaseModel):
         "resume positions) are kept; older ones are deleted when the bridge starts, and a "
         "button of theirs still in a chat then answers that the question is unknown",
     )
+    dedupe_window: int = Field(
+        default=200_000,
+        ge=1000,
+        description="how many event ids the bridge remembers so that an event that comes "
+        "again (an emitter's retry, a relay's replay) is shown once, the oldest forgotten "
+        "first: some 36 bytes each in state.db (7 MB at the default); an event that comes "
+        "again after more than this many others may be shown twice",
+    )
 
 
 AgentCapture = Literal["metadata", "redacted", "full"]
