@@ -4,7 +4,9 @@ the channels' own state going with them."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
+import time
 
 from aep_bridge.store import DB_NAME, MIGRATIONS, Store, schema
 from tests.core.rig import Rig
@@ -88,3 +90,69 @@ async def test_the_dedupe_window_holds_what_store_dedupe_window_says(tmp_path):
         rig.hub.admit([again])  # an emitter's retry of the same event
         await rig.settle()
         assert rig.thread_texts("alpha").count("once") == 1
+
+
+# -- the records of ended sessions, while the bridge runs --------------------------------------
+
+DAY = 86_400.0
+
+
+async def test_a_running_bridge_forgets_the_sessions_ended_over_the_retention(tmp_path):
+    """`store.session_retention_days` while the bridge runs, not only at start: a session
+    that ended longer ago goes from the store and from the bridge's memory (its records,
+    its question); one that ended since, and one that still runs, keep theirs. A round
+    goes in batches, every session due in one round."""
+    now = [time.time()]
+    async with Rig(tmp_path / "state", clock=lambda: now[0]) as rig:
+        agents = {name: rig.agent(name) for name in ("old1", "old2", "old3", "recent", "live")}
+        for name, agent in agents.items():
+            agent.start(label=name)
+            agent.ask()
+            if name != "live":
+                agent.end()
+        await rig.settle()
+        old = [rig.bridge.sessions.find_by_session(f"old{k}") for k in (1, 2, 3)]
+        assert all(record is not None for record in old)
+        recent = rig.bridge.sessions.find_by_session("recent")
+        assert recent is not None
+        now[0] += 31 * DAY  # a month on: the old ones ended 31 days ago, the recent one 2
+        rig.store.execute(
+            "UPDATE sessions SET updated = ? WHERE id = ?", (now[0] - 2 * DAY, recent.id)
+        )
+        rig.store.commit_group()
+        assert await rig.bridge.retention.forget(batch=2) == 3
+        stored = {row[2] for row in rig.store.session_rows()}
+        assert stored == {"recent", "live"}
+        assert {row[0] for row in rig.store.thread_rows()} == {recent.id, _id(rig, "live")}
+        for record in old:
+            assert record is not None
+            assert rig.bridge.sessions.get(record.id) is None
+            assert rig.bridge.sessions.find(record.source, record.session) is None
+            assert rig.store.requests_in({"dismissed"}, record.id) == []
+        assert rig.bridge.sessions.find_by_session("recent") == recent
+        assert await rig.bridge.retention.forget() == 0
+    with Store.open(tmp_path / "state") as store:  # and so it stays
+        assert {row[2] for row in store.session_rows()} == {"recent", "live"}
+
+
+def _id(rig: Rig, session: str) -> str:
+    record = rig.bridge.sessions.find_by_session(session)
+    assert record is not None
+    return record.id
+
+
+async def test_the_bridge_forgets_ended_sessions_on_its_own_while_it_runs(tmp_path):
+    """Nobody calls anything: with a retention of a fraction of a day (here 2 s), the
+    running bridge forgets an ended session soon after, by its own rounds."""
+    async with Rig(tmp_path / "state", store={"session_retention_days": 2 / DAY}) as rig:
+        agent = rig.agent("brief")
+        agent.start()
+        agent.end()
+        await rig.settle()
+        assert rig.bridge.sessions.find_by_session("brief") is not None
+        for _ in range(300):  # a wait for the rounds (a second apart), not a measure of them
+            if not list(rig.store.session_rows()):
+                break
+            await asyncio.sleep(0.1)
+        assert list(rig.store.session_rows()) == []
+        assert rig.bridge.sessions.find_by_session("brief") is None

@@ -237,10 +237,12 @@ class StoreConfig(BaseModel):
 
     session_retention_days: float = Field(
         default=30.0,
-        ge=1,
-        description="days the records of an ended session (its threads, questions, answers and "
-        "resume positions) are kept; older ones are deleted when the bridge starts, and a "
-        "button of theirs still in a chat then answers that the question is unknown",
+        gt=0,
+        description="days the records of an ended session (its threads, questions, answers "
+        "and resume positions) are kept; older ones are "
+        "deleted at start and once a minute while the bridge runs, and a button of theirs "
+        "still in a chat then answers that the question is unknown. A fraction of a day "
+        "is allowed (a small disk, a test)",
     )
     dedupe_window: int = Field(
         default=200_000,

@@ -38,6 +38,7 @@ from .intake.source import EventSource, LocalSource
 from .intake.tail import LogSource
 from .listening import StateDirBusy, lock_state_dir, remove_listening, write_listening
 from .plugins import PluginHost
+from .retention import forget_ended
 from .store import Store, StoreError, default_state_dir
 
 log = logging.getLogger("aep_bridge")
@@ -255,9 +256,9 @@ async def serve(config: BridgeConfig, plugins: PluginHost, host: str, port: int)
     store = _open_store(state_dir)
     log.info("store: %s (schema %d)", store.path, store.schema_version)
     days = config.store.session_retention_days
-    forgotten = store.forget_ended_sessions(time.time() - days * 86400)
+    forgotten = forget_ended(store, time.time() - days * 86400)  # and then while it runs
     if forgotten:
-        log.info("store: forgot %d session(s) that ended over %g days ago", forgotten, days)
+        log.info("store: forgot %d session(s) that ended over %g days ago", len(forgotten), days)
     limits = HubLimits(
         replay_buffer=intake.replay_buffer,
         queue_bytes=intake.max_queued_bytes,
