@@ -5,13 +5,25 @@ the channels' own state going with them."""
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import time
+from pathlib import Path
 
-from aep_bridge.store import DB_NAME, MIGRATIONS, Store, schema
+import pytest
+
+from aep_bridge.store import DB_NAME, MIGRATIONS, Store, StoreState, schema
+from aep_bridge.store.seen_key import seen_key
 from tests.core.rig import Rig
 
 STREAM = "embedded"
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    opened = Store.open(tmp_path / "state")
+    yield opened
+    opened.close()
 
 
 def demo_key(k: int) -> tuple[str, str]:
@@ -156,3 +168,135 @@ async def test_the_bridge_forgets_ended_sessions_on_its_own_while_it_runs(tmp_pa
             await asyncio.sleep(0.1)
         assert list(rig.store.session_rows()) == []
         assert rig.bridge.sessions.find_by_session("brief") is None
+
+
+# -- the channels' own state -------------------------------------------------------------------
+
+
+def _session_with_a_card(store: Store, id_: str, card: str) -> None:
+    with store.transaction():
+        store.add_session(id_, f"aep://laptop/agent/a/session/{id_}", id_, STREAM, "a", id_)
+        store.add_request(card, id_, f"e-{card}", b"{}", "[]", "open", None)
+    store.commit_group()
+
+
+async def _write_channel_state(store: Store, session: str, card: str) -> None:
+    """What the Telegram, Discord and Slack channels keep about a session and its card."""
+    state = StoreState(store, "channel:tg")
+    await state.set(f"thread:{session}-topic", session)
+    await state.set(f"open:{session}", json.dumps([card]))
+    await state.set(f"key:{session}:status", "4242")
+    await state.set(f"header:{session}", json.dumps(["text", []]))
+    await state.set(f"card:{card}", json.dumps({"session": session, "message": 4243}))
+    await state.set(f"cardmsg:4243-{session}", card)
+    await state.set(f"cardkey:#digest-{card}", card)
+    await state.set(f"headsup:{card}", json.dumps({"message": 4244, "body": "b"}))
+
+
+def _channel_keys(store: Store) -> set[str]:
+    return {
+        str(key)
+        for (key,) in store.execute("SELECT key FROM kv WHERE namespace = ?", ("channel:tg",))
+    }
+
+
+async def test_a_channels_state_about_a_session_goes_with_its_records(store):
+    """Card and message ids, thread ids, the open cards and a heads-up of a session ended
+    over the retention go with its records; another session's stay, and so do the keys
+    about no session (the live sessions, a topic's id)."""
+    _session_with_a_card(store, "sOld", "cOld")
+    _session_with_a_card(store, "sNew", "cNew")
+    await _write_channel_state(store, "sOld", "cOld")
+    await _write_channel_state(store, "sNew", "cNew")
+    state = StoreState(store, "channel:tg")
+    await state.set("sessions", json.dumps({"sOld": ["1", "old"], "sNew": ["2", "new"]}))
+    await state.set("notifications_topic", "12")
+    await state.set("open:sOld", json.dumps([]))  # written again: still the session's
+    store.end_session("sOld")
+    store.execute("UPDATE sessions SET updated = ? WHERE id = 'sOld'", (time.time() - 40 * DAY,))
+    store.commit_group()
+    before = _channel_keys(store)
+    assert store.forget_ended_sessions(time.time() - 30 * DAY, 100) == ["sOld"]
+    gone = before - _channel_keys(store)
+    assert gone == {key for key in before if "sOld" in key or "cOld" in key}
+    assert len(gone) == 8
+    assert {"sessions", "notifications_topic", "open:sNew", "card:cNew"} <= _channel_keys(store)
+    assert await state.get("sessions") is not None
+
+
+def test_a_channels_state_from_before_is_told_its_sessions(tmp_path):
+    """A store of schema 10, whose keys say nothing of their sessions: the migration tells
+    them by the same rule, and they go with their sessions."""
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    conn = sqlite3.connect(state_dir / DB_NAME, isolation_level=None)
+    conn.create_function("aep_seen_key", 3, seen_key)  # migration 10's
+    for script in MIGRATIONS[:10]:
+        for statement in schema._statements(script):
+            conn.execute(statement)
+    conn.execute("PRAGMA user_version = 10")
+    conn.execute(
+        "INSERT INTO sessions (id, source, session, stream, agent, name, state, created, "
+        "updated) VALUES ('sOld', 'src', 'old', 'embedded', 'a', 'old', 'ended', 0, 0)"
+    )
+    conn.execute(
+        "INSERT INTO requests (id, session_id, event_id, raw, options, status, updated) "
+        "VALUES ('cOld', 'sOld', 'e1', x'7b7d', '[]', 'dismissed', 0)"
+    )
+    rows = [
+        ("channel:tg", "thread:77", "sOld"),
+        ("channel:tg", "card:cOld", "{}"),
+        ("channel:tg", "cardmsg:78", "cOld"),
+        ("channel:tg", "key:sOld:status", "79"),
+        ("channel:tg", "sessions", "{}"),
+        ("relay:claimants", "sOld", "[]"),  # not a channel's: left alone
+    ]
+    conn.executemany("INSERT INTO kv (namespace, key, value) VALUES (?, ?, ?)", rows)
+    conn.close()
+    with Store.open(state_dir) as store:
+        assert store.schema_version == len(MIGRATIONS)
+        assert store.forget_ended_sessions(time.time(), 100) == ["sOld"]
+        left = store.execute("SELECT namespace, key FROM kv ORDER BY namespace, key")
+        assert left == [("channel:tg", "sessions"), ("relay:claimants", "sOld")]
+
+
+async def test_a_key_drawn_again_for_a_live_sessions_card_stays(store):
+    """The console's short ids are drawn again once a card closes: `short:k3` named a card of
+    the old session, now one of a live session. Forgetting the old session must not take
+    the live card's short id (a person typing `k3` would be told the card is unknown);
+    nor a key that once held a session's id and now holds none."""
+    _session_with_a_card(store, "sOld", "cOld")
+    _session_with_a_card(store, "sNew", "cNew")
+    state = StoreState(store, "channel:console")
+    await state.set("short:k3", "cOld")
+    await state.set("short:k3", "cNew")  # drawn again for the live session's card
+    await state.set("last", "sOld")
+    await state.set("last", "nothing")  # a plugin's key that no longer names a session
+    store.end_session("sOld")
+    store.execute("UPDATE sessions SET updated = ? WHERE id = 'sOld'", (time.time() - 40 * DAY,))
+    store.commit_group()
+    assert store.forget_ended_sessions(time.time() - 30 * DAY, 100) == ["sOld"]
+    assert await state.get("short:k3") == "cNew"
+    assert await state.get("last") == "nothing"
+
+
+async def test_a_plugins_keys_that_name_no_session_are_never_deleted(store):
+    """A plugin's keys that hold no id of the core's exactly (its own names, a JSON value
+    that mentions the session, a long value) stay through the retention of every session."""
+    _session_with_a_card(store, "sOld", "cOld")
+    state = StoreState(store, "channel:myplugin")
+    kept = {
+        "topic:general": "12345",
+        "user:42": json.dumps({"last_session": "sOld", "card": "cOld"}),
+        "prefs": "sOld" + "x" * 300,
+        "sOldish": "cOld-copy",
+        "a:b:sOld": "1",  # the id is not the part after the first `:`
+    }
+    for key, value in kept.items():
+        await state.set(key, value)
+    await state.set("msg:sOld", "99")  # and this one is the session's
+    store.end_session("sOld")
+    store.execute("UPDATE sessions SET updated = ? WHERE id = 'sOld'", (time.time() - 40 * DAY,))
+    store.commit_group()
+    assert store.forget_ended_sessions(time.time() - 30 * DAY, 100) == ["sOld"]
+    assert dict(store.kv_items("channel:myplugin")) == kept

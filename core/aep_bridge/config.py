@@ -238,8 +238,8 @@ class StoreConfig(BaseModel):
     session_retention_days: float = Field(
         default=30.0,
         gt=0,
-        description="days the records of an ended session (its threads, questions, answers "
-        "and resume positions) are kept; older ones are "
+        description="days the records of an ended session (its threads, questions, answers, "
+        "resume positions, and the channels' state about it) are kept; older ones are "
         "deleted at start and once a minute while the bridge runs, and a button of theirs "
         "still in a chat then answers that the question is unknown. A fraction of a day "
         "is allowed (a small disk, a test)",

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
+from .kv_owner import key_id
 from .seen_key import seen_key
 
 log = logging.getLogger(__name__)
@@ -224,6 +225,21 @@ MIGRATIONS: Final[tuple[str, ...]] = (
 
     ALTER TABLE seen_keys RENAME TO seen;
     """,
+    # 11: which session a channel's key is about (`kv_owner`): it goes with the session's
+    # records past `store.session_retention_days`. The keys written before are told by the
+    # same rule; `aep_kv_key_id` is `kv_owner.key_id`, registered for the migrations.
+    """
+    ALTER TABLE kv ADD COLUMN session_id TEXT;
+
+    UPDATE kv SET session_id = coalesce(
+        (SELECT id FROM sessions WHERE id = aep_kv_key_id(kv.key)),
+        (SELECT session_id FROM requests WHERE id = aep_kv_key_id(kv.key)),
+        (SELECT id FROM sessions WHERE id = kv.value),
+        (SELECT session_id FROM requests WHERE id = kv.value)
+    ) WHERE namespace LIKE 'channel:%';
+
+    CREATE INDEX kv_by_session ON kv (session_id) WHERE session_id IS NOT NULL;
+    """,
 )
 
 
@@ -271,6 +287,7 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
     current = _user_version(conn)
     if current < known:  # what a migration's SQL cannot compute itself
         conn.create_function("aep_seen_key", 3, seen_key, deterministic=True)
+        conn.create_function("aep_kv_key_id", 1, key_id, deterministic=True)
     if current > known:
         raise _too_new(path, current)
     while current < known:

@@ -70,7 +70,8 @@ class SessionTables(ReplayTables):
     def forget_ended_sessions(self, ended_before: float, limit: int) -> list[str]:
         """Delete every record of up to `limit` sessions that ended before `ended_before`,
         the earliest ended first: the session, its threads, its requests with their cards
-        and answers, its resume positions and any replay buffer still held. Returns their
+        and answers, the channels' state about it (`kv_owner`), its resume positions and
+        any replay buffer still held. Returns their
         ids (the caller forgets them in memory: `Sessions.forget`).
 
         One transaction of a bounded batch (`retention.py` calls it again until none is
@@ -100,6 +101,7 @@ class SessionTables(ReplayTables):
             conn.execute(f"DELETE FROM answers WHERE request_id IN ({asked})", ids)
             conn.execute(f"DELETE FROM requests WHERE session_id IN {among}", ids)
             conn.execute(f"DELETE FROM threads WHERE session_id IN {among}", ids)
+            conn.execute(f"DELETE FROM kv WHERE session_id IN {among}", ids)  # channels'
             flat = [part for key in keys for part in key]
             conn.execute(f"DELETE FROM positions WHERE (source, session) IN {pairs}", flat)
             self._drop_whole(keys)  # and out of the replay buffers' running total
