@@ -88,6 +88,7 @@ from aep_bridge.outbox import Outbox
 from aep_bridge.plugins import PluginHost
 from aep_bridge.render import Renderer
 from aep_bridge.store import DB_NAME, Store
+from aep_bridge.store.seen_key import seen_key
 from aep_bridge.testing import MemoryChannel
 from aep_bridge.types import (
     ChannelUser,
@@ -536,8 +537,8 @@ async def _floor_once(events: list[Event], calls: list[int]) -> float:
             conn.execute("BEGIN IMMEDIATE")  # the core: settle, the delivery record, the outbox
             conn.executemany("DELETE FROM outbox WHERE id = ?", sent)
             conn.executemany(
-                "INSERT OR IGNORE INTO seen (stream, source, id) VALUES ('floor', ?, ?)",
-                [e.dedupe_key for e in batch],
+                "INSERT OR IGNORE INTO seen (key) VALUES (?)",
+                [(seen_key("floor", *e.dedupe_key),) for e in batch],
             )
             conn.executemany(
                 "INSERT INTO positions VALUES ('floor', ?, ?, ?, ?) ON CONFLICT DO UPDATE "

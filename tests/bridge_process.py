@@ -10,6 +10,7 @@ import os
 import random
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -69,20 +70,35 @@ def free_port() -> int:
 
 
 def write_config(
-    folder: Path, port: int, channels: dict[str, Any] | None = None, *, name: str = "bridge.json"
+    folder: Path,
+    port: int,
+    channels: dict[str, Any] | None = None,
+    *,
+    name: str = "bridge.json",
+    store: dict[str, Any] | None = None,
 ) -> Path:
-    """A config for `aep-bridge run` on loopback `port`, its state in `folder/state`."""
+    """A config for `aep-bridge run` on loopback `port`, its state in `folder/state`, and
+    `store` as its `store` block if given."""
     config = folder / name
-    config.write_text(
-        json.dumps(
-            {
-                "state_dir": str(folder / "state"),
-                "listen": {"host": "127.0.0.1", "port": port},
-                "channels": channels or {},
-            }
-        )
-    )
+    block: dict[str, Any] = {
+        "state_dir": str(folder / "state"),
+        "listen": {"host": "127.0.0.1", "port": port},
+        "channels": channels or {},
+    }
+    if store is not None:
+        block["store"] = store
+    config.write_text(json.dumps(block))
     return config
+
+
+def stored(folder: Path, sql: str, *parameters: object) -> list[tuple[Any, ...]]:
+    """Rows of the store of a bridge whose state is in `folder/state`, read beside it (WAL:
+    what it has committed) and without writing anything."""
+    conn = sqlite3.connect(folder / "state" / "state.db", isolation_level=None)
+    try:
+        return list(conn.execute(sql, parameters))
+    finally:
+        conn.close()
 
 
 class BridgeProcess:

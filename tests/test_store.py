@@ -731,7 +731,7 @@ def test_the_records_of_long_ended_sessions_are_forgotten(store):
     store.end_session("sOld")
     store.execute("UPDATE sessions SET updated = ? WHERE id = 'sOld'", (time.time() - 40 * 86400,))
     store.end_session("sNew")
-    assert store.forget_ended_sessions(time.time() - 30 * 86400) == 1
+    assert store.forget_ended_sessions(time.time() - 30 * 86400, 100) == ["sOld"]
     assert [row[0] for row in store.session_rows()] == ["sOpen", "sNew"]
     assert {row[0] for row in store.thread_rows()} == {"sOpen", "sNew"}
     assert store.request("r-sOld") is None
@@ -744,7 +744,7 @@ def test_the_records_of_long_ended_sessions_are_forgotten(store):
     held = store.execute("SELECT DISTINCT session FROM relay_buffer")
     assert {row[0] for row in held} == {"open", "new"}
     assert store.replay_bytes() == held_bytes(store)
-    assert store.forget_ended_sessions(time.time() - 30 * 86400) == 0
+    assert store.forget_ended_sessions(time.time() - 30 * 86400, 100) == []
 
 
 def test_the_wal_file_is_cut_back_after_a_burst(store, state_dir):

@@ -51,7 +51,11 @@ DEFAULT_SIGNATURE_TTL: Final = 86_400.0
 class ChannelState(Protocol):
     """A channel's own small persistent key-value store (platform message ids and the like).
 
-    A write is durable when its call returns: a bridge killed right after still has it.
+    A write is durable when its call returns: a bridge killed right after still has it. A key
+    whose name's part after its first `:`, or whose whole value, is the id of a session or
+    of one of its cards (as of its latest `set`) goes with that session's records,
+    `store.session_retention_days` after it ended; any other key stays until deleted
+    (docs/writing-a-channel.md, "Your channel's state").
     """
 
     async def get(self, key: str) -> str | None: ...

@@ -19,7 +19,7 @@ import json
 import logging
 import socket
 import time
-from collections.abc import Awaitable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -41,11 +41,12 @@ from .channel_core import Channel, ChannelCore, PluginView
 from .chat import ChatCommands
 from .config import BridgeConfig, ChannelPlan, resolve_channels
 from .intake.source import CommandResult, EventSource
-from .mirror import EventMirror
+from .mirror import PRUNE_EVERY, EventMirror
 from .outbox import Job, Outbox, Priority
 from .plugins import PluginHost
 from .questions import BRIDGE_AGENT, QuestionCards
 from .render import Renderer
+from .retention import Retention
 from .routing import Routes
 from .scrub import secrets_in
 from .sessions import SessionRecord, Sessions
@@ -100,10 +101,12 @@ class Bridge(EventMirror, QuestionCards):
         secrets: Iterable[str] = (),
         url: str | None = None,
         token: str | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         """`secrets` are values no channel may show besides those in the config: the
         endpoint's token. `url` is where people reach the bridge's HTTP server and `token`
-        its bearer token, for plugins that ask (`BridgeView.url`, `is_bridge_token`)."""
+        its bearer token, for plugins that ask (`BridgeView.url`, `is_bridge_token`).
+        `clock`: the wall clock the retention of ended sessions counts on (a test's own)."""
         self.config = config
         self.url = url
         self.token = token
@@ -115,6 +118,8 @@ class Bridge(EventMirror, QuestionCards):
         self.identity = source_uri(socket.gethostname(), BRIDGE_AGENT)
         self.ack_timeout = ack_timeout
         self.sessions = Sessions(self.store)
+        days = config.store.session_retention_days
+        self.retention = Retention(self.store, self.sessions, days, clock=clock)
         self.routing = Routes(config.routes)
         self.renderer = Renderer(
             Redactor(redaction_policy(config, self.plan, secrets)),
@@ -151,6 +156,7 @@ class Bridge(EventMirror, QuestionCards):
         self.source_errors: dict[str, str] = {}
         self._outbox_options = outbox_options or {}
         self._consumers: dict[str, asyncio.Task[None]] = {}
+        self._retaining: asyncio.Task[None] | None = None  # `retention.run`
         self._tasks: set[asyncio.Task[Any]] = set()
         #: of `_tasks`, those creating a thread: a stop waits for them (a thread made but not
         #: recorded would be made again at the next start)
@@ -160,6 +166,8 @@ class Bridge(EventMirror, QuestionCards):
         self._consuming = False
         self._handled = 0
         self._grouped = 0
+        self._seen_window = config.store.dedupe_window
+        self._prune_every = max(1, min(PRUNE_EVERY, self._seen_window // 10))
         #: per stream, each session's position when the bridge started (`_handled_before`)
         self._floors: dict[str, Floors] = {}
         self._secret: bytes | None = None
@@ -211,6 +219,7 @@ class Bridge(EventMirror, QuestionCards):
                 else "each configured channel is disabled or could not start",
             )
         self._started = True
+        self._retaining = asyncio.create_task(self.retention.run(), name="retention")
         self._create_threads([(t.channel, t.session_id) for t in self.sessions.threads("creating")])
         resent = self.attention.recover()
         if resent:
@@ -287,9 +296,11 @@ class Bridge(EventMirror, QuestionCards):
         """
         self.stopping.set()
         deadline = asyncio.get_running_loop().time() + max(0.0, flush_timeout)
-        for task in self._consumers.values():
+        retaining = [self._retaining] if self._retaining is not None else []
+        for task in [*self._consumers.values(), *retaining]:
             task.cancel()
-        await asyncio.gather(*self._consumers.values(), return_exceptions=True)
+        await asyncio.gather(*self._consumers.values(), *retaining, return_exceptions=True)
+        self._retaining = None
         self._consumers.clear()
         self._consuming = False
         self.store.commit_group()

@@ -238,10 +238,20 @@ class StoreConfig(BaseModel):
 
     session_retention_days: float = Field(
         default=30.0,
-        ge=1,
-        description="days the records of an ended session (its threads, questions, answers and "
-        "resume positions) are kept; older ones are deleted when the bridge starts, and a "
-        "button of theirs still in a chat then answers that the question is unknown",
+        gt=0,
+        description="days the records of an ended session (its threads, questions, answers, "
+        "resume positions, and the channels' state about it) are kept; older ones are "
+        "deleted at start and once a minute while the bridge runs, and a button of theirs "
+        "still in a chat then answers that the question is unknown. A fraction of a day "
+        "is allowed (a small disk, a test)",
+    )
+    dedupe_window: int = Field(
+        default=200_000,
+        ge=1000,
+        description="how many event ids the bridge remembers so that an event that comes "
+        "again (an emitter's retry, a relay's replay) is shown once, the oldest forgotten "
+        "first: some 36 bytes each in state.db (7 MB at the default); an event that comes "
+        "again after more than this many others may be shown twice",
     )
 
 

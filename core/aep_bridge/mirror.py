@@ -18,8 +18,8 @@ from .routing import Routes
 from .sessions import SessionRecord, Sessions
 from .store import Floors, Store, floor_of
 
-#: How many event keys the dedupe window keeps, and how often it is pruned to that.
-SEEN_WINDOW = 200_000
+#: Events handled between two prunings of the dedupe window at most (`store.dedupe_window`
+#: keys kept; a window smaller than ten times this is pruned every tenth of it).
 PRUNE_EVERY = 10_000
 #: Events handled in one store transaction at most (see `EventMirror._group_commit`).
 GROUP_MAX = 500
@@ -46,6 +46,10 @@ class EventMirror:
     _floors: dict[str, Floors]
     _handled: int
     _grouped: int
+    #: how many event keys the dedupe window keeps (`store.dedupe_window`), and every how
+    #: many events it is pruned to that
+    _seen_window: int
+    _prune_every: int
 
     if TYPE_CHECKING:
 
@@ -103,8 +107,8 @@ class EventMirror:
         session had reached then was handled by an earlier run, seen key or not.
         """
         self._handled += 1
-        if self._handled % PRUNE_EVERY == 0:
-            self.store.prune_seen(SEEN_WINDOW)
+        if self._handled % self._prune_every == 0:
+            self.store.prune_seen(self._seen_window)
         position = event.position
         if position is None or event.session is None:
             return False

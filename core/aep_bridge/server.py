@@ -39,6 +39,7 @@ from .intake.source import EventSource, LocalSource
 from .intake.tail import LogSource
 from .listening import StateDirBusy, lock_state_dir, remove_listening, write_listening
 from .plugins import PluginHost
+from .retention import forget_ended
 from .store import DB_NAME, Store, StoreError, default_state_dir, is_damage
 
 log = logging.getLogger("aep_bridge")
@@ -304,9 +305,9 @@ def _restore(config: BridgeConfig, store: Store) -> tuple[HubLimits, Hub]:
     budget), then compact a store from before once."""
     intake = config.intake
     days = config.store.session_retention_days
-    forgotten = store.forget_ended_sessions(time.time() - days * 86400)
+    forgotten = forget_ended(store, time.time() - days * 86400)  # and then while it runs
     if forgotten:
-        log.info("store: forgot %d session(s) that ended over %g days ago", forgotten, days)
+        log.info("store: forgot %d session(s) that ended over %g days ago", len(forgotten), days)
     limits = HubLimits(
         replay_buffer=intake.replay_buffer,
         queue_bytes=intake.max_queued_bytes,

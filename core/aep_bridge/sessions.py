@@ -170,6 +170,27 @@ class Sessions:
         self.store.end_session(session_id)
         self._remember(_replace(record, state="ended"))
 
+    def forget(self, session_ids: list[str]) -> None:
+        """Drop sessions the store has forgotten (`retention`): their records and threads."""
+        for session_id in session_ids:
+            record = self._by_id.pop(session_id, None)
+            for thread in self._threads.pop(session_id, ()):
+                if thread.thread_id is not None:
+                    by_thread = self._by_thread.get(thread.channel, {})
+                    if by_thread.get(thread.thread_id) == session_id:
+                        del by_thread[thread.thread_id]
+            if record is None:
+                continue
+            same = self._by_session.get(record.session)
+            if same is record:
+                del self._by_session[record.session]
+            elif isinstance(same, list):
+                same[:] = [known for known in same if known.id != session_id]
+                if len(same) == 1:
+                    self._by_session[record.session] = same[0]
+                elif not same:
+                    del self._by_session[record.session]
+
     def __len__(self) -> int:
         return len(self._by_id)
 

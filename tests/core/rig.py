@@ -11,6 +11,8 @@ import asyncio
 import dataclasses
 import os
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -88,6 +90,7 @@ class Rig:
         outbox_options: dict[str, Any] | None = None,
         secrets: tuple[str, ...] = (),
         connected: tuple[Participant, ...] = (),
+        clock: Callable[[], float] = time.time,
         **config: Any,
     ) -> None:
         self.state_dir = state_dir
@@ -99,6 +102,7 @@ class Rig:
         self.ack_timeout = ack_timeout
         self.outbox_options = outbox_options
         self.connected = connected  # agents already connected when the bridge starts
+        self.clock = clock  # the wall clock of the sessions' retention
 
     async def __aenter__(self) -> Rig:
         self.store = Store.open(self.state_dir) if self.state_dir else Store.memory()
@@ -113,6 +117,7 @@ class Rig:
             ack_timeout=self.ack_timeout,
             outbox_options=self.outbox_options,
             secrets=self.secrets,
+            clock=self.clock,
         )
         self.bridge.add_source(self.source)
         await self.bridge.start()

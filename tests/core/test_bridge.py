@@ -22,6 +22,7 @@ from aep_bridge import attention, hookimpl
 from aep_bridge.adapter import ChannelRegistration
 from aep_bridge.intake.hub import Delivery, Participant
 from aep_bridge.intake.source import CommandResult
+from aep_bridge.store.seen_key import seen_key
 from aep_bridge.testing import MemoryChannel
 from aep_bridge.types import ChannelConfig, ResolutionStatus
 from tests.core.doubles import LocalAgent
@@ -836,12 +837,12 @@ async def test_nothing_reaches_a_channel_before_the_event_and_its_job_are_on_dis
         spy = sqlite3.connect(tmp_path / "state.db", isolation_level=None)
         adapter = rig.channel("alpha")
         send = adapter.send_message
-        event_of: dict[str, str] = {}
+        event_of: dict[str, int] = {}  # the text -> its event's key in the dedupe window
         on_disk: list[tuple[str, bool, bool]] = []
 
         async def checked(session_id: str, content: Any) -> None:
             [(recorded,)] = spy.execute(
-                "SELECT count(*) FROM seen WHERE id = ?", (event_of.get(content.text),)
+                "SELECT count(*) FROM seen WHERE key = ?", (event_of.get(content.text),)
             ).fetchall()
             [(queued,)] = spy.execute(
                 "SELECT count(*) FROM outbox WHERE channel = 'alpha' AND payload LIKE ?",
@@ -856,7 +857,7 @@ async def test_nothing_reaches_a_channel_before_the_event_and_its_job_are_on_dis
         for n in range(200):  # one burst: all admitted before the bridge runs again
             text = f"reply {n}"
             event = agent.emit("message.agent.replied", {"text": text}, capture="full")
-            event_of[text] = event.id
+            event_of[text] = seen_key(rig.source.name, event.source, event.id)
         await rig.settle()
         spy.close()
     replies = [row for row in on_disk if row[0] in event_of]

@@ -1,7 +1,8 @@
 """The delivery record: the dedupe window (`seen`) and the resume positions (`positions`).
 
 What a consumer has handled, per stream: an event is new once (its `(source, id)` enters
-the window), and each session's position only moves forward. A position is coalesced in
+the window, as a digest with the stream: `seen_key`), and each session's position only moves
+forward. A position is coalesced in
 memory for the open transaction and written once a session by its commit.
 """
 
@@ -12,6 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from .database import _MAX_INT, Database
+from .seen_key import seen_key
 
 if TYPE_CHECKING:
     from ..aep.envelope import Event
@@ -23,7 +25,7 @@ Position = tuple[int, int]
 #: `(source, session)` -> the last position handled (see `Store.floors`)
 Floors = dict[tuple[str, str], Position]
 
-_FORGET = "DELETE FROM seen WHERE stream = ? AND source = ? AND id = ?"
+_FORGET = "DELETE FROM seen WHERE key = ?"
 
 
 def floor_of(
@@ -107,11 +109,10 @@ class DeliveryTables(Database):
     # -- the dedupe window -----------------------------------------------------------------
 
     def remember(self, stream: str, source: str, event_id: str) -> bool:
-        """Add `(source, id)` to `stream`'s window: True if it was new, False if seen."""
-        key = (stream, source, event_id)
-        cursor = self._conn.execute(
-            "INSERT OR IGNORE INTO seen (stream, source, id) VALUES (?, ?, ?)", key
-        )
+        """Add `(source, id)` to `stream`'s window: True if it was new, False if seen (or
+        if its digest is a remembered key's: see `seen_key` for the odds)."""
+        key = (seen_key(stream, source, event_id),)
+        cursor = self._conn.execute("INSERT OR IGNORE INTO seen (key) VALUES (?)", key)
         if cursor.rowcount != 1:
             return False
         self._undo_sql(_FORGET, key)
@@ -120,8 +121,7 @@ class DeliveryTables(Database):
     def seen(self, stream: str, source: str, event_id: str) -> bool:
         """Whether `(source, id)` is in `stream`'s window."""
         row = self._conn.execute(
-            "SELECT 1 FROM seen WHERE stream = ? AND source = ? AND id = ?",
-            (stream, source, event_id),
+            "SELECT 1 FROM seen WHERE key = ?", (seen_key(stream, source, event_id),)
         ).fetchone()
         return row is not None
 

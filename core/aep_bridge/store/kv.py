@@ -1,5 +1,18 @@
 """Small state by key: `kv` (channel state, the bridge's own secrets) and `file_offsets`
-(how far each tailed log was read)."""
+(how far each tailed log was read).
+
+A channel's key that is about one session is deleted with that session's records, when
+`store.session_retention_days` have passed since it ended (`SessionTables.
+forget_ended_sessions`): the Telegram, Discord and Slack card and message ids, thread ids
+and form progress of a session would otherwise stay for good. The channel need not say which
+session a key is about; the store tells it from the ids the core hands channels, which are
+unique in the store: a key is a session's when the part of its name after the first `:` (up
+to the next, or the whole name) or its value is the session's id or the id of one of its
+cards (`card:{card}`, `open:{session}`, `key:{session}:{key}`, `thread:{thread}` holding
+the session id, `cardmsg:{message}` holding the card id), as of its latest write. Any other
+key (a topic's id, the list of live sessions, a plugin's keys that name no id) stays until
+the channel deletes it: a key is never deleted for a session it was not told to be about.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +21,7 @@ import secrets
 from typing import TYPE_CHECKING, Final
 
 from .database import Database
+from .kv_owner import MAX_ID, OWNER, key_id
 
 if TYPE_CHECKING:
     from ..adapter import ChannelState
@@ -78,6 +92,21 @@ class KvTables(Database):
             (namespace, key, value),
         )
 
+    def channel_kv_set(self, namespace: str, key: str, value: str) -> None:
+        """`kv_set` for a channel's state: the key is its session's (see the module) when the
+        store can tell, and goes with the session's records. Each write tells again: a key
+        whose value names another card now (the console's short ids are drawn again) is that
+        card's session's, and one whose value names none is no session's, kept."""
+        self._no_undo()
+        owner_value = value if len(value) <= MAX_ID else None
+        self._conn.execute(
+            "INSERT INTO kv (namespace, key, value, session_id) "
+            f"VALUES (?3, ?4, ?5, {OWNER}) "
+            "ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value, "
+            "session_id = excluded.session_id",
+            (key_id(key), owner_value, namespace, key, value),
+        )
+
     def secret(self, name: str) -> bytes:
         """A random 32-byte key kept under `name`: made on first use, the same after a
         restart (the bridge signs press URLs with one)."""
@@ -109,7 +138,7 @@ class StoreState:
         return self.store.kv_get(self.namespace, key)
 
     async def set(self, key: str, value: str) -> None:
-        self.store.kv_set(self.namespace, key, value)
+        self.store.channel_kv_set(self.namespace, key, value)
         self.store.commit_group()  # durable when it returns, as the contract says
 
     async def delete(self, key: str) -> None:

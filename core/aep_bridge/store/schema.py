@@ -11,6 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
+from .kv_owner import key_id
+from .seen_key import seen_key
+
 log = logging.getLogger(__name__)
 
 #: The schema, one script per version: `MIGRATIONS[n - 1]` takes version n-1 to n.
@@ -205,6 +208,38 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         AND s.state = 'ended'
     );
     """,
+    # 10: the dedupe window as 64-bit digests of `(stream, source, id)` (`seen_key`), in the
+    # order they came: some 36 bytes a key where the strings and their index took 200. The
+    # window is carried over, its order kept; `aep_seen_key` is `seen_key`, registered on
+    # the connection for the migrations (`_migrate`).
+    """
+    CREATE TABLE seen_keys (
+        n   INTEGER PRIMARY KEY,
+        key INTEGER NOT NULL UNIQUE
+    );
+
+    INSERT OR IGNORE INTO seen_keys (n, key)
+        SELECT n, aep_seen_key(stream, source, id) FROM seen ORDER BY n;
+
+    DROP TABLE seen;
+
+    ALTER TABLE seen_keys RENAME TO seen;
+    """,
+    # 11: which session a channel's key is about (`kv_owner`): it goes with the session's
+    # records past `store.session_retention_days`. The keys written before are told by the
+    # same rule; `aep_kv_key_id` is `kv_owner.key_id`, registered for the migrations.
+    """
+    ALTER TABLE kv ADD COLUMN session_id TEXT;
+
+    UPDATE kv SET session_id = coalesce(
+        (SELECT id FROM sessions WHERE id = aep_kv_key_id(kv.key)),
+        (SELECT session_id FROM requests WHERE id = aep_kv_key_id(kv.key)),
+        (SELECT id FROM sessions WHERE id = kv.value),
+        (SELECT session_id FROM requests WHERE id = kv.value)
+    ) WHERE namespace LIKE 'channel:%';
+
+    CREATE INDEX kv_by_session ON kv (session_id) WHERE session_id IS NOT NULL;
+    """,
 )
 
 
@@ -250,6 +285,9 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
     """
     known = len(MIGRATIONS)
     current = _user_version(conn)
+    if current < known:  # what a migration's SQL cannot compute itself
+        conn.create_function("aep_seen_key", 3, seen_key, deterministic=True)
+        conn.create_function("aep_kv_key_id", 1, key_id, deterministic=True)
     if current > known:
         raise _too_new(path, current)
     while current < known:

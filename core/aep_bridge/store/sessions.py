@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
-from .database import Database
+from .replay import ReplayTables
 
 #: `(id, source, session, stream, agent, name, state)`
 SessionRow = tuple[str, str, str, str, str, str, str]
@@ -21,8 +21,8 @@ def _session_row(row: tuple[object, ...]) -> SessionRow:
     return id_, source, session, stream, agent, name, state
 
 
-class SessionTables(Database):
-    """`sessions` and `threads`."""
+class SessionTables(ReplayTables):
+    """`sessions` and `threads` (and, when a session is forgotten, every record of it)."""
 
     def session_rows(self) -> Iterator[SessionRow]:
         """Every session the store knows."""
@@ -67,39 +67,46 @@ class SessionTables(Database):
             "UPDATE sessions SET name = ?, updated = ? WHERE id = ?", (name, time.time(), id_)
         )
 
-    def forget_ended_sessions(self, ended_before: float) -> int:
-        """Delete every record of the sessions that ended before `ended_before`: the session,
-        its threads, its requests with their cards and answers, its resume positions and
-        any replay buffer still held. Returns how many sessions went.
+    def forget_ended_sessions(self, ended_before: float, limit: int) -> list[str]:
+        """Delete every record of up to `limit` sessions that ended before `ended_before`,
+        the earliest ended first: the session, its threads, its requests with their cards
+        and answers, the channels' state about it (`kv_owner`), its resume positions and
+        any replay buffer still held. Returns their
+        ids (the caller forgets them in memory: `Sessions.forget`).
 
-        Run at start, before anything reads the sessions into memory (`Sessions`). Their
-        positions go with them: by then no source should hold their events (the hub drops
-        an ended session's buffer within hours, a followed log keeps its offset in
-        `file_offsets`); an external relay still holding one would have it mirrored again.
+        One transaction of a bounded batch (`retention.py` calls it again until none is
+        left), so the write lock is never held long. A session with platform calls still
+        queued (a channel down for the whole retention) waits for them. Its positions go
+        with it: by then no source should hold its events (the hub drops an ended session's
+        buffer within hours, a followed log keeps its offset in `file_offsets`); an
+        external relay still holding one would have it mirrored again.
         """
-        gone = "SELECT id FROM sessions WHERE state = 'ended' AND updated < ?"
-        asked = f"SELECT id FROM requests WHERE session_id IN ({gone})"
-        keys = "SELECT source, session FROM sessions WHERE state = 'ended' AND updated < ?"
-        at = (ended_before,)
+        rows = self._conn.execute(
+            "SELECT id, source, session FROM sessions WHERE state = 'ended' AND updated < ? "
+            "AND id NOT IN (SELECT session_id FROM outbox WHERE session_id IS NOT NULL) "
+            "ORDER BY updated LIMIT ?",
+            (ended_before, limit),
+        ).fetchall()
+        if not rows:
+            return []
+        ids = [str(id_) for id_, _, _ in rows]
+        keys = [(str(source), str(session)) for _, source, session in rows]
+        among = "(" + ", ".join("?" * len(ids)) + ")"  # one statement a table for the batch
+        asked = f"SELECT id FROM requests WHERE session_id IN {among}"
+        pairs = "(VALUES " + ", ".join(["(?, ?)"] * len(keys)) + ")"
         with self.transaction():
             self._no_undo()
             conn = self._conn
-            count = int(
-                conn.execute(
-                    "SELECT count(*) FROM sessions WHERE state = 'ended' AND updated < ?", at
-                ).fetchone()[0]
-            )
-            if not count:
-                return 0
-            conn.execute(f"DELETE FROM cards WHERE request_id IN ({asked})", at)
-            conn.execute(f"DELETE FROM answers WHERE request_id IN ({asked})", at)
-            conn.execute(f"DELETE FROM requests WHERE session_id IN ({gone})", at)
-            conn.execute(f"DELETE FROM threads WHERE session_id IN ({gone})", at)
-            for table in ("positions", "relay_buffer", "relay_evicted", "relay_sessions"):
-                conn.execute(f"DELETE FROM {table} WHERE (source, session) IN ({keys})", at)
-            conn.execute(f"DELETE FROM sessions WHERE id IN ({gone})", at)
-        self._forget_caches()  # the replay buffers' running total
-        return count
+            conn.execute(f"DELETE FROM cards WHERE request_id IN ({asked})", ids)
+            conn.execute(f"DELETE FROM answers WHERE request_id IN ({asked})", ids)
+            conn.execute(f"DELETE FROM requests WHERE session_id IN {among}", ids)
+            conn.execute(f"DELETE FROM threads WHERE session_id IN {among}", ids)
+            conn.execute(f"DELETE FROM kv WHERE session_id IN {among}", ids)  # channels'
+            flat = [part for key in keys for part in key]
+            conn.execute(f"DELETE FROM positions WHERE (source, session) IN {pairs}", flat)
+            self._drop_whole(keys)  # and out of the replay buffers' running total
+            conn.execute(f"DELETE FROM sessions WHERE id IN {among}", ids)
+        return ids
 
     def end_session(self, id_: str) -> None:
         """The session ended (state `ended`)."""

@@ -18,7 +18,7 @@ import pytest
 
 from aep_bridge.aep.envelope import Event
 from aep_bridge.tinyagent import TinyAgent
-from tests.bridge_process import BridgeProcess, free_port, write_config
+from tests.bridge_process import BridgeProcess, free_port, stored, write_config
 
 from .fake_discord import (
     ALICE,
@@ -81,11 +81,13 @@ class Running:
 
 
 @contextlib.asynccontextmanager
-async def running(tmp_path: Path, **discord: Any) -> AsyncIterator[Running]:
+async def running(
+    tmp_path: Path, store: dict[str, Any] | None = None, **discord: Any
+) -> AsyncIterator[Running]:
     async with FakeDiscord() as fake:  # Discord's rate limits, all of them
         port = free_port()
         block = channel_block(fake, approver_roles=[str(APPROVER_ROLE_ID)], **discord)
-        config = write_config(tmp_path, port, {"discord": block})
+        config = write_config(tmp_path, port, {"discord": block}, store=store)
         # the worktree's plugin by name: the installed entry points may predate it
         bridge = BridgeProcess(config, tmp_path / "bridge.log", plugins="aep_bridge_discord")
         base = f"http://127.0.0.1:{port}"
@@ -252,6 +254,34 @@ async def test_a_card_still_answers_after_the_bridge_restarts(tmp_path):
                 "the card to show the answer", lambda: "Answered by Alice" in shown(r.card(card))
             )
         assert len(r.fake.threads(TEXT_CHANNEL_ID)) == 1  # no twin thread
+
+
+async def test_an_ended_session_leaves_nothing_of_it_in_the_channels_state(tmp_path):
+    """`store.session_retention_days` (here 2 s): once an ended session's records go, the
+    channel's own state about it goes with them: the thread's id, the card's message and
+    record, its heads-up, the session's messages; the keys about no session stay (issue 30)."""
+    retention = {"session_retention_days": 2 / 86_400}
+    async with running(tmp_path, store=retention) as r, r.agent() as agent:
+        _, card = await start_and_ask(r, agent)
+        r.press(card, 0, ALICE)
+        command = await asyncio.wait_for(agent.next_command(), WAIT)
+        await agent.report_answer(command)
+        await agent.emit("message.agent.replied", {"text": "Done."}, capture="full")
+        await r.until(
+            "the card to show the answer", lambda: "Answered by Alice" in shown(r.card(card))
+        )
+        keys = "SELECT key FROM kv WHERE namespace = ?"
+        kept = {key for (key,) in stored(tmp_path, keys, "channel:discord")}
+        assert any(key.startswith("card:") for key in kept)
+        assert any(key.startswith("thread:") for key in kept)
+        await agent.emit("session.ended", {"reason": "normal"})
+        await r.until(
+            "the session's records to go",
+            lambda: stored(tmp_path, "SELECT count(*) FROM sessions") == [(0,)],
+            timeout=30,
+        )
+        left = sorted(key for (key,) in stored(tmp_path, keys, "channel:discord"))
+        assert left == ["sessions"], (kept, left)
 
 
 async def test_a_reply_to_the_card_is_a_free_text_answer(tmp_path):

@@ -19,7 +19,7 @@ import pytest
 
 from aep_bridge.aep.envelope import Event
 from aep_bridge.tinyagent import TinyAgent
-from tests.bridge_process import BridgeProcess, free_port, write_config
+from tests.bridge_process import BridgeProcess, free_port, stored, write_config
 
 from .fake_slack import (
     ALICE,
@@ -85,11 +85,13 @@ class Running:
 
 
 @contextlib.asynccontextmanager
-async def running(tmp_path: Path, **slack: Any) -> AsyncIterator[Running]:
+async def running(
+    tmp_path: Path, store: dict[str, Any] | None = None, **slack: Any
+) -> AsyncIterator[Running]:
     async with FakeSlack() as fake:  # Slack's rate limits, all of them
         port = free_port()
         block = make_config(fake, **{"approvers": [BOB["id"]], "approver_roles": [S0OPS], **slack})
-        config = write_config(tmp_path, port, {"slack": block})
+        config = write_config(tmp_path, port, {"slack": block}, store=store)
         # the worktree's plugin by name: the installed entry points may predate it
         bridge = BridgeProcess(config, tmp_path / "bridge.log", plugins="aep_bridge_slack")
         base = f"http://127.0.0.1:{port}"
@@ -274,6 +276,35 @@ async def test_a_card_still_answers_after_the_bridge_restarts(tmp_path):
                 "the card to show the answer", lambda: "Answered by alice" in shown(r.now(card))
             )
         assert len(r.parents()) == 1  # no second parent message
+
+
+async def test_an_ended_session_leaves_nothing_of_it_in_the_channels_state(tmp_path):
+    """`store.session_retention_days` (here 2 s): once an ended session's records go, the
+    channel's own state about it goes with them: the thread's ts, the card's message and
+    record, its heads-up, the session's header and messages; the keys about no session stay
+    (issue 30)."""
+    retention = {"session_retention_days": 2 / 86_400}
+    async with running(tmp_path, store=retention) as r, r.agent() as agent:
+        _, card = await start_and_ask(r, agent)
+        await r.press(card, 0, ALICE)
+        command = await asyncio.wait_for(agent.next_command(), WAIT)
+        await agent.report_answer(command)
+        await agent.emit("message.agent.replied", {"text": "Done."}, capture="full")
+        await r.until(
+            "the card to show the answer", lambda: "Answered by alice" in shown(r.now(card))
+        )
+        keys = "SELECT key FROM kv WHERE namespace = ?"
+        kept = {key for (key,) in stored(tmp_path, keys, "channel:slack")}
+        assert any(key.startswith("card:") for key in kept)
+        assert any(key.startswith("thread:") for key in kept)
+        await agent.emit("session.ended", {"reason": "normal"})
+        await r.until(
+            "the session's records to go",
+            lambda: stored(tmp_path, "SELECT count(*) FROM sessions") == [(0,)],
+            timeout=30,
+        )
+        left = sorted(key for (key,) in stored(tmp_path, keys, "channel:slack"))
+        assert left == ["sessions"], (kept, left)
 
 
 async def test_cards_posted_before_a_sigkill_answer_through_their_original_buttons(tmp_path):

@@ -18,7 +18,7 @@ import pytest
 
 from aep_bridge.aep.envelope import Event
 from aep_bridge.tinyagent import TinyAgent
-from tests.bridge_process import BridgeProcess, free_port, write_config
+from tests.bridge_process import BridgeProcess, free_port, stored, write_config
 
 from .fake_bot_api import ALICE, BOB, DEFAULT_TOKEN, FORUM_ID, FakeBotApi, FakeMessage
 
@@ -66,11 +66,13 @@ class Running:
 
 
 @contextlib.asynccontextmanager
-async def running(tmp_path: Path, **telegram: Any) -> AsyncIterator[Running]:
+async def running(
+    tmp_path: Path, store: dict[str, Any] | None = None, **telegram: Any
+) -> AsyncIterator[Running]:
     async with FakeBotApi() as fake:
         port = free_port()
         block = fake.channel_block(approvers=[str(ALICE["id"])], poll_timeout=1, **telegram)
-        config = write_config(tmp_path, port, {"telegram": block})
+        config = write_config(tmp_path, port, {"telegram": block}, store=store)
         bridge = BridgeProcess(config, tmp_path / "bridge.log")
         base = f"http://127.0.0.1:{port}"
         await bridge.start(base)
@@ -219,6 +221,39 @@ async def test_a_card_still_answers_after_the_bridge_restarts(tmp_path):
                 lambda: "Answered by Alice" in r.fake.message(FORUM_ID, card.message_id).text,
             )
         assert len(r.fake.topics(FORUM_ID)) == 2  # the session's and Notifications: no twin
+
+
+async def test_an_ended_session_leaves_nothing_of_it_in_the_channels_state(tmp_path):
+    """`store.session_retention_days` (here 2 s): once an ended session's records go, the
+    channel's own state about it goes with them: the topic's id, the card's message and
+    record, its heads-up, the session's messages; the keys about no session stay (issue 30)."""
+    retention = {"session_retention_days": 2 / 86_400}
+    async with running(tmp_path, store=retention) as r, r.agent() as agent:
+        _, card = await start_and_ask(r, agent)
+        r.press(card, 0, ALICE)
+        command = await asyncio.wait_for(agent.next_command(), WAIT)
+        await agent.report_answer(command)
+        await agent.emit("message.agent.replied", {"text": "Done."}, capture="full")
+        await r.until(
+            "the card to show the answer",
+            lambda: "Answered by Alice" in r.fake.message(FORUM_ID, card.message_id).text,
+        )
+        kept = {
+            key
+            for (key,) in stored(
+                tmp_path, "SELECT key FROM kv WHERE namespace = ?", "channel:telegram"
+            )
+        }
+        assert any(key.startswith("card:") for key in kept)
+        assert any(key.startswith("thread:") for key in kept)
+        await agent.emit("session.ended", {"reason": "normal"})
+        await r.until(
+            "the session's records to go",
+            lambda: stored(tmp_path, "SELECT count(*) FROM sessions") == [(0,)],
+            timeout=30,
+        )
+        left = stored(tmp_path, "SELECT key FROM kv WHERE namespace = ?", "channel:telegram")
+        assert sorted(key for (key,) in left) == ["notifications_topic", "sessions"]
 
 
 async def test_a_press_after_expiry_is_told_so(tmp_path):
