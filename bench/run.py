@@ -99,6 +99,9 @@ def main() -> None:
     import store_soak  # the store's disk use under a soak of short sessions
 
     lines += store_soak.section(store_soak.main())
+    import store_bounds  # the whole store with every bound on, over a longer soak
+
+    lines += store_bounds.section(store_bounds.main())
     RESULTS.write_text("\n".join(lines))
     print("\n".join(lines))
 

@@ -25,6 +25,7 @@ import asyncio
 import itertools
 import json
 import shutil
+import sqlite3
 import sys
 import tempfile
 import time
@@ -77,7 +78,32 @@ def _interleaved() -> Any:
         yield event
 
 
-async def _soak(folder: Path, intake: dict[str, object]) -> list[dict[str, float]]:
+def _rows(folder: Path) -> dict[str, float]:
+    """How many rows the store holds of what each event and session leaves, read beside the
+    bridge (read-only: what it has committed)."""
+    uri = f"file:{folder / 'state' / 'state.db'}?mode=ro"
+    conn = sqlite3.connect(uri, uri=True, isolation_level=None)
+    try:
+        counts = {
+            table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+            for table in ("sessions", "requests", "seen")
+        }
+        counts["kv"] = conn.execute(
+            "SELECT count(*) FROM kv WHERE namespace LIKE 'channel:%'"
+        ).fetchone()[0]
+        return {f"rows_{table}": float(count) for table, count in counts.items()}
+    finally:
+        conn.close()
+
+
+async def _soak(
+    folder: Path,
+    intake: dict[str, object],
+    store: dict[str, object] | None = None,
+    duration: float = DURATION,
+    every: float = SAMPLE,
+) -> list[dict[str, float]]:
+    """One run of `duration` seconds on a fresh state in `folder`, sampled every `every`."""
     port = free_port()
     config = folder / "bridge.json"
     config.write_text(
@@ -86,6 +112,7 @@ async def _soak(folder: Path, intake: dict[str, object]) -> list[dict[str, float
                 "state_dir": str(folder / "state"),
                 "listen": {"host": "127.0.0.1", "port": port},
                 "intake": intake,
+                "store": store or {},
                 "channels": {
                     "console": {"approvers": ["local"], "read_input": False},
                     "web": {"approvers": ["local"]},
@@ -110,31 +137,32 @@ async def _soak(folder: Path, intake: dict[str, object]) -> list[dict[str, float
 
             async def sample(at: float) -> None:
                 reply = await http.get(f"{base}/status", headers=headers)
-                store = reply.json()["store"]
+                status = reply.json()["store"]
                 samples.append(
                     {
                         "t": at,
                         "events": sent,
-                        "db": store["bytes"] - store["wal_bytes"],
-                        "wal": store["wal_bytes"],
-                        "replay": store["replay"]["bytes"],
-                        "sessions": store["replay"]["sessions"],
+                        "db": status["bytes"] - status["wal_bytes"],
+                        "wal": status["wal_bytes"],
+                        "replay": status["replay"]["bytes"],
+                        "sessions": status["replay"]["sessions"],
+                        **_rows(folder),
                     }
                 )
 
             began = time.monotonic()
             next_sample = 0.0
-            while (elapsed := time.monotonic() - began) < DURATION:
+            while (elapsed := time.monotonic() - began) < duration:
                 if elapsed >= next_sample:
                     await sample(next_sample)
-                    next_sample += SAMPLE
+                    next_sample += every
                 body = b"\n".join(next(events) for _ in range(PER_POST))
                 posted = await http.post(f"{base}/events", content=body, headers=headers)
                 assert posted.status_code == 202, posted.text
                 sent += PER_POST
                 due = began + sent / RATE
                 await asyncio.sleep(max(0.0, due - time.monotonic()))
-            await sample(DURATION)
+            await sample(duration)
     finally:
         await bridge.aclose()
     return samples
