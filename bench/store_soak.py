@@ -14,9 +14,11 @@ kept for replay, ended sessions included. "Retention" drops ended sessions' buff
 `RETENTION` seconds after their session.ended (the default is an hour: scaled down so that a
 minute shows it); "budget" holds the buffers to `BUDGET` bytes (the default is 128 MB). The
 rest of state.db grows on for a while with the other records of each event and session, each
-bounded later than a minute shows: the dedupe window (200,000 event ids, some 200 bytes each
-with its index), the web page's sessions (500), the sessions' own records (kept 30 days after
-they ended). The WAL beside it swings with the writes between checkpoints.
+bounded later than a minute shows: the dedupe window (200,000 event ids, as digests of some
+36 bytes each with their order), the web page's sessions (500), the sessions' own records and
+the channels' state about them (kept 30 days after they ended). The WAL beside it swings with
+the writes between checkpoints; `bench/store_bounds.py` scales every bound down to show the
+whole store level off.
 """
 
 from __future__ import annotations
