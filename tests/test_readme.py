@@ -25,10 +25,11 @@ from pathlib import Path
 
 import httpx
 
-from aep_bridge.demo import fresh_session
 from tests.bridge_process import ROOT, free_port
 
 README = ROOT / "README.md"
+#: the session logs the README validates: where the agent daemon keeps Claude Code's
+README_LOGS = "~/.local/state/aep-bridge/agentd/logs/claude-code/*.jsonl"
 #: every shell command the README shows, and how this test takes it
 RUN_HERE = {
     "make run": "started with PORT=<free port>, in a fresh HOME",
@@ -39,7 +40,8 @@ RUN_HERE = {
     '.venv/bin/aep-bridge ask "Deploy to staging?" --option allow --option deny': "run",
     "aep-bridge install claude-code": "run in a fresh project, with .venv/bin on PATH; then "
     "its hook is run as Claude Code runs it, and the session shows on the console",
-    ".venv/bin/aep-bridge validate ~/.aep/claude-code/s_8f2c.jsonl": "run, on the demo session",
+    f".venv/bin/aep-bridge validate {README_LOGS}": "run, on the log the agent daemon kept "
+    "of the Claude Code session above",
     ".venv/bin/aep-bridge validate --json - < session.jsonl": "run, on the demo session",
 }
 
@@ -161,12 +163,12 @@ async def test_the_readme_as_a_reader_follows_it(tmp_path):
     # make dies of the signal with its child; the bridge itself stops cleanly
     assert shown().rstrip().endswith("aep-bridge: stopped"), shown()
 
-    # validate: a session log, then one from standard input as JSON
-    log = reader.home / ".aep" / "claude-code" / "s_8f2c.jsonl"
-    log.parent.mkdir(parents=True)
-    log.write_bytes(b"\n".join(fresh_session()) + b"\n")
-    checked = reader.shell(".venv/bin/aep-bridge validate ~/.aep/claude-code/s_8f2c.jsonl")
+    # validate: the session log the agent daemon kept, then one from standard input as JSON
+    [log] = (reader.home / ".local" / "state" / "aep-bridge" / "agentd" / "logs").glob("*/*")
+    checked = reader.shell(f"{ROOT}/.venv/bin/aep-bridge validate {README_LOGS}", cwd=tmp_path)
     assert checked.returncode == 0, checked.stdout + checked.stderr
+    # the three hooks run above (SessionStart, UserPromptSubmit, PreToolUse), as logged
+    assert "3 valid event(s), 1 session(s)" in checked.stderr, checked.stderr
     (tmp_path / "session.jsonl").write_bytes(log.read_bytes())
     as_json = reader.shell(
         f"{ROOT}/.venv/bin/aep-bridge validate --json - < session.jsonl", cwd=tmp_path
@@ -250,8 +252,8 @@ def _stop_agent_daemon(reader: Reader) -> None:
 def test_a_broken_log_fails_the_readme_validate_command(tmp_path):
     """The validate step above can fail: the same command on a broken log exits 1."""
     reader = Reader(tmp_path / "home")
-    log = reader.home / ".aep" / "claude-code" / "s_8f2c.jsonl"
+    log = reader.home / ".local/state/aep-bridge/agentd/logs/claude-code/s_8f2c.jsonl"
     log.parent.mkdir(parents=True)
     log.write_text('{"aep": "0.1", "type": "nope"}\n')
-    checked = reader.shell(".venv/bin/aep-bridge validate ~/.aep/claude-code/s_8f2c.jsonl")
+    checked = reader.shell(f".venv/bin/aep-bridge validate {README_LOGS}")
     assert checked.returncode == 1, checked.stdout + checked.stderr
