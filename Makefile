@@ -1,6 +1,6 @@
 # Two commands on a fresh machine: `make run` and `make test`. Every target makes
 # .venv when it is missing and installs what it needs, so nothing else comes first:
-# `make run` the package and its channel extras, `make test`, `make lint` and `make bench`
+# `make run` the package and every channel's extra, `make test`, `make lint` and `make bench`
 # the test tools as well. Each says so the first time; after that nothing is installed.
 PYTHON ?= python3
 VENV   := .venv
@@ -8,7 +8,14 @@ BIN    := $(VENV)/bin
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: run test bench lint venv clean snapshots
+.PHONY: run test bench lint venv clean snapshots FORCE
+
+# Every built channel's extra (its platform SDK; web needs none), so each channel works after
+# `make run`. The list is kept in .venv, and a .venv made with another list is updated.
+CHANNEL_EXTRAS := telegram,discord,slack
+EXTRAS_STAMP := $(VENV)/.channel-extras
+$(EXTRAS_STAMP): FORCE
+	@[ "$$(cat $@ 2>/dev/null)" = "$(CHANNEL_EXTRAS)" ] || { mkdir -p $(VENV) && echo "$(CHANNEL_EXTRAS)" > $@; }
 
 # setuptools makes a plain .pth editable install only of a project with one package root.
 # Ours has two (core, channels), so it installs an import hook, and says so in a warning box
@@ -21,12 +28,13 @@ NEW_VENV := [ -x $(BIN)/python ] || { $(PYTHON) -m venv $(VENV) \
 
 # Reinstall when the project's metadata changes. A .venv whose test tools are up to date has
 # everything running needs.
-$(RUN_STAMP): pyproject.toml
-	@if [ $(DEV_STAMP) -nt pyproject.toml ]; then :; \
-	elif [ -e $@ ]; then echo "updating aep-bridge in $(VENV) (pyproject.toml changed)"; \
+$(RUN_STAMP): pyproject.toml $(EXTRAS_STAMP)
+	@if [ $(DEV_STAMP) -nt pyproject.toml ] && [ $(DEV_STAMP) -nt $(EXTRAS_STAMP) ]; then :; \
+	elif [ -e $@ ]; then echo "updating aep-bridge in $(VENV) (pyproject.toml or the channel extras changed)"; \
 	else echo "installing aep-bridge into $(VENV) (first run, about 20 seconds)"; fi
 	@$(NEW_VENV)
-	@[ $(DEV_STAMP) -nt pyproject.toml ] || $(PIP) -e '.[telegram]'
+	@{ [ $(DEV_STAMP) -nt pyproject.toml ] && [ $(DEV_STAMP) -nt $(EXTRAS_STAMP) ]; } \
+		|| $(PIP) -e '.[$(CHANNEL_EXTRAS)]'
 	@touch $@
 
 # The example third-party plugin is installed beside it, the way a user installs one, so its
@@ -37,12 +45,12 @@ $(RUN_STAMP): pyproject.toml
 # names the roots lets mypy find aep_bridge as installed, the way a plugin author's does.
 PLUGINS := plugins/aep-bridge-ntfy
 SOURCE_ROOTS := core channels
-$(DEV_STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS))
-	@if [ -e $@ ]; then echo "updating the test tools in $(VENV) (a pyproject.toml changed)"; \
+$(DEV_STAMP): pyproject.toml $(EXTRAS_STAMP) $(addsuffix /pyproject.toml,$(PLUGINS))
+	@if [ -e $@ ]; then echo "updating the test tools in $(VENV) (a pyproject.toml or the channel extras changed)"; \
 	elif [ -x $(BIN)/python ]; then echo "adding the test tools to $(VENV) (first run, about 20 seconds)"; \
 	else echo "installing aep-bridge and the test tools into $(VENV) (first run, about 30 seconds)"; fi
 	@$(NEW_VENV)
-	@$(PIP) -e '.[dev,telegram]' $(addprefix -e ,$(PLUGINS))
+	@$(PIP) -e '.[dev,$(CHANNEL_EXTRAS)]' $(addprefix -e ,$(PLUGINS))
 	@$(BIN)/python -c 'import os, sys, sysconfig; open(os.path.join(sysconfig.get_path("purelib"), "aep_bridge_sources.pth"), "w").writelines(os.path.abspath(r) + "\n" for r in sys.argv[1:])' $(SOURCE_ROOTS)
 	@touch $@ $(RUN_STAMP)
 

@@ -11,6 +11,7 @@ from typing import ClassVar
 import pytest
 from pydantic import Field, SecretStr
 
+from aep_bridge import install_hint
 from aep_bridge.bridge import Bridge
 from aep_bridge.config import ConfigError, read_config, resolve_channels
 from aep_bridge.plugins import PluginHost
@@ -92,9 +93,8 @@ def test_a_disabled_channel_is_not_checked(tmp_path, host):
     plan = resolve_channels(config, host, {})
     assert plan.problems == []
     assert plan.channels == []
-    assert any(
-        "install it with pip install 'aep-bridge[telegram]'" in w.message for w in plan.warnings
-    )
+    fix = f"install the telegram extra: {install_hint.command('telegram')}"
+    assert any(fix in w.message for w in plan.warnings)
 
 
 def test_errors_name_the_key_path_and_say_what_is_expected(tmp_path, host):
@@ -123,7 +123,10 @@ def test_an_unknown_channel_type_says_what_to_install(tmp_path, host):
         write(tmp_path, {"channels": {"tg": {"type": "telegram"}, "x": {"type": "nosuch"}}})
     )
     problems = {p.key: p.message for p in resolve_channels(config, host, {}).problems}
-    assert "pip install 'aep-bridge[telegram]'" in problems["channels.tg.type"]
+    assert (
+        f"install the telegram extra: {install_hint.command('telegram')}"
+        in (problems["channels.tg.type"])
+    )
     assert problems["channels.x.type"] == (
         "unknown channel type 'nosuch': the installed channel types are pager, failing; "
         "pip install the package that provides it, then check `aep-bridge plugins`"

@@ -14,11 +14,19 @@ for a call's output and diff, the plan and errors (`embeds`), how messages and c
 Discord draws them by `client_html`). Its figures are in `make bench` (see `channel`).
 """
 
+import discord
+
 from aep_bridge import hookimpl
 
 from .channel import DiscordChannel
 from .config import DiscordConfig
 from .setup import DiscordSetup
+
+# The bridge joins no voice channel. discord.py warns at its first client, on every start,
+# that voice needs PyNaCl and davey, which the Discord extra leaves out: it is marked as
+# told, for a feature never used.
+discord.VoiceClient.warn_nacl = False
+discord.VoiceClient.warn_dave = False
 
 
 @hookimpl

@@ -198,25 +198,27 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
-        session = aiohttp.ClientSession()
-        client = AsyncWebClient(
-            token=self.config.bot_token.get_secret_value(),
-            base_url=self.config.api_base_url,
-            session=session,
-        )
-        try:
-            auth, channel, wss = await self._connect_checks(client)
-        except BaseException:
-            await session.close()
-            raise
+        # bolt makes the Web API client from the token, pointed here at the configured API
+        # and our session. Given a client of ours instead, bolt would take SLACK_BOT_TOKEN
+        # from the environment (where the guide puts it) for a token given as well, and warn
+        # on every start that it is unused.
         app = AsyncApp(
-            client=client,
+            token=self.config.bot_token.get_secret_value(),
             signing_secret="",  # Socket Mode: requests come over the WebSocket, not signed
             # a listener acks and returns, its work a task (`events`): bolt sends the ack
             # as it returns, instead of looking for it every 10 ms
             process_before_response=True,
             name=f"aep-bridge slack {self.instance_name}",
         )
+        session = aiohttp.ClientSession()
+        client = app.client
+        client.base_url = self.config.api_base_url
+        client.session = session
+        try:
+            auth, channel, wss = await self._connect_checks(client)
+        except BaseException:
+            await session.close()
+            raise
         self._listeners.listen(app)
         handler = _Handler(app, self.config.app_token.get_secret_value())
         handler.client.wss_uri = wss  # the URL `_connect_checks` was given: no second call

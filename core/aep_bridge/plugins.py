@@ -25,7 +25,7 @@ from typing import Any, Final, Literal
 import pluggy
 from pydantic import ValidationError
 
-from . import defaults, hookspecs
+from . import defaults, hookspecs, install_hint
 from .adapter import (
     ChannelAdapter,
     ChannelRegistration,
@@ -123,7 +123,10 @@ class PluginHost:
         except ModuleNotFoundError as exc:
             return self._fail(record, _missing_module_hint(name, dist, ep, exc))
         except Exception as exc:
-            return self._fail(record, f"failed to import {module}: {type(exc).__name__}: {exc}")
+            reason = f"failed to import {module}: {type(exc).__name__}: {exc}"
+            if dist == OWN_DISTRIBUTION and _is_builtin_extra(name):  # a broken platform SDK
+                reason += f"; reinstall the {name} extra: {install_hint.command(name)}"
+            return self._fail(record, reason)
         try:
             self.manager.register(plugin, name=_plugin_id(record))
         except ValueError as exc:
@@ -175,16 +178,24 @@ class PluginHost:
         record.error = reason
         return record
 
-    def problem(self, channel_type: str) -> str:
-        """Why `channel_type` is not available, with the fix."""
+    def unavailable(self, channel_type: str) -> str | None:
+        """Why `channel_type`, a channel some installed or built plugin has, cannot be used
+        (with the fix); None for a type nothing here knows."""
         for record in self.records:
             if record.status == "failed" and record.name == channel_type:
                 return f"its plugin {record.name!r} failed to load: {record.error}"
         if _is_builtin_extra(channel_type):
             return (
-                f"no plugin provides channel {channel_type!r}: "
-                f"install it with pip install 'aep-bridge[{channel_type}]'"
+                f"no plugin provides channel {channel_type!r}: install the {channel_type} "
+                f"extra: {install_hint.command(channel_type)}"
             )
+        return None
+
+    def problem(self, channel_type: str) -> str:
+        """Why `channel_type` is not available, with the fix."""
+        reason = self.unavailable(channel_type)
+        if reason is not None:
+            return reason
         installed = loaded_channels(self.records)
         known = (
             f"the installed channel types are {', '.join(installed)}"
@@ -288,7 +299,7 @@ def _missing_module_hint(
     if dist == OWN_DISTRIBUTION and _is_builtin_extra(name):
         return (
             f"the {name} channel needs the {missing!r} module, which is not installed: "
-            f"pip install 'aep-bridge[{name}]'"
+            f"install the {name} extra: {install_hint.command(name)}"
         )
     target = ep.value if ep is not None else name
     if dist:

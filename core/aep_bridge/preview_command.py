@@ -212,6 +212,9 @@ def choose(channel: str, host: Any) -> _Choice:
     """The channel type to preview: one a loaded plugin provides, or `web`."""
     registration = host.channels.get(channel)
     if registration is None and channel != WEB:
+        reason = host.unavailable(channel)
+        if reason is not None:  # a channel this install has but cannot load, with the fix
+            raise PreviewError(f"channel {channel!r} cannot be previewed: {reason}")
         available = sorted({*host.channels, WEB})
         raise PreviewError(
             f"unknown channel {channel!r}: the channels that can be previewed here are "

@@ -6,7 +6,8 @@ none at INFO). The bridge runs here as a person runs it, through a short life: a
 in a terminal (the sample log in docs/cli.md is checked against it), an agent's session with
 messages and a tool call, a question put by `aep-bridge ask` and answered by typing its short
 id into the console, and a stop by SIGTERM. Two more starts cover the warnings a bridge that
-cannot be answered gives: no channel at all, and a console whose input is not a terminal.
+cannot be answered gives: no channel at all, and a console whose input is not a terminal. One
+more runs Discord and Slack against the fake platforms: their SDKs log nothing of their own.
 A scan of the source checks that every INFO-and-above line the bridge's code can write is
 documented too, not only those a normal run shows.
 """
@@ -299,6 +300,43 @@ async def test_a_bridge_nobody_can_answer_says_so_at_start(tmp_path: Path, chann
     warned = [line for line in lines if line.startswith(f"aep-bridge: {expected}")]
     assert len(warned) == 1, "\n".join(lines)
     assert undocumented(lines) == [], "\n".join(lines)
+
+
+async def test_a_start_with_discord_and_slack_logs_only_the_bridges_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Both platform SDKs started as a user starts them, against the fakes: the tokens in the
+    environment as the guides put them (bolt reads SLACK_BOT_TOKEN itself), and Discord's
+    heartbeats, each over 10 s apart so that discord.py would say one ACK came "41.3s
+    behind" if it read that ACK before its own note of the send. Neither SDK logs a line."""
+    from tests.channels.discord.fake_discord import DEFAULT_TOKEN, FakeDiscord
+    from tests.channels.discord.probe import channel_block
+    from tests.channels.slack.fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack, make_config
+
+    monkeypatch.setenv("DISCORD_BOT_TOKEN", DEFAULT_TOKEN)
+    monkeypatch.setenv("SLACK_BOT_TOKEN", BOT_TOKEN)
+    monkeypatch.setenv("SLACK_APP_TOKEN", APP_TOKEN)
+    async with FakeDiscord(heartbeat_interval=10.5) as discord, FakeSlack() as slack:
+        channels = {
+            "discord": channel_block(discord, token="${DISCORD_BOT_TOKEN}", approvers=["1"]),
+            "slack": make_config(
+                slack, bot_token="${SLACK_BOT_TOKEN}", app_token="${SLACK_APP_TOKEN}"
+            ),
+        }
+        bridge = Bridge(tmp_path, channels, terminal=False)
+        await bridge.start(f"http://127.0.0.1:{bridge.port}")
+        try:
+            await bridge.until("running", lambda: " running: " in bridge.log.read_text(), 30)
+            # the beat right after HELLO, then two on the interval
+            await bridge.until("two heartbeats", lambda: discord.heartbeats >= 3, 60, every=0.1)
+        finally:
+            code = await bridge.terminate()
+    assert code == 0, bridge.tail()
+    lines = bridge.lines()
+    assert "aep-bridge: channel discord started (discord)" in lines, "\n".join(lines)
+    assert "aep-bridge: channel slack started (slack)" in lines, "\n".join(lines)
+    assert undocumented(lines) == [], "\n".join(lines)
+    assert not [line for line in lines if "warning" in line], "\n".join(lines)
 
 
 def _format_strings() -> list[tuple[str, str, str]]:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from aep_bridge import install_hint
 from aep_bridge import plugins as plugin_module
 from aep_bridge.plugins import PluginHost
 
@@ -154,7 +155,8 @@ def test_autoload_can_be_turned_off_and_modules_named_instead(site: Path):
 
 
 def test_a_builtin_channel_with_its_sdk_missing_says_which_extra_to_install(monkeypatch):
-    """A built-in channel whose SDK is not installed names `pip install 'aep-bridge[x]'`."""
+    """A built-in channel whose SDK is not installed names its extra and the command that
+    installs it here (`pip install 'aep-bridge[x]'`, or a clone's `make run`)."""
     own = distribution("aep-bridge")
     extras = set(own.metadata.get_all("Provides-Extra") or [])
     assert "telegram" in extras
@@ -164,9 +166,10 @@ def test_a_builtin_channel_with_its_sdk_missing_says_which_extra_to_install(monk
     host.load(autoload=True)
     [record] = host.records
     assert record.status == "failed"
-    assert "pip install 'aep-bridge[telegram]'" in (record.error or "")
-    assert "pip install 'aep-bridge[telegram]'" in host.problem("telegram")
-    assert "pip install 'aep-bridge[telegram]'" in PluginHost().problem("telegram")
+    fix = f"install the telegram extra: {install_hint.command('telegram')}"
+    assert fix in (record.error or "")
+    assert fix in host.problem("telegram")
+    assert fix in PluginHost().problem("telegram")
 
 
 def test_a_channel_that_is_not_built_is_reported_unknown_with_the_installed_types(
@@ -198,7 +201,7 @@ def test_an_extra_is_offered_only_for_a_channel_aep_bridge_has(monkeypatch):
     monkeypatch.setattr(importlib.metadata, "distribution", lambda name: stale)
     assert plugin_module._extras() == {"telegram"}
     assert "unknown channel type 'matrix'" in PluginHost().problem("matrix")
-    assert "pip install 'aep-bridge[telegram]'" in PluginHost().problem("telegram")
+    assert install_hint.command("telegram") in PluginHost().problem("telegram")
 
 
 def test_the_extras_are_the_built_channels():

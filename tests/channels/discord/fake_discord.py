@@ -24,7 +24,8 @@ The server is uvicorn inside the test's own event loop (like the fake Telegram B
 door), so a test may read and change the fake's state between awaits without locks. REST is
 under `/api/v10`, answering JSON with `Content-Type: application/json` exactly (discord.py
 treats anything else as text); the gateway is `/gateway`, plain text JSON frames: HELLO (op 10),
-IDENTIFY (op 2) -> READY + GUILD_CREATE, heartbeats (op 1 -> op 11), RESUME (op 6) of a known
+IDENTIFY (op 2) -> READY + GUILD_CREATE, heartbeats (op 1 -> op 11, after `heartbeat_rtt`: a
+round trip to Discord's gateway), RESUME (op 6) of a known
 session replays what it missed, an unknown one gets INVALID_SESSION. REST changes are dispatched
 to every identified session its intents allow (MESSAGE_CREATE/UPDATE/DELETE, THREAD_CREATE/
 UPDATE), including the bot's own messages, as Discord does; without the privileged
@@ -854,6 +855,7 @@ class FakeDiscord:
         channels: list[FakeChannel] | None = None,
         privileged_intents: frozenset[str] | set[str] = frozenset({"message_content"}),
         heartbeat_interval: float = 41.25,
+        heartbeat_rtt: float = 0.1,
         in_guild: bool = True,
     ) -> None:
         self.token = token
@@ -866,6 +868,11 @@ class FakeDiscord:
         self.clock = clock
         self.privileged_intents = set(privileged_intents)
         self.heartbeat_interval = heartbeat_interval
+        #: how long after a heartbeat its ACK is sent. discord.py counts a heartbeat as sent
+        #: once the send returns on its keep-alive thread; an ACK read before that (loopback
+        #: answers at once, Discord a round trip later) it measures from the heartbeat
+        #: before, and warns "Can't keep up ... 41.3s behind"
+        self.heartbeat_rtt = heartbeat_rtt
         self.bot_user: dict[str, Any] = {
             **_user(BOT_ID, BOT_USERNAME, "AEP Test Bot", bot=True),
             "verified": True,
@@ -1576,6 +1583,7 @@ class FakeDiscord:
         )
         session: GatewaySession | None = None
         writer: asyncio.Task[None] | None = None
+        acks: set[asyncio.Task[None]] = set()
         generation = 0
         try:
             while True:
@@ -1592,7 +1600,9 @@ class FakeDiscord:
                     if session is not None:
                         session.heartbeats += 1
                     seq = session.sequence if session is not None else None
-                    await websocket.send_text(json.dumps({"op": 11, "d": seq}))
+                    ack = asyncio.create_task(self._ack(websocket, seq))
+                    acks.add(ack)
+                    ack.add_done_callback(acks.discard)
                 elif op == 2 and session is None:
                     session = await self._identify(websocket, data)
                     if session is None:
@@ -1613,6 +1623,8 @@ class FakeDiscord:
                     await websocket.close(4002, "Error while decoding payload.")
                     return
         finally:
+            for pending in list(acks):
+                pending.cancel()
             # a resume on a newer connection may have taken the session over already
             if session is not None and session.generation == generation:
                 session.connected = False
@@ -1620,6 +1632,11 @@ class FakeDiscord:
             if writer is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(writer, 2)
+
+    async def _ack(self, websocket: WebSocket, seq: int | None) -> None:
+        await asyncio.sleep(self.heartbeat_rtt)
+        with contextlib.suppress(Exception):  # the connection closed meanwhile
+            await websocket.send_text(json.dumps({"op": 11, "d": seq}))
 
     async def _identify(self, websocket: WebSocket, data: dict[str, Any]) -> GatewaySession | None:
         if data.get("token") != self.token:
