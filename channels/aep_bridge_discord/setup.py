@@ -65,6 +65,17 @@ class DiscordSetup(SetupWizard):
     description = (
         "a bot from the Developer Portal in your server (invite URL, channel, pairing code)"
     )
+    #: what the wizard decides; over an existing block (--force) its other keys are kept
+    block_keys: ClassVar = frozenset(
+        {
+            "token",
+            "guild_id",
+            "channel_id",
+            "notifications_channel_id",
+            "approvers",
+            "api_base_url",
+        }
+    )
     options: ClassVar = (
         SetupOption(
             "--token-env",

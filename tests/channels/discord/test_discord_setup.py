@@ -21,7 +21,9 @@ from typing import Any
 
 import pytest
 
+import aep_bridge_console
 import aep_bridge_discord
+import aep_bridge_web
 from aep_bridge.cli import check
 from aep_bridge.config import read_config, resolve_channels
 from aep_bridge.plugins import PluginHost
@@ -82,8 +84,10 @@ def default_config(home: Path) -> Path:
 
 
 def host() -> PluginHost:
+    """The channels of an installed bridge that a setup may meet in the file."""
     plugins = PluginHost()
-    plugins.register(aep_bridge_discord)
+    for module in (aep_bridge_console, aep_bridge_web, aep_bridge_discord):
+        plugins.register(module)
     return plugins
 
 
@@ -160,12 +164,13 @@ def passes_check(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`aep-bridge check` accepts the file, with the token in the environment."""
     plan = resolve_channels(read_config(path), host(), {"DISCORD_BOT_TOKEN": DEFAULT_TOKEN})
     assert plan.problems == []
-    assert [c.name for c in plan.channels] == ["discord"]
+    assert [c.name for c in plan.channels] == ["console", "web", "discord"]  # none taken away
     monkeypatch.setenv("DISCORD_BOT_TOKEN", DEFAULT_TOKEN)
-    monkeypatch.setenv("AEP_BRIDGE_PLUGINS", "aep_bridge_discord")  # as installed
+    # as installed
+    monkeypatch.setenv("AEP_BRIDGE_PLUGINS", "aep_bridge_console,aep_bridge_web,aep_bridge_discord")
     out = stdio.StringIO()
     assert check(str(path), out=out) == 0, out.getvalue()
-    assert "channels: discord (discord)" in out.getvalue()
+    assert "channels: console (console), web (web), discord (discord)" in out.getvalue()
 
 
 def invite(io: ScriptedIO) -> tuple[int, int]:
@@ -214,6 +219,8 @@ async def test_an_interactive_run_from_invite_to_paired_approver(home, monkeypat
     path = default_config(home)
     assert written(path) == {
         "channels": {
+            "console": {"approvers": ["local"]},
+            "web": {"approvers": ["local"]},
             "discord": {
                 "token": "${DISCORD_BOT_TOKEN}",
                 "guild_id": str(GUILD_ID),
@@ -221,7 +228,7 @@ async def test_an_interactive_run_from_invite_to_paired_approver(home, monkeypat
                 "notifications_channel_id": str(NOTIFY_CHANNEL_ID),
                 "approvers": [ALICE["id"]],
                 "api_base_url": fake.api_base_url,
-            }
+            },
         }
     }
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
