@@ -281,6 +281,43 @@ async def test_flags_answer_every_question(home, tmp_path, monkeypatch):
     assert not default_config(home).exists()
 
 
+async def test_gateway_url_is_written_into_the_block(home, tmp_path, monkeypatch):
+    """Issue 31: `--gateway-url` (a proxy, or the fake gateway in tests) goes into the block
+    as `gateway_url`, next to `api_base_url`, and the result passes `check`."""
+    monkeypatch.setenv("DISCORD_BOT_TOKEN", DEFAULT_TOKEN)
+    config = tmp_path / "bridge.json"
+    io = ScriptedIO()
+    async with FakeDiscord() as fake:
+        code = await wizard(
+            fake,
+            io,
+            *("--config", str(config), "--token-env", "DISCORD_BOT_TOKEN"),
+            *("--gateway-url", fake.gateway_url, "--guild-id", str(GUILD_ID)),
+            *("--channel-id", str(TEXT_CHANNEL_ID), "--notifications-channel-id", "none"),
+            *("--approver", BOB["id"], "--yes"),
+        )
+    assert code == 0, io.text
+    block = written(config)["channels"]["discord"]
+    assert block["gateway_url"] == fake.gateway_url
+    assert block["api_base_url"] == fake.api_base_url
+    assert read_config(config).channels["discord"]["gateway_url"] == fake.gateway_url
+    assert "channels: console, web, discord" in io.transcript
+    passes_check(config, monkeypatch)
+
+
+async def test_a_gateway_url_that_is_not_a_websocket_is_refused_first(home, monkeypatch):
+    monkeypatch.setenv("DISCORD_BOT_TOKEN", DEFAULT_TOKEN)
+    io = ScriptedIO()
+    async with FakeDiscord() as fake:
+        code = await wizard(
+            fake, io, "--token-env", "DISCORD_BOT_TOKEN", "--gateway-url", "https://x.test/"
+        )
+        assert fake.calls == []  # refused before asking Discord anything
+    assert code == 1
+    assert "--gateway-url takes a ws:// or wss:// URL" in io.errors[-1]
+    assert not default_config(home).exists()
+
+
 async def test_the_token_in_discord_bot_token_is_offered_first(home, monkeypatch):
     monkeypatch.setenv("DISCORD_BOT_TOKEN", DEFAULT_TOKEN)
     io = ScriptedIO("", "1", "none")  # use $DISCORD_BOT_TOKEN: yes; #agents; no heads-ups
