@@ -7,7 +7,7 @@ forum channels to pick the sessions' channel and a heads-up channel from, and pa
 approver with a one-time code typed in the channel. It writes the block with the token as
 `${DISCORD_BOT_TOKEN}` (never its value) and runs the channel's doctor. Every question has a
 flag, for scripts: `--token-env`, `--guild-id`, `--channel-id`, `--notifications-channel-id`,
-`--approver`, `--yes`.
+`--approver`, `--yes`; `--api-base-url` and `--gateway-url` for a proxy (or a test fake).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import secrets
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
+from urllib.parse import urlsplit
 
 import aiohttp
 import discord
@@ -26,7 +27,7 @@ import discord.http
 
 from aep_bridge import SetupContext, SetupError, SetupOption, SetupWizard
 
-from .config import DISCORD_API
+from .config import DISCORD_API, DISCORD_GATEWAY
 from .permissions import invite_url
 
 #: the variable the token is read from at run time, unless `--token-env` names another
@@ -64,6 +65,18 @@ class DiscordSetup(SetupWizard):
     name = "discord"
     description = (
         "a bot from the Developer Portal in your server (invite URL, channel, pairing code)"
+    )
+    #: what the wizard decides; over an existing block (--force) its other keys are kept
+    block_keys: ClassVar = frozenset(
+        {
+            "token",
+            "guild_id",
+            "channel_id",
+            "notifications_channel_id",
+            "approvers",
+            "api_base_url",
+            "gateway_url",
+        }
     )
     options: ClassVar = (
         SetupOption(
@@ -109,6 +122,12 @@ class DiscordSetup(SetupWizard):
             "(written into the block as api_base_url)",
             metavar="URL",
         ),
+        SetupOption(
+            "--gateway-url",
+            f"Discord's gateway through a proxy, instead of {DISCORD_GATEWAY} (written into "
+            "the block as gateway_url; the wizard itself uses only the REST API)",
+            metavar="URL",
+        ),
     )
 
     async def run(self, setup: SetupContext) -> bool:
@@ -119,6 +138,7 @@ class DiscordSetup(SetupWizard):
                 f"--api-base-url takes an http:// or https:// URL, such as {DISCORD_API}"
             )
         base = (given_base or DISCORD_API).rstrip("/")
+        gateway = _gateway(options["gateway_url"])
         variable, token, from_env = self._token(setup)
         previous = discord.http.Route.BASE
         discord.http.Route.BASE = base
@@ -146,6 +166,8 @@ class DiscordSetup(SetupWizard):
         block["approvers"] = approvers
         if given_base:
             block["api_base_url"] = base
+        if gateway:
+            block["gateway_url"] = gateway
         path = setup.write_channel(block)
         setup.say(f"Wrote channels.{setup.channel} to {path}.")
         self._keep_token(setup, variable, token, from_env)
@@ -539,6 +561,31 @@ def _duration(seconds: float) -> str:
         minutes = whole // 60
         return f"{minutes} minute{'s' if minutes != 1 else ''}"
     return f"{whole} s"
+
+
+def _gateway(given: str | None) -> str | None:
+    """`--gateway-url` checked as the block's `gateway_url` will be, before anything is
+    asked: a ws:// or wss:// URL with a host, and no query or fragment."""
+    if not given:
+        return None
+    value = given.strip()
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - a port that is not a number raises here
+    except ValueError:
+        parts = None
+    if (
+        parts is None
+        or parts.scheme not in ("ws", "wss")
+        or not parts.hostname
+        or parts.query
+        or parts.fragment
+    ):
+        raise SetupError(
+            f"--gateway-url takes a ws:// or wss:// URL with a host (and no ?query), such as "
+            f"{DISCORD_GATEWAY}"
+        )
+    return value
 
 
 def _describe(exc: BaseException, token: str = "") -> str:

@@ -92,6 +92,17 @@ class SlackSetup(SetupWizard):
     description = (
         "a Slack app over Socket Mode (its two tokens, the channel it is in, a pairing code)"
     )
+    #: what the wizard decides; over an existing block (--force) its other keys are kept
+    block_keys: ClassVar = frozenset(
+        {
+            "bot_token",
+            "app_token",
+            "channel_id",
+            "notifications_channel_id",
+            "approvers",
+            "api_base_url",
+        }
+    )
     options: ClassVar = (
         SetupOption(
             "--bot-token-env",

@@ -47,6 +47,8 @@ class TelegramSetup(SetupWizard):
 
     name = "telegram"
     description = "a bot from @BotFather in a group with topics (checks it, writes the block)"
+    #: what the wizard decides; over an existing block (--force) its other keys are kept
+    block_keys: ClassVar = frozenset({"token", "chat_id", "approvers", "topics", "api_base_url"})
     options: ClassVar = (
         SetupOption(
             "--token-env",

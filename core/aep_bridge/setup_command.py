@@ -4,12 +4,17 @@ The core loads the plugins, collects their `register_setup_wizards`, parses the 
 options next to the common ones, and hands it a `SetupContext` whose `write_channel` merges
 the block into the config file and whose `doctor` runs the channel's checks on what was
 written. The core imports no channel: it knows a wizard only through the hook.
+
+Setup adds a channel; it never takes one away. Every other key and channel of the file is
+kept, and with no file yet it starts from the channels a file-less bridge runs (the web page
+and the console), so `setup telegram` on a fresh machine does not make them disappear.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import json
 import os
 import shlex
@@ -20,6 +25,7 @@ from typing import Any, Final
 
 from .config import (
     CONFIG_ENV,
+    EMBEDDED_DEFAULTS,
     ConfigError,
     default_config_path,
     read_config,
@@ -28,6 +34,7 @@ from .config import (
 from .doctor import check_channel
 from .exit_status import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from .plugins import PluginHost
+from .terminal import visible
 from .wizard import SetupContext, SetupError, SetupIO, SetupOption, SetupWizard
 
 #: the file `SetupContext.save_secret` writes, next to the default config file
@@ -122,7 +129,10 @@ def _parser(wizard: SetupWizard) -> argparse.ArgumentParser:
         "(for scripts)",
     )
     parser.add_argument(
-        "--force", action="store_true", help="replace an existing block of the same name"
+        "--force",
+        action="store_true",
+        help="write over an existing block of the same name (keeping the keys the wizard "
+        "does not set)",
     )
     group = parser.add_argument_group(f"{wizard.name} options")
     for option in wizard.options:
@@ -243,16 +253,19 @@ class FileSetupContext(SetupContext):
         self.wizard = wizard
         self.host = host
 
-    def _read(self) -> dict[str, Any]:
-        """The file as JSON (an empty config if it does not exist); never a half-read one."""
+    def _read(self) -> tuple[dict[str, Any], bool]:
+        """The file as JSON, never a half-read one, and whether it is new: with no file (or
+        an empty one) yet, the config starts from the channels a file-less bridge runs."""
         try:
             text = self.config_path.read_text(encoding="utf-8")
         except FileNotFoundError:
-            return {}
+            text = ""
         except OSError as exc:
             raise SetupError(f"cannot read {self.config_path}: {exc.strerror}") from None
+        if not text.strip():
+            return starting_config(), True
         try:
-            raw = json.loads(text) if text.strip() else {}
+            raw = json.loads(text)
         except json.JSONDecodeError as exc:
             raise SetupError(
                 f"{self.config_path} is not valid JSON (line {exc.lineno}, column {exc.colno}: "
@@ -263,11 +276,13 @@ class FileSetupContext(SetupContext):
         channels = raw.get("channels", {})
         if not isinstance(channels, dict):
             raise SetupError(f"{self.config_path}: channels is not an object: fix it first")
-        return raw
+        return raw, False
 
     def check_writable(self) -> None:
-        """Refuse before any question when the block exists already (and not `--force`)."""
-        if self.channel in self._read().get("channels", {}) and not self.force:
+        """Refuse before any question when the file has the block already (and not
+        `--force`). A block of the defaults is no one's work yet: it may be replaced."""
+        raw, new = self._read()
+        if self.channel in raw.get("channels", {}) and not (self.force or new):
             raise SetupError(self._exists())
 
     def _exists(self) -> str:
@@ -277,16 +292,48 @@ class FileSetupContext(SetupContext):
         )
 
     def write_channel(self, block: Mapping[str, Any]) -> Path:
-        raw = self._read()
+        raw, new = self._read()
         channels = raw.setdefault("channels", {})
-        if self.channel in channels and not self.force:
+        if self.channel in channels and not (self.force or new):
             raise SetupError(self._exists())
         written = dict(block)
         if self.channel != self.wizard.name:
             written = {"type": self.wizard.name, **written}
+        old = channels.get(self.channel)
+        note = None
+        if old is not None:
+            written, note = self._over(old, written, new)
         channels[self.channel] = written
         _write_private(self.config_path, json.dumps(raw, indent=2, ensure_ascii=False) + "\n")
+        if new:
+            kept = ", ".join(name for name in EMBEDDED_DEFAULTS["channels"] if name in channels)
+            self.say(
+                f"{self.config_path} held no config yet: it starts from the defaults, so their "
+                f"channels ({kept}) keep running next to this one."
+            )
+        if note:
+            self.say(note)
+        self.say(f"channels: {channel_list(channels)}")
         return self.config_path
+
+    def _over(self, old: object, block: dict[str, Any], new: bool) -> tuple[dict[str, Any], str]:
+        """`block` written over an existing one of the same name, and what to say of it: a
+        block of the same type keeps the keys the wizard does not decide (settings tuned by
+        hand); one of another type is replaced whole."""
+        here = f"channels.{self.channel}" + (" (of the defaults)" if new else " was there")
+        kind = self.wizard.name
+        was = old.get("type", self.channel) if isinstance(old, dict) else None
+        if not isinstance(old, dict) or was != kind:
+            what = f", a {visible(str(was), one_line=True)} channel" if was else ""
+            return block, f"{here}{what}: replaced by the {kind} block."
+        decided = self.wizard.block_keys
+        if decided is None:
+            return block, f"{here}: replaced."
+        kept = {k: v for k, v in old.items() if k not in decided and k not in block}
+        if not kept:
+            return block, f"{here}: updated."
+        names = visible(", ".join(kept), one_line=True)
+        return {**block, **kept}, f"{here}: updated, keeping its {names} as they were."
 
     def save_secret(self, variable: str, value: str) -> Path:
         try:
@@ -316,6 +363,25 @@ class FileSetupContext(SetupContext):
         for line in lines:
             self.say(line)
         return failed == 0
+
+
+def starting_config() -> dict[str, Any]:
+    """What `setup` writes into when there is no config file: the channels of the embedded
+    defaults (the web page and the console). Not `listen`: the file-less bridge's listening
+    address is the model's default, and writing it would pin a port nobody chose."""
+    return {"channels": copy.deepcopy(EMBEDDED_DEFAULTS["channels"])}
+
+
+def channel_list(channels: Mapping[str, Any]) -> str:
+    """The channels of a config, in its order, as `check` lists them (a disabled one
+    marked, since `check` and `run` skip it)."""
+    names = [
+        f"{name} (disabled)"
+        if isinstance(block, dict) and block.get("enabled", True) is False
+        else name
+        for name, block in channels.items()
+    ]
+    return visible(", ".join(names), one_line=True) or "none"
 
 
 def _write_private(path: Path, text: str, *, mode: int | None = None) -> None:

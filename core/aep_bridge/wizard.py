@@ -25,7 +25,7 @@ from __future__ import annotations
 import getpass
 import sys
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TextIO
@@ -114,7 +114,7 @@ class SetupContext(ABC):
     - `options`: the wizard's own options, parsed (`SetupOption.dest` -> value).
     - `assume_yes`: `--yes`, for scripts: every question takes its default without being
       asked, and a question without a default is a `SetupError` naming the option to pass.
-    - `force`: `--force`: `write_channel` may replace an existing block of the same name.
+    - `force`: `--force`: `write_channel` may write over an existing block of the same name.
     """
 
     def __init__(
@@ -189,9 +189,12 @@ class SetupContext(ABC):
     @abstractmethod
     def write_channel(self, block: Mapping[str, Any]) -> Path:
         """Merge `block` into the config file as `channels.<channel>` and return the file's
-        path. The file is created if missing; every other key is kept. An existing block of
-        that name is a `SetupError` unless `force`. Write secrets as `${VAR}`, never as
-        values: the core does not check, and the file is not private."""
+        path; say which channels the file now has. Every other key and channel is kept; a
+        missing file starts from the defaults' channels (the web page and the console), so
+        setting one channel up never takes the others away. An existing block of that name
+        is a `SetupError` unless `force`; with it, the block is updated (its keys outside
+        `SetupWizard.block_keys` kept) or, of another type, replaced. Write secrets as
+        `${VAR}`, never as values: the core does not check, and the file is not private."""
 
     @abstractmethod
     def save_secret(self, variable: str, value: str) -> Path:
@@ -209,14 +212,18 @@ class SetupWizard(ABC):
     """An interactive set-up for one channel type, offered by `register_setup_wizards`.
 
     `name` is what follows `aep-bridge setup` (the channel type it sets up), `description`
-    one line for the listing, `options` its own command-line options. `run` returns True
-    when the channel is written and checked, False when it is written but a check failed;
-    it raises `SetupError` to stop.
+    one line for the listing, `options` its own command-line options. `block_keys` are the
+    block's keys the wizard decides, those it writes and those it may leave out (such as an
+    optional channel it was told there is none of): over an existing block (`--force`) the
+    other keys, settings tuned by hand, are kept; None replaces the whole block. `run`
+    returns True when the channel is written and checked, False when it is written but a
+    check failed; it raises `SetupError` to stop.
     """
 
     name: ClassVar[str]
     description: ClassVar[str] = ""
     options: ClassVar[Sequence[SetupOption]] = ()
+    block_keys: ClassVar[Collection[str] | None] = None
 
     @abstractmethod
     async def run(self, setup: SetupContext) -> bool:

@@ -106,7 +106,11 @@ async def test_yes_takes_each_default_without_asking(home):
     assert await run_setup("console", ["--yes"], io=io, host=host()) == 0
     assert io.prompts == []
     path = home / ".config" / "aep-bridge" / "config.json"
-    assert json.loads(path.read_text()) == {"channels": {"console": {"approvers": ["local"]}}}
+    # no file yet: it starts from the defaults, whose console block the wizard's replaces
+    assert json.loads(path.read_text()) == {
+        "channels": {"console": {"approvers": ["local"]}, "web": {"approvers": ["local"]}}
+    }
+    assert "channels.console (of the defaults): replaced." in io.transcript
     assert not (home / ".config" / "aep-bridge" / "env").exists()  # "Keep a secret?" is no
 
 
@@ -189,6 +193,35 @@ async def test_an_existing_block_is_refused_before_any_question(home, tmp_path):
     assert json.loads(config.read_text())["channels"]["console"] == {"approvers": ["local"]}
 
 
+async def test_an_empty_file_starts_from_the_defaults_like_a_missing_one(home, tmp_path):
+    config = tmp_path / "c.json"
+    config.write_text("\n")
+    io = ScriptedIO()
+    code = await run_setup(
+        "console", ["--config", str(config), "--name", "term", "--yes"], io=io, host=host()
+    )
+    assert code == 0, io.text
+    assert list(json.loads(config.read_text())["channels"]) == ["console", "web", "term"]
+    assert "channels: console, web, term" in io.transcript
+
+
+async def test_force_over_a_block_of_another_type_replaces_it_and_says_so(home, tmp_path):
+    config = tmp_path / "c.json"
+    other = {"type": "web", "approvers": ["x"], "signin_minutes": 5}
+    config.write_text(json.dumps({"channels": {"page": {"enabled": False}, "console": other}}))
+    io = ScriptedIO()
+    code = await run_setup(
+        "console", ["--config", str(config), "--force", "--yes"], io=io, host=host()
+    )
+    assert code == 0, io.text
+    channels = json.loads(config.read_text())["channels"]
+    assert channels == {"page": {"enabled": False}, "console": {"approvers": ["local"]}}
+    assert "channels.console was there, a web channel: replaced by the console block." in (
+        io.transcript
+    )
+    assert "channels: page (disabled), console" in io.transcript
+
+
 async def test_a_block_the_channel_refuses_fails_the_doctor(home, tmp_path):
     class Wrong(ConsoleSetup):
         async def run(self, setup: SetupContext) -> bool:
@@ -269,7 +302,11 @@ async def test_the_tutorials_wizard_runs_as_written(home, tmp_path, monkeypatch)
     )
     assert code == 1
     assert json.loads(config.read_text()) == {
-        "channels": {"gotify": {"server": "https://push.example", "token": "${GOTIFY_TOKEN}"}}
+        "channels": {
+            "console": {"approvers": ["local"]},
+            "web": {"approvers": ["local"]},
+            "gotify": {"server": "https://push.example", "token": "${GOTIFY_TOKEN}"},
+        }
     }
     assert any("unknown channel type 'gotify'" in line for line in io.transcript)
     # without a token and with --yes, the secret question names its flag

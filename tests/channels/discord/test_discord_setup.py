@@ -21,7 +21,9 @@ from typing import Any
 
 import pytest
 
+import aep_bridge_console
 import aep_bridge_discord
+import aep_bridge_web
 from aep_bridge.cli import check
 from aep_bridge.config import read_config, resolve_channels
 from aep_bridge.plugins import PluginHost
@@ -82,8 +84,10 @@ def default_config(home: Path) -> Path:
 
 
 def host() -> PluginHost:
+    """The channels of an installed bridge that a setup may meet in the file."""
     plugins = PluginHost()
-    plugins.register(aep_bridge_discord)
+    for module in (aep_bridge_console, aep_bridge_web, aep_bridge_discord):
+        plugins.register(module)
     return plugins
 
 
@@ -160,12 +164,13 @@ def passes_check(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`aep-bridge check` accepts the file, with the token in the environment."""
     plan = resolve_channels(read_config(path), host(), {"DISCORD_BOT_TOKEN": DEFAULT_TOKEN})
     assert plan.problems == []
-    assert [c.name for c in plan.channels] == ["discord"]
+    assert [c.name for c in plan.channels] == ["console", "web", "discord"]  # none taken away
     monkeypatch.setenv("DISCORD_BOT_TOKEN", DEFAULT_TOKEN)
-    monkeypatch.setenv("AEP_BRIDGE_PLUGINS", "aep_bridge_discord")  # as installed
+    # as installed
+    monkeypatch.setenv("AEP_BRIDGE_PLUGINS", "aep_bridge_console,aep_bridge_web,aep_bridge_discord")
     out = stdio.StringIO()
     assert check(str(path), out=out) == 0, out.getvalue()
-    assert "channels: discord (discord)" in out.getvalue()
+    assert "channels: console (console), web (web), discord (discord)" in out.getvalue()
 
 
 def invite(io: ScriptedIO) -> tuple[int, int]:
@@ -214,6 +219,8 @@ async def test_an_interactive_run_from_invite_to_paired_approver(home, monkeypat
     path = default_config(home)
     assert written(path) == {
         "channels": {
+            "console": {"approvers": ["local"]},
+            "web": {"approvers": ["local"]},
             "discord": {
                 "token": "${DISCORD_BOT_TOKEN}",
                 "guild_id": str(GUILD_ID),
@@ -221,7 +228,7 @@ async def test_an_interactive_run_from_invite_to_paired_approver(home, monkeypat
                 "notifications_channel_id": str(NOTIFY_CHANNEL_ID),
                 "approvers": [ALICE["id"]],
                 "api_base_url": fake.api_base_url,
-            }
+            },
         }
     }
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
@@ -271,6 +278,43 @@ async def test_flags_answer_every_question(home, tmp_path, monkeypatch):
     assert any("printf 'DISCORD_BOT_TOKEN=%s\\n'" in line for line in io.transcript)
     assert io.transcript[-1].endswith("a session becomes a post in #agent-sessions.")
     passes_check(config, monkeypatch)
+    assert not default_config(home).exists()
+
+
+async def test_gateway_url_is_written_into_the_block(home, tmp_path, monkeypatch):
+    """Issue 31: `--gateway-url` (a proxy, or the fake gateway in tests) goes into the block
+    as `gateway_url`, next to `api_base_url`, and the result passes `check`."""
+    monkeypatch.setenv("DISCORD_BOT_TOKEN", DEFAULT_TOKEN)
+    config = tmp_path / "bridge.json"
+    io = ScriptedIO()
+    async with FakeDiscord() as fake:
+        code = await wizard(
+            fake,
+            io,
+            *("--config", str(config), "--token-env", "DISCORD_BOT_TOKEN"),
+            *("--gateway-url", fake.gateway_url, "--guild-id", str(GUILD_ID)),
+            *("--channel-id", str(TEXT_CHANNEL_ID), "--notifications-channel-id", "none"),
+            *("--approver", BOB["id"], "--yes"),
+        )
+    assert code == 0, io.text
+    block = written(config)["channels"]["discord"]
+    assert block["gateway_url"] == fake.gateway_url
+    assert block["api_base_url"] == fake.api_base_url
+    assert read_config(config).channels["discord"]["gateway_url"] == fake.gateway_url
+    assert "channels: console, web, discord" in io.transcript
+    passes_check(config, monkeypatch)
+
+
+async def test_a_gateway_url_that_is_not_a_websocket_is_refused_first(home, monkeypatch):
+    monkeypatch.setenv("DISCORD_BOT_TOKEN", DEFAULT_TOKEN)
+    io = ScriptedIO()
+    async with FakeDiscord() as fake:
+        code = await wizard(
+            fake, io, "--token-env", "DISCORD_BOT_TOKEN", "--gateway-url", "https://x.test/"
+        )
+        assert fake.calls == []  # refused before asking Discord anything
+    assert code == 1
+    assert "--gateway-url takes a ws:// or wss:// URL" in io.errors[-1]
     assert not default_config(home).exists()
 
 

@@ -21,7 +21,9 @@ from typing import Any
 
 import pytest
 
+import aep_bridge_console
 import aep_bridge_slack
+import aep_bridge_web
 from aep_bridge.cli import check
 from aep_bridge.config import read_config, resolve_channels
 from aep_bridge.plugins import PluginHost
@@ -67,8 +69,10 @@ def env_file(home: Path) -> Path:
 
 
 def host() -> PluginHost:
+    """The channels of an installed bridge that a setup may meet in the file."""
     plugins = PluginHost()
-    plugins.register(aep_bridge_slack)
+    for module in (aep_bridge_console, aep_bridge_web, aep_bridge_slack):
+        plugins.register(module)
     return plugins
 
 
@@ -147,13 +151,14 @@ def passes_check(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     environ = {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_APP_TOKEN": APP_TOKEN}
     plan = resolve_channels(read_config(path), host(), environ)
     assert plan.problems == []
-    assert [c.name for c in plan.channels] == ["slack"]
+    assert [c.name for c in plan.channels] == ["console", "web", "slack"]  # none taken away
     for name, value in environ.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setenv("AEP_BRIDGE_PLUGINS", "aep_bridge_slack")  # as installed
+    # as installed
+    monkeypatch.setenv("AEP_BRIDGE_PLUGINS", "aep_bridge_console,aep_bridge_web,aep_bridge_slack")
     out = stdio.StringIO()
     assert check(str(path), out=out) == 0, out.getvalue()
-    assert "channels: slack (slack)" in out.getvalue()
+    assert "channels: console (console), web (web), slack (slack)" in out.getvalue()
 
 
 # -- the way through ---------------------------------------------------------------------
@@ -186,6 +191,8 @@ async def test_an_interactive_run_from_tokens_to_paired_approver(home, monkeypat
     path = default_config(home)
     assert written(path) == {
         "channels": {
+            "console": {"approvers": ["local"]},
+            "web": {"approvers": ["local"]},
             "slack": {
                 "bot_token": "${SLACK_BOT_TOKEN}",
                 "app_token": "${SLACK_APP_TOKEN}",
@@ -193,7 +200,7 @@ async def test_an_interactive_run_from_tokens_to_paired_approver(home, monkeypat
                 "notifications_channel_id": C0NOTIFY,
                 "approvers": [ALICE["id"]],
                 "api_base_url": fake.api_base_url,
-            }
+            },
         }
     }
     assert stat.S_IMODE(path.stat().st_mode) == 0o600

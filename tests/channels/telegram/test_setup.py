@@ -9,6 +9,7 @@ the hook), and every test checks that the token is never shown and never written
 from __future__ import annotations
 
 import asyncio
+import io as io_module
 import json
 import stat
 from collections.abc import Callable
@@ -17,7 +18,10 @@ from typing import Any
 
 import pytest
 
+import aep_bridge_console
 import aep_bridge_telegram
+import aep_bridge_web
+from aep_bridge.cli import check
 from aep_bridge.config import read_config, resolve_channels
 from aep_bridge.plugins import PluginHost
 from aep_bridge.testing import ScriptedIO, run_setup
@@ -52,8 +56,10 @@ def default_config(home: Path) -> Path:
 
 
 def host() -> PluginHost:
+    """The channels of an installed bridge that a setup may meet in the file."""
     plugins = PluginHost()
-    plugins.register(aep_bridge_telegram)
+    for module in (aep_bridge_console, aep_bridge_web, aep_bridge_telegram):
+        plugins.register(module)
     return plugins
 
 
@@ -105,11 +111,12 @@ def written(path: Path) -> dict[str, Any]:
     return json.loads(text)  # type: ignore[no-any-return]
 
 
-def valid(path: Path) -> None:
-    """The telegram block is what the channel accepts, with the token from the environment."""
+def valid(path: Path, channels: tuple[str, ...] = ("console", "web", "telegram")) -> None:
+    """The file is what the channels accept, with the token from the environment; a fresh
+    one keeps the defaults' console and web page next to the new telegram channel."""
     plan = resolve_channels(read_config(path), host(), {"TELEGRAM_BOT_TOKEN": DEFAULT_TOKEN})
     assert plan.problems == []
-    assert [c.name for c in plan.channels] == ["telegram"]
+    assert [c.name for c in plan.channels] == list(channels)
 
 
 # -- the way through ---------------------------------------------------------------------
@@ -135,12 +142,14 @@ async def test_an_interactive_run_from_a_typed_token_to_a_checked_block(home):
     config = written(path)
     assert config == {
         "channels": {
+            "console": {"approvers": ["local"]},
+            "web": {"approvers": ["local"]},
             "telegram": {
                 "token": "${TELEGRAM_BOT_TOKEN}",
                 "chat_id": FORUM_ID,
                 "approvers": ["111111111"],
                 "api_base_url": fake.base_url,
-            }
+            },
         }
     }
     valid(path)
@@ -460,6 +469,119 @@ async def test_an_existing_config_keeps_its_other_keys(home, tmp_path):
     assert after["channels"]["console"] == {"approvers": ["local"]}
     assert list(after["channels"]) == ["console", "telegram"]
     assert stat.S_IMODE(config.stat().st_mode) == 0o640  # its mode is kept
+
+
+async def test_setup_adds_telegram_and_every_other_channel_stays(home, tmp_path, monkeypatch):
+    """Issue 31: `setup telegram` adds a channel; the page, the console and a plugin's
+    channel stay, the wizard shows the list, and `aep-bridge check` lists the same."""
+    monkeypatch.setenv("TELEGRAM_BOT_TOKEN", DEFAULT_TOKEN)
+    config = tmp_path / "bridge.json"
+    before = {
+        "redaction": {"secret_env": ["OTHER"]},
+        "channels": {
+            "web": {"approvers": ["local"], "signin_minutes": 30},
+            "console": {"approvers": ["local"]},
+            "phone": {"type": "ntfy", "topic": "agents-7f3a9c", "token": "${NTFY_TOKEN}"},
+        },
+    }
+    config.write_text(json.dumps(before))
+    io = ScriptedIO()
+    async with FakeBotApi() as fake:
+        code = await wizard(
+            fake,
+            io,
+            *("--config", str(config), "--token-env", "TELEGRAM_BOT_TOKEN"),
+            *("--chat-id", str(FORUM_ID), "--approver", "111111111", "--yes"),
+        )
+    assert code == 0, io.text
+    after = written(config)
+    assert after["redaction"] == before["redaction"]
+    assert list(after["channels"]) == ["web", "console", "phone", "telegram"]
+    for name, block in before["channels"].items():
+        assert after["channels"][name] == block
+    assert "channels: web, console, phone, telegram" in io.transcript
+
+    monkeypatch.setenv("NTFY_TOKEN", "tk_test")
+    monkeypatch.setenv(
+        "AEP_BRIDGE_PLUGINS",
+        "aep_bridge_console,aep_bridge_web,aep_bridge_telegram,aep_bridge_ntfy",
+    )
+    out = io_module.StringIO()
+    assert check(str(config), out=out) == 0, out.getvalue()
+    assert (
+        "channels: web (web), console (console), phone (ntfy), telegram (telegram)"
+        in out.getvalue()
+    )
+
+
+async def test_on_a_fresh_machine_the_page_and_the_console_stay(home, monkeypatch):
+    """No config file yet: the bridge runs the web page and the console; after `setup
+    telegram` it still does, with telegram next to them."""
+    monkeypatch.setenv("TELEGRAM_BOT_TOKEN", DEFAULT_TOKEN)
+    io = ScriptedIO()
+    async with FakeBotApi() as fake:
+        code = await wizard(
+            fake,
+            io,
+            *("--token-env", "TELEGRAM_BOT_TOKEN", "--chat-id", str(FORUM_ID)),
+            *("--approver", "111111111", "--yes"),
+        )
+    assert code == 0, io.text
+    path = default_config(home)
+    config = written(path)
+    assert list(config) == ["channels"]  # no listening address pinned that nobody chose
+    assert list(config["channels"]) == ["console", "web", "telegram"]
+    assert "channels: console, web, telegram" in io.transcript
+    valid(path)
+    monkeypatch.setenv(
+        "AEP_BRIDGE_PLUGINS", "aep_bridge_console,aep_bridge_web,aep_bridge_telegram"
+    )
+    out = io_module.StringIO()
+    assert check(None, out=out) == 0, out.getvalue()  # the default file, as `run` finds it
+    assert (
+        f"{path}: ok: listening on 127.0.0.1:8787; channels: console (console), web (web), "
+        "telegram (telegram)" in out.getvalue()
+    )
+
+
+async def test_force_updates_the_block_and_keeps_what_was_tuned_by_hand(
+    home, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("TELEGRAM_BOT_TOKEN", DEFAULT_TOKEN)
+    config = tmp_path / "bridge.json"
+    old = {
+        "token": "${OLD_TOKEN}",
+        "chat_id": -1001,
+        "topics": False,
+        "approvers": ["999"],
+        "notifications_topic": "Heads-up",
+        "poll_timeout": 10,
+    }
+    config.write_text(json.dumps({"channels": {"console": {}, "telegram": old}}))
+    io = ScriptedIO()
+    async with FakeBotApi() as fake:
+        code = await wizard(
+            fake,
+            io,
+            *("--config", str(config), "--token-env", "TELEGRAM_BOT_TOKEN", "--force"),
+            *("--chat-id", str(FORUM_ID), "--approver", "111111111", "--yes"),
+        )
+    assert code == 0, io.text
+    # what the wizard decides is its own (the new chat has topics: no `topics: false`);
+    # the settings it does not ask about are kept
+    assert written(config)["channels"]["telegram"] == {
+        "token": "${TELEGRAM_BOT_TOKEN}",
+        "chat_id": FORUM_ID,
+        "approvers": ["111111111"],
+        "api_base_url": fake.base_url,
+        "notifications_topic": "Heads-up",
+        "poll_timeout": 10,
+    }
+    assert (
+        "channels.telegram was there: updated, keeping its notifications_topic, poll_timeout "
+        "as they were." in io.transcript
+    )
+    assert "channels: console, telegram" in io.transcript
 
 
 async def test_an_existing_telegram_block_is_kept_unless_force(home, tmp_path, monkeypatch):
