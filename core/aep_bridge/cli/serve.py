@@ -44,13 +44,15 @@ def run(
         listen = config.listen.model_copy(
             update={k: v for k, v in (("host", host), ("port", port)) if v is not None}
         )
-        from ..server import StartFailed, hold_state_dir, serve, state_dir_of
+        from ..server import StartFailed, hold_state_dir, listen_on, serve, state_dir_of
 
         try:
             # one bridge per state directory, for this process's life, before the store opens
             held = hold_state_dir(state_dir_of(config))
+            # then its port: a taken one is said before anything starts
+            sockets = listen_on(listen.host, listen.port)
             try:
-                asyncio.run(serve(config, plugins, listen.host, listen.port))
+                asyncio.run(serve(config, plugins, listen.host, listen.port, sockets=sockets))
             except KeyboardInterrupt:  # before the bridge took its signals: it ends there
                 log.info("interrupted while starting (Ctrl-C)")
                 return EXIT_INTERRUPTED
