@@ -10,7 +10,7 @@ import signal
 import sys
 from pathlib import Path
 
-from .. import _startup
+from .. import _startup, env_file
 from ..client_endpoint import running_bridge
 from ..config import BridgeConfig, ConfigError, config_path, read_config
 from ..exit_status import EXIT_INTERRUPTED
@@ -36,6 +36,8 @@ def run(
     log_setup.configure(log_level, verbose=verbose, quiet=quiet)
     held: int | None = None
     try:  # until the bridge handles signals itself, Ctrl-C ends it here, in one line
+        # the secrets the wizards saved, as the systemd unit loads them (the environment wins)
+        env_file.load()
         try:
             config, plugins = load(config_file)
         except ConfigError as exc:
