@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -133,3 +135,29 @@ async def test_run_by_hand_uses_the_env_file(tmp_path: Path):
         assert exported.stop() == 0
     assert "from-file.example" not in exported.log.read_text()
     assert os.environ.get("BRIDGE_NAME") is None
+
+
+def test_check_reads_it_as_run_does(tmp_path: Path):
+    """`aep-bridge check` (and `doctor`) check what `run` would use: the env file too."""
+    folder = tmp_path / ".config" / "aep-bridge"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text('{"listen": {"allowed_hosts": ["${BRIDGE_NAME}"]}}')
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "AEP_BRIDGE_"))}
+    env.pop("BRIDGE_NAME", None)
+
+    def check() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "aep_bridge", "check"],
+            env={**env, "HOME": str(tmp_path)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    before = check()
+    assert "BRIDGE_NAME is not set" in before.stdout + before.stderr
+    wizard_wrote(folder / "env", {"BRIDGE_NAME": "bridge.example"})
+    after = check()
+    assert after.returncode == 0, after.stdout + after.stderr
+    assert ": ok: listening on" in after.stdout
