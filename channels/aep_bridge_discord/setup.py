@@ -257,7 +257,7 @@ class DiscordSetup(SetupWizard):
             f"Save the token in {env_file}, readable only by you?", default=True
         ):
             setup.save_secret(variable, token)
-            setup.say(f"Saved. Before `aep-bridge run`, load it: set -a; . {env_file}; set +a")
+            setup.say(f"Saved. `aep-bridge run` (and `check`, `doctor`) reads it from {env_file}.")
             return
         value = f'"${variable}"' if from_env else "'the token'"
         setup.say(f"To keep it in {env_file}, readable only by you, and load it from there:")

@@ -306,7 +306,7 @@ class SlackSetup(SetupWizard):
         ):
             for token in typed:
                 setup.save_secret(token.variable, token.value)
-            setup.say(f"Saved. Before `aep-bridge run`, load it: set -a; . {env_file}; set +a")
+            setup.say(f"Saved. `aep-bridge run` (and `check`, `doctor`) reads it from {env_file}.")
             return
         setup.say(f"To keep them in {env_file}, readable only by you, and load them from there:")
         setup.say(f"  mkdir -p {_tilde(setup.env_file.parent)}")

@@ -182,7 +182,7 @@ class TelegramSetup(SetupWizard):
             f"Save the token in {env_file}, readable only by you?", default=True
         ):
             setup.save_secret(variable, token)
-            setup.say(f"Saved. Before `aep-bridge run`, load it: set -a; . {env_file}; set +a")
+            setup.say(f"Saved. `aep-bridge run` (and `check`, `doctor`) reads it from {env_file}.")
             return
         value = f'"${variable}"' if from_env else "'123456:ABC...'"
         setup.say(f"To keep it in {env_file}, readable only by you, and load it from there:")

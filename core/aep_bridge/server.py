@@ -27,9 +27,10 @@ from pathlib import Path
 import uvicorn
 
 from . import __version__
+from .binding import CannotListen, bind_endpoint
 from .bridge import Bridge
 from .config import BridgeConfig
-from .exit_status import EXIT_BUSY, EXIT_STATE_DIR, EXIT_STORE
+from .exit_status import EXIT_BUSY, EXIT_CANNOT_LISTEN, EXIT_STATE_DIR, EXIT_STORE
 from .intake.auth import AuthPolicy, is_loopback, load_or_create_token
 from .intake.connections import BACKLOG, ConnectionGuard, descriptor_cap
 from .intake.endpoint import Endpoint, IngestLimits
@@ -52,8 +53,16 @@ FLUSH_TIMEOUT = 5.0
 MAINTAIN_EVERY = 60.0
 
 #: exit statuses of `aep-bridge run` that stop it before it serves (`exit_status`,
-#: docs/cli.md#exit-statuses); 2 (the config) and 3 (the port) are the config's and uvicorn's
-__all__ = ["EXIT_BUSY", "EXIT_STATE_DIR", "EXIT_STORE", "StartFailed", "serve"]
+#: docs/cli.md#exit-statuses); 2 (the config) is the config's
+__all__ = [
+    "EXIT_BUSY",
+    "EXIT_CANNOT_LISTEN",
+    "EXIT_STATE_DIR",
+    "EXIT_STORE",
+    "StartFailed",
+    "listen_on",
+    "serve",
+]
 
 
 class StartFailed(Exception):
@@ -87,6 +96,16 @@ def hold_state_dir(state_dir: Path) -> int:
         raise StartFailed(EXIT_BUSY) from None
     except OSError as exc:
         raise _unusable(state_dir, exc) from None
+
+
+def listen_on(host: str, port: int) -> list[socket.socket]:
+    """Bind the endpoint's port (every address of `host`), before anything else starts.
+    Raises `StartFailed` (logged, one line with the fix) when it cannot be."""
+    try:
+        return bind_endpoint(host, port, BACKLOG)
+    except CannotListen as exc:
+        log.error("%s", exc)
+        raise StartFailed(EXIT_CANNOT_LISTEN) from None
 
 
 def _unusable(state_dir: Path, error: object) -> StartFailed:
@@ -197,7 +216,7 @@ class _Server(uvicorn.Server):
         if self._guard is not None:  # the config is loaded: wrap the protocol it chose
             config = self.config
             config.http_protocol_class = self._guard.protocol(config.http_protocol_class)
-        await super().startup(sockets)  # a port that cannot be bound exits here (status 3)
+        await super().startup(sockets)  # serves on the sockets `listen_on` bound
         if self.started:
             bound = [s.getsockname() for server in self.servers for s in server.sockets]
             self._on_started(int(bound[0][1]) if bound else self.config.port)
@@ -324,8 +343,32 @@ def _restore(config: BridgeConfig, store: Store) -> tuple[HubLimits, Hub]:
     return limits, hub
 
 
-async def serve(config: BridgeConfig, plugins: PluginHost, host: str, port: int) -> None:
-    """Run until SIGINT or SIGTERM; return after a clean shutdown."""
+async def serve(
+    config: BridgeConfig,
+    plugins: PluginHost,
+    host: str,
+    port: int,
+    *,
+    sockets: list[socket.socket] | None = None,
+) -> None:
+    """Run until SIGINT or SIGTERM; return after a clean shutdown. `sockets` are the
+    endpoint's, bound already (`listen_on`); without them uvicorn binds `host:port` itself."""
+    try:
+        await _serve(config, plugins, host, port, sockets)
+    finally:
+        for sock in sockets or ():  # never served on (a failed start): closed here
+            sock.close()
+
+
+async def _serve(
+    config: BridgeConfig,
+    plugins: PluginHost,
+    host: str,
+    port: int,
+    sockets: list[socket.socket] | None,
+) -> None:
+    if sockets:  # `--port 0`: the port the kernel chose, for the page's URL too
+        port = int(sockets[0].getsockname()[1])
     intake = config.intake
     state_dir = state_dir_of(config)
     try:
@@ -454,7 +497,7 @@ async def serve(config: BridgeConfig, plugins: PluginHost, host: str, port: int)
         )
         stopping.server = server
         if not stopping.requested:
-            await server.serve()
+            await server.serve(sockets)
         if damaged:
             raise StartFailed(EXIT_STORE)
     finally:

@@ -84,7 +84,7 @@ async def test_running_is_said_only_once_the_port_is_bound(tmp_path: Path):
         code, _ = await exit_of(process, 20)
     text = process.log.read_text(errors="replace")
     assert code == EXIT_CANNOT_LISTEN, text
-    assert "address already in use" in text.lower(), text
+    assert f"cannot listen on 127.0.0.1:{port}: the port is in use" in text, text
     assert " running: " not in text
     assert "endpoint: " not in text
     assert "consuming events from" not in text

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from .. import env_file
 from ..config import (
     CONFIG_ENV,
     BridgeConfig,
@@ -29,6 +30,7 @@ from .common import EXIT_OK, EXIT_VIOLATIONS, load
 def check(config_file: str | None, *, out: TextIO | None = None) -> int:
     """Validate a config as `run` would use it; exit 1 if anything must be fixed."""
     out = out or sys.stdout
+    env_file.load()  # the secrets the wizards saved, as `run` reads them
     try:
         config, plugins = load(config_file)
     except ConfigError as exc:
@@ -63,6 +65,7 @@ def doctor(config_file: str | None, *, out: TextIO | None = None) -> int:
     """Check each channel's platform side (token, chat, rights) without running the bridge;
     print every check and the fix for each failure. Exit 1 if anything must be fixed."""
     out = out or sys.stdout
+    env_file.load()  # the secrets the wizards saved, as `run` reads them
     try:
         config, host = load(config_file)
     except ConfigError as exc:

@@ -10,7 +10,7 @@ import signal
 import sys
 from pathlib import Path
 
-from .. import _startup
+from .. import _startup, env_file
 from ..client_endpoint import running_bridge
 from ..config import BridgeConfig, ConfigError, config_path, read_config
 from ..exit_status import EXIT_INTERRUPTED
@@ -36,6 +36,8 @@ def run(
     log_setup.configure(log_level, verbose=verbose, quiet=quiet)
     held: int | None = None
     try:  # until the bridge handles signals itself, Ctrl-C ends it here, in one line
+        # the secrets the wizards saved, as the systemd unit loads them (the environment wins)
+        env_file.load()
         try:
             config, plugins = load(config_file)
         except ConfigError as exc:
@@ -44,13 +46,15 @@ def run(
         listen = config.listen.model_copy(
             update={k: v for k, v in (("host", host), ("port", port)) if v is not None}
         )
-        from ..server import StartFailed, hold_state_dir, serve, state_dir_of
+        from ..server import StartFailed, hold_state_dir, listen_on, serve, state_dir_of
 
         try:
             # one bridge per state directory, for this process's life, before the store opens
             held = hold_state_dir(state_dir_of(config))
+            # then its port: a taken one is said before anything starts
+            sockets = listen_on(listen.host, listen.port)
             try:
-                asyncio.run(serve(config, plugins, listen.host, listen.port))
+                asyncio.run(serve(config, plugins, listen.host, listen.port, sockets=sockets))
             except KeyboardInterrupt:  # before the bridge took its signals: it ends there
                 log.info("interrupted while starting (Ctrl-C)")
                 return EXIT_INTERRUPTED
