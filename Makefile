@@ -58,9 +58,13 @@ venv: $(DEV_STAMP)
 
 # `make run PORT=8801 CONFIG=path/to/config.json`: each is passed on only when set. The bridge
 # stays the foreground process (Ctrl-C stops it); it logs the web page's sign-in URL itself.
+# AEP_BRIDGE_MAKE_RUN (exported to the bridge alone): it then says a port's fix as
+# `make run PORT=...`.
+RUN_COMMAND = $(BIN)/aep-bridge run$(if $(CONFIG), --config "$(CONFIG)")$(if $(PORT), --port $(PORT))
+run: export AEP_BRIDGE_MAKE_RUN = 1
 run: $(RUN_STAMP)
 	@echo "try it: $(BIN)/aep-bridge demo   (in another terminal, once the bridge below prints its sign-in URL)"
-	$(BIN)/aep-bridge run$(if $(CONFIG), --config "$(CONFIG)")$(if $(PORT), --port $(PORT))
+	$(RUN_COMMAND)
 
 # Four workers (pytest-xdist), even on two cores: most tests wait on a process, a socket or a
 # paced fake platform, not the CPU. A file's tests share a worker (`loadfile`), so a module's
