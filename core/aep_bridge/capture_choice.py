@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final, get_args
 
+from .agents.paths import agentd_dir
 from .config import AgentCapture
 from .config_write import ConfigWriteError, get_key, set_key
 
@@ -29,10 +30,6 @@ EXPLAINED: Final[dict[str, str]] = {
 #: Permission prompts are always shown to the person answering (`agents.attention_capture`).
 PROMPTS: Final = (
     "(Permission prompts show their command either way, redacted: agents.attention_capture.)"
-)
-RESTART: Final = (
-    "the agent daemon reads it when it starts: if one runs, stop it "
-    "(kill $(cat ~/.local/state/aep-bridge/agentd/agentd.pid)) and the next hook starts it"
 )
 
 Ask = Callable[[str], str]
@@ -114,9 +111,21 @@ def choose(
     return answer
 
 
+def restart() -> str:
+    """How the running agent daemon, if any, takes the new value (it reads it at its start)."""
+    pid = agentd_dir() / "agentd.pid"
+    if pid.exists():
+        return (
+            f"The agent daemon reads it when it starts: stop the one running (kill $(cat "
+            f"{pid})) and the next hook starts it again"
+        )
+    return "The agent daemon reads it when the next hook starts it"
+
+
 def write(path: Path, chosen: AgentCapture, say: Say) -> None:
     """Write `chosen` as `agents.capture`, keeping the rest of the file, and say so."""
     if set_key(path, KEY, chosen):
-        say(f"Wrote agents.capture: {chosen} to {path}: {EXPLAINED[chosen]}; {RESTART}")
+        say(f"Wrote agents.capture: {chosen} to {path}: {EXPLAINED[chosen]}")
+        say(restart())
     else:
         say(f"agents.capture is {chosen} in {path} already; nothing changed")

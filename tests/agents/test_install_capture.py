@@ -28,6 +28,7 @@ def _here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """This machine's own config and ~/.codex stay out of it."""
     monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex-home"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("AEP_AGENTD_DIR", str(tmp_path / "agentd"))
     monkeypatch.delenv("AEP_BRIDGE_CONFIG", raising=False)
 
 
@@ -66,7 +67,7 @@ def test_capture_flag_writes_the_key_and_keeps_the_rest(
     assert (project / ".claude" / "settings.json").exists()  # the hooks, too
     printed = capsys.readouterr().out
     assert f"Wrote agents.capture: redacted to {config}" in printed
-    assert "kill $(cat ~/.local/state/aep-bridge/agentd/agentd.pid)" in printed  # restart it
+    assert "The agent daemon reads it when the next hook starts it" in printed
 
     # the daemon reads it: the config is valid and says redacted
     monkey_env = {"TELEGRAM_BOT_TOKEN": "1:x"}
@@ -166,3 +167,13 @@ def test_a_broken_config_does_not_stop_an_install_that_did_not_ask_for_it(
     assert code == 0
     assert f"warning: the hooks are in place, but {config} is not a JSON object" in err
     assert (tmp_path / ".claude" / "settings.json").exists()
+
+
+def test_a_running_daemon_is_told_how_to_restart(tmp_path: Path) -> None:
+    """It reads the config when it starts: the person is told how to restart the one running."""
+    pid = tmp_path / "agentd" / "agentd.pid"
+    pid.parent.mkdir()
+    pid.write_text("4242\n")
+    code, out, _ = run(tmp_path, config=str(tmp_path / "c.json"), capture="redacted")
+    assert code == 0
+    assert f"stop the one running (kill $(cat {pid})) and the next hook starts it again" in out
