@@ -56,6 +56,7 @@ from .types import (
     ChannelError,
     OutgoingMessage,
 )
+from .withheld import Withheld
 
 log = logging.getLogger("aep_bridge")
 
@@ -118,6 +119,7 @@ class Bridge(EventMirror, QuestionCards):
         self.identity = source_uri(socket.gethostname(), BRIDGE_AGENT)
         self.ack_timeout = ack_timeout
         self.sessions = Sessions(self.store)
+        self._withheld = Withheld(self.store)  # the capture notice's sessions (`withheld`)
         days = config.store.session_retention_days
         self.retention = Retention(self.store, self.sessions, days, clock=clock)
         self.routing = Routes(config.routes)

@@ -17,6 +17,7 @@ from .render import Rendered, Renderer
 from .routing import Routes
 from .sessions import SessionRecord, Sessions
 from .store import Floors, Store, floor_of
+from .withheld import Withheld, notice, shows_more
 
 #: Events handled between two prunings of the dedupe window at most (`store.dedupe_window`
 #: keys kept; a window smaller than ten times this is pruned every tenth of it).
@@ -43,6 +44,7 @@ class EventMirror:
     channels: dict[str, Channel]
     identity: str
     _creating: list[tuple[str, str]]
+    _withheld: Withheld
     _floors: dict[str, Floors]
     _handled: int
     _grouped: int
@@ -126,6 +128,7 @@ class EventMirror:
             return self.sessions.find(*key) or self.sessions.find_by_session(key[1])
         session, created = self.sessions.get_or_create(event, stream, event.session or "")
         if created:
+            self._withheld.created(session.id)
             for name in self.routing.channels_for(event, list(self.channels)):
                 channel = self.channels[name]
                 thread_name = self.renderer.thread_name(event, ceiling=channel.config.capture)
@@ -141,6 +144,7 @@ class EventMirror:
         targets = self._targets(session)
         self.attention.on_event(event, session)
         asked: str | None = None  # the request this event opened: its heads-up is keyed
+        withheld = self._withheld.judge(session.id, event)
         if event.type == "attention.requested" and event.seq is not None:
             asked = self._open_request(session, event, targets)
         # channels alike (same capture ceiling, verbosity, what rings, and whether they edit
@@ -172,6 +176,8 @@ class EventMirror:
             rendered, jobs = shared
             for job in jobs:
                 channel.outbox.submit(job)
+            if withheld and shows_more(config.capture):  # once, after the session's header
+                channel.outbox.submit(Job.message(session.id, notice(session.id)))
             # a heads-up outside the thread; where there are no threads, the messages are
             # the heads-ups (the channel rings as it can), and a second one would ring twice.
             # A channel without heads-ups declines it: its outbox never queues it
@@ -196,6 +202,7 @@ class EventMirror:
 
     def _end(self, session: SessionRecord, targets: list[Channel]) -> None:
         self.sessions.end(session.id)
+        self._withheld.forget(session.id)
         for channel in targets:
             match channel.config.on_session_end:
                 case "archive":

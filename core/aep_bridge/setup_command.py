@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from . import capture_choice
 from .config import (
     CONFIG_ENV,
     EMBEDDED_DEFAULTS,
@@ -31,6 +32,7 @@ from .config import (
     read_config,
     resolve_channels,
 )
+from .config_write import ConfigWriteError
 from .doctor import check_channel
 from .exit_status import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from .plugins import PluginHost
@@ -134,6 +136,13 @@ def _parser(wizard: SetupWizard) -> argparse.ArgumentParser:
         help="write over an existing block of the same name (keeping the keys the wizard "
         "does not set)",
     )
+    parser.add_argument(
+        "--capture",
+        choices=capture_choice.LEVELS,
+        help="what the chat may see of Claude Code and Codex sessions, written as "
+        "agents.capture: metadata (tool names only, the default), redacted (commands and "
+        "text, secrets, home paths and contacts replaced) or full",
+    )
     group = parser.add_argument_group(f"{wizard.name} options")
     for option in wizard.options:
         _add_option(group, option)
@@ -228,7 +237,20 @@ async def run_setup(
     )
     try:
         context.check_writable()
+        # what the chat may see: asked once, on a terminal; written with the channel
+        capture = capture_choice.choose(
+            path,
+            parsed.capture,
+            interactive=io.is_terminal() and not parsed.yes,
+            ask=io.ask,
+            say=io.say,
+        )
         ok = await wizard.run(context)
+        if capture is not None and path.exists():
+            capture_choice.write(path, capture, io.say)
+    except ConfigWriteError as exc:
+        io.error(f"aep-bridge setup {name}: {exc}")
+        return EXIT_FAILED
     except SetupError as exc:
         io.error(f"aep-bridge setup {name}: {exc}")
         return EXIT_FAILED

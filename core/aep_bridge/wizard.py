@@ -94,6 +94,11 @@ class SetupIO:
             raise SetupError("no answer (end of input); run it in a terminal, or pass --yes")
         return line.strip()
 
+    def is_terminal(self) -> bool:
+        """Whether a person answers at a terminal (not a pipe): only then is a question
+        asked that a script need not answer (what the chat may see)."""
+        return self.stdin.isatty()
+
     def secret(self, prompt: str) -> str:
         if self.stdin.isatty():
             try:

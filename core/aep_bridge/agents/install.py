@@ -64,6 +64,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, TextIO
 
+from .. import capture_choice
+from ..config_write import ConfigWriteError, target_path
 from ..exit_status import EXIT_OK, EXIT_USAGE
 from .shim import DEFAULT_HOLD  # how long a held hook waits for a human by default
 
@@ -409,12 +411,19 @@ def main(
     project: str | os.PathLike[str] | None = None,
     uninstall: bool = False,
     hold: float | None = None,
+    capture: str | None = None,
+    config: str | None = None,
     out: TextIO | None = None,
     err: TextIO | None = None,
+    stdin: TextIO | None = None,
 ) -> int:
-    """Install (or uninstall) `agent_name`'s hooks in a project; 0 when done, 2 if refused."""
+    """Install (or uninstall) `agent_name`'s hooks in a project; 0 when done, 2 if refused.
+
+    An install also settles what the chat may see (`capture_choice`): `capture`, else the
+    config's `agents.capture`, else a question on a terminal."""
     out = out or sys.stdout
     err = err or sys.stderr
+    stdin = stdin or sys.stdin
     agent = AGENTS[agent_name]
     cwd = Path.cwd()
     hold = DEFAULT_HOLD if hold is None else hold
@@ -433,13 +442,39 @@ def main(
         loaded = load(path, where)
         if uninstall:
             return _uninstall(agent, path, where, loaded, out)
-        return _install(agent, path, where, loaded, hold, out, err)
+        done = _install(agent, path, where, loaded, hold, out, err)
     except Refused as refused:
         print(f"aep-bridge install: {refused}", file=err)
         return EXIT_REFUSED
     except OSError as exc:
         print(f"aep-bridge install: cannot write {where}: {exc.strerror}", file=err)
         return EXIT_REFUSED
+    return done if done != EXIT_OK else _capture(capture, config, stdin, out, err)
+
+
+def _capture(flag: str | None, config: str | None, stdin: TextIO, out: TextIO, err: TextIO) -> int:
+    """Ask (or take `--capture`) what the chat may see, and write it into the config."""
+
+    def ask(prompt: str) -> str:
+        out.write(prompt)
+        out.flush()
+        return stdin.readline()
+
+    try:
+        capture_choice.settle(
+            target_path(config),
+            flag,
+            interactive=stdin.isatty(),
+            ask=ask,
+            say=lambda line: print(line, file=out),
+        )
+    except (ConfigWriteError, OSError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else str(exc)
+        # asked for (`--capture`): a failure; else only a warning, the hooks are what was asked
+        warning = "" if flag is not None else "warning: "
+        print(f"aep-bridge install: {warning}the hooks are in place, but {why}", file=err)
+        return EXIT_REFUSED if flag is not None else EXIT_OK
+    return EXIT_OK
 
 
 def _install(

@@ -87,7 +87,12 @@ def _command(argv: Sequence[str] | None) -> int:
             from ..agents import install
 
             return install.main(
-                args.agent, project=args.project, uninstall=args.uninstall, hold=args.hold
+                args.agent,
+                project=args.project,
+                uninstall=args.uninstall,
+                hold=args.hold,
+                capture=args.capture,
+                config=args.config,
             )
         if args.command == "hook":
             from ..agents.shim import main as hook_main

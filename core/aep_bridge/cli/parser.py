@@ -136,6 +136,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="how long a permission prompt waits for an answer from chat (default 55): "
         "the held hooks' timeout is this plus 10 s",
     )
+    installer.add_argument(
+        "--capture",
+        choices=["metadata", "redacted", "full"],
+        help="what the chat may see, written as agents.capture in the config: metadata (tool "
+        "names only, the default), redacted (commands and text, secrets, home paths and "
+        "contacts replaced) or full; asked on a terminal when the config does not say",
+    )
+    installer.add_argument(
+        "--config",
+        metavar="FILE",
+        help="the config file agents.capture is written to (default $AEP_BRIDGE_CONFIG, "
+        "else ~/.config/aep-bridge/config.json)",
+    )
 
     from .. import setup_command
 

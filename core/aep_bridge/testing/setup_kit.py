@@ -23,10 +23,12 @@ class ScriptedIO(SetupIO):
     platform between two questions, as the person would). Everything shown is kept in
     `transcript`, prompts included; `prompts` are the questions asked, `secret_prompts` the
     ones asked without echo, `errors` what went to standard error. A question the script has
-    no answer left for fails the test, instead of waiting for a person.
+    no answer left for fails the test, instead of waiting for a person. `terminal=True` plays a
+    person at a terminal, who is also asked what only a terminal asks (what the chat may see).
     """
 
-    def __init__(self, *answers: str | Callable[[str], str]) -> None:
+    def __init__(self, *answers: str | Callable[[str], str], terminal: bool = False) -> None:
+        self.terminal = terminal
         self.answers: deque[str | Callable[[str], str]] = deque(answers)
         self.transcript: list[str] = []
         self.prompts: list[str] = []
@@ -52,6 +54,9 @@ class ScriptedIO(SetupIO):
             raise AssertionError(f"the wizard asked {prompt!r}, and the script has no answer left")
         answer = self.answers.popleft()
         return (answer(prompt) if callable(answer) else answer).strip()
+
+    def is_terminal(self) -> bool:
+        return self.terminal
 
     def secret(self, prompt: str) -> str:
         self.secret_prompts.append(prompt)
