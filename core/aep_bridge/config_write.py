@@ -86,12 +86,12 @@ def set_key(path: Path, key: Sequence[str], value: Any) -> bool:
     if existed and key[-1] in node and node[key[-1]] == value:
         return False
     node[key[-1]] = value
-    indent = _indent_of(path.read_text(encoding="utf-8")) if existed else "  "
-    _write(path, json.dumps(doc, indent=indent, ensure_ascii=False) + "\n")
+    indent = indent_of(path.read_text(encoding="utf-8")) if existed else "  "
+    write_private(path, json.dumps(doc, indent=indent, ensure_ascii=False) + "\n")
     return True
 
 
-def _indent_of(text: str) -> str:
+def indent_of(text: str) -> str:
     """The file's own indentation: the leading blanks of its first indented line."""
     for line in text.splitlines()[1:]:
         stripped = line.lstrip(" \t")
@@ -100,21 +100,24 @@ def _indent_of(text: str) -> str:
     return "  "
 
 
-def _write(path: Path, text: str) -> None:
-    """Replace the file at once (a reader sees the old or the new); the target of a symlink
-    is written, not the link."""
+def write_private(path: Path, text: str, *, mode: int | None = None) -> None:
+    """Replace the file at once (a reader sees the old or the new), through a temporary of a
+    fresh name (O_EXCL); the target of a symlink is written, not the link. An existing file
+    keeps its mode unless `mode`; a new one is its owner's only. The config file, the env
+    file of tokens (setup) and the capture choice are written with it."""
     target = Path(os.path.realpath(path))
     target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     try:
-        mode = target.stat().st_mode & 0o777
+        keep = target.stat().st_mode & 0o777
     except FileNotFoundError:
-        mode = 0o600
+        keep = 0o600
+    final = keep if mode is None else mode
     temporary = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
             handle.write(text)
-        os.chmod(temporary, mode)
+        os.chmod(temporary, final)
         os.replace(temporary, target)
     except BaseException:
         temporary.unlink(missing_ok=True)

@@ -32,7 +32,7 @@ from .config import (
     read_config,
     resolve_channels,
 )
-from .config_write import ConfigWriteError
+from .config_write import ConfigWriteError, target_path, write_private
 from .doctor import check_channel
 from .exit_status import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from .plugins import PluginHost
@@ -70,14 +70,6 @@ def main(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print(f"\naep-bridge setup {args.wizard}: stopped", file=sys.stderr)
         return EXIT_INTERRUPTED
-
-
-def target_path(explicit: str | None, environ: Mapping[str, str] | None = None) -> Path:
-    """The file a wizard writes: `--config`, else `$AEP_BRIDGE_CONFIG`, else the default
-    location (which need not exist yet)."""
-    env = os.environ if environ is None else environ
-    chosen = explicit or env.get(CONFIG_ENV)
-    return Path(chosen).expanduser() if chosen else default_config_path(env)
 
 
 def find_wizards(host: PluginHost) -> tuple[dict[str, SetupWizard], list[str]]:
@@ -326,7 +318,7 @@ class FileSetupContext(SetupContext):
         if old is not None:
             written, note = self._over(old, written, new)
         channels[self.channel] = written
-        _write_private(self.config_path, json.dumps(raw, indent=2, ensure_ascii=False) + "\n")
+        write_private(self.config_path, json.dumps(raw, indent=2, ensure_ascii=False) + "\n")
         if new:
             kept = ", ".join(name for name in EMBEDDED_DEFAULTS["channels"] if name in channels)
             self.say(
@@ -364,7 +356,7 @@ class FileSetupContext(SetupContext):
             lines = []
         line = f"{variable}={shlex.quote(value)}"
         kept = [old for old in lines if not old.strip().startswith(f"{variable}=")]
-        _write_private(self.env_file, "\n".join([*kept, line]) + "\n", mode=0o600)
+        write_private(self.env_file, "\n".join([*kept, line]) + "\n", mode=0o600)
         return self.env_file
 
     async def doctor(self, *, environ: Mapping[str, str] | None = None) -> bool:
@@ -404,24 +396,3 @@ def channel_list(channels: Mapping[str, Any]) -> str:
         for name, block in channels.items()
     ]
     return visible(", ".join(names), one_line=True) or "none"
-
-
-def _write_private(path: Path, text: str, *, mode: int | None = None) -> None:
-    """Write `text` to `path` in one step (a reader sees the old file or the new one). A new
-    file is readable by its owner only; an existing one keeps its mode unless `mode`."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    try:
-        keep = path.stat().st_mode & 0o777
-    except FileNotFoundError:
-        keep = 0o600
-    final = keep if mode is None else mode
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(temporary, final)
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise

@@ -27,8 +27,8 @@ async def test_a_person_at_a_terminal_is_asked_once_and_the_answer_written(home)
     assert await run_setup("console", [], io=io, host=host()) == 0
     assert "What may the chat see of your agents' sessions?" in io.transcript
     assert any(line.startswith("  1. metadata: tool names only") for line in io.transcript)
-    assert config_of(home) == {
-        "channels": {"console": {"approvers": ["local"]}},
+    assert config_of(home) == {  # a first setup starts from the defaults: the page stays
+        "channels": {"console": {"approvers": ["local"]}, "web": {"approvers": ["local"]}},
         "agents": {"capture": "redacted"},
     }
     assert read_config(home / ".config" / "aep-bridge" / "config.json").agents.capture == (

@@ -65,7 +65,7 @@ from pathlib import Path
 from typing import Any, Final, TextIO
 
 from .. import capture_choice
-from ..config_write import ConfigWriteError, target_path
+from ..config_write import ConfigWriteError, indent_of, target_path
 from ..exit_status import EXIT_OK, EXIT_USAGE
 from .shim import DEFAULT_HOLD  # how long a held hook waits for a human by default
 
@@ -327,7 +327,7 @@ def load(path: Path, where: str) -> Loaded:
         raise Refused(
             f"{where} holds a JSON {type(doc).__name__}, not an object; nothing was changed"
         )
-    return Loaded(doc, raw, _indent_of(text), text.endswith("\n"))
+    return Loaded(doc, raw, indent_of(text), text.endswith("\n"))
 
 
 class _Repeated(Exception):
@@ -341,15 +341,6 @@ def _no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
             raise _Repeated(key)
         out[key] = value
     return out
-
-
-def _indent_of(text: str) -> str:
-    """The file's own indentation: the leading blanks of its first indented line."""
-    for line in text.splitlines()[1:]:
-        stripped = line.lstrip(" \t")
-        if stripped and stripped != line:
-            return line[: len(line) - len(stripped)]
-    return "  "
 
 
 def render(doc: dict[str, Any], loaded: Loaded) -> bytes:
