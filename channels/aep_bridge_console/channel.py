@@ -7,7 +7,8 @@ a line of another session's or of the bridge's log.
 
 A question is printed with a short id and a code per option (`k3f9 1 = Allow`); typing the
 code presses that button, and typing the short id followed by other words sends those words
-as a free-text answer.
+as a free-text answer. A form's card lists its fields, their choices and how to answer each;
+typing the short id and `1=2; 3=yes` fills the form in (`forms`).
 
 The short id (4 to 6 characters, unique among the questions still open) stands for the
 core's card id (`c` and 16 hex digits, too long to type), which is what the answer goes to:
@@ -26,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import getpass
+import json
 import logging
 import re
 import secrets
@@ -41,6 +43,7 @@ from aep_bridge import (
     ChannelCapabilities,
     ChannelConfig,
     ChannelUser,
+    FormField,
     NotificationMessage,
     OutgoingMessage,
     PermissionOutcome,
@@ -50,6 +53,8 @@ from aep_bridge import (
     split_text,
     visible,
 )
+
+from . import forms
 
 log = logging.getLogger("aep_bridge.console")
 
@@ -97,7 +102,7 @@ class ConsoleChannel(ChannelAdapter[ConsoleConfig]):
         buttons=True,
         edits=False,
         text_answers=True,
-        forms=False,
+        forms=True,
         max_message_length=2000,
         max_button_data=32,
         max_buttons=20,
@@ -175,7 +180,8 @@ class ConsoleChannel(ChannelAdapter[ConsoleConfig]):
     #
     # In the channel's state: `short:<id>` is the card a short id stands for (kept after the
     # card closes, so a late answer hears what became of it, until the id is drawn again),
-    # and `open:<card>` the short id of a card still open.
+    # and `open:<card>` the short id of a card still open; `form:<card>` the fields of an
+    # open form's card, so a line typed after a restart still fills it in.
 
     async def _short_id(self, card_id: str) -> str:
         """The id the person types for `card_id`: unique among the open cards."""
@@ -214,7 +220,12 @@ class ConsoleChannel(ChannelAdapter[ConsoleConfig]):
             )
             if choices:
                 lines.append(f"answer with: {choices}")
-            if request.accepts_text or not request.options:
+            if request.fields:
+                lines.extend(forms.card_lines(short, request.fields))
+                await self._keep_form(request)
+            if request.fields and request.accepts_text:
+                lines.append(f"or type: {short} <your answer> (in words, instead of the form)")
+            elif request.accepts_text or not request.options:
                 lines.append(f"or type: {short} <your answer>")
         self._print(await self._name(session_id), "\n".join(lines))
 
@@ -226,6 +237,16 @@ class ConsoleChannel(ChannelAdapter[ConsoleConfig]):
             self._card_sessions.pop(request.id, None)
             # the short id may be drawn again; until then it still names this card
             await self.core.state(self.instance_name).delete(f"open:{request.id}")
+            await self.core.state(self.instance_name).delete(f"form:{request.id}")
+
+    async def _keep_form(self, request: PermissionRequest) -> None:
+        fields = [field.model_dump(mode="json") for field in request.fields]
+        await self.core.state(self.instance_name).set(f"form:{request.id}", json.dumps(fields))
+
+    async def _form_of(self, card_id: str) -> list[FormField]:
+        """The fields of an open form's card; none for any other card."""
+        kept = await self.core.state(self.instance_name).get(f"form:{card_id}")
+        return [FormField.model_validate(field) for field in json.loads(kept)] if kept else []
 
     async def send_notification(self, notification: NotificationMessage) -> None:
         self._print(None, f"! {notification.summary}")
@@ -248,7 +269,8 @@ class ConsoleChannel(ChannelAdapter[ConsoleConfig]):
             await self.handle_line(line.decode(errors="replace"))
 
     async def handle_line(self, line: str) -> Resolution | None:
-        """One typed line: `<id> <n>` presses option n, `<id> <words>` answers in words.
+        """One typed line: `<id> <n>` presses option n, `<id> <words>` answers in words,
+        `<id> 1=2; 3=yes` fills in a form's fields.
 
         `<id>` is a card's short id (or its card id). Both go to the core by card id, which
         says what became of them (an unknown card too). A number that is none of the card's
@@ -260,7 +282,10 @@ class ConsoleChannel(ChannelAdapter[ConsoleConfig]):
             return None
         card = await self._card_of(typed)
         resolution: Resolution
-        if answer.isascii() and answer.isdigit():
+        fields = await self._form_of(card) if forms.FILLS.match(answer) else []
+        if fields:
+            resolution = await self._fill(card, fields, answer)
+        elif answer.isascii() and answer.isdigit():
             resolution = await self.core.resolve_permission(card, int(answer) - 1, self.user)
             if resolution.status is ResolutionStatus.REJECTED:  # no such option
                 resolution = await self.core.answer_text(card, answer, self.user)
@@ -270,6 +295,17 @@ class ConsoleChannel(ChannelAdapter[ConsoleConfig]):
         label = await self._name(session_id) if session_id is not None else typed
         self._print(label, resolution.message)
         return resolution
+
+    async def _fill(self, card: str, fields: list[FormField], answer: str) -> Resolution:
+        """A form filled in on one line: who may answer is asked first, then the line is read
+        (a line that does not parse says why and sends nothing)."""
+        refused = await self.core.may_answer(card, self.user)
+        if refused is not None:
+            return refused
+        values = forms.values(answer, fields)
+        if isinstance(values, str):
+            return Resolution(status=ResolutionStatus.REJECTED, reason=values)
+        return await self.core.answer_form(card, values, self.user)
 
 
 def _candidates(card_id: str) -> Iterator[str]:

@@ -23,6 +23,8 @@ from aep_bridge.testing import (
 from aep_bridge.testing.fixture import BridgeFixture
 from aep_bridge.types import (
     ChannelUser,
+    FormChoice,
+    FormField,
     OutcomeStatus,
     OutgoingMessage,
     PermissionOption,
@@ -358,3 +360,133 @@ async def test_a_line_for_a_closed_card_is_told_what_became_of_it(
     assert late.message in capsys.readouterr().out
     await running.settle()
     assert agent.answers == [{"option": "deny"}]  # nothing more was sent
+
+
+# -- a form's card lists its fields and how to answer each (issue 32, item 3) ----------------
+
+_DEPLOY_FIELDS = [
+    {
+        "id": "env",
+        "type": "select",
+        "label": "Environment",
+        "required": True,
+        "choices": [{"id": "stg", "label": "Staging"}, {"id": "prod", "label": "Production"}],
+    },
+    {"id": "replicas", "type": "number", "label": "Replicas", "min": 1, "max": 10},
+    {"id": "notify", "type": "boolean", "label": "Tell the team?"},
+    {
+        "id": "areas",
+        "type": "select",
+        "label": "Areas",
+        "multi": True,
+        "choices": [{"id": "api", "label": "API"}, {"id": "web", "label": "Web"}],
+    },
+    {"id": "note", "type": "string", "label": "Release note", "required": True},
+]
+
+
+async def test_a_forms_card_lists_its_fields_and_answering_as_it_says_fills_it_in(
+    bridge: BridgeFixture, capsys: pytest.CaptureFixture[str]
+):
+    """Through the real core: a form's card in the terminal names each field, says which are
+    required, numbers each choice and shows the line that answers them all; typing that line
+    sends the agent the form's values in its own ids (issue 32, item 3)."""
+    running = await bridge.start("console", {"approvers": ["local"], "read_input": False})
+    agent = running.agent()
+    agent.start()
+    request = agent.ask("Deploy settings", options=[], kind="form", fields=_DEPLOY_FIELDS)
+    await running.settle()
+    console = running.adapter
+    assert isinstance(console, ConsoleChannel)
+    card = capsys.readouterr().out
+    assert "fill in with: " in card, card  # the card says how to fill the form in
+    short = card.split("fill in with: ", 1)[1].split(" ", 1)[0]
+    for line in (
+        "1. Environment (required): one of 1 = Staging   2 = Production",
+        "2. Replicas: a number from 1 to 10",
+        "3. Tell the team?: yes or no",
+        "4. Areas: any of 1 = API   2 = Web (several as 1,2)",
+        "5. Release note (required): words",
+        f"fill in with: {short} 1=<choice>; 2=<number>; 3=<yes/no>; 4=<choices>; 5=<words>",
+        "(a field's number, = and its value, with ; between fields; leave a field out to skip",
+        f"or type: {short} <your answer> (in words, instead of the form)",
+    ):
+        assert f"\n{CONTINUATION}{line}" in card, (line, card)
+    # a line that is no answer to the form says why, and nothing is sent
+    wrong = await console.handle_line(f"{short} 1=Staging; 2=many; 5=ships")
+    assert wrong is not None
+    assert not wrong.accepted
+    assert "field 2 (Replicas) takes a number from 1 to 10" in capsys.readouterr().out
+    missing = await console.handle_line(f"{short} 1=2")  # the release note is required
+    assert missing is not None
+    assert missing.message == "Not accepted: Release note is required"
+    await running.settle()
+    assert agent.answers == []
+    # as the card says: choices by number (or label), yes/no, several choices, words
+    typed = f"{short.upper()} 1=2; 2=3; 3=yes; 4=1,web; 5=ships the new login"
+    assert (await console.handle_line(typed)) is not None
+    await running.settle()
+    commands = [c for c in agent.commands if c.type == "control.attention.respond"]
+    assert [c.subject for c in commands] == [request.id]
+    assert agent.answers == [
+        {
+            "values": {
+                "env": "prod",
+                "replicas": 3,
+                "notify": True,
+                "areas": ["api", "web"],
+                "note": "ships the new login",
+            }
+        }
+    ]
+
+
+async def test_a_form_typed_after_a_restart_still_fills_in_and_strangers_are_refused_first(
+    screen: Screen,
+):
+    """The form's fields are kept with its short id, so the line the card showed still fills
+    it in after a restart; the core is asked who may answer before the line is read; a
+    `;` inside words is told as such, and nothing is sent."""
+    core = FakeCore(approvers={"local"})
+    config = ConsoleConfig(name="console", read_input=False)
+    before = ConsoleChannel(core, config, output=screen)
+    await before.start()
+    form = PermissionRequest(
+        id="c0123456789abcdef",
+        kind="form",
+        title="Deploy settings",
+        accepts_text=True,
+        fields=(
+            FormField(
+                id="f1",
+                type="select",
+                label="Environment",
+                required=True,
+                other=True,
+                choices=(FormChoice(id="c1", label="Staging"), FormChoice(id="c2", label="Prod")),
+            ),
+            FormField(id="f2", type="string", label="Release note"),
+        ),
+    )
+    await before.send_permission_request("s1", form)
+    short = "\n".join(screen.lines).split("fill in with: ", 1)[1].split(" ", 1)[0]
+    await before.stop()
+    after = ConsoleChannel(core, config, output=screen)
+    await after.start()
+    told = await after.handle_line(f"{short} 2=ships; fast")
+    assert told is not None
+    assert told.message.startswith("Not accepted: 'fast' is not N=value")
+    assert core.presses == []
+    await after.handle_line(f"{short} 1=staging; 2=ships fast")
+    await after.handle_line(f"{short} 1=canary")  # the field takes your own words
+    assert [(p.card_id, p.answer, p.via) for p in core.presses] == [
+        ("c0123456789abcdef", {"f1": "c1", "f2": "ships fast"}, "form"),
+        ("c0123456789abcdef", {"f1": "canary"}, "form"),
+    ]
+    after.user = ChannelUser(id="mallory", name="Mallory")  # not an approver here
+    refused = await after.handle_line(f"{short} 1=2")
+    assert refused is not None
+    assert refused.status is ResolutionStatus.NOT_ALLOWED
+    assert len(core.presses) == 2
+    assert [r.user.id for r in core.refused] == ["mallory"]
+    await after.stop()
