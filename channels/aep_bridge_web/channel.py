@@ -140,6 +140,14 @@ class WebChannel(ChannelAdapter[WebConfig]):
     def is_bridge_token(self, value: str) -> bool:
         return self.view is not None and self.view.is_bridge_token(value)
 
+    @property
+    def address(self) -> str | None:
+        """The page's address as the bridge knows it (the one the sign-in URL is logged at),
+        once the bridge has said it."""
+        if self.view is None or not self.view.url:
+            return None
+        return f"{self.view.url.rstrip('/')}/channels/{self.instance_name}/"
+
     async def stop(self) -> None:
         saving, self._saving = self._saving, None
         if saving is not None:

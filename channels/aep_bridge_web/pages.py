@@ -18,7 +18,7 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Protocol
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
 from starlette.requests import Request
 from starlette.responses import (
@@ -30,7 +30,7 @@ from starlette.responses import (
 )
 from starlette.routing import BaseRoute, Route
 
-from aep_bridge import BridgeCore, ChannelUser, Resolution, ResolutionStatus
+from aep_bridge import BridgeCore, ChannelUser, Resolution, ResolutionStatus, __version__
 
 from .auth import COOKIE, KEY_HEADER, Ended, PageSession
 
@@ -54,6 +54,9 @@ class Served(Protocol):
     def instance_name(self) -> str: ...
 
     def is_bridge_token(self, value: str) -> bool: ...
+
+    @property
+    def address(self) -> str | None: ...
 
 
 CSP = (
@@ -113,6 +116,28 @@ def _secure(response: Response, *, cache: bool = False) -> Response:
 
 def _static(name: str) -> bytes:
     return resources.files(__package__).joinpath("static", name).read_bytes()
+
+
+def _shown_address(address: str | None) -> str:
+    """The address the page's footer says it is served at: scheme, host, port and path only
+    (anything else a configured URL carries, a user's password or a query, stays out)."""
+    if not address:
+        return "an address the bridge has not said yet"
+    parts = urlsplit(address)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        port = ""
+    return f"{parts.scheme}://{host}{port}{parts.path}"
+
+
+def _index(address: str | None) -> bytes:
+    """The page, its footer saying which bridge serves it and where."""
+    footer = f"aep-bridge {__version__} · serving {_shown_address(address)}"
+    return _static("index.html").replace(b"{{about}}", html.escape(footer).encode())
 
 
 def _form(action: str) -> str:
@@ -335,7 +360,7 @@ class Pages:
         found = self.channel.signin.peek(request.cookies.get(COOKIE))
         if isinstance(found, Ended):
             return self._signed_out(401, "Sign in to see your agents", self.why(found))
-        return _secure(HTMLResponse(_static("index.html")))
+        return _secure(HTMLResponse(_index(self.channel.address)))
 
     async def static(self, request: Request) -> Response:
         name = request.path_params["name"]

@@ -175,9 +175,102 @@ function el(tag, attrs, ...children) {
   return node;
 }
 
+// -- times and marks -------------------------------------------------------------------
+
+const AGO_EVERY_MS = 30_000; // how often the "2 min ago" texts are brought up to date
+
+// how long ago `date` was, as a person says it: "just now", "2 min ago", "3 h ago", then the
+// date (and the time, within the week)
+function ago(date, now = Date.now()) {
+  const seconds = Math.round((now - date.getTime()) / 1000);
+  if (seconds < 45) return "just now"; // a clock a little ahead of this one's too
+  const minutes = Math.round(seconds / 60);
+  if (minutes < 60) return `${minutes} min ago`;
+  const hours = Math.floor(minutes / 60);
+  if (hours < 24) return `${hours} h ago`;
+  const options = hours < 24 * 7
+    ? { weekday: "short", hour: "2-digit", minute: "2-digit" }
+    : { year: "numeric", month: "short", day: "numeric" };
+  return date.toLocaleString(undefined, options);
+}
+
+// a <time> saying how long ago `iso` was, the full date and time on hover
 function when(iso) {
   const date = new Date(iso);
-  return Number.isNaN(date.getTime()) ? "" : date.toLocaleTimeString();
+  if (Number.isNaN(date.getTime())) return null;
+  return el("time", {
+    className: "ago",
+    datetime: date.toISOString(),
+    title: date.toLocaleString(undefined, { dateStyle: "full", timeStyle: "long" }),
+    text: ago(date),
+  });
+}
+
+// the relative texts brought up to date, nothing else re-rendered
+function refreshTimes() {
+  const now = Date.now();
+  for (const node of document.querySelectorAll("time.ago")) {
+    const date = new Date(node.getAttribute("datetime"));
+    const text = ago(date, now);
+    if (node.textContent !== text) node.textContent = text;
+  }
+}
+
+// the status marks the bridge writes, and what each says in words: a screen reader reads the
+// words, and so does a person whose machine has no emoji font (`emojiShown` below)
+const MARKS = new Map([
+  ["⏳", "running"], ["✅", "done"], ["❌", "failed"], ["🚫", "denied"], ["⚠️", "warning"],
+  ["⚠", "warning"], ["❓", "question"], ["🔔", "notified"], ["🔄", "in progress"], ["➖", "skipped"],
+  ["⬜", "to do"],
+]);
+const MARK_SOURCE = [...MARKS.keys()].sort((a, b) => b.length - a.length).join("|");
+const HAS_MARK = new RegExp(MARK_SOURCE, "u"); // no `g`: a test that keeps no position
+const MARK = new RegExp(MARK_SOURCE, "gu");
+
+// each status mark in `root`'s text wrapped as an image named in words; text nodes only, so
+// the server's escaping is untouched
+function nameMarks(root) {
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  const found = [];
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    if (HAS_MARK.test(node.data) && !node.parentElement.closest(".mark, pre, code")) found.push(node);
+  }
+  for (const node of found) {
+    const parts = [];
+    let last = 0;
+    for (const match of node.data.matchAll(MARK)) {
+      if (match.index > last) parts.push(document.createTextNode(node.data.slice(last, match.index)));
+      const name = MARKS.get(match[0]);
+      parts.push(el("span", { className: "mark", role: "img", "aria-label": name, title: name },
+        el("span", { className: "glyph", text: match[0] }), el("span", { className: "word", text: `[${name}]` })));
+      last = match.index + match[0].length;
+    }
+    if (last < node.data.length) parts.push(document.createTextNode(node.data.slice(last)));
+    node.replaceWith(...parts);
+  }
+  return root;
+}
+
+// whether this machine draws the emoji, or an empty box (no emoji font): the mark is drawn on
+// a canvas beside a character no font has; the same pixels mean the same box
+function emojiShown() {
+  try {
+    const canvas = document.createElement("canvas");
+    canvas.width = canvas.height = 32;
+    const context = canvas.getContext("2d", { willReadFrequently: true });
+    const draw = (text) => {
+      context.clearRect(0, 0, 32, 32);
+      context.font = '24px "Noto Color Emoji", "Apple Color Emoji", "Segoe UI Emoji", sans-serif';
+      context.textBaseline = "top";
+      context.fillStyle = "#000";
+      context.fillText(text, 0, 0);
+      return context.getImageData(0, 0, 32, 32).data.join(",");
+    };
+    const box = draw("\u{10FFFD}");
+    return ["✅", "❌"].every((mark) => draw(mark) !== box);
+  } catch (error) {
+    return true;
+  }
 }
 
 // a snapshot may be older than what the stream already gave: keep the newer copy
@@ -269,16 +362,17 @@ function renderCard(card, place) {
     "aria-labelledby": `${uid}-title`,
   });
   const session = sessions.get(card.session_id);
-  node.append(el("h3", { id: `${uid}-title`, text: card.title }));
+  node.append(nameMarks(el("h3", { id: `${uid}-title`, text: card.title })));
   if (session) {
+    const stamp = when(card.time);
     node.append(el("p", { className: "meta" },
       el("a", { href: `#s=${encodeURIComponent(session.id)}`, text: session.title }),
-      ` · ${when(card.time)}`));
+      stamp ? " · " : null, stamp));
   }
   const details = el("div", { className: "details" });
   details.innerHTML = card.description_html; // escaped by the server
-  node.append(details);
-  if (card.outcome) node.append(el("p", { className: "outcome", text: card.outcome.summary }));
+  node.append(nameMarks(details));
+  if (card.outcome) node.append(nameMarks(el("p", { className: "outcome", text: card.outcome.summary })));
   if (card.informational) node.append(el("p", { className: "hint", text: "Answered in the agent's own terminal." }));
   if (isOpen(card)) {
     const controls = [];
@@ -308,8 +402,17 @@ function renderCard(card, place) {
       const id = `${uid}-text`;
       const input = el("input", { type: "text", id, autocomplete: "off" });
       const send = el("button", { type: "submit", text: "Send" });
+      // what typing here does: the core sends the words as they are, and the agent reads
+      // them by AEP-0008 (an option's name picks it; other words to a permission deny, the
+      // words its guidance), and the question closes
+      let says = "Your answer: sent to the agent as you write it";
+      if (card.kind === "permission" && card.options.length) {
+        says = "Or answer in words: sent to the agent as guidance, with a deny (naming an option picks it)";
+      } else if (card.options.length || card.fields.length) {
+        says = "Or answer in words: sent to the agent in place of a choice";
+      }
       const form = el("form", { className: "text-answer" },
-        el("label", { for: id, text: "Your answer" }), input, send);
+        el("label", { for: id, text: says }), input, send);
       form.addEventListener("submit", (event) => {
         event.preventDefault();
         if (input.value.trim()) answer(card, { text: input.value }, feedback, [send]);
@@ -379,10 +482,11 @@ function renderFacts(session) {
 
 function renderItem(item) {
   const node = el("div", { className: `item ${item.kind} type-${item.type || item.kind}`, "data-key": item.key });
-  node.append(el("time", { datetime: item.time, text: when(item.time) }));
+  const stamp = when(item.time);
+  if (stamp) node.append(stamp);
   const body = el("div", { className: "body" });
   body.innerHTML = item.html; // escaped by the server
-  node.append(body);
+  node.append(nameMarks(body));
   return node;
 }
 
@@ -577,6 +681,8 @@ async function start() {
   restart();
 }
 
+if (!emojiShown()) document.documentElement.classList.add("no-emoji");
+setInterval(refreshTimes, AGO_EVERY_MS);
 document.getElementById("session-view").tabIndex = -1;
 document.getElementById("sign-out").addEventListener("click", signOut);
 start();
