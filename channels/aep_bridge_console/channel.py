@@ -249,7 +249,12 @@ class ConsoleChannel(ChannelAdapter[ConsoleConfig]):
         return [FormField.model_validate(field) for field in json.loads(kept)] if kept else []
 
     async def send_notification(self, notification: NotificationMessage) -> None:
-        self._print(None, f"! {notification.summary}")
+        """A heads-up: its session's name, then what happened (that alone for no session:
+        an agent went offline)."""
+        name = notification.session_name
+        self._print(
+            None, f"! {name}: {notification.summary}" if name else f"! {notification.summary}"
+        )
 
     async def create_session_thread(self, session_id: str, name: str) -> str:
         await self._set_name(session_id, name)

@@ -141,6 +141,8 @@ LIMIT_MARGIN: Final = 0.05
 #: it does not see too (the start's login and slash commands, a thread fetched for an edit)
 GLOBAL_BUDGET: Final = 40
 MAX_HEADS_UP: Final = 1500
+#: the session's name at the head of a heads-up at most (a longer one ends in "…")
+MAX_HEADS_UP_NAME: Final = 100
 HEADS_UP_CLOSED: Final = "✅"  # when the closing update does not say how (outcome_status)
 #: Discord's "Thread is archived": a message in an archived thread cannot be edited
 THREAD_ARCHIVED: Final = 50083
@@ -500,13 +502,19 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         key = f"headsup:{notification.request_id}" if notification.request_id else None
         if key is not None and await state.get(key) is not None:
             return  # sent before (a retry after a restart): one question rings once
-        name = notification.session_name or "a session"
+        # the session's name, then what happened; one of no session (an agent went offline)
+        # is what happened alone
+        name = shorten(" ".join((notification.session_name or "").split()), MAX_HEADS_UP_NAME)
         url = await self._link(notification)
-        where = f"[{markdown.escape(name)}](<{url}>)" if url else markdown.escape(name)
+        what = markdown.escape(shorten(notification.summary, MAX_HEADS_UP))
         icon = {"completed": "🏁", "error": "⚠️", "budget_warning": "💸"}.get(
             notification.type, "❓"
         )
-        body = f"{where}: {markdown.escape(shorten(notification.summary, MAX_HEADS_UP))}"
+        if name:
+            where = f"[{markdown.escape(name)}](<{url}>)" if url else markdown.escape(name)
+            body = f"{where}: {what}"
+        else:
+            body = f"[{what}](<{url}>)" if url else what
         channel = self.client.get_partial_messageable(
             int(where_id), guild_id=int(self.config.guild_id)
         )

@@ -690,18 +690,23 @@ def parent_look(name: str, state: str, header: Look | None = None) -> Look:
 
 #: a heads-up's summary at most (it is one line in a busy channel)
 MAX_HEADS_UP: Final = 500
+#: the session's name at the head of a heads-up at most, rendered (a longer one ends in "…")
+MAX_HEADS_UP_NAME: Final = 200
 
 
 def heads_up_look(notification: NotificationMessage, link: str | None) -> Look:
     """A heads-up in the notifications channel: its icon, the session's name (a link to
-    the card or the thread), what happened. Its `text` is the same line, so the channel may
-    keep it for `closed_heads_up_look`."""
+    the card or the thread), what happened (that alone, linked, for no session). Its `text` is
+    the same line, so the channel may keep it for `closed_heads_up_look`."""
     icon = HEADS_UP_ICONS.get(notification.type, HEADS_UP_QUESTION)
-    name = fit_mrkdwn(one_line(notification.session_name or "a session"), 200)
+    name = fit_mrkdwn(one_line(notification.session_name or ""), MAX_HEADS_UP_NAME)
     url = mrkdwn.safe_url(link)
-    where = f"<{url}|{name}>" if url else f"*{name}*"
     summary = fit_mrkdwn(one_line(notification.summary), MAX_HEADS_UP)
-    line = f"{icon} {where}: {summary}"
+    if name:
+        where = f"<{url}|{name}>" if url else f"*{name}*"
+        line = f"{icon} {where}: {summary}"
+    else:  # no session (an agent went offline): what happened alone
+        line = f"{icon} <{url}|{summary}>" if url else f"{icon} {summary}"
     return Look(line, [section(line)])
 
 

@@ -36,6 +36,9 @@ HEADS_UP_CLOSED: Final = "✅"  # when the closing update does not say how (outc
 MAX_HEADS_UP_OUTCOME: Final = 200
 #: a heads-up's summary at most, so that the closing edit still fits under Telegram's limit
 MAX_HEADS_UP: Final = 3500
+#: the session's name at the head of a heads-up at most (a longer one ends in "…"): a line of
+#: a phone's notification
+MAX_HEADS_UP_NAME: Final = 100
 _HEADS_UP_ICONS: Final = {"completed": "🏁", "error": "⚠️", "budget_warning": "💸"}
 
 
@@ -70,11 +73,16 @@ def thread_heading(name: str) -> str:
 
 
 def heads_up(notification: NotificationMessage, url: str | None) -> tuple[str, str]:
-    """A heads-up's body (where, linked to `url` if any, and what) and its whole text."""
-    where = notification.session_name or "a session"
-    where = html.link(where, url) if url is not None else html.escape(where)
+    """A heads-up's body (the session's name, linked to `url` if any, and what) and its whole
+    text. One of no session (an agent went offline) is what happened alone."""
+    what = _shorten(notification.summary, MAX_HEADS_UP)
+    name = _shorten(" ".join((notification.session_name or "").split()), MAX_HEADS_UP_NAME)
+    if name:
+        where = html.link(name, url) if url is not None else html.escape(name)
+        body = f"{where}: {html.escape(what)}"
+    else:
+        body = html.link(what, url) if url is not None else html.escape(what)
     icon = _HEADS_UP_ICONS.get(notification.type, "❓")
-    body = f"{where}: {html.escape(_shorten(notification.summary, MAX_HEADS_UP))}"
     return body, f"{icon} {body}"
 
 

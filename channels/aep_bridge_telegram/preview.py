@@ -181,13 +181,12 @@ class TelegramDialect(_Base):
         return [[button.text for button in row] for row in keyboard.inline_keyboard]
 
     def notification_html(self, notification: NotificationMessage) -> str:
-        where = html.escape(notification.session_name or "a session", quote=False)
+        name = notification.session_name  # none for no session (an agent went offline)
         icon = {"completed": "🏁", "error": "⚠️", "budget_warning": "💸"}.get(
             notification.type, "❓"
         )
-        text = f'{icon} <span class="link">{where}</span>: ' + html.escape(
-            notification.summary, quote=False
-        )
+        where = f'<span class="link">{html.escape(name, quote=False)}</span>: ' if name else ""
+        text = f"{icon} {where}" + html.escape(notification.summary, quote=False)
         if notification.outcome:
             text += "\n" + html.escape(notification.outcome, quote=False)
         return text

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import html
 import json
 import logging
 from collections.abc import Sequence
@@ -60,6 +59,8 @@ class WebChannel(ChannelAdapter[WebConfig]):
         max_buttons=25,
         # everyone signed in is `config.user`: the page cannot tell two people apart
         identifies_users=False,
+        # a heads-up would say again, beside the card or the reply, what the timeline says
+        heads_ups=False,
     )
 
     def __init__(self, core: BridgeCore, config: WebConfig) -> None:
@@ -202,7 +203,6 @@ class WebChannel(ChannelAdapter[WebConfig]):
         self.board.card(session_id, request, outcome)
 
     async def send_notification(self, notification: NotificationMessage) -> None:
-        """A heads-up is a line in the session's timeline; the queue at the top of the page
-        is where questions wait."""
-        body = f'<p class="heads-up">{html.escape(notification.summary)}</p>'
-        self.board.item(notification.session_id, None, "notice", "notification", body)
+        """Never called (`heads_ups` is False): the page has no place for heads-ups. What one
+        says is on the page already, said once: a question is its card (and waits in the
+        queue at the top), a finished run is its reply, a failure its error line."""

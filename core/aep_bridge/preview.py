@@ -159,8 +159,9 @@ class PreviewDialect:
 
     def notification_html(self, notification: NotificationMessage) -> str:
         """One heads-up; with its question's outcome once answered."""
-        where = escape(notification.session_name or "a session")
-        text = f"<strong>{where}</strong>: {escape(notification.summary)}"
+        name = notification.session_name  # none for no session (an agent went offline)
+        text = f"<strong>{escape(name)}</strong>: " if name else ""
+        text += escape(notification.summary)
         if notification.outcome:
             text += f'<div class="outcome">{escape(notification.outcome)}</div>'
         return text

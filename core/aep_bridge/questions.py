@@ -108,9 +108,12 @@ class QuestionCards:
                     Job.permission_update(request.session_id, card, shown, priority=rank)
                 )
                 if closed and channel.adapter.capabilities.updates_heads_ups:
-                    # the heads-up that rang says the question is closed (an edit: silent)
+                    # the heads-up that rang says the question is closed (an edit: silent);
+                    # it still names its session, as every heads-up does
+                    thread = self.sessions.thread(request.session_id, channel.name)
                     closing = NotificationMessage(
                         session_id=request.session_id,
+                        session_name=thread.name if thread else None,
                         type="permission" if card.kind == "permission" else "input_required",
                         summary=card.title,
                         request_id=request.id,

@@ -489,8 +489,9 @@ async def test_a_questions_heads_up_names_its_card_and_learns_the_answer(tmp_pat
         await rig.settle()
         closing = alpha.notifications[-1]
         assert (closing.request_id, closing.outcome) == (card_id, "Answered by Alice: Allow")
+        assert closing.session_name == "fix the tests"  # it still names its session (issue 32)
         # a channel that does not say it edits heads-ups is never sent the closing update
         beta = rig.channel("beta")
         assert [m.text for m in beta.messages if m.thread_id is None] == [
-            "test-agent asks permission"
+            "fix the tests: test-agent asks permission"
         ]

@@ -68,7 +68,7 @@ async def test_a_question_answered_before_its_heads_up_went_out_rings_nobody(tmp
 
         agent.ask("Push to main?")  # not answered: its heads-up goes as usual
         await rig.settle()
-        assert heads_ups(alpha) == ["test-agent asks permission"]
+        assert heads_ups(alpha) == ["fix the tests: test-agent asks permission"]
 
 
 class QuietChannel(PacedChannel):

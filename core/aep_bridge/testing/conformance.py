@@ -585,6 +585,8 @@ class ChannelConformance:
 
     async def test_a_notification_is_delivered(self, harness: Harness) -> None:
         h = harness
+        if not h.adapter.capabilities.heads_ups:
+            pytest.skip("this channel has no place for heads-ups")
         await self._thread(h)
         await h.adapter.send_notification(
             NotificationMessage(
@@ -595,6 +597,29 @@ class ChannelConformance:
             )
         )
         assert any("claude-code is waiting for you" in m.text for m in await h.probe.messages())
+
+    async def test_a_heads_up_names_its_session(self, harness: Harness) -> None:
+        """A heads-up says which session: its name, then what happened ("Fix invoice
+        rounding: claude-code finished"), never "a session"; a heads-up of no session (an
+        agent went offline) is what happened alone. (Issue 32.)"""
+        h = harness
+        if not h.adapter.capabilities.heads_ups:
+            pytest.skip("this channel has no place for heads-ups")
+        await self._thread(h)
+        for notification in (
+            NotificationMessage(
+                session_id=SESSION,
+                session_name="Fix invoice rounding",
+                type="completed",
+                summary="claude-code finished",
+            ),
+            NotificationMessage(session_id="", type="error", summary="claude-code went offline"),
+        ):
+            await h.adapter.send_notification(notification)
+        texts = [m.text for m in await h.probe.messages()]
+        assert any("Fix invoice rounding" in t and "claude-code finished" in t for t in texts)
+        assert any("claude-code went offline" in t for t in texts)
+        assert not any("a session" in t for t in texts)
 
     async def test_every_call_says_what_it_costs(self, harness: Harness) -> None:
         """`call_kind` answers for every call the core makes: a post, an edit, both, or None

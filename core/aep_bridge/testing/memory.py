@@ -271,7 +271,8 @@ class MemoryChannel(ChannelAdapter):
                 stored.buttons = [] if outcome.closed else _buttons(request)
 
     async def send_notification(self, notification: NotificationMessage) -> None:
-        self._post(None, notification.summary)
+        name = notification.session_name
+        self._post(None, f"{name}: {notification.summary}" if name else notification.summary)
 
     async def create_session_thread(self, session_id: str, name: str) -> str:
         thread = f"t{next(self._ids)}"

@@ -235,6 +235,21 @@ async def test_a_question_s_heads_up_links_to_the_card_and_is_sent_once(forum: C
     assert link["url"] == f"https://t.me/c/1234567890/{forum.thread}"
 
 
+async def test_a_heads_up_names_its_session_shortened_to_a_notification_line(
+    forum: Chat,
+) -> None:
+    """A session's name too long for a phone's notification line ends in "…"; the heads-up
+    still says what happened after it (issue 32)."""
+    long_name = "Fix invoice rounding " + "in every currency " * 20
+    await forum.heads_up(summary=SUMMARY, session_name=long_name)
+    [note] = forum.notes()
+    name, _, rest = note.text.removeprefix("❓ ").partition(": ")
+    assert name.startswith("Fix invoice rounding in every currency")
+    assert name.endswith("…")
+    assert len(name) <= 100
+    assert rest == SUMMARY
+
+
 async def test_without_topics_the_heads_up_links_to_the_card_message(fake: FakeBotApi) -> None:
     chat = await open_chat(fake, chat=SUPERGROUP_ID, topics=False)
     try:

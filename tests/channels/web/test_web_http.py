@@ -248,6 +248,28 @@ async def test_a_press_on_the_page_reaches_the_agent_and_closes_the_card(
     }
 
 
+async def test_a_question_on_the_page_is_its_card_said_once(
+    web: tuple[RunningBridge[Any], str], client: httpx.AsyncClient
+) -> None:
+    """The timeline shows the question as its card, and no line beside it saying again that
+    the agent asks permission: the page has no place for heads-ups (issue 32)."""
+    running, url = web
+    page = Page(running, client)
+    await page.sign_in(url)
+    agent = running.agent(agent="claude-code")
+    agent.start("Fix invoice rounding")
+    agent.ask(PROMPT, options=[("allow", "Allow"), ("deny", "Deny")])
+    await running.settle()
+    [session] = (await page.state())["sessions"]
+    timeline = (await page.get(f"api/sessions/{session['id']}")).json()
+    [card] = timeline["cards"]
+    assert "git push origin fix/checkout" in json.dumps(card)
+    shown = json.dumps(timeline["items"])
+    assert "asks permission" not in shown
+    assert "waiting for" not in shown
+    assert [i for i in timeline["items"] if i["type"] == "notification"] == []
+
+
 async def test_the_signed_in_user_is_refused_when_not_an_approver(
     bridge: BridgeFixture, caplog: pytest.LogCaptureFixture, client: httpx.AsyncClient
 ) -> None:
