@@ -192,7 +192,8 @@ async def _play_the_demo(reader: Reader, keyboard: int, shown) -> None:
         push = re.compile(r"answer with: (\w{4,6}) 1 = Allow\s+\1 2 = Deny")
         await _until(lambda: push.search(shown()) is not None, "the demo's permission card")
         os.write(keyboard, f"{push.findall(shown())[-1]} 1\n".encode())
-        form = re.compile(r"Where should the fix be released\?\s+or type: (\w{4,6}) ")
+        # its fields and how to fill them in, then the line that answers it in words
+        form = re.compile(r"Where should the fix be released\?.*?or type: (\w{4,6}) ", re.S)
         await _until(lambda: form.search(shown()) is not None, "the demo's form")
         os.write(keyboard, f"{form.findall(shown())[-1]} beta ship it\n".encode())
         out, err = await asyncio.to_thread(demo.communicate, timeout=60)

@@ -616,7 +616,7 @@ class ChannelConformance:
             NotificationMessage(session_id="", type="error", summary="claude-code went offline"),
         ):
             await h.adapter.send_notification(notification)
-        texts = [m.text for m in await h.probe.messages()]
+        texts = [f"{m.title}\n{m.text}" for m in await h.probe.messages()]
         assert any("Fix invoice rounding" in t and "claude-code finished" in t for t in texts)
         assert any("claude-code went offline" in t for t in texts)
         assert not any("a session" in t for t in texts)

@@ -25,6 +25,8 @@ class MessageView:
     thread_id: str | None
     text: str
     buttons: tuple[ButtonView, ...] = ()
+    #: a title shown above the text, where the platform has one (a push notification's)
+    title: str = ""
 
 
 @dataclass(frozen=True, slots=True)

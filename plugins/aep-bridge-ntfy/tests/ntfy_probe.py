@@ -45,6 +45,7 @@ class NtfyProbe:
                 id=n["id"],
                 thread_id=None,
                 text=n["message"],
+                title=n.get("title") or "",
                 buttons=tuple(ButtonView(a["label"], button_data(a)) for a in n.get("actions", ())),
             )
             for n in await self.notifications()
