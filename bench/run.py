@@ -87,6 +87,9 @@ def main() -> None:
     import slack_rendering  # the reference session as a Slack thread shows it
 
     lines += slack_rendering.section(slack_rendering.main())
+    import realistic  # a realistic session on every channel: the same eight measures
+
+    lines += realistic.section(realistic.main())
     import attacks  # attacks on the endpoint: never-reading consumers, idle connections
 
     lines += attacks.section(attacks.main())
