@@ -1,15 +1,18 @@
 """`aep-bridge preview`: a recorded session as the page a platform's thread would be.
 
 Nothing of the pipeline is imitated: the real `Bridge` runs in this process (its store in a
-temporary folder, no network, no config file, no token), with one channel instance of the
-chosen type whose adapter is a recorder (`_Recorder`) declaring that channel's capabilities
-and measuring as it measures. Every event of the file enters the hub as `POST /events` admits
-it, at its own recorded pace on a simulated clock (the outbox's injectable `clock` and
-`sleep`), so the platform's rate limits, coalescing and cards-first order apply as they would
-have while the session ran, in a fraction of a second. When the outbox is idle, what the
-recorder holds (each thread's messages in the order first sent, each at its latest version,
-cards with their last outcome, heads-ups apart) is laid out with the channel's
-`preview_dialect` (`aep_bridge.preview`).
+temporary folder, no network, no token), configured as the user's config has that channel
+(`preview_config`: its redaction, routes and the instance's block), with one channel instance
+whose adapter is a recorder (`_Recorder`). The recorder asks the channel's own adapter (built
+from the instance's config, never started) for its capabilities and rate limits, how it
+measures, which limits a call spends (`call_kind`) and where it counts (`limit_keys`), so the
+real outbox paces and orders the calls as it would for that channel. Every event of the file
+enters the hub as `POST /events` admits it, at its own recorded pace on a simulated clock
+(the outbox's injectable `clock` and `sleep`), so the platform's rate limits, coalescing and
+cards-first order apply as they would have while the session ran, in a fraction of a second.
+When the outbox is idle, what the recorder holds (each thread's messages in the order first
+sent, each at its latest version, cards with their last outcome, heads-ups apart) is laid
+out with the channel's `preview_dialect` (`aep_bridge.preview`).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from .adapter import ChannelAdapter, ChannelRegistration
 from .aep.envelope import Event
 from .aep.errors import InvalidEvent
 from .aep.validation import parse_event
+from .config import ConfigError, config_path
 from .exit_status import EXIT_OK, EXIT_USAGE
 from .markup import Blocks
 from .preview import (
@@ -41,9 +45,12 @@ from .preview import (
     page,
     transcript,
 )
+from .preview_config import WEB, PreviewError, Target, target, unrouted
+from .scrub import scrub
 from .simtime import VirtualTime
 from .terminal import visible
 from .types import (
+    CallKind,
     ChannelCapabilities,
     ChannelConfig,
     NotificationMessage,
@@ -52,8 +59,6 @@ from .types import (
     PermissionRequest,
 )
 
-#: the core's own web dialect, always available
-WEB: Final = "web"
 #: the longest pause between two recorded events that is replayed (simulated time): a
 #: session left overnight is not a night of rate-limit windows
 MAX_GAP: Final = 3600.0
@@ -63,19 +68,14 @@ VERBOSITIES: Final = ("quiet", "normal", "verbose")
 CAPTURES: Final = ("none", "metadata", "redacted", "full")
 
 
-class PreviewError(Exception):
-    """Why a preview cannot be made, in words for the person who asked (exit status 2)."""
-
-
-# -- simulated time ------------------------------------------------------------------------
-
-
 # -- the recording channel -------------------------------------------------------------------
 
 
 class _Recorder(ChannelAdapter[ChannelConfig]):
     """A channel that shows nothing anywhere: it keeps what a platform would show (`Shown`),
-    with the capabilities, measure and rate-limit keys of the channel it stands for."""
+    with the capabilities, measure, call kinds and rate-limit keys of the channel it stands
+    for: its real adapter's (`real`, built from the instance's config and never started),
+    else, for a type alone, its class's declaration."""
 
     name = "preview"
     capabilities = ChannelCapabilities(
@@ -91,10 +91,12 @@ class _Recorder(ChannelAdapter[ChannelConfig]):
         like: type[ChannelAdapter[Any]] | None,
         capabilities: ChannelCapabilities,
         dialect: PreviewDialect,
+        real: ChannelAdapter[Any] | None = None,
     ) -> None:
         super().__init__(core, config)
-        self.capabilities = capabilities
+        self.capabilities = real.capabilities if real is not None else capabilities
         self._like = like
+        self._real = real
         self._dialect = dialect
         self.shown = Shown()
         self._threads: dict[str, ShownThread] = {}
@@ -102,8 +104,11 @@ class _Recorder(ChannelAdapter[ChannelConfig]):
         self._cards: dict[str, ShownCard] = {}
         self._ids = itertools.count(1)
 
-    # the platform's own arithmetic, where its class has it and it needs no connection
+    # the platform's own arithmetic: its adapter's, else its class's where that needs no
+    # config of its own
     def measure(self, blocks: Blocks) -> int:
+        if self._real is not None:
+            return self._real.measure(blocks)
         own = self._like.measure if self._like is not None else ChannelAdapter.measure
         if own is not ChannelAdapter.measure:
             try:
@@ -112,7 +117,20 @@ class _Recorder(ChannelAdapter[ChannelConfig]):
                 pass
         return super().measure(blocks)
 
+    def call_kind(self, op: str, args: tuple[Any, ...]) -> CallKind | None:
+        if self._real is not None:
+            return self._real.call_kind(op, args)
+        own = self._like.call_kind if self._like is not None else ChannelAdapter.call_kind
+        if own is not ChannelAdapter.call_kind:
+            try:
+                return own(self, op, args)
+            except Exception:  # it needs its own config (Slack's channels): the default
+                pass
+        return super().call_kind(op, args)
+
     def limit_keys(self, session_id: str | None) -> tuple[str, str]:
+        if self._real is not None:
+            return self._real.limit_keys(session_id)
         own = self._like.limit_keys if self._like is not None else ChannelAdapter.limit_keys
         if own is not ChannelAdapter.limit_keys:
             try:
@@ -208,17 +226,19 @@ def _adapter_class(registration: ChannelRegistration) -> type[ChannelAdapter[Any
     return None
 
 
-def choose(channel: str, host: Any) -> _Choice:
-    """The channel type to preview: one a loaded plugin provides, or `web`."""
+def choose(channel: str, host: Any, instances: Sequence[str] = ()) -> _Choice:
+    """The channel type to preview: one a loaded plugin provides, or `web`; `instances`,
+    the config's channel names, are named too when `channel` is none of them."""
     registration = host.channels.get(channel)
     if registration is None and channel != WEB:
         reason = host.unavailable(channel)
         if reason is not None:  # a channel this install has but cannot load, with the fix
             raise PreviewError(f"channel {channel!r} cannot be previewed: {reason}")
         available = sorted({*host.channels, WEB})
+        configured = f", or a channel of your config ({', '.join(instances)})" if instances else ""
         raise PreviewError(
             f"unknown channel {channel!r}: the channels that can be previewed here are "
-            f"{', '.join(available)} (a channel type a plugin provides, or web; "
+            f"{', '.join(available)} (a channel type a plugin provides, or web{configured}; "
             "`aep-bridge plugins` lists the plugins)"
         )
     like = _adapter_class(registration) if registration is not None else None
@@ -267,9 +287,52 @@ async def record(
     *,
     verbosity: str = "normal",
     capture: str = "redacted",
+    to: Target | None = None,
 ) -> Shown:
     """Run the real bridge over `events` with a recorder standing for `choice`; return what
-    it showed once everything was sent."""
+    it showed once everything was sent. `to`: the channel as the user's config has it (its
+    redaction, routes and settings; `verbosity` and `capture` are then its own), else the
+    type alone on the built-in defaults."""
+    recorder = await run_recorder(events, choice, host, _target(choice, to, verbosity, capture))
+    return recorder.shown
+
+
+def _target(choice: _Choice, to: Target | None, verbosity: str, capture: str) -> Target:
+    if to is not None:
+        return to
+    from .config import BridgeConfig
+
+    return Target(
+        name=choice.name,
+        kind=choice.name,
+        settings={"verbosity": verbosity, "capture": capture},
+        typed=None,
+        config=BridgeConfig(),
+        secrets=(),
+        source=None,
+        configured=False,
+    )
+
+
+def _real_adapter(choice: _Choice, to: Target, core: Any) -> ChannelAdapter[Any] | None:
+    """The channel's own adapter, built from the instance's config as `run` builds it but
+    never started (no connection, no token used): what it declares for this instance (a
+    private chat's limits, no heads-ups without a notifications channel) and how it counts
+    are its own. None for a type alone, or a plugin whose factory refuses."""
+    if choice.registration is None or to.typed is None:
+        return None
+    try:
+        adapter = choice.registration.factory(core, to.typed)
+    except Exception:  # a factory that needs more than its config: the class's declaration
+        return None
+    return adapter if isinstance(adapter, ChannelAdapter) else None
+
+
+async def run_recorder(
+    events: Sequence[Event], choice: _Choice, host: Any, to: Target
+) -> _Recorder:
+    """`record`'s run: the recorder once the bridge is idle (what it showed, and what it
+    declared to the outbox)."""
     from .bridge import Bridge
     from .config import BridgeConfig
     from .intake.hub import Hub, HubLimits
@@ -285,7 +348,12 @@ async def record(
 
     def build(core: Any, config: ChannelConfig) -> _Recorder:
         recorder = _Recorder(
-            core, config, like=choice.like, capabilities=capabilities, dialect=choice.dialect
+            core,
+            config,
+            like=choice.like,
+            capabilities=capabilities,
+            dialect=choice.dialect,
+            real=_real_adapter(choice, to, core),
         )
         recorders.append(recorder)
         return recorder
@@ -298,24 +366,16 @@ async def record(
     )
     time = VirtualTime()
     with tempfile.TemporaryDirectory(prefix="aep-bridge-preview-") as folder:
-        config = BridgeConfig.model_validate(
-            {
-                "state_dir": folder,
-                "channels": {
-                    choice.name: {
-                        "type": choice.name,
-                        "verbosity": verbosity,
-                        "capture": capture,
-                        "approvers": ["preview"],
-                    }
-                },
-            }
-        )
+        config = BridgeConfig.model_validate(_bridge_config(to, choice.name, folder))
         store = Store.open(Path(folder))
         hub = Hub(HubLimits(), store)
         source = LocalSource(hub)
         bridge = Bridge(
-            config, host, store=store, outbox_options={"clock": time.clock, "sleep": time.sleep}
+            config,
+            host,
+            store=store,
+            outbox_options={"clock": time.clock, "sleep": time.sleep},
+            secrets=to.secrets,
         )
         bridge.add_source(source)
         try:
@@ -323,7 +383,7 @@ async def record(
                 await bridge.start()
                 if not recorders:
                     why = "; ".join(str(p) for p in bridge.plan.problems) or "it did not start"
-                    raise PreviewError(f"the bridge could not run channel {choice.name!r}: {why}")
+                    raise PreviewError(f"the bridge could not run channel {to.name!r}: {why}")
                 await _replay(events, hub, time)
                 await _settle(bridge, hub, source)
         except TimeoutError:
@@ -337,7 +397,25 @@ async def record(
             await time.close()
             hub.flush()
             store.close()
-    return recorders[-1].shown
+    return recorders[-1]
+
+
+def _bridge_config(to: Target, kind: str, folder: str) -> dict[str, Any]:
+    """The bridge's config: the user's redaction, and their routes over the channel `to`
+    alone (the config's other channels kept as disabled names, so routes naming them stay
+    valid and send nothing here)."""
+    channels: dict[str, dict[str, Any]] = {to.name: {**to.settings, "type": kind}}
+    raw: dict[str, Any] = {
+        "state_dir": folder,
+        "redaction": to.config.redaction.model_dump(),
+        "channels": channels,
+    }
+    if to.configured and to.config.routes is not None:
+        raw["routes"] = [route.model_dump() for route in to.config.routes]
+        for name in to.config.channels:
+            channels.setdefault(name, {"type": kind, "enabled": False})
+    channels[to.name].setdefault("approvers", ["preview"])
+    return raw
 
 
 async def _replay(events: Sequence[Event], hub: Any, time: VirtualTime) -> None:
@@ -379,28 +457,42 @@ def render(
     label: str,
     channel: str,
     *,
-    verbosity: str = "normal",
-    capture: str = "redacted",
+    verbosity: str | None = None,
+    capture: str | None = None,
     host: Any = None,
     text: bool = False,
+    config: Path | None = None,
 ) -> str:
     """The page for a recording (`data`, one AEP event per line) in `channel`; with `text`,
-    its plain-text transcript instead."""
+    its plain-text transcript instead. `config`: the config file the bridge would read (None:
+    the built-in defaults); `verbosity` and `capture` override the channel's own."""
     from .plugins import PluginHost
 
     if host is None:
         host = PluginHost()
         host.load()
-    choice = choose(channel, host)
+    to = target(channel, host, config, verbosity=verbosity, capture=capture)
+    choice = choose(to.kind, host, list(to.config.channels) if to.source else ())
     events = read_events(data, label)
-    shown = asyncio.run(record(events, choice, host, verbosity=verbosity, capture=capture))
+    sessions, away = unrouted(events, to)
+    if sessions and away == sessions:
+        raise PreviewError(
+            f"no session of {label} goes to channel {to.name!r} under the routes of "
+            f"{to.source} (a session goes to the channels of every route its first event "
+            "matches): preview a channel they send it to, or change the routes"
+        )
+    shown = asyncio.run(record(events, choice, host, to=to))
     if text:
         return transcript(shown)
     title = shown.threads[0].name if shown.threads else label
     about = (
-        f"aep-bridge preview: {label} in {choice.dialect.name} ({channel}), "
-        f"verbosity {verbosity}, capture {capture}"
+        f"aep-bridge preview: {label} in {choice.dialect.name} ({to.name}), "
+        f"verbosity {to.verbosity}, capture {to.capture}"
     )
+    if to.source is not None:
+        about += f", as {to.source} configures it"
+    if away:
+        about += f"; {away} of its {sessions} sessions not shown (the routes send them elsewhere)"
     return page(shown, choice.dialect, title=title, about=about)
 
 
@@ -409,13 +501,17 @@ def main(
     *,
     demo: bool,
     channel: str,
-    verbosity: str = "normal",
-    capture: str = "redacted",
+    verbosity: str | None = None,
+    capture: str | None = None,
     out: str | None = None,
     err: TextIO | None = None,
     text: bool = False,
+    config_file: str | None = None,
 ) -> int:
-    """`aep-bridge preview`: write the page, say where on standard error."""
+    """`aep-bridge preview`: write the page, say where on standard error. The config is the
+    one `aep-bridge run` would read (`--config`, `$AEP_BRIDGE_CONFIG`, the default file)."""
+    from . import env_file
+
     err = err or sys.stderr
     try:
         if demo == (file is not None):
@@ -433,11 +529,24 @@ def main(
                 raise PreviewError(f"cannot read {file}: {exc.strerror}") from None
             label = "<stdin>" if file == "-" else path.name
             target = Path("session") if file == "-" else path.with_suffix("")
-        document = render(data, label, channel, verbosity=verbosity, capture=capture, text=text)
+        env_file.load()  # the secrets the wizards saved, as `run` reads them: to redact them
+        document = render(
+            data,
+            label,
+            channel,
+            verbosity=verbosity,
+            capture=capture,
+            text=text,
+            config=config_path(config_file),
+        )
         if text:  # a transcript is read in a terminal (`cat`, a pager): the agent's escapes shown
             document = visible(document)
+    except ConfigError as exc:  # as `aep-bridge check` says it: the key and the fix
+        for problem in exc.problems:
+            print(f"aep-bridge preview: {exc.source}: {problem}", file=err)
+        return EXIT_USAGE
     except PreviewError as exc:
-        print(f"aep-bridge preview: {exc}", file=err)
+        print(f"aep-bridge preview: {scrub(str(exc))}", file=err)
         return EXIT_USAGE
     if out == "-":
         sys.stdout.write(document)
@@ -453,4 +562,4 @@ def main(
     return EXIT_OK
 
 
-__all__ = ["PreviewError", "choose", "main", "read_events", "record", "render"]
+__all__ = ["PreviewError", "choose", "main", "read_events", "record", "render", "run_recorder"]

@@ -78,6 +78,7 @@ def _command(argv: Sequence[str] | None) -> int:
                 capture=args.capture,
                 out=args.out,
                 text=args.text,
+                config_file=args.config,
             )
         if args.command == "setup":
             from .. import setup_command

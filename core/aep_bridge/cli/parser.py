@@ -166,10 +166,11 @@ def build_parser() -> argparse.ArgumentParser:
     show = commands.add_parser(
         "preview",
         help="a recorded session as the HTML page a channel's thread would be",
-        description="Run the bridge, in this process and without any network, token or "
-        "config file, over a recorded session (AEP JSONL) at its recorded pace, with a "
-        "channel of type NAME that records instead of sending; write what that channel "
-        "would end up showing as a standalone HTML page.",
+        description="Run the bridge, in this process and without any network or token, "
+        "over a recorded session (AEP JSONL) at its recorded pace, with the channel NAME "
+        "configured as your config has it (its redaction, routes and settings) and recording "
+        "instead of sending; write what that channel would end up showing as a standalone "
+        "HTML page.",
     )
     show.add_argument("file", nargs="?", metavar="SESSION.jsonl", help="a recording, - for stdin")
     show.add_argument(
@@ -179,14 +180,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--channel",
         required=True,
         metavar="NAME",
-        help="a channel type a plugin provides (telegram, console, ...), or web",
+        help="a channel of your config (team-telegram), or a channel type a plugin provides "
+        "(telegram, console, ...), or web",
     )
-    show.add_argument("--verbosity", default="normal", choices=["quiet", "normal", "verbose"])
+    show.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
+    show.add_argument(
+        "--verbosity",
+        choices=["quiet", "normal", "verbose"],
+        help="the channel's verbosity (default: the config's for that channel, else normal)",
+    )
     show.add_argument(
         "--capture",
-        default="redacted",
         choices=["none", "metadata", "redacted", "full"],
-        help="the channel's capture ceiling (default redacted)",
+        help="the channel's capture ceiling (default: the config's for that channel, else "
+        "redacted)",
     )
     show.add_argument(
         "--out",
