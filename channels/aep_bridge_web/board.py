@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import html
-import itertools
 import json
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -48,6 +47,11 @@ def now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
+def _arrival(entry: JSON) -> int:
+    """An item's or a card's arrival position on the board (`Board.seq`)."""
+    return int(entry.get("seq", 0))
+
+
 def plain_html(text: str) -> str:
     """Plain text as a paragraph, escaped (the page keeps its line breaks)."""
     return f'<p class="plain">{html.escape(text)}</p>' if text else ""
@@ -69,7 +73,10 @@ class Board:
         self.items: dict[str, dict[str, JSON]] = {}
         self.cards: dict[str, JSON] = {}
         self._watchers: set[asyncio.Queue[tuple[str, JSON] | None]] = set()
-        self._serial = itertools.count(1)
+        #: the arrival position of the latest item or card: a session's entries are drawn in
+        #: this order, never by their clock times (two within a millisecond tie, and an
+        #: update's time is later than what arrived after the entry it updates)
+        self.seq = 0
         #: the number of the latest change: every entity carries the `rev` it last changed at,
         #: so a page drops a snapshot's older copy of what the stream already gave it
         self.rev = 0
@@ -111,7 +118,12 @@ class Board:
         """An entry of a session's timeline, as safe HTML (the same key replaces)."""
         if session_id not in self.sessions:
             self.session(session_id)
-        key = key or f"m{next(self._serial)}"
+        timeline = self.items.setdefault(session_id, {})
+        known = timeline.get(key) if key else None
+        # a keyless message is named by its arrival position, which outlasts a restart (a
+        # count from 1 again would replace the saved items it named before)
+        seq = known["seq"] if known and "seq" in known else self._next_seq()
+        key = key or f"m{seq}"
         item = {
             "key": key,
             "session_id": session_id,
@@ -119,8 +131,8 @@ class Board:
             "type": type_,
             "html": body,
             "time": now(),
+            "seq": seq,
         }
-        timeline = self.items.setdefault(session_id, {})
         timeline[key] = item
         while len(timeline) > ITEM_LIMIT:
             del timeline[next(iter(timeline))]
@@ -153,15 +165,29 @@ class Board:
             "accepts_text": request.accepts_text,
             "fields": [f.model_dump(mode="json") for f in request.fields],
             "informational": request.informational,
-            "outcome": None
-            if outcome is None
-            else {"closed": outcome.closed, "summary": outcome.summary(), "by": outcome.by},
+            "outcome": None if outcome is None else self._outcome(outcome, known),
             "time": known["time"] if known else now(),
+            "seq": known["seq"] if known and "seq" in known else self._next_seq(),
         }
         self.cards[request.id] = card
         self._publish("card", card)
         self.session(session_id)  # its pending count
         return card
+
+    def _next_seq(self) -> int:
+        self.seq += 1
+        return self.seq
+
+    @staticmethod
+    def _outcome(outcome: PermissionOutcome, known: JSON | None) -> JSON:
+        """The card's outcome, with the time it was first said (sending the same outcome
+        again, or a restart, keeps it: the page shows when the question was answered)."""
+        said = {"closed": outcome.closed, "summary": outcome.summary(), "by": outcome.by}
+        before = known["outcome"] if known else None
+        same = before is not None and all(before.get(k) == v for k, v in said.items())
+        said["time"] = before.get("time") if same and before is not None else None
+        said["time"] = said["time"] or now()
+        return said
 
     def _forget_old(self) -> None:
         """Keep memory bounded on a bridge that runs for months."""
@@ -196,8 +222,7 @@ class Board:
 
     def open_cards(self) -> Iterator[JSON]:
         """Cards a person can still answer, oldest first."""
-        cards = sorted(self.cards.values(), key=lambda c: str(c["time"]))
-        for card in cards:
+        for card in sorted(self.cards.values(), key=_arrival):
             outcome = card["outcome"]
             if not card["informational"] and (outcome is None or not outcome["closed"]):
                 yield card
@@ -216,8 +241,8 @@ class Board:
         cards = [c for c in self.cards.values() if c["session_id"] == session_id]
         return {
             "session": session,
-            "items": list(self.items.get(session_id, {}).values()),
-            "cards": sorted(cards, key=lambda c: str(c["time"])),
+            "items": sorted(self.items.get(session_id, {}).values(), key=_arrival),
+            "cards": sorted(cards, key=_arrival),
         }
 
     # -- saved and loaded ---------------------------------------------------------------
@@ -242,6 +267,14 @@ class Board:
             self.cards[card["id"]] = card
         revs = [session, *data["items"], *data["cards"]]
         self.rev = max([self.rev, *(int(x.get("rev", 0)) for x in revs)])
+        entries = [*data["items"], *data["cards"]]
+        self.seq = max([self.seq, *(int(x.get("seq", 0)) for x in entries)])
+        # keyless items saved before then were named `m1`, `m2`...: new names start above
+        named = [int(k[1:]) for k in self.items[session["id"]] if k[:1] == "m" and k[1:].isdigit()]
+        self.seq = max([self.seq, *named])
+        # saved before entries had their arrival position: they take one now, by their time
+        for entry in sorted(entries, key=lambda x: str(x["time"])):
+            entry.setdefault("seq", self._next_seq())
 
     # -- streams ----------------------------------------------------------------------
 

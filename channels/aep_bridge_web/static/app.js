@@ -142,6 +142,7 @@ function showSignedOut(detail) {
   document.getElementById("signed-out").hidden = false;
   document.getElementById("signed-out-why").replaceChildren(...withCode(detail));
   document.getElementById("connection").textContent = "Signed out";
+  showWaiting(0);
   document.title = "Signed out · aep-bridge";
 }
 
@@ -279,6 +280,13 @@ function newer(map, entity) {
   if (!known || (known.rev || 0) <= (entity.rev || 0)) map.set(entity.id, entity);
 }
 
+// a session's entries (and the queue) in the order they reached the bridge's page (`seq`),
+// never by their times: two arrive within a millisecond, and an update's time is later than
+// what came after the entry it updates
+function byArrival(a, b) {
+  return (a.seq || 0) - (b.seq || 0) || String(a.time).localeCompare(String(b.time));
+}
+
 function isOpen(card) {
   return !card.informational && (!card.outcome || !card.outcome.closed);
 }
@@ -372,7 +380,11 @@ function renderCard(card, place) {
   const details = el("div", { className: "details" });
   details.innerHTML = card.description_html; // escaped by the server
   node.append(nameMarks(details));
-  if (card.outcome) node.append(nameMarks(el("p", { className: "outcome", text: card.outcome.summary })));
+  if (card.outcome) {
+    const said = when(card.outcome.time); // when it was answered, kept across a reload
+    node.append(nameMarks(el("p", { className: "outcome" },
+      document.createTextNode(card.outcome.summary), said ? " · " : null, said)));
+  }
   if (card.informational) node.append(el("p", { className: "hint", text: "Answered in the agent's own terminal." }));
   if (isOpen(card)) {
     const controls = [];
@@ -428,7 +440,7 @@ function renderCard(card, place) {
 // -- the queue -------------------------------------------------------------------------
 
 function renderQueue() {
-  const shown = [...cards.values()].filter(isOpen).sort((a, b) => a.time.localeCompare(b.time));
+  const shown = [...cards.values()].filter(isOpen).sort(byArrival);
   document.getElementById("queue").replaceChildren(...shown.map((c) => renderCard(c, "queue")));
   const done = answered.map((id) => cards.get(id)).filter(Boolean);
   document.getElementById("answered").replaceChildren(...done.map((c) => renderCard(c, "answered")));
@@ -436,7 +448,106 @@ function renderQueue() {
   const open = shown.length;
   document.getElementById("queue-count").textContent = open ? `(${open})` : "";
   document.getElementById("queue-empty").hidden = open > 0;
-  document.title = open ? `(${open}) aep-bridge` : "aep-bridge";
+  showWaiting(open);
+}
+
+// -- while something waits: the tab's title, its icon, a notification ---------------------
+
+const ICON = "static/icon.svg";
+const NOTIFY = `aep-web-notify:${location.pathname.replace(/[^/]*$/, "")}`; // "on" once asked for
+let iconImage = null; // the page's icon, loaded once to draw the count on
+let iconShown = -1; // the count the tab's icon shows now
+
+// the count in the tab's title and drawn on its icon ("(2) aep-bridge"); both plain again
+// when nothing waits
+function showWaiting(open) {
+  if (!signedOut) document.title = open ? `(${open}) aep-bridge` : "aep-bridge";
+  if (open === iconShown) return;
+  iconShown = open;
+  const link = document.querySelector('link[rel="icon"]');
+  if (!open) {
+    link.type = "image/svg+xml";
+    link.href = ICON;
+    return;
+  }
+  if (!iconImage) {
+    iconImage = new Image();
+    iconImage.addEventListener("load", () => { const n = iconShown; iconShown = -1; showWaiting(n); });
+    iconImage.src = ICON;
+    return;
+  }
+  if (!iconImage.complete) return; // drawn when it loads
+  link.type = "image/png";
+  link.href = badge(iconImage, open);
+}
+
+// the icon with the count on a red disc, as a data: URL (the page's CSP allows data: images)
+function badge(image, count) {
+  const canvas = document.createElement("canvas");
+  canvas.width = canvas.height = 64;
+  const context = canvas.getContext("2d");
+  context.drawImage(image, 0, 0, 64, 64);
+  context.fillStyle = "#d1242f";
+  context.beginPath();
+  context.arc(44, 20, 20, 0, 2 * Math.PI);
+  context.fill();
+  context.fillStyle = "#fff";
+  context.font = "bold 28px sans-serif";
+  context.textAlign = "center";
+  context.textBaseline = "middle";
+  context.fillText(count > 9 ? "9+" : String(count), 44, 21);
+  return canvas.toDataURL("image/png");
+}
+
+function notifyWanted() {
+  return "Notification" in window && Notification.permission === "granted" && localStorage.getItem(NOTIFY) === "on";
+}
+
+// the button says what it does now; the browser's permission is asked on a click only
+function showNotifyButton() {
+  const button = document.getElementById("notify");
+  if (!("Notification" in window)) {
+    button.hidden = true;
+    return;
+  }
+  button.hidden = false;
+  if (Notification.permission === "denied") {
+    button.textContent = "Notifications blocked by the browser";
+    button.disabled = true;
+  } else {
+    button.textContent = notifyWanted() ? "Stop notifying me" : "Notify me of new questions";
+    button.disabled = false;
+  }
+  button.setAttribute("aria-pressed", notifyWanted() ? "true" : "false");
+}
+
+async function toggleNotify() {
+  if (notifyWanted()) {
+    localStorage.removeItem(NOTIFY);
+  } else {
+    const permission = await Notification.requestPermission();
+    if (permission === "granted") localStorage.setItem(NOTIFY, "on");
+  }
+  showNotifyButton();
+}
+
+// a notification for a new question while this tab is out of sight, naming its session;
+// a click on it brings the tab and the question's session
+function notifyOf(card) {
+  if (!notifyWanted() || !document.hidden) return;
+  const session = sessions.get(card.session_id);
+  try {
+    const note = new Notification(`Question in ${session ? session.title : "an agent session"}`, {
+      body: card.title, tag: `aep-web-${card.id}`,
+    });
+    note.addEventListener("click", () => {
+      window.focus();
+      location.hash = `#s=${encodeURIComponent(card.session_id)}`;
+      note.close();
+    });
+  } catch (error) {
+    // a browser that refuses notifications from a page (some mobile ones): the title says it
+  }
 }
 
 // -- sessions --------------------------------------------------------------------------
@@ -481,7 +592,9 @@ function renderFacts(session) {
 }
 
 function renderItem(item) {
-  const node = el("div", { className: `item ${item.kind} type-${item.type || item.kind}`, "data-key": item.key });
+  const node = el("div", {
+    className: `item ${item.kind} type-${item.type || item.kind}`, "data-key": item.key, "data-seq": item.seq || 0,
+  });
   const stamp = when(item.time);
   if (stamp) node.append(stamp);
   const body = el("div", { className: "body" });
@@ -490,13 +603,26 @@ function renderItem(item) {
   return node;
 }
 
+function timelineCard(card) {
+  const node = renderCard(card, "timeline");
+  node.dataset.seq = card.seq || 0;
+  return node;
+}
+
+// a new entry at its arrival position (before the first entry that arrived after it)
+function insertInOrder(timeline, node) {
+  const seq = Number(node.dataset.seq);
+  const later = [...timeline.children].find((other) => Number(other.dataset.seq) > seq);
+  timeline.insertBefore(node, later || null);
+}
+
 function placeCard(card) {
   const timeline = document.getElementById("timeline");
   if (card.session_id !== current) return;
-  const node = renderCard(card, "timeline");
+  const node = timelineCard(card);
   const old = timeline.querySelector(`[data-card-id="${CSS.escape(card.id)}"]`);
   if (old) old.replaceWith(node);
-  else timeline.append(node);
+  else insertInOrder(timeline, node);
 }
 
 let arrived = null; // items the stream gave while a session's timeline was being fetched
@@ -508,7 +634,7 @@ function placeItem(item) {
   const node = renderItem(item);
   const old = timeline.querySelector(`.item[data-key="${CSS.escape(item.key)}"]`);
   if (old) old.replaceWith(node);
-  else timeline.append(node);
+  else insertInOrder(timeline, node);
 }
 
 async function openSession(id) {
@@ -535,9 +661,9 @@ async function openSession(id) {
   for (const card of data.cards || []) newer(cards, card);
   renderFacts(data.session);
   const entries = [
-    ...data.items.map((item) => ({ time: item.time, node: () => renderItem(item) })),
-    ...(data.cards || []).map((card) => ({ time: card.time, node: () => renderCard(card, "timeline") })),
-  ].sort((a, b) => a.time.localeCompare(b.time));
+    ...data.items.map((item) => ({ seq: item.seq, time: item.time, node: () => renderItem(item) })),
+    ...(data.cards || []).map((card) => ({ seq: card.seq, time: card.time, node: () => timelineCard(card) })),
+  ].sort(byArrival);
   timeline.replaceChildren(...entries.map((e) => e.node()));
   // what changed while the snapshot was on its way
   const revs = new Map(data.items.map((item) => [item.key, item.rev || 0]));
@@ -569,20 +695,30 @@ async function load() {
   }
   for (const card of state.queue) newer(cards, card);
   renderQueue();
-  const wanted = fromHash() || current;
-  await openSession(wanted && sessions.has(wanted) ? wanted : null);
+  const wanted = [fromHash(), current, firstShown(state)].find((id) => id && sessions.has(id));
+  await openSession(wanted || null);
   return true;
+}
+
+// the session a page opens on when none is asked for: the one whose question has waited
+// longest, else the newest (never an empty "Pick a session" beside a list of them)
+function firstShown(state) {
+  if (state.queue.length) return [...state.queue].sort(byArrival)[0].session_id;
+  const newest = [...sessions.values()].sort((a, b) => b.updated.localeCompare(a.updated))[0];
+  return newest ? newest.id : null;
 }
 
 function changed(event, data) {
   if (event === "session") {
     newer(sessions, data);
     renderSessions();
+    if (current === null && !signedOut) openSession(data.id); // the first session: shown at once
   } else if (event === "item") {
     placeItem(data);
   } else if (event === "card") {
     const before = cards.get(data.id);
     newer(cards, data);
+    if (!before && isOpen(data)) notifyOf(data);
     if (before && isOpen(before) && !isOpen(data) && !answered.includes(data.id)) {
       answered.unshift(data.id);
       answered.length = Math.min(answered.length, ANSWERED_SHOWN);
@@ -658,7 +794,9 @@ function restart() {
 
 window.addEventListener("hashchange", () => {
   const id = fromHash();
-  if (id) openSession(id).then(() => document.getElementById("session-view").focus());
+  // the focus moves to the session, the page stays where it is: the queue the link was
+  // pressed in does not scroll away
+  if (id) openSession(id).then(() => document.getElementById("session-view").focus({ preventScroll: true }));
 });
 
 async function start() {
@@ -685,4 +823,6 @@ if (!emojiShown()) document.documentElement.classList.add("no-emoji");
 setInterval(refreshTimes, AGO_EVERY_MS);
 document.getElementById("session-view").tabIndex = -1;
 document.getElementById("sign-out").addEventListener("click", signOut);
+document.getElementById("notify").addEventListener("click", toggleNotify);
+showNotifyButton();
 start();

@@ -492,3 +492,58 @@ def test_the_page_forgets_the_oldest_ended_sessions_past_its_limit(
     assert list(kept.sessions) == ["s3", "s4", "s5"]
     kept.session("s6")  # none ended: all kept
     assert len(kept.sessions) == 4
+
+
+def test_a_burst_within_one_millisecond_is_kept_in_its_order_of_arrival_and_across_a_restart(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every entry of the burst has the same time: the timeline and the queue follow the order
+    the entries reached the page, and so does a board loaded from what the first one saved."""
+    from aep_bridge import OutgoingMessage, PermissionOutcome, PermissionRequest
+    from aep_bridge.types import OutcomeStatus
+    from aep_bridge_web import board
+
+    monkeypatch.setattr(board, "now", lambda: "2026-01-01T00:00:00.000+00:00")
+    kept = board.Board(lambda card, option: f"{card}:{option}")
+    kept.message("s1", OutgoingMessage(type="system_message", text="Session started"))
+    kept.message("s1", OutgoingMessage(type="text", text="push the fix"))
+    kept.message("s1", OutgoingMessage(type="tool_call", text="Bash", key="call_1"))
+    ask = PermissionRequest(id="c2", title="Run git push?")
+    kept.card("s1", ask, None)
+    kept.card("s0", PermissionRequest(id="c1", title="Later, elsewhere"), None)
+    kept.message("s1", OutgoingMessage(type="text", text="while it waits"))
+    kept.message("s1", OutgoingMessage(type="tool_update", text="Bash done", key="call_1"))
+
+    def drawn(b: board.Board) -> list[str]:
+        timeline = b.timeline("s1")
+        assert timeline is not None
+        entries = [*timeline["items"], *timeline["cards"]]
+        # as the page draws them (entries without a position: items first, as on old pages)
+        return [e.get("title") or e["html"] for e in sorted(entries, key=lambda e: e.get("seq", 0))]
+
+    order = [
+        '<p class="plain">Session started</p>',
+        '<p class="plain">push the fix</p>',
+        '<p class="plain">Bash done</p>',  # the call, updated in its place
+        "Run git push?",
+        '<p class="plain">while it waits</p>',
+    ]
+    assert drawn(kept) == order
+    answer = PermissionOutcome(status=OutcomeStatus.ANSWERED, option_id="allow", by="you")
+    said = kept.card("s1", ask, answer)["outcome"]["time"]
+    kept.card("s1", ask, answer)  # the same outcome again (a retry): its time stays
+    monkeypatch.setattr(board, "now", lambda: "2026-01-01T00:00:09.000+00:00")
+    kept.card("s1", ask, answer)
+    assert kept.cards["c2"]["outcome"]["time"] == said
+    again = board.Board(lambda card, option: f"{card}:{option}")
+    for session in ("s0", "s1"):
+        saved = kept.dump(session)
+        assert saved is not None
+        again.load(saved)
+    assert drawn(again) == order
+    assert again.cards["c2"]["outcome"]["time"] == said
+    before = len(again.items["s1"])
+    late = again.message("s1", OutgoingMessage(type="text", text="after the restart"))
+    assert len(again.items["s1"]) == before + 1  # a new entry, replacing none it had
+    assert late["seq"] > max(e["seq"] for e in [*again.items["s1"].values()] if e is not late)
+    assert [c["id"] for c in again.state()["queue"]] == ["c1"]  # c2 is answered

@@ -376,7 +376,7 @@ class WebPage(RuleBasedStateMachine):
         assert self.reader.sessions == {s["id"]: s for s in state["sessions"]}
         opened = [
             c
-            for c in sorted(self.reader.cards.values(), key=lambda c: str(c["time"]))
+            for c in sorted(self.reader.cards.values(), key=lambda c: int(c["seq"]))
             if not c["informational"] and (c["outcome"] is None or not c["outcome"]["closed"])
         ]
         assert opened == state["queue"]
