@@ -81,6 +81,7 @@ def test_a_real_claude_code_bash_card_in_order() -> None:
 def test_a_real_claude_code_edit_card_shows_the_diff() -> None:
     card = permission_card.edit_card()
     (diff,) = [b for b in card.details if isinstance(b, Diff)]
+    assert card.description.count("src/app.py") == 1  # the diff names its file, once
     assert "-x = 1" in diff.unified
     assert "+x = 2" in diff.unified
 

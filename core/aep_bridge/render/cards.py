@@ -15,7 +15,7 @@ from ..aep.capture import synthesize_prompt
 from ..aep.envelope import Event
 from ..aep.payloads import AttentionRequested
 from ..aep.registry import CAPTURE_RANK, Capture
-from ..markup import Blocks, Code, Paragraph, Span, map_text, parse_markdown, plain
+from ..markup import Blocks, Code, Diff, Paragraph, Span, map_text, parse_markdown, plain
 from ..tools import ToolCall
 from ..types import FormChoice, FormField, PermissionOption, PermissionRequest
 from .base import RendererBase
@@ -204,8 +204,9 @@ class CardsMixin(RendererBase):
         if isinstance(command, str) and command.strip():
             out.append(Code(code=_fold(command.strip(), MAX_CARD_CODE), language="bash"))
         else:
-            out.append(Paragraph(spans=view.title))
             changes = [b for block in view.details for b in _unfold(block)]
+            if not changes or not isinstance(changes[0], Diff):  # a diff names its file
+                out.append(Paragraph(spans=view.title))
             if changes:
                 out.extend(_clip_blocks(tuple(changes), MAX_CARD_CODE))
         reason = call.args.get("description") or call.args.get("justification")
