@@ -187,8 +187,10 @@ async def test_emit_demo_twice_shows_the_session_twice_on_the_console(tmp_path: 
         "tool: ❌ Bash python -m pytest tests/test_totals.py -q — exit 1",
         "FAILED tests/test_totals.py::test_rounding - assert 10.0 == 10.01",
         "tool: ✅ Bash python -m pytest -q — 150 passed",
-        # the card's further lines indented, as the console prints every message's
-        "? claude-code asks permission: Bash\n  git push -u origin fix/rounding-half-up",
+        # the card's further lines indented, as the console prints every message's: the
+        # folder, then the command (issue 32)
+        "? claude-code asks permission: Bash\n  Folder: ~/src/invoicer\n\n"
+        "  git push -u origin fix/rounding-half-up",
         "and round half-up, then make the export write the same value.",
     ):
         assert log.count(text) >= 2, f"{text!r} not shown twice:\n{log}"

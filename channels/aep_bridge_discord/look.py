@@ -80,31 +80,36 @@ def message_look(content: OutgoingMessage) -> embeds.Look:
 
 
 def card_markdown(request: PermissionRequest, *, closed: bool = False) -> str:
-    """The card's text: its title in bold, what exactly is asked (`details` in Discord
-    markdown, else `description` escaped), and how to answer; within `MAX_CARD`, shortened
-    inside what is asked (never the title or the hints), so the outcome line always fits."""
+    """The card's text: its title in bold and the session it is from, what exactly is asked
+    (`details` in Discord markdown, else `description` escaped), and how to answer; within
+    `MAX_CARD`, shortened inside what is asked, saying how much was left out (never the title
+    or the hints), so the outcome line always fits."""
     title = f"❓ **{markdown.escape(shorten(request.title, 250))}**"
+    if request.session_name:
+        title += "\n" + markdown.escape("Session: " + shorten(request.session_name, 200))
     hints = [] if closed else _hints(request)
     room = MAX_CARD - len("\n".join([title, *hints])) - 2
     return "\n".join(filter(None, [title, _asked(request, room), *hints]))
 
 
 def _asked(request: PermissionRequest, room: int) -> str:
-    cut = "\n…"
+    cut = "\n… (999,999,999 more characters)"  # the longest the line can be
     if room <= len(cut):
         return ""
     if request.details:
         body = markdown.blocks_markdown(request.details)
         if markdown.measure(request.details) > room:
             first = markup.split(request.details, room - len(cut), markdown.measure)[0]
-            body = markdown.blocks_markdown(first) + cut
+            more = len(markup.plain(request.details)) - len(markup.plain(first))
+            body = markdown.blocks_markdown(first) + f"\n… ({max(more, 1):,} more characters)"
         if body:
             return body
     escaped = markdown.escape(request.description)
     if len(escaped) > room:
         # escaping at most doubles a character: half the room is always enough
         shown = split_text(request.description, max((room - len(cut)) // 2, 1), "utf16")[0]
-        return markdown.escape(shown.rstrip()) + cut
+        more = len(request.description) - len(shown.rstrip())
+        return markdown.escape(shown.rstrip()) + f"\n… ({more:,} more characters)"
     return escaped
 
 

@@ -544,12 +544,15 @@ def form_fits(request: PermissionRequest) -> bool:
 
 
 def card_look(request: PermissionRequest, *, outcome: PermissionOutcome | None = None) -> Look:
-    """The card: its question in bold, what exactly is asked, how to answer (grey), and its
-    buttons (a form's "Fill in"); with a closed `outcome`, the same words, no buttons, and
-    the outcome's line; with one that opens it again (refused, undelivered), the buttons
-    and that line."""
+    """The card: its question in bold, the session it is from, what exactly is asked, how to
+    answer (grey), and its buttons (a form's "Fill in"); with a closed `outcome`, the same
+    words, no buttons, and the outcome's line; with one that opens it again (refused,
+    undelivered), the buttons and that line."""
     closed = outcome is not None and outcome.closed
     blocks: list[dict[str, Any]] = [_card_title(one_line(request.title) or "Question")]
+    if request.session_name:  # whose question: the session's name, as its heads-up says it
+        name = fit_mrkdwn(one_line(request.session_name), 600)
+        blocks.append(section(f"Session: {name}"))
     blocks.extend(section(s) for s in asked_lines(request))
     hints = [] if closed else _hints(request)
     if hints:

@@ -78,32 +78,37 @@ def _message_html(content: OutgoingMessage) -> str:
 
 
 def _card_html(request: PermissionRequest, *, closed: bool = False) -> str:
-    """The card's text: its title, what exactly is asked (`details`, with their structure,
-    else `description`), and how to answer; a closed card keeps its question and drops how to
-    answer it. It stays within `MAX_CARD`, so that its outcome line always fits under
-    Telegram's limit: what is asked is shortened, with "…", when it is too long (a huge
-    command), never the title or the hints."""
+    """The card's text: its title and the session it is from, what exactly is asked
+    (`details`, with their structure, else `description`), and how to answer; a closed card
+    keeps its question and drops how to answer it. It stays within `MAX_CARD`, so that its
+    outcome line always fits under Telegram's limit: what is asked is shortened, saying how
+    much was left out, when it is too long (a huge command), never the title or the hints."""
     title = f"❓ {html.bold(_shorten(request.title, CARD_TAIL))}"
+    if request.session_name:
+        title += "\n" + html.escape("Session: " + _shorten(request.session_name, CARD_TAIL))
     hints = [] if closed else _hints(request)
     room = MAX_CARD - html.visible_length("\n".join([title, *hints])) - 2  # two line breaks
     return "\n".join(filter(None, [title, _asked(request, room), *hints]))
 
 
 def _asked(request: PermissionRequest, room: int) -> str:
-    """What the card asks, as HTML, within `room` UTF-16 units as Telegram counts them."""
-    cut = "\n…"
+    """What the card asks, as HTML, within `room` UTF-16 units as Telegram counts them; cut,
+    it ends with "… (N more characters)", never silently."""
+    cut = "\n… (999,999,999 more characters)"  # the longest the line can be
     if room <= len(cut):
         return ""
     if request.details:
         body = html.blocks_html(request.details)
         if html.visible_length(body) > room:
             first = markup.split(request.details, room - len(cut), _visible)[0]
-            body = html.blocks_html(first) + cut
+            more = len(markup.plain(request.details)) - len(markup.plain(first))
+            body = html.blocks_html(first) + html.escape(f"\n… ({max(more, 1):,} more characters)")
         if body:
             return body
     if measure(request.description, "utf16") > room:
         shown = split_text(request.description, room - len(cut), "utf16")[0]
-        return html.to_html(shown.rstrip()) + cut
+        more = len(request.description) - len(shown)
+        return html.to_html(shown.rstrip()) + html.escape(f"\n… ({more:,} more characters)")
     return html.to_html(request.description)
 
 

@@ -133,6 +133,8 @@ class PreviewDialect:
         """One card's bubble: its question, what it asks (`details`, else `description`)
         and its outcome (None while it waits). Its buttons are `card_buttons`."""
         parts = [f'<div class="card-title"><strong>{escape(request.title)}</strong></div>']
+        if request.session_name:
+            parts.append(f'<p class="text">Session: {escape(request.session_name)}</p>')
         if request.details:
             parts.append(blocks_html(request.details))
         elif request.description:
@@ -278,6 +280,8 @@ def transcript(shown: Shown) -> str:
             if isinstance(item, ShownCard):
                 request = item.request
                 out.append(_one_line(f"❓ {request.title}"))
+                if request.session_name:
+                    out.append(_one_line(f"Session: {request.session_name}"))
                 if request.description:
                     out.append(request.description)
                 if request.options:

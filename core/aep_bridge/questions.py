@@ -62,7 +62,10 @@ class QuestionCards:
         request = self.attention.open(event, session, option_ids, answerable=answerable)
         for channel in targets:
             card, _ = self.renderer.permission_request(
-                event, request.id, ceiling=channel.config.capture
+                event,
+                request.id,
+                ceiling=channel.config.capture,
+                session_name=self._session_name(session.id, channel.name),
             )
             if request.status == "informational":
                 card = card.model_copy(update={"informational": True, "accepts_text": False})
@@ -129,7 +132,10 @@ class QuestionCards:
         label at the channel's ceiling, the words redacted, the agent's own only where the
         channel shows content."""
         card, _ = self.renderer.permission_request(
-            request.event, request.id, ceiling=channel.config.capture
+            request.event,
+            request.id,
+            ceiling=channel.config.capture,
+            session_name=self._session_name(request.session_id, channel.name),
         )
         index = outcome.option_index
         option = (
@@ -144,6 +150,11 @@ class QuestionCards:
             detail=outcome.detail_at(content=self.shows_content(channel.name)),
         )
         return card, shown
+
+    def _session_name(self, session_id: str, channel: str) -> str | None:
+        """The session's name in `channel`, as its thread and heads-ups show it."""
+        thread = self.sessions.thread(session_id, channel)
+        return thread.name if thread is not None else None
 
     def describe_outcome(self, channel: str, request: Request, outcome: Outcome) -> str | None:
         """The line `request`'s card in `channel` shows for `outcome` (what a press on a

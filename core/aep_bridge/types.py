@@ -157,6 +157,9 @@ class PermissionRequest(_Model):
     #: block, the file and its change, the URL, the working folder, the agent's reason. A
     #: channel with markup shows these instead of `description`, their plain rendering.
     details: Blocks = ()
+    #: the session's name as its thread and heads-ups show it ("Fix invoice rounding"): a
+    #: channel shows it under the title, before `details`, so a card says whose question it is
+    session_name: str | None = None
     options: tuple[PermissionOption, ...] = ()
     fields: tuple[FormField, ...] = ()
     accepts_text: bool = False

@@ -35,6 +35,7 @@ from aep_bridge.types import (
 )
 from aep_bridge_console import ConsoleChannel, ConsoleConfig
 from aep_bridge_console.channel import CONTINUATION
+from tests import permission_card
 from tests.terminal_text import HOSTILE, SHOWN, raw_controls
 
 
@@ -305,8 +306,14 @@ async def test_an_agents_escape_sequences_are_shown_not_run_in_the_terminal(tmp_
         await rig.settle()
     shown = screen.getvalue()
     assert raw_controls(shown) == [], shown
+    # a question is read as markdown (issue 32): its carriage return becomes a line break,
+    # as in a message, which hides nothing; every other escape is shown as written
     for escape in SHOWN:
-        assert escape in shown, (escape, shown)
+        if escape != "\\r":
+            assert escape in shown, (escape, shown)
+    card = shown.split("Run ls?")[1]
+    assert "rm -rf ~" in card
+    assert "ls -la" in card.split("rm -rf ~")[1]
     # the message, the card, its option, and the answer all came to the screen
     assert "\\u001b]52;c;cm0gLXJmIH4=\\u0007" in shown.split("Run ls?")[1]
     assert "Sent to the agent" in shown
@@ -314,7 +321,8 @@ async def test_an_agents_escape_sequences_are_shown_not_run_in_the_terminal(tmp_
     # the agent's newline is a further line of its message, indented: nothing it wrote
     # starts a line as the console's own lines and the log's do
     assert not any(line.startswith("aep-bridge: ") for line in shown.splitlines())
-    assert f"\n{CONTINUATION}aep-bridge: error: forged" in shown
+    # (the question, read as markdown, joins its soft line break into a space)
+    assert "aep-bridge: error: forged" in shown
 
 
 @settings(max_examples=100, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -490,3 +498,30 @@ async def test_a_form_typed_after_a_restart_still_fills_in_and_strangers_are_ref
     assert len(core.presses) == 2
     assert [r.user.id for r in core.refused] == ["mallory"]
     await after.stop()
+
+
+# -- the card a person judges, in the order they read it (issue 32) ------------------------
+
+
+async def test_a_real_bash_card_reads_session_folder_command_reason_then_options():
+    """Claude Code's permission, through the real mapping and renderer, on the console: the
+    session (the line's prefix) and agent, the folder under home, the whole long command,
+    the reason without markdown's markers, then how to answer."""
+    screen = Screen()
+    channel = ConsoleChannel(
+        FakeCore(), ConsoleConfig(name="console", read_input=False), output=screen
+    )
+    await channel.create_session_thread("s1", permission_card.SESSION_NAME)
+    await channel.send_permission_request("s1", permission_card.bash_card())
+    printed = "\n".join(screen.lines[-1:])
+    assert permission_card.in_order(
+        printed,
+        f"[{permission_card.SESSION_NAME}] ? claude-code asks permission: Bash",
+        f"Folder: {permission_card.FOLDER}",
+        permission_card.COMMAND,  # whole
+        permission_card.REASON_SHOWN,
+        "answer with: ",
+    )
+    assert "`" not in printed
+    assert "**" not in printed
+    assert "Permission requested" not in printed

@@ -319,8 +319,11 @@ def test_a_permission_card_says_exactly_what_is_approved():
     assert card.title == "claude-code asks permission: Bash"
     assert Code(code="git push -u origin fix", language="bash") in card.details
     assert "Push the branch" in plain(card.details)
-    assert "in ~/src/app" in plain(card.details)  # the working folder
-    assert card.description == plain(card.details)  # what text-only channels show
+    shown = plain(card.details)
+    # the working folder, then the command, then the agent's reason
+    assert shown.index("Folder: ~/src/app") < shown.index("git push") < shown.index("Push the")
+    assert "Permission requested" not in shown  # the title says it
+    assert card.description == shown  # what text-only channels show
 
 
 def test_a_card_for_an_edit_shows_the_file_and_its_change():
@@ -353,7 +356,7 @@ def test_a_card_whose_call_was_not_seen_shows_the_agents_prompt():
         severity="notice",
     )
     card, _ = Renderer(Redactor()).permission_request(ask, "k1", ceiling="redacted")
-    assert card.details == ()
+    assert plain(card.details) == "Run rm -rf build?"
     assert card.description == "Run rm -rf build?"
 
 

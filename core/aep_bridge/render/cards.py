@@ -15,7 +15,8 @@ from ..aep.capture import synthesize_prompt
 from ..aep.envelope import Event
 from ..aep.payloads import AttentionRequested
 from ..aep.registry import CAPTURE_RANK, Capture
-from ..markup import Blocks, Code, Paragraph, Span, map_text, plain
+from ..markup import Blocks, Code, Diff, Paragraph, Span, map_text, parse_markdown, plain
+from ..tools import ToolCall
 from ..types import FormChoice, FormField, PermissionOption, PermissionRequest
 from .base import RendererBase
 from .helpers import (
@@ -24,17 +25,17 @@ from .helpers import (
     MEDIUM,
     NORMAL,
     SHORT,
-    _clip,
     _clip_blocks,
     _typed,
     _unfold,
 )
+from .tool import _kept_args
 
 log = logging.getLogger(__name__)
 
 #: events whose card failed to render, remembered so the error is logged once per event
 _FAILED_CARDS_KEPT: Final = 1024
-#: the longest command or change a card shows (the rest is cut, with "…")
+#: the longest command or change a card shows (the rest is cut, saying how much: never silently)
 MAX_CARD_CODE: Final = 2_000
 _REDACTED_RANK: Final = CAPTURE_RANK["redacted"]
 _ALLOW_WORDS: Final = ("allow", "approve", "accept", "yes", "proceed", "grant", "continue", "ok")
@@ -44,7 +45,7 @@ class CardsMixin(RendererBase):
     """The card of an `attention.requested`; the core owns the card and its lifecycle."""
 
     def permission_request(
-        self, event: Event, card_id: str, *, ceiling: Capture
+        self, event: Event, card_id: str, *, ceiling: Capture, session_name: str | None = None
     ) -> tuple[PermissionRequest, list[str]]:
         """An `attention.requested` as the card a channel shows, and its AEP option ids.
 
@@ -55,10 +56,13 @@ class CardsMixin(RendererBase):
 
         A card that cannot be rendered (a bug, a value nobody foresaw) becomes a plain one,
         its title and options and no more (`fallback_card`), so the question can still be
-        answered; the error is logged once per event.
+        answered; the error is logged once per event. `session_name` is the session's name
+        as the channel's thread and heads-ups show it (the card names it under its title).
         """
         try:
-            return self._permission_card(event, card_id, ceiling=ceiling)
+            card = self._permission_card(event, card_id, ceiling=ceiling)
+            name = self._line(session_name, MAX_LABEL * 2) if session_name else ""
+            return card[0].model_copy(update={"session_name": name or None}), card[1]
         except Exception:
             if event.id not in self._failed_cards:
                 self._failed_cards[event.id] = None
@@ -155,7 +159,7 @@ class CardsMixin(RendererBase):
         )
         details: Blocks = ()
         if payload is not None and kind == "permission":
-            details = self._card_details(gated, ceiling)
+            details = self._card_details(gated, payload, ceiling)
             if details:
                 details = _clip_blocks(map_text(details, self.redactor.text), MAX_TEXT // 4)
                 description = plain(details)
@@ -173,34 +177,99 @@ class CardsMixin(RendererBase):
         )
         return request, aep_ids
 
-    def _card_details(self, event: Event, ceiling: Capture) -> Blocks:
-        """What a permission card asks to approve, exactly: the tool call that caused the
-        request (the command in a code block, the file and its change, the URL, the agent's
-        reason), and the working folder. Without the call (not seen, or seen before a
-        restart), nothing: the card shows the agent's prompt."""
+    def _card_details(self, event: Event, payload: AttentionRequested, ceiling: Capture) -> Blocks:
+        """What a permission card asks to approve, in the order a person judges it: the
+        working folder; exactly what will happen (the whole command in a code block, the
+        change as the activity draws it, the URL, the file); then the agent's reason, as
+        markdown. The call is the one that caused the request (`cause`), else the request's
+        own `context` (`tool_name`, `tool_input`, `cwd`: carried at capture `full`). Without
+        either (a hook's request at `redacted` carries neither), the prompt (`_prompt_blocks`)."""
+        context = payload.context if isinstance(payload.context, Mapping) else {}
         call = self._call(event, ceiling, f"event:{event.cause}") if event.cause else None
-        cwd = self._cwd(event, ceiling)
+        cwd = _text_of(context.get("cwd")) or (call.cwd if call is not None else None)
+        cwd = cwd or self._cwd(event, ceiling)
+        if call is None or not call.args:  # not seen, or seen without its arguments
+            call = _context_call(context, cwd)
         out: list[Any] = []
+        if cwd:
+            folder = tools.display_path(cwd, None)
+            out.append(Paragraph(spans=(Span(text="Folder: "), Span(text=folder, code=True))))
+        prompt = self._text(payload.prompt, MEDIUM * 5)
         if call is None:
-            return ()
+            return (*out, *_prompt_blocks(prompt, event.subject))
         view = self._view(call, None, NORMAL)
         command = call.args.get("command") or call.args.get("cmd")
         if isinstance(command, list) and all(isinstance(x, str) for x in command):
             command = shlex.join(command)
-        reason = call.args.get("description") or call.args.get("justification")
         if isinstance(command, str) and command.strip():
-            out.append(Code(code=_clip(command.strip(), MAX_CARD_CODE), language="bash"))
+            out.append(Code(code=_fold(command.strip(), MAX_CARD_CODE), language="bash"))
         else:
-            out.append(Paragraph(spans=view.title))
             changes = [b for block in view.details for b in _unfold(block)]
+            if not changes or not isinstance(changes[0], Diff):  # a diff names its file
+                out.append(Paragraph(spans=view.title))
             if changes:
                 out.extend(_clip_blocks(tuple(changes), MAX_CARD_CODE))
+        reason = call.args.get("description") or call.args.get("justification")
         if isinstance(reason, str) and reason.strip():
-            out.append(Paragraph(spans=(Span(text=self._line(reason, MEDIUM), italic=True),)))
-        if cwd:
-            folder = tools.display_path(cwd, None)
-            out.append(Paragraph(spans=(Span(text="in "), Span(text=folder, code=True))))
+            out.extend(parse_markdown(self._text(reason, MEDIUM)))
+        elif prompt and not _restates(prompt, call, event.subject):
+            out.extend(_prompt_blocks(prompt, event.subject))
         return tuple(out)
+
+
+def _text_of(value: Any) -> str | None:
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def _context_call(context: Mapping[str, Any], cwd: str | None) -> ToolCall | None:
+    """The tool call a request's `context` names (`tool_name`, `tool_input`), if any."""
+    name = _text_of(context.get("tool_name"))
+    args = context.get("tool_input")
+    if name is None or not isinstance(args, Mapping):
+        return None
+    return ToolCall(name=name, args=_kept_args(args), cwd=cwd)  # bounded, as a seen call's
+
+
+def _fold(text: str, limit: int) -> str:
+    """`text` whole when it fits in `limit` characters, else its start and how much is left
+    out: a card never cuts what it asks to approve silently."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 40].rstrip()
+    return f"{head}\n… ({len(text) - len(head):,} more characters)"
+
+
+def _header(subject: str | None) -> str:
+    return f"Permission requested: {subject}" if subject else "Permission requested"
+
+
+def _prompt_blocks(prompt: str, subject: str | None) -> Blocks:
+    """A request's prompt on a card that has no tool call to show. The hooks' prompt (the
+    AEP mapping's `Permission requested: Bash — npm test (Run the tests)`) loses its header,
+    which the card's title says, and is not read as markdown (a command's `*` is no
+    emphasis): what it asks, in code when it is that alone (no reason in parentheses), else
+    as it is. Any other prompt is the agent's words, rendered as markdown."""
+    head = _header(subject)
+    if prompt == head:
+        return ()
+    if not prompt.startswith(head + " — "):
+        return parse_markdown(prompt)
+    rest = prompt[len(head) + 3 :].strip()
+    if " (" in rest or rest.endswith(")") or "\n" in rest:
+        return (Paragraph(spans=(Span(text=rest),)),)
+    return (Code(code=_fold(rest, MAX_CARD_CODE)),)
+
+
+def _restates(prompt: str, call: ToolCall, subject: str | None) -> bool:
+    """Whether a prompt says no more than the card's details: it opens with the header
+    (`Permission requested: Bash`), or it repeats the command, path or URL the card shows."""
+    if prompt.startswith(_header(subject)) or prompt.startswith("Permission requested"):
+        return True
+    for key in ("command", "cmd", "file_path", "notebook_path", "url", "path"):
+        value = call.args.get(key)
+        if isinstance(value, str) and value.strip() and value.strip() in prompt:
+            return True
+    return False
 
 
 def aep_form_values(request: Event, values: Mapping[str, Any]) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from aep_bridge import (
 )
 from aep_bridge.testing import FakeCore
 from aep_bridge_discord import DiscordChannel
+from tests import permission_card
 
 from .fake_discord import (
     ALICE,
@@ -316,3 +317,33 @@ async def test_a_finished_answer_replaces_its_draft_even_when_the_draft_is_gone(
             await adapter.send_message(SESSION, final)
         assert [shown(m) for m in fake.messages(thread, from_bot=True)][-1] == "Done."
         assert fake.calls_to("DELETE", "/channels/{channel_id}/messages/{message_id}", status=404)
+
+
+# -- the card a person judges, in the order they read it (issue 32) ------------------------
+
+
+async def test_a_real_bash_card_reads_session_folder_command_reason_then_options() -> None:
+    """Claude Code's permission, through the real mapping and renderer, as Discord gets it:
+    the session, the folder under home, the whole long command in a code block, the reason
+    as markdown Discord renders (not escaped backticks), then the buttons."""
+    request = permission_card.bash_card()
+    async with FakeDiscord(limits=Limits.loose()) as fake:
+        async with started(fake) as (adapter, core):
+            thread = int(await core.create_thread(adapter, SESSION, "words"))
+            await adapter.send_permission_request(SESSION, request)
+            await adapter.send_permission_request(SESSION, permission_card.edit_card())
+        bash, edit = [m for m in fake.messages(thread, from_bot=True) if "❓" in m.content]
+        assert fake.violations == []
+    assert permission_card.in_order(
+        bash.content,
+        "claude-code asks permission: Bash",
+        f"Session: {permission_card.SESSION_NAME}",
+        f"Folder: `{permission_card.FOLDER}`",
+        f"```bash\n{permission_card.COMMAND}\n```",  # whole, in code
+        "Install the package with its `test` extras, then run **every** part",
+    )
+    assert "\\`" not in bash.content
+    assert "Permission requested" not in bash.content
+    labels = [c["label"] for row in bash.components for c in row["components"]]
+    assert labels == [o.label for o in request.options]
+    assert permission_card.in_order(edit.content, "Folder: `~/proj`", "src/app.py", "-x = 1")

@@ -27,6 +27,7 @@ from aep_bridge import (
 from aep_bridge.testing import FakeCore
 from aep_bridge.testing.fixture import BridgeFixture
 from aep_bridge_slack import SlackChannel
+from tests import permission_card
 
 from .fake_slack import (
     ALICE,
@@ -370,3 +371,44 @@ async def test_the_session_s_header_is_its_parent_message_not_a_reply(
         finally:
             await running.stop()
         assert fake.violations == []
+
+
+# -- the card a person judges, in the order they read it (issue 32) ------------------------
+
+
+def _mrkdwn(blocks: list[dict[str, Any]]) -> str:
+    """The card's blocks' text in order, as Slack gets it (header, sections, context)."""
+    out = []
+    for block in blocks:
+        text = block.get("text")
+        if isinstance(text, dict):
+            out.append(text["text"])
+        out.extend(e["text"] for e in block.get("elements", ()) if "text" in e)
+    return "\n".join(str(t if isinstance(t, str) else t.get("text", "")) for t in out)
+
+
+async def test_a_real_bash_card_reads_session_folder_command_reason_then_options() -> None:
+    """Claude Code's permission, through the real mapping and renderer, as Slack gets it:
+    the session, the folder under home, the whole long command in a code block, the reason
+    as mrkdwn (inline code and bold, no doubled markers), then the buttons."""
+    request = permission_card.bash_card()
+    async with FakeSlack(limits=Limits.loose()) as fake:
+        async with started(fake) as (adapter, core):
+            await core.create_thread(adapter, SESSION, "card")
+            await adapter.send_permission_request(SESSION, request)
+            await adapter.send_permission_request(SESSION, permission_card.edit_card())
+        bash, edit = [m for m in fake.messages(C0AGENTS) if m.buttons]
+        assert fake.violations == []
+    drawn = _mrkdwn(bash.blocks)
+    assert permission_card.in_order(
+        drawn,
+        "claude-code asks permission: Bash",
+        f"Session: {permission_card.SESSION_NAME}",
+        f"Folder: `{permission_card.FOLDER}`",
+        "```\n" + permission_card.COMMAND.replace("&", "&amp;") + "\n```",  # whole, in code
+        "Install the package with its `test` extras, then run *every* part",
+        "Allow",
+    )
+    assert "Permission requested" not in drawn
+    edited = _mrkdwn(edit.blocks)
+    assert permission_card.in_order(edited, "Folder: `~/proj`", "src/app.py", "-x = 1")

@@ -23,6 +23,7 @@ from aep_bridge import (
 from aep_bridge.markup import Blocks, Code, Paragraph, Span, plain
 from aep_bridge.testing import FakeCore
 from aep_bridge_telegram import TelegramChannel
+from tests import permission_card
 
 from .fake_bot_api import FORUM_ID, SUPERGROUP_ID, FakeBotApi, FakeMessage, Limits, utf16_len
 from .probe import make_adapter
@@ -181,7 +182,7 @@ async def test_a_huge_plain_description_is_shortened_too(forum: Chat) -> None:
     card = forum.card()
     assert utf16_len(card.text) <= 4096
     assert card.text.startswith(f"❓ {SUMMARY}\nword0 word1")
-    assert card.text.endswith("…")
+    assert card.text.endswith("more characters)")  # never cut silently (issue 32)
 
 
 # -- buttons --------------------------------------------------------------------------------
@@ -334,3 +335,38 @@ def text_of(message: FakeMessage, entity: dict[str, object]) -> str:
     utf16 = message.text.encode("utf-16-le")
     start = int(str(entity["offset"])) * 2
     return utf16[start : start + int(str(entity["length"])) * 2].decode("utf-16-le")
+
+
+# -- the card a person judges, in the order they read it (issue 32) ------------------------
+
+
+async def test_a_real_bash_card_reads_session_folder_command_reason_then_options(
+    forum: Chat,
+) -> None:
+    """Claude Code's permission, through the real mapping and renderer, as Telegram shows
+    it: the agent and session, the folder under home, the whole long command in a code
+    block, the reason rendered from markdown, then the buttons."""
+    request = permission_card.bash_card()
+    await forum.adapter.send_permission_request(SESSION, request)
+    card = forum.card()
+    assert permission_card.in_order(
+        card.text,
+        "claude-code asks permission: Bash",
+        f"Session: {permission_card.SESSION_NAME}",
+        f"Folder: {permission_card.FOLDER}",
+        permission_card.COMMAND[:40],
+        permission_card.REASON_SHOWN,
+    )
+    [pre] = [e for e in card.entities if e["type"] == "pre"]
+    assert text_of(card, pre) == permission_card.COMMAND  # whole, in code
+    assert "`" not in card.text
+    assert "**" not in card.text
+    assert any(e["type"] == "code" and text_of(card, e) == "test" for e in card.entities)
+    assert "Permission requested" not in card.text  # the title says it once
+    assert [b["text"] for b in card.buttons] == [o.label for o in request.options]
+
+
+async def test_a_real_edit_card_shows_its_diff(forum: Chat) -> None:
+    await forum.adapter.send_permission_request(SESSION, permission_card.edit_card())
+    card = forum.card()
+    assert permission_card.in_order(card.text, "Folder: ~/proj", "src/app.py", "-x = 1", "+x = 2")

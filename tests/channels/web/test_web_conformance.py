@@ -24,6 +24,7 @@ from aep_bridge.testing import (
     ThreadView,
 )
 from aep_bridge_web import WebChannel, WebConfig
+from tests import permission_card
 
 BASE = "http://bridge.test"
 
@@ -159,3 +160,41 @@ class TestWebConformance(ChannelConformance):
 
         yield Harness(channel, core, WebProbe(browser), approver=channel.user, restart=restart)
         await browser.channel.stop()
+
+
+# -- the card a person judges, in the order they read it (issue 32) ------------------------
+
+
+async def test_a_real_bash_card_reads_session_folder_command_reason_then_options() -> None:
+    """Claude Code's permission, through the real mapping and renderer, as the page gets it
+    (`description_html` is what the page puts under the card's title and session line): the
+    folder under home, the whole long command in a code block, the reason rendered (inline
+    code and bold, no raw backticks), and no "Permission requested" line repeating the
+    title; an Edit's card shows its diff."""
+    core = FakeCore()
+    channel = WebChannel(core, WebConfig(name="web", approvers=["local"]))
+    core.attach(channel)
+    await channel.start()
+    try:
+        await core.create_thread(channel, "s1", permission_card.SESSION_NAME)
+        await channel.send_permission_request("s1", permission_card.bash_card())
+        await channel.send_permission_request("s1", permission_card.edit_card())
+        browser = Browser(channel)
+        (session,) = (await browser.get("api/state"))["sessions"]
+        bash, edit = (await browser.get(f"api/sessions/{session['id']}"))["cards"]
+    finally:
+        await channel.stop()
+    assert session["title"] == permission_card.SESSION_NAME  # the card's session line
+    assert bash["title"] == "claude-code asks permission: Bash"
+    html = bash["description_html"]
+    command = permission_card.COMMAND.replace("&", "&amp;").replace("'", "&#x27;")
+    assert permission_card.in_order(
+        html,
+        f"Folder: <code>{permission_card.FOLDER}</code>",
+        f'<pre><code class="language-bash">{command}</code></pre>',
+        "Install the package with its <code>test</code> extras, then run <strong>every</strong>",
+    ), html
+    assert "`" not in html
+    assert "**" not in html
+    assert "Permission requested" not in shown(html)
+    assert permission_card.in_order(shown(edit["description_html"]), "src/app.py", "-x = 1")
