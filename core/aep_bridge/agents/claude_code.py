@@ -133,6 +133,8 @@ Deviations from Annex A and choices, on purpose:
   `attention.resolved`); an orphan result emits nothing (one terminal per request).
 - Elicitation in `url` mode cannot be answered from a chat (the person must open the URL):
   an `attention.requested` kind `auth`, `respond_via: ["oob"]`, the URL not carried.
+- PermissionRequest names no call (no `tool_use_id`): the daemon sets the request's `cause`
+  to the `tool.requested` of the open call with the same tool and input (calls.py).
 """
 
 from __future__ import annotations

@@ -63,6 +63,10 @@ Deviations from a strict Annex A reading, all deliberate:
 - At a `metadata` attention ceiling the prompt is synthesized from structure ("codex requests
   permission: Bash", AEP-0003 §9.2), never the command; the labels "Allow" / "Deny" are ours,
   structural, and stay.
+- `PermissionRequest` names no call (no `tool_use_id`): the daemon sets the request's `cause`
+  to the `tool.requested` of the open call with the same tool and input (calls.py). The
+  prompt's input carries the justification (`description`): a call whose PreToolUse input
+  lacks it is a different input, and is not linked (the card shows the prompt's words).
 """
 
 from __future__ import annotations

@@ -191,13 +191,16 @@ class AgentDaemon:
         for agent, session in list(self._heads.open):
             self._close_heads_ups(self.emitter.session(agent, session))
 
-    def _emit_mapped(self, state: SessionState, emission: Emission) -> Event:
+    def _emit_mapped(
+        self, state: SessionState, emission: Emission, cause: str | None = None
+    ) -> Event:
         return self._emit(
             state,
             emission.type,
             emission.data,
             capture=emission.capture,
             subject=emission.subject,
+            cause=cause,
             severity=emission.severity,
             run=emission.run,
         )
@@ -343,7 +346,10 @@ class AgentDaemon:
             and "control" in (data.get("respond_via") or [])
         ):
             data = {**data, "expires_at": expires}  # the bridge closes it then, if nothing else
-        return self._emit_mapped(
+        cause = None
+        if emission.type == "attention.requested" and hook == "PermissionRequest":
+            cause = state.calls.cause(payload)  # the call it gates (calls.py), if seen
+        event = self._emit_mapped(
             state,
             Emission(
                 emission.type,
@@ -353,10 +359,15 @@ class AgentDaemon:
                 emission.severity,
                 emission.run,
             ),
+            cause,
         )
+        if emission.type == "tool.requested" and hook == "PreToolUse":
+            state.calls.requested(payload, event.id)
+        return event
 
     def _settle(self, agent: str, state: SessionState, hook: Any, payload: dict[str, Any]) -> None:
-        """What this hook says about the requests still open in its session."""
+        """What this hook says about the requests and the calls still open in its session."""
+        state.calls.hook(hook, payload)
         if hook in _BACK:
             self._close_heads_ups(state)
         if hook in _TOOL_MOVED_ON:

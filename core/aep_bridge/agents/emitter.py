@@ -23,6 +23,7 @@ from ..aep.envelope import Event
 from ..aep.ids import new_id, source_uri
 from ..aep.registry import Capture, Severity
 from .bounds import TooLarge, bounded_id, fit, json_size
+from .calls import OpenCalls
 from .paths import read_private, write_private
 
 EPOCH_FILE: Final = "epoch"
@@ -82,6 +83,8 @@ class SessionState:
     recent: list[Event] = field(default_factory=list)
     #: session rules from "allow for this session", for agents that keep none themselves
     allowed: set[str] = field(default_factory=set)
+    #: its calls not ended yet, to link a permission request to the one it gates (calls.py)
+    calls: OpenCalls = field(default_factory=OpenCalls)
 
 
 class Emitter:
