@@ -4,11 +4,12 @@ Not the demo: a session as the agent daemon sends it from Claude Code's hooks, e
 payload through the real mapping (`aep_bridge.agents.claude_code.map_hook`, the daemon's
 `agents.capture` at `redacted`: commands, paths and text with the home folder replaced), the
 "for this session" options as the daemon adds them (`grants`), the permission request's
-`expires_at` as the daemon sets it, and the answer from a chat as the daemon's attention
-loop reports it (`control.accepted`, `attention.answered` via `control`, `attention.resolved`).
-The agent's markdown replies are `message.agent.replied`, as in the demo (Claude Code's hooks
-carry none). `python -m tests.sessions.realistic` writes realistic.jsonl beside this file
-(`aep-bridge validate` passes it); the rendering bench (bench/realistic.py) replays it.
+`expires_at` as the daemon sets it and its `cause` as the daemon links it (`calls`), and
+the answer from a chat as the daemon's attention loop reports it (`control.accepted`,
+`attention.answered` via `control`, `attention.resolved`). The agent's markdown replies are
+`message.agent.replied`, as in the demo (Claude Code's hooks carry none).
+`python -m tests.sessions.realistic` writes realistic.jsonl beside this file (`aep-bridge
+validate` passes it); the rendering bench (bench/realistic.py) replays it.
 
 The session: a prompt; a markdown reply; Glob, Grep and Read; a new test written; pytest
 failing on an assertion; a markdown reply; an Edit; a burst of four (a reply, a Read, an
@@ -28,6 +29,7 @@ from typing import Any, Final
 from aep_bridge.aep.build import make_event
 from aep_bridge.aep.ids import new_id, source_uri
 from aep_bridge.agents import grants
+from aep_bridge.agents.calls import OpenCalls
 from aep_bridge.agents.claude_code import map_hook, session_grants
 from aep_bridge.agents.mapping import Ceiling
 
@@ -423,6 +425,7 @@ def build(answered_by: str = "alice") -> list[dict[str, Any]]:
     run: str | None = None
     request: dict[str, Any] | None = None
     replies = 0
+    calls = OpenCalls()  # the daemon's link of a permission request to its call
 
     def emit(type_: str, data: dict[str, Any], at: float, **envelope: Any) -> dict[str, Any]:
         event = make_event(
@@ -471,9 +474,13 @@ def build(answered_by: str = "alice") -> list[dict[str, Any]]:
         else:
             if item["hook_event_name"] == "UserPromptSubmit":
                 run = f"run-1-{new_id().lower()}"
+            hook = item["hook_event_name"]
+            calls.hook(hook, item)
             for emission in map_hook(item, CEILING):
                 data = emission.data
                 extra: dict[str, Any] = {}
+                if emission.type == "attention.requested" and hook == "PermissionRequest":
+                    extra["cause"] = calls.cause(item)
                 if emission.type == "attention.requested":
                     offered = grants.options(session_grants(item), CEILING)
                     data = grants.with_options(data, offered)
@@ -489,6 +496,8 @@ def build(answered_by: str = "alice") -> list[dict[str, Any]]:
                 )
                 if emission.type == "attention.requested":
                     request = emitted
+                if emission.type == "tool.requested" and hook == "PreToolUse":
+                    calls.requested(item, emitted["id"])
                 if emission.type == "session.started":
                     emitted["data"]["label"] = LABEL  # the session's name (re-validated below)
             if item["hook_event_name"] == "Stop":
