@@ -14,6 +14,7 @@ from .. import tools
 from ..aep.capture import synthesize_prompt
 from ..aep.envelope import Event
 from ..aep.payloads import AttentionRequested
+from ..aep.redaction import digest
 from ..aep.registry import CAPTURE_RANK, Capture
 from ..markup import Blocks, Code, Diff, Paragraph, Span, map_text, parse_markdown, plain
 from ..tools import ToolCall
@@ -185,11 +186,12 @@ class CardsMixin(RendererBase):
         own `context` (`tool_name`, `tool_input`, `cwd`: carried at capture `full`). Without
         either (a hook's request at `redacted` carries neither), the prompt (`_prompt_blocks`)."""
         context = payload.context if isinstance(payload.context, Mapping) else {}
-        call = self._call(event, ceiling, f"event:{event.cause}") if event.cause else None
+        seen = self._call(event, ceiling, f"event:{event.cause}") if event.cause else None
+        call = seen
         cwd = _text_of(context.get("cwd")) or (call.cwd if call is not None else None)
         cwd = cwd or self._cwd(event, ceiling)
         if call is None or not call.args:  # not seen, or seen without its arguments
-            call = _context_call(context, cwd)
+            call = _context_call(context, cwd) or _prompt_call(payload.prompt, seen, cwd)
         out: list[Any] = []
         if cwd:
             folder = tools.display_path(cwd, None)
@@ -237,6 +239,40 @@ def _fold(text: str, limit: int) -> str:
         return text
     head = text[: limit - 40].rstrip()
     return f"{head}\n… ({len(text) - len(head):,} more characters)"
+
+
+#: the argument a hook's permission prompt quotes, in the order the AEP mapping picks it
+#: (`aep_bridge.agents.mapping.permission_prompt`)
+_PROMPT_KEYS: Final = ("command", "file_path", "notebook_path", "url", "pattern", "query", "path")
+#: the most places a prompt's reason may start that are tried against the call's digest
+_MAX_SPLITS: Final = 32
+
+
+def _prompt_call(prompt: str | None, seen: ToolCall | None, cwd: str | None) -> ToolCall | None:
+    """The call a hook's prompt (`Permission requested: Bash — npm test (Run the tests)`)
+    spells out, when it is exactly the call the request is about: the call was seen without
+    its arguments (the agent's capture is `metadata`), but with their `args_digest`, taken
+    over the originals. The prompt is read as the mapping writes it (the quoted argument,
+    then the reason in parentheses) only where that reading gives the same digest, so an
+    agent's reason cannot pose as part of the command, nor a command's tail as its reason.
+    A prompt that matches no reading (the redaction changed it, the call had more
+    arguments) gives None: the card shows it as written."""
+    if seen is None or not seen.args_digest or not isinstance(prompt, str):
+        return None
+    head = f"{_header(seen.name)} — "
+    if not prompt.startswith(head):
+        return None
+    rest = prompt[len(head) :]
+    readings: list[dict[str, str]] = [{key: rest} for key in _PROMPT_KEYS]
+    if rest.endswith(")"):
+        starts = [i for i in range(len(rest) - 1) if rest.startswith(" (", i)][-_MAX_SPLITS:]
+        for start in starts:
+            quoted, reason = rest[:start], rest[start + 2 : -1]
+            readings += [{key: quoted, "description": reason} for key in _PROMPT_KEYS]
+    for args in readings:
+        if digest(args) == seen.args_digest:
+            return ToolCall(name=seen.name, args=args, cwd=cwd)
+    return None
 
 
 def _header(subject: str | None) -> str:

@@ -59,7 +59,8 @@ class ToolMixin(ProgressMixin):
         key = self._tool_key(ev, call_id, name, start=True)
         args = (p.args if p.args is not None else p.args_redacted) if p is not None else None
         call = ToolCall(name=name, args=dict(args or {}), cwd=self._cwd(ev, d.ceiling))
-        kept = ToolCall(name=name, args=_kept_args(call.args), cwd=call.cwd)  # bounded
+        digest = p.args_digest if p is not None else None
+        kept = ToolCall(name=name, args=_kept_args(call.args), cwd=call.cwd, args_digest=digest)
         self._keep_call(ev, d.ceiling, f"event:{ev.id}", kept)  # a card it causes names it
         self._keep_call(ev, d.ceiling, key, kept)
         d.thread.held = None  # quiet: the reply before this call was not the run's last

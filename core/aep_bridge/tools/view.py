@@ -41,6 +41,9 @@ class ToolCall:
     args: Mapping[str, Any]
     #: the session's working folder, to show paths relative to it
     cwd: str | None = None
+    #: the AEP `args_digest` of its arguments (AEP-0003 §9.3), when the agent sent one: it
+    #: lets a card check a command read from a prompt against the call it is about
+    args_digest: str | None = None
 
 
 @dataclass(frozen=True)
