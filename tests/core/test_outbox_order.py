@@ -171,3 +171,25 @@ async def test_another_session_s_card_still_overtakes_chatter(
     await drain(outbox)
     await outbox.stop()
     assert adapter.texts() == ["b asks", "a chatter 0", "a chatter 1", "a chatter 2"]
+
+
+async def test_messages_a_channel_gives_a_meaning_of_their_own_are_never_merged(
+    vt: VirtualTime, store: Store
+) -> None:
+    adapter = Recorder(vt, forum=True)
+    outbox = outbox_for(adapter, store)
+    for text in ("1,204 tokens in", "2,410 tokens in"):  # the web page keeps the last usage
+        outbox.submit(message("s", text, type="usage"))
+    for text in ("run failed", "budget exceeded"):
+        outbox.submit(message("s", text, type="error", notify=True))
+    outbox.submit(card("s", "Run make test?"))
+    await outbox.start()
+    await drain(outbox)
+    await outbox.stop()
+    assert adapter.texts() == [
+        "1,204 tokens in",
+        "2,410 tokens in",
+        "run failed",
+        "budget exceeded",
+        "Run make test?",
+    ]

@@ -2,8 +2,9 @@
 ahead of a card are merged into one where the platform's one-message limit allows, so the
 context a person reads above a question costs about one call, not one per line.
 
-Only messages that look alike on every channel merge: `send_message` jobs of one type, with
-the same `metadata` and priority, no `key` (a later edit must still find its own message),
+Only messages that look alike on every channel merge: `send_message` jobs of one type (a
+reply, a thought, a system line or an unkeyed tool line: `MERGING`), with the same
+`metadata` and priority, no `key` (a later edit must still find its own message),
 no attachment, never tried yet, and all with blocks or all without. Their texts are joined by
 a blank line, their blocks concatenated; the merged message notifies if any of them did.
 """
@@ -12,13 +13,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from .. import markup
 from ..text import LengthUnit, measure
 from ..types import OutgoingMessage
 from .jobs import Job, Priority
 from .lanes import Entry
+
+#: the kinds of message that read the same merged: a channel gives a plan, usage, an error, an
+#: attachment or the session's end a look (or a meaning: the web page's usage and state) of
+#: its own, so those are never merged
+MERGING: Final = frozenset({"text", "thought", "system_message", "tool_call", "tool_update"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +52,8 @@ def _message(entry: Entry) -> OutgoingMessage | None:
         return None
     content = entry.args[1]
     if not isinstance(content, OutgoingMessage) or content.key or content.attachment:
+        return None
+    if content.type not in MERGING:
         return None
     return content
 
