@@ -20,8 +20,19 @@ of the topics ask five, three and one questions at once (nine cards, each follow
 "asks permission" heads-up, as the bridge queues them). Each platform call takes `latency` to
 return (0.2 s, and a slow network's 1.5 s, longer than the chat's 1 s slot: a topic's second
 card can only go when its first has returned). "Cards in slots" counts the group's calls from
-the questions to the last card: 9 means the nine cards took the first nine free slots;
-"overtaken" is how many heads-ups or chatter calls went out before the last card.
+the questions to the last card: 12 means the nine cards and the three asking topics' queued
+chatter (merged, one message each, above their cards) took the first twelve free slots;
+"overtaken" is how many heads-ups or other topics' chatter calls went out before the last
+card (an asking topic's own chatter queued before its cards goes first, merged).
+
+A card after its own burst (issue 32): the same flood; 100.5 s in, a lone card in a topic
+with nothing queued (the baseline, in the same run); 100 s later, a topic says four things
+in quick succession and asks ("alike": four replies, which merge into one message); 100 s
+after that, another does with four unlike messages (a thought, a tool call, a reply, a
+plan: each its own message). For each card: the calls that went between its submission and
+it (the free slots it waited more than the lone card), its delay from its submission and
+from the first free slot after it (the group's window decides when that is, so delays at
+different moments differ by it), and whether every message of its burst arrived above it.
 """
 
 from __future__ import annotations
@@ -77,6 +88,7 @@ class Sent:
     text: str
     chat: str
     group: str
+    session: str | None = None
 
 
 class TelegramLike(MemoryChannel):
@@ -98,7 +110,7 @@ class TelegramLike(MemoryChannel):
 
     async def _record(self, session_id: str | None, text: str) -> None:
         chat, group = self.limit_keys(session_id)
-        self.sent.append(Sent(self.clock.now, text, chat, group))
+        self.sent.append(Sent(self.clock.now, text, chat, group, session_id))
         if self.latency:
             await self.clock.sleep(self.latency)
 
@@ -127,6 +139,71 @@ def _card() -> Job:
         id="r1", title=CARD, options=(PermissionOption(id="y", label="Yes", is_allow=True),)
     )
     return Job.permission("topic-3", request)
+
+
+#: the same-session bursts: topic, when (seconds), and its messages' (type, text)
+BURSTS: dict[str, tuple[str, float, list[tuple[str, str]]]] = {
+    "lone card": ("topic-lone", CARD_AT, []),
+    "alike burst (4 replies)": (
+        "topic-alike",
+        CARD_AT + 100,
+        [("text", f"reply {n}: looking at the tests") for n in range(4)],
+    ),
+    "unlike burst (4 kinds)": (
+        "topic-unlike",
+        CARD_AT + 200,
+        [
+            ("thought", "reading the failing test"),
+            ("tool_call", "Bash: pytest -x"),
+            ("text", "the fixture leaks a connection"),
+            ("plan", "1. fix the fixture 2. run the suite"),
+        ],
+    ),
+}
+BURST = "a card after its own burst"
+
+
+async def _burst_run() -> list[Sent]:
+    """The flood, and the `BURSTS` at their times: each topic's messages, then its card."""
+    vt = VirtualTime()
+    adapter = TelegramLike(vt, TELEGRAM)
+    with tempfile.TemporaryDirectory() as state, Store.open(Path(state)) as store:
+        outbox = Outbox(adapter, store, clock=vt.clock, sleep=vt.sleep)
+        for job in _flood():
+            outbox.submit(job)
+        await outbox.start()
+        for name, (topic, at, messages) in BURSTS.items():
+            await vt.sleep(at - vt.now)
+            for kind, text in messages:
+                outbox.submit(Job.message(topic, OutgoingMessage(type=kind, text=text)))
+            request = PermissionRequest(
+                id=topic, title=f"{CARD} {name}", options=(PermissionOption(id="y", label="Y"),)
+            )
+            outbox.submit(Job.permission(topic, request))
+        await outbox.idle()
+        await outbox.stop()
+        return adapter.sent
+
+
+def burst_figures(sent: list[Sent]) -> dict[str, dict[str, Any]]:
+    """For each card of `BURSTS`: the calls before it since its submission, its delay, its
+    delay in free slots more than the lone card's, and whether its burst came above it."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, (_, at, messages) in BURSTS.items():
+        index = next(n for n, s in enumerate(sent) if s.text == f"{CARD} {name}")
+        before = [s for s in sent[:index] if s.at >= at]
+        shown_above = {part for s in sent[:index] for part in s.text.split("\n\n")}
+        free = before[0].at if before else sent[index].at  # the first free slot after `at`
+        out[name] = {
+            "calls_before": len(before),
+            "delay": sent[index].at - at,
+            "after_free": sent[index].at - free,
+            "in_order": all(text in shown_above for _, text in messages),
+        }
+    lone = out["lone card"]
+    for f in out.values():
+        f["slots_more"] = f["calls_before"] - lone["calls_before"]
+    return out
 
 
 def _questions() -> list[Job]:
@@ -168,7 +245,8 @@ async def _outbox_run(
         await card
         await outbox.idle()
         await outbox.stop()
-        assert outbox.stats["sent"] == FLOOD + len(later), outbox.stats
+        stats = outbox.stats  # a card's thread ahead of it may go merged (`coalesced`)
+        assert stats["sent"] + stats["coalesced"] == FLOOD + len(later), stats
         return adapter.sent, time.perf_counter() - started
 
 
@@ -180,7 +258,9 @@ def cards_first(sent: list[Sent]) -> dict[str, Any]:
     return {
         "cards": len(cards),
         "slots": last + 1,
-        "overtaken": sum(1 for s in after[:last] if not s.text.startswith(CARD)),
+        "overtaken": sum(
+            1 for s in after[:last] if not s.text.startswith(CARD) and s.session not in ASKING
+        ),
         "last_card": after[last].at - CARD_AT,
     }
 
@@ -277,6 +357,15 @@ def main() -> dict[str, Any]:
             flush=True,
         )
     results[SEVERAL] = several
+    bursts = results[BURST] = burst_figures(asyncio.run(_burst_run()))
+    for name, f in bursts.items():
+        print(
+            f"{name:<24} calls before the card {f['calls_before']} ({f['slots_more']:+d} "
+            f"slots against the lone card), card after {f['delay']:.1f} s "
+            f"({f['after_free']:.1f} s after the first free slot), its burst above it: "
+            f"{'yes' if f['in_order'] else 'NO'}",
+            flush=True,
+        )
     return results
 
 
@@ -292,7 +381,7 @@ def section(results: dict[str, Any]) -> list[str]:
         "|---|---|---:|---:|---:|---:|---:|",
     ]
     for scenario, senders in results.items():
-        if scenario == SEVERAL:
+        if scenario in (SEVERAL, BURST):
             continue
         for sender, f in senders.items():
             lines.append(
@@ -312,22 +401,41 @@ def section(results: dict[str, Any]) -> list[str]:
             f"{f['slots']} (of {f['cards']} cards) | {f['overtaken']} | "
             f"{f['last_card']:.1f} s | {f['violations']} |"
         )
+    bursts = results[BURST]
+    lines += [
+        "",
+        f"| {BURST} | calls between its submission and the card | slots more than the lone "
+        "card | card after | after the first free slot | its burst above the card |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for name, f in bursts.items():
+        lines.append(
+            f"| {name} | {f['calls_before']} | {f['slots_more']:+d} | {f['delay']:.1f} s | "
+            f"{f['after_free']:.1f} s | {'yes' if f['in_order'] else 'NO'} |"
+        )
     ours = results[next(iter(SCENARIOS))]["aep-bridge outbox"]
     cards_ok = all(f["overtaken"] == 0 and f["violations"] == 0 for f in several.values())
-    ok = ours["violations"] == 0 and ours["rate_used"] >= 0.95 and ours["card_slot"] == 1
+    # the card in the first free slot but for its topic's queued chatter, merged, before it
+    ok = ours["violations"] == 0 and ours["rate_used"] >= 0.95 and ours["card_slot"] <= 2
+    burst_ok = all(f["in_order"] for f in bursts.values()) and (
+        bursts["alike burst (4 replies)"]["slots_more"] <= 1
+    )
     walls = ", ".join(
         f"{senders['aep-bridge outbox']['wall']:.1f} s"
         for scenario, senders in results.items()
-        if scenario != SEVERAL
+        if scenario not in (SEVERAL, BURST)
     )
     lines += [
         "",
         f"Goals (forum supergroup): zero limit violations, at least 95% of the allowed rate, "
-        f"the card in the first free slot: {'met' if ok else 'NOT met'} "
+        f"the card within one free slot of the first, after its topic's queued messages: "
+        f"{'met' if ok else 'NOT met'} "
         f"({ours['violations']} violations, {ours['rate_used']:.1%} of 20/min, slot "
         f"{ours['card_slot']}). Several cards at once: every card before any heads-up or "
-        f"chatter: {'met' if cards_ok else 'NOT met'}. Real time for the simulated outbox "
-        f"runs: {walls}.",
+        f"other topic's chatter: {'met' if cards_ok else 'NOT met'}. A card after its own "
+        f"burst: the burst above it, and alike messages costing at most one slot more than "
+        f"a lone card: {'met' if burst_ok else 'NOT met'}. Real time for the simulated "
+        f"outbox runs: {walls}.",
         "",
     ]
     return lines

@@ -407,7 +407,9 @@ async def test_a_card_answered_before_it_went_out_lands_where_it_happened(tmp_pa
         assert heads_ups(alpha) == []  # answered before it rang
 
 
-async def test_an_open_card_still_goes_before_the_chatter_queued_ahead_of_it(tmp_path):
+async def test_an_open_card_goes_below_what_its_session_said_before_it(tmp_path):
+    """Issue 32: the card no longer jumps its own thread's queue (on a paced channel, two of
+    four earlier messages landed below it); they go first, merged where they fit."""
     channels = {"alpha": {"type": "paced", "approvers": ["alice"]}}
     async with Rig(tmp_path, channels=channels, host=memory_host(_Paced())) as rig:
         agent = rig.agent()
@@ -422,7 +424,9 @@ async def test_an_open_card_still_goes_before_the_chatter_queued_ahead_of_it(tmp
         await rig.settle()
         texts = rig.thread_texts("alpha")
         card = next(i for i, t in enumerate(texts) if "make test" in t)
-        assert not any(t.startswith("step 2") for t in texts[:card])  # it jumped the queue
+        for n in range(3):
+            assert any(f"step {n}" in t for t in texts[:card]), (n, texts)
+        assert not any("step" in t for t in texts[card + 1 :]), texts
         assert PacedChannel.name == "paced"
 
 

@@ -151,12 +151,14 @@ async def test_a_new_session_that_asks_gets_its_thread_and_card_in_the_next_free
 ) -> None:
     calls, asked, session = await _flooded_forum(tmp_path, new_session_asks=True)
     after = [c for c in calls if c.at >= asked]
-    # the question lends its thread its rank: the thread, then the card, ahead of the flood
-    assert [(c.op, c.session_id) for c in after[:2]] == [
+    # the question lends its thread its rank: the thread, what the session said before it
+    # asked (its start), then the card, all ahead of the flood
+    assert [(c.op, c.session_id) for c in after[:3]] == [
         ("create_session_thread", session),
+        ("send_message", session),
         ("send_permission_request", session),
-    ], after[:3]
-    assert sum(1 for c in calls if c.op == "create_session_thread" and c.at > after[1].at) > 0
+    ], after[:4]
+    assert sum(1 for c in calls if c.op == "create_session_thread" and c.at > after[2].at) > 0
 
 
 # -- item 19: no shedding by lag ----------------------------------------------------------

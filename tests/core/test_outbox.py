@@ -9,6 +9,7 @@ under a second and every call's time is exact.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import itertools
 import json
@@ -402,14 +403,14 @@ async def test_an_idle_outbox_keeps_nothing_of_the_droppable_chatter_it_sent(
     await outbox.stop()
 
 
-async def test_a_card_behind_1000_chatter_messages_goes_in_the_next_free_slot(
+async def test_a_card_behind_1000_chatter_messages_goes_after_its_own_thread_s_only(
     vt: VirtualTime, store: Store
 ) -> None:
     adapter = Recorder(vt, forum=True)
     outbox = outbox_for(adapter, store)
     for n in range(1000):
         outbox.submit(message(f"s{n % 10}", f"chatter {n}"))
-    outbox.submit(card("s3", "first card"))  # before anything went out: the very first slot
+    outbox.submit(card("s3", "first card"))  # before anything went out
     vt.at(100.5, lambda: outbox.submit(card("s7", "second card")))  # mid-backlog
     await outbox.start()
     await asyncio.wait_for(
@@ -417,11 +418,21 @@ async def test_a_card_behind_1000_chatter_messages_goes_in_the_next_free_slot(
     )
     await outbox.stop(flush_timeout=0)
 
-    assert adapter.calls[0].text == "first card"
-    # 20 a minute, one a second: slots at 0..19, 60..79, 120..; at 100.5 the next is 120
+    # the first card's own thread first (what led to it, merged into as few messages as
+    # fit: 100 lines, 3 messages of at most 500 characters), nothing of another session
+    texts = [c.text for c in adapter.calls]
+    first = texts.index("first card")
+    assert first <= 3
+    assert "\n\n".join(texts[:first]) == "\n\n".join(f"chatter {n}" for n in range(3, 1000, 10))
+    # the second, mid-backlog: s7's thread up to it, then it, in the next free slots (the
+    # group's minute is used up until 120): no other session's chatter between
     second = next(c for c in adapter.calls if c.text == "second card")
-    assert second.at == 120.0
-    assert not [c for c in adapter.calls if 100.5 <= c.at < second.at]
+    between = [c for c in adapter.calls if 100.5 <= c.at < second.at]
+    assert {c.session for c in between} <= {"s7"}
+    assert len(between) <= 3
+    assert second.at <= 123.0
+    s7 = "\n\n".join(c.text for c in adapter.calls if c.session == "s7" and c is not second)
+    assert s7 == "\n\n".join(f"chatter {n}" for n in range(7, 1000, 10))
     assert busiest(adapter.attempts, lambda c: c.group, 60) <= 20
 
 
@@ -532,7 +543,7 @@ async def test_equal_priority_keeps_submit_order_per_thread_through_failures(
     assert outbox.stats["rate_limited"] > 0
 
 
-async def test_a_question_overtakes_chatter_and_the_thread_keeps_its_order(
+async def test_a_card_comes_after_its_thread_s_earlier_messages_a_heads_up_overtakes(
     vt: VirtualTime, store: Store
 ) -> None:
     adapter = Recorder(vt)
@@ -548,12 +559,12 @@ async def test_a_question_overtakes_chatter_and_the_thread_keeps_its_order(
     )
     await outbox.start()
     await drain(outbox)
-    assert adapter.texts() == [
-        "Run make test?",
-        "waiting for you",
-        *(f"thought {n}" for n in range(5)),
+    assert adapter.texts("g/s") == [
+        "\n\n".join(f"thought {n}" for n in range(5)),  # in one message: it was all queued
         "All tests pass.",  # final, but after what came before it in the thread
+        "Run make test?",  # and the card after everything its session did before it
     ]
+    assert [c.text for c in adapter.calls if c.session is None] == ["waiting for you"]
 
 
 # -- splitting -------------------------------------------------------------------------
@@ -834,7 +845,7 @@ def test_any_mix_of_messages_failures_and_restarts_arrives_in_order_within_the_l
     every thread shows its messages in the order they were submitted, each edited card its
     latest text, every card and heads-up arrived, no declared limit was exceeded across the
     restarts, and the table is empty. A message shows twice only when its call was cut off
-    by a stop between the two."""
+    by a stop between the two. No card shows above a message its session sent before it."""
     asyncio.run(asyncio.wait_for(_play(script), HANG))
 
 
@@ -848,6 +859,7 @@ async def _play(script: list[tuple[Any, ...]]) -> None:
     said: dict[str, list[str]] = {s: [] for s in SCRIPT_SESSIONS}
     edits: dict[tuple[str, str], list[str]] = {}
     cards: list[str] = []
+    context: dict[str, list[str]] = {}  # by card: its session's messages submitted before it
     heads_ups: list[str] = []
 
     class Hanging(Recorder):
@@ -884,6 +896,7 @@ async def _play(script: list[tuple[Any, ...]]) -> None:
                     outbox.submit(message(session, text, key=key))
                 case ("ask", session):
                     cards.append(f"card {n}")
+                    context[f"card {n}"] = list(said[session])
                     outbox.submit(card(session, f"card {n}"))
                 case ("tell", session):
                     heads_ups.append(f"heads-up {n}")
@@ -915,7 +928,13 @@ async def _play(script: list[tuple[Any, ...]]) -> None:
         store.close()
 
     attempts = [c for r in recorders for c in r.attempts]
-    calls = [c for r in recorders for c in r.calls]
+    # a card's thread ahead of it may arrive merged into one message: its lines, each
+    calls = [
+        dataclasses.replace(c, text=part)
+        for r in recorders
+        for c in r.calls
+        for part in (c.text.split("\n\n") if c.op == "send_message" else [c.text])
+    ]
     assert left == 0
     for session, texts in said.items():
         shown = [c for c in calls if c.session == session and c.text in texts]
@@ -930,6 +949,12 @@ async def _play(script: list[tuple[Any, ...]]) -> None:
         order = [versions.index(text) for text in sent]
         assert order == sorted(order), (sent, versions)  # never an older text after a newer
     assert {c.text for c in calls if c.op == "send_permission_request"} == set(cards)
+    first_at = {}  # each text's first call: calls are in the order the platform saw them
+    for index, call in enumerate(calls):
+        first_at.setdefault(call.text, index)
+    for title, before in context.items():  # no card above what its session did before it
+        late = [text for text in before if first_at[text] > first_at[title]]
+        assert not late, (title, late)
     assert {c.text for c in calls if c.op == "send_notification"} == set(heads_ups)
     for limit, key in (
         (TELEGRAM.per_chat, lambda c: c.chat),

@@ -19,7 +19,8 @@ What it guarantees, and why:
   queued, persisted or counted, so nothing waits for a slot it would have taken. Where a
   platform counts edits apart from posts (`edit_rate_limits`: Slack's `chat.update`, Tier 3),
   an edit counts against those limits and a post against the others, not both in one window.
-- **Questions before chatter.** The next call is the highest-priority one that may run now.
+- **Questions before chatter.** The next call is the highest-priority one that may run now
+  (lanes holding a card: the one whose first card was asked first).
   A waiting higher-priority call also reserves its share of the buckets it needs, so chatter
   in a free chat cannot take the last group slot a question is about to use. Every card
   still queued is owed a slot, not only the head of each lane: cards waiting behind a card
@@ -27,8 +28,17 @@ What it guarantees, and why:
   stop the channel) or in several sessions keep theirs, and no lower-priority call goes if
   it would make any of them wait longer.
 - **Order per thread.** What a session's thread shows goes out in submit order, whatever its
-  priority among other sessions; only its cards (and their updates) and its notifications
-  overtake it. A call that waits for a retry holds back the calls behind it.
+  priority among other sessions, its cards included: a card never goes before (nor while)
+  a message its session submitted before it, so a person reads what led to a question
+  above it. It does not wait at their rank either: a card lifts its thread's messages
+  queued ahead of it to its own rank (a lane ranks by its most urgent entry), so they and
+  the card go before any other session's chatter, and the slots they need are owed to
+  them as to the card; and the plain messages among them that look alike (one type and
+  metadata, no key, no attachment) are merged into one message where the platform's
+  one-message limit allows (`merge`, persisted with the card), so that context costs about
+  one call. Only a card's updates and the session's notifications overtake its thread.
+  A call that waits for a retry holds back the calls behind it. A restart keeps this
+  order: rows are read back in submit order into the same lanes.
 - **Latest text wins.** A job with a `coalesce` key replaces an unsent job with the same key
   (in the same session) in its place, so a burst of edits to one card costs one call.
 - **No late heads-up.** An unsent keyed job can be taken back (`withdraw`), its row deleted
@@ -71,7 +81,8 @@ carry what the platform was meant to see, and logs are not the platform.
 
 The modules: `jobs` (what is queued and how it fits the platform), `limiter` (the declared
 limits and their persistence), `journal` (the persisted rows), `lanes` (the queue) and
-`scheduler` (the `Outbox`: lanes, dispatch, settle). Markdown splitting is `aep_bridge.text`'s.
+`merge` (a card's context in as few calls as fit), `scheduler` (the `Outbox`: lanes,
+dispatch, settle). Markdown splitting is `aep_bridge.text`'s.
 """
 
 from __future__ import annotations

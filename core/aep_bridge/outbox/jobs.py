@@ -161,9 +161,10 @@ class Job:
     def permission(
         cls, session_id: str, request: PermissionRequest, *, priority: Priority = Priority.QUESTION
     ) -> Job:
-        """A question card: ahead of its thread's chatter while it is open; a card whose
+        """A question card: in its thread's order, after what its session did before it,
+        which it takes ahead of other sessions' chatter while it is open; a card whose
         question closed before it went out is taken back (`withdraw`, key `card_key`) and
-        sent again in the thread's order (`Priority.FINAL`), where it happened."""
+        sent again at thread rank (`Priority.FINAL`), where it happened."""
         text = f'{{"request":{request.model_dump_json()}}}'
         return cls(
             "send_permission_request",

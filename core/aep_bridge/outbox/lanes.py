@@ -15,6 +15,8 @@ from .limiter import Limiter
 
 LaneKey = tuple[str | None, str, bool]
 _PRIORITIES: Final = tuple(Priority)
+#: entries `Lane.urgent` counts at most
+_URGENT_SCAN: Final = 256
 #: the kind of lane of each priority (a module constant: `lane_key` runs for every job)
 _KINDS: Final = {
     Priority.QUESTION: "question",
@@ -24,16 +26,22 @@ _KINDS: Final = {
 }
 
 
-def lane_key(session_id: str | None, priority: Priority, *, call: bool) -> LaneKey:
+def lane_key(
+    session_id: str | None, priority: Priority, *, call: bool, op: str | None = None
+) -> LaneKey:
     """Which FIFO a call waits in.
 
-    A session's cards (and their updates) and its notifications each have a lane, so they
-    overtake its chatter; everything else shown in its thread shares one lane, so the thread
-    reads in the order things happened (a final answer never appears above the tool calls
-    that came before it). Priority still decides between lanes. A `call` has a lane of its
-    own: the call that creates a thread must not wait behind the jobs held for that thread.
+    Everything shown in a session's thread shares one lane, so the thread reads in the order
+    things happened (a final answer never appears above the tool calls that came before it),
+    its cards included: a card is sent after everything its session did before it, and a lane
+    ranks by its most urgent entry (`Lane.best`), so a card lifts the chatter queued ahead of
+    it to its own rank instead of overtaking it. A card's updates and the session's
+    notifications each have a lane, so they overtake its chatter. Priority decides between
+    lanes. A `call` has a lane of its own: the call that creates a thread must not wait
+    behind the jobs held for that thread.
     """
-    return (session_id, _KINDS[priority], call)
+    kind = "thread" if op == "send_permission_request" else _KINDS[priority]
+    return (session_id, kind, call)
 
 
 @dataclass(eq=False, slots=True)
@@ -60,7 +68,9 @@ class Entry:
     lane: LaneKey = field(init=False)
 
     def __post_init__(self) -> None:
-        self.lane = lane_key(self.session_id, self.priority, call=self.future is not None)
+        self.lane = lane_key(
+            self.session_id, self.priority, call=self.future is not None, op=self.op
+        )
 
     @property
     def droppable(self) -> bool:
@@ -80,7 +90,8 @@ class Entry:
 
 @dataclass(eq=False, slots=True)
 class Lane:
-    """The jobs of one session at one priority, in order; `busy` while its head is out."""
+    """The jobs of one session of one kind (`lane_key`), in order; `busy` while its head is
+    out."""
 
     queue: deque[Entry] = field(default_factory=deque)
     busy: bool = False
@@ -89,11 +100,48 @@ class Lane:
     counts: list[int] = field(default_factory=lambda: [0] * len(_PRIORITIES))
     #: when it last sent (0: never): lanes of equal rank take turns, the longest-waiting first
     turn: int = 0
+    #: its first card queued, as last looked up (`rank`): cards are appended, so it stays the
+    #: first until it is sent or taken back
+    asked: Entry | None = None
 
     def head(self) -> Entry | None:
         while self.queue and self.queue[0].dead:
             self.queue.popleft()
         return self.queue[0] if self.queue else None
+
+    def urgent(self) -> int:
+        """The calls this lane must make for its questions: up to and including its last
+        card, as a card waits for the thread's messages queued ahead of it (`_URGENT_SCAN` at
+        most: no limiter's window holds more, so more cannot change what is owed)."""
+        cards = self.counts[0]
+        if not cards:
+            return 0
+        calls = 0
+        for entry in self.queue:
+            if entry.dead:
+                continue
+            calls += 1
+            if entry.priority is Priority.QUESTION:
+                cards -= 1
+                if not cards:
+                    break
+            if calls >= _URGENT_SCAN:
+                break
+        return calls
+
+    def rank(self) -> tuple[Priority, int]:
+        """Its place among the lanes: by `best`, then by `turn`; but lanes holding a card go
+        in the order their first card was asked (its submit order): the card asked first,
+        and what led to it, goes out first instead of taking turns with another's."""
+        best = self.best()
+        if best is not Priority.QUESTION:
+            return best, self.turn
+        asked = self.asked
+        if asked is None or asked.dead or asked.priority is not Priority.QUESTION:
+            asked = self.asked = next(
+                (e for e in self.queue if not e.dead and e.priority is Priority.QUESTION), None
+            )
+        return best, (self.turn if asked is None else asked.seq)
 
     def best(self) -> Priority:
         counts = self.counts

@@ -17,6 +17,7 @@ from ..store import Store
 from .jobs import Job, Priority
 from .journal import Journal
 from .lanes import Entry, Lane, LaneKey, lane_key
+from .merge import Merge
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +94,8 @@ class Queue:
         """Counters since this outbox was made.
 
         `sent`: adapter calls that returned; `split`: messages split into several;
-        `coalesced`: jobs replaced by a later one with the same key; `dropped`: droppable jobs
+        `coalesced`: jobs replaced by a later one with the same key, or merged into the
+        message before them ahead of a card (`merge`); `dropped`: droppable jobs
         shed over `max_backlog`; `rate_limited`: `RateLimited` answers; `retried`: retries
         scheduled after any failure; `failed`: jobs given up on (an adapter bug that persisted
         past `max_attempts`, an unreadable row, or a `call` that raised); `declined`: jobs
@@ -151,7 +153,7 @@ class Queue:
         if not lane.busy and (before is None or entry.priority < before):
             head = lane.head()
             assert head is not None
-            heapq.heappush(self._ready, (lane.best(), lane.turn, head.seq, key))
+            heapq.heappush(self._ready, (*lane.rank(), head.seq, key))
         self._queued += 1
         if (coalesce := entry.coalesce_key) is not None:
             self._coalescing[coalesce] = entry
@@ -252,7 +254,7 @@ class Queue:
         if head is None:
             del self._lanes[key]
             return
-        heapq.heappush(self._ready, (lane.best(), lane.turn, head.seq, key))
+        heapq.heappush(self._ready, (*lane.rank(), head.seq, key))
 
     def _uncount(self, entry: Entry) -> None:
         lane = self._lanes.get(entry.lane)
@@ -264,11 +266,7 @@ class Queue:
         key = None if job.coalesce is None else (job.session_id, job.coalesce)
         target = self._coalescing.get(key) if key is not None else None
         group = self._store.group
-        if (
-            target is not None
-            and target.row is not None
-            and target.lane == lane_key(job.session_id, job.priority, call=False)
-        ):
+        if target is not None and target.row is not None and _in_place(target, job):
             self._journal.replace(target.row, job)
 
             def merge() -> None:
@@ -293,6 +291,26 @@ class Queue:
             self._add(entry)
 
         return add
+
+    def _merge(self, merges: list[Merge]) -> Callable[[], None]:
+        """Write `merges` (in the caller's transaction, with the card they go ahead of);
+        return what to do in memory once that committed. Each merged message takes the row
+        of the first of its messages, so a restart reads it back in the same place."""
+        for merge in merges:
+            assert merge.into.row is not None
+            self._journal.replace(merge.into.row, merge.job)
+            self._journal.delete([entry.row for entry in merge.gone])
+        group = self._store.group
+
+        def apply() -> None:
+            for merge in merges:
+                merge.into.job, merge.into.args = merge.job, merge.args
+                merge.into.group = group
+                for entry in merge.gone:
+                    self._kill(entry)
+                self._stats["coalesced"] += len(merge.gone)
+
+        return apply
 
     def _load(self) -> None:
         """Rebuild the queue from the table, in row order (which is submit order)."""
@@ -336,7 +354,7 @@ class Queue:
         key = None if job.coalesce is None else (job.session_id, job.coalesce)
         target = self._coalescing.get(key) if key is not None else None
         if target is not None and target.row is not None:
-            if target.lane == lane_key(job.session_id, job.priority, call=False):
+            if _in_place(target, job):
                 self._journal.table.merge(target.row, row, job.droppable)
                 target.job, target.args = job, args
                 self._stats["coalesced"] += 1
@@ -345,3 +363,13 @@ class Queue:
             self._kill(target)
             self._stats["coalesced"] += 1
         self._add(Entry(job.op, job.session_id, job.priority, args, next(self._seq), row, job))
+
+
+def _in_place(target: Entry, job: Job) -> bool:
+    """Whether `job` takes the place of the queued `target` with its key (the same lane),
+    rather than replacing it at the end of its own lane. A card goes where it is submitted
+    unless it is as urgent as the one it replaces (a card of a closed question goes again
+    at thread rank, not in the open question's place)."""
+    if target.lane != lane_key(job.session_id, job.priority, call=False, op=job.op):
+        return False
+    return job.op != "send_permission_request" or target.priority == job.priority

@@ -26,6 +26,7 @@ from .jobs import Job, Priority, arguments, fit
 from .journal import Journal
 from .lanes import Entry, Lane, LaneKey
 from .limiter import Limiter, Limits, owe, spare
+from .merge import plan
 from .queue import HIGH_WATER, LOW_WATER, Queue
 
 log = logging.getLogger(__name__)
@@ -144,8 +145,14 @@ class Outbox(Queue):
         if split:
             self._stats["split"] += 1
         parsed = [(piece, arguments(piece)) for piece in jobs]
+        merges = []
+        lane = self._lanes.get((job.session_id, "thread", False))
+        if lane is not None and job.op == "send_permission_request" and job.priority == 0:
+            # what the card's thread says before it goes first: in as few calls as fit
+            merges = plan(lane.queue, self._max_length, self._unit, self._adapter.measure)
         with self._store.transaction(savepoint=False):
-            actions = [self._persist(piece, args) for piece, args in parsed]
+            actions = [self._merge(merges)] if merges else []
+            actions += [self._persist(piece, args) for piece, args in parsed]
         for action in actions:
             action()
         if job.session_id in self._held:  # what waits for the thread lends the call its rank
@@ -355,9 +362,10 @@ class Outbox(Queue):
         candidate before it, still waiting (for its chat, a pause or a retry), needs when it
         becomes ready. Candidates looked at and left are pushed back.
 
-        Cards first: every card still queued (a waiting lane head, or one behind a card in
-        flight, which goes as soon as that call returns) is owed its slot on each limiter it
-        needs; a lower-priority call goes only if it delays none of them (`Limiter.delays`).
+        Cards first: every card still queued (a waiting lane head, or one behind a call in
+        flight, which goes as soon as that call returns), and each message of its thread
+        queued ahead of it, is owed its slot on each limiter it needs; a lower-priority call
+        goes only if it delays none of them (`Limiter.delays`).
         """
         ready = self._ready
         kept: list[tuple[Priority, int, int, LaneKey]] = []
@@ -375,8 +383,8 @@ class Outbox(Queue):
             if head is None:
                 del self._lanes[key]
                 continue
-            if (lane.best(), lane.turn, head.seq) != item[:3]:  # moved on since: re-rank it
-                heapq.heappush(ready, (lane.best(), lane.turn, head.seq, key))
+            if (*lane.rank(), head.seq) != item[:3]:  # moved on since: re-rank it
+                heapq.heappush(ready, (*lane.rank(), head.seq, key))
                 continue
             looked.add(key)
             if self._waits_for_another(head):
@@ -387,7 +395,8 @@ class Outbox(Queue):
                 continue  # its thread is still being created: back on `release`
             limiters, chat, paused = self._gates(head)
             at = max(head.not_before, paused, *(lim.free_at(now) for lim in limiters))
-            card = head.priority is Priority.QUESTION
+            # a card's lane: its card, or the thread's messages queued ahead of its card
+            card = lane.best() is Priority.QUESTION
             if at <= now:
                 if all(spare(lim, now, reserved.get(lim)) for lim in limiters) and (
                     card or not any(lim.delays(now, owed[lim]) for lim in limiters if lim in owed)
@@ -397,14 +406,14 @@ class Outbox(Queue):
                     break
                 kept.append(item)
                 if card:
-                    owe(owed, limiters, now, lane.counts[Priority.QUESTION])
+                    owe(owed, limiters, now, lane.urgent())
                 continue  # it runs once the candidate holding its slot has gone
             kept.append(item)
             wake = at if wake is None else min(wake, at)
             for limiter in limiters:
                 reserved[limiter] = min(reserved.get(limiter, math.inf), at)
-            if card:  # it and the cards queued behind it
-                owe(owed, limiters, at, lane.counts[Priority.QUESTION])
+            if card:  # it and the calls its lane makes up to its last card
+                owe(owed, limiters, at, lane.urgent())
         for item in kept:
             heapq.heappush(ready, item)
         return chosen, (None if chosen is not None else wake)
@@ -432,8 +441,9 @@ class Outbox(Queue):
         return False
 
     def _owed(self, now: float) -> tuple[dict[Limiter, list[float]], float | None]:
-        """The slots owed to the cards queued behind a card in flight: each wants one on
-        every limiter of its lane as soon as the call ahead of it returns (for `OWED_WHILE`
+        """The slots owed to the cards queued behind a call in flight (and to the messages
+        of their thread queued ahead of them): each wants one on every limiter of its lane
+        as soon as the call ahead of it returns (for `OWED_WHILE`
         at most). Also when the first of these debts lapses (None: none will)."""
         owed: dict[Limiter, list[float]] = {}
         lapses: float | None = None
@@ -442,9 +452,8 @@ class Outbox(Queue):
             if lane is None or not lane.queue:
                 continue
             flying = lane.queue[0]
-            behind = lane.counts[Priority.QUESTION] - int(
-                flying.priority is Priority.QUESTION and flying.in_flight and not flying.dead
-            )
+            urgent = lane.urgent()  # the flying call is the first of them, if any
+            behind = urgent - int(urgent > 0 and flying.in_flight and not flying.dead)
             until = flying.sent_at + OWED_WHILE
             if behind <= 0 or not flying.limiters or until <= now:
                 continue

@@ -683,6 +683,53 @@ class ChannelConformance:
                 await vt.close()
                 store.close()
 
+    async def test_a_card_comes_after_what_its_session_did_before_it(
+        self, harness: Harness
+    ) -> None:
+        """A session's burst (it starts, the agent says a few things and runs a tool, then
+        asks) goes through the core's outbox at the channel's declared limits; the thread, as
+        the platform shows it, reads the burst and then the card below it, never the card
+        above what led to it. (Issue 32.)"""
+        from ..outbox import Job, Outbox
+        from ..simtime import VirtualTime
+        from ..store import Store
+
+        h = harness
+        thread = await self._thread(h)
+        burst = [
+            OutgoingMessage(type="system_message", text="claude-code started: fix the tests"),
+            OutgoingMessage(type="thought", text="Reading the failing test first."),
+            sample_message("tool_call"),
+            OutgoingMessage(type="text", text="The fixture leaks; running the suite again."),
+        ]
+        request = _request("cB3q", [("o1", "Allow"), ("o2", "Deny")])
+        vt, store = VirtualTime(), Store.memory()
+        outbox = Outbox(h.adapter, store, clock=vt.clock, sleep=vt.sleep)
+        await outbox.start()
+        try:
+            for message in burst:  # in quick succession, while the outbox is running
+                outbox.submit(Job.message(SESSION, message))
+            outbox.submit(Job.permission(SESSION, request))
+            await asyncio.wait_for(outbox.idle(), h.timeout)
+        finally:
+            await outbox.stop(0)
+            await vt.close()
+            store.close()
+        shown = await h.probe.messages(thread if h.adapter.capabilities.threads else None)
+        texts = [_visible(f"{m.title}\n{m.text}") for m in shown]
+        card = next((i for i, m in enumerate(shown) if request.title in m.text or m.buttons), None)
+        assert card is not None, "the permission card did not appear on the platform"
+        places = {
+            message.text: next(
+                (i for i, t in enumerate(texts) if _visible(message.text) in t), None
+            )
+            for message in burst
+        }
+        if all(place is None for place in places.values()):
+            pytest.skip("this channel shows none of a session's messages")
+        above = [text for text, place in places.items() if place is not None and place > card]
+        assert not above, f"the card came before what led to it: {above}"
+
     async def test_stop_is_idempotent(self, harness: Harness) -> None:
         await harness.adapter.stop()
         await harness.adapter.stop()

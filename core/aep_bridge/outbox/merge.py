@@ -1,0 +1,117 @@
+"""What a card's thread says before it, in as few calls as fit: the plain messages queued
+ahead of a card are merged into one where the platform's one-message limit allows, so the
+context a person reads above a question costs about one call, not one per line.
+
+Only messages that look alike on every channel merge: `send_message` jobs of one type (a
+reply, a thought, a system line or an unkeyed tool line: `MERGING`), with the same
+`metadata` and priority, no `key` (a later edit must still find its own message),
+no attachment, never tried yet, and all with blocks or all without. Their texts are joined by
+a blank line, their blocks concatenated; the merged message notifies if any of them did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from .. import markup
+from ..text import LengthUnit, measure
+from ..types import OutgoingMessage
+from .jobs import Job, Priority
+from .lanes import Entry
+
+#: the kinds of message that read the same merged: a channel gives a plan, usage, an error, an
+#: attachment or the session's end a look (or a meaning: the web page's usage and state) of
+#: its own, so those are never merged
+MERGING: Final = frozenset({"text", "thought", "system_message", "tool_call", "tool_update"})
+
+
+@dataclass(frozen=True, slots=True)
+class Merge:
+    """`into` becomes `job` (its call's arguments `args`); `gone` are merged into it."""
+
+    into: Entry
+    gone: tuple[Entry, ...]
+    job: Job
+    args: tuple[Any, ...]
+
+
+def _message(entry: Entry) -> OutgoingMessage | None:
+    """The message of a job that may merge, else None."""
+    if (
+        entry.op != "send_message"
+        or entry.dead
+        or entry.in_flight
+        or entry.attempts
+        or entry.job is None
+        or entry.job.coalesce is not None
+        or entry.priority is Priority.QUESTION
+        or len(entry.args) != 2
+    ):
+        return None
+    content = entry.args[1]
+    if not isinstance(content, OutgoingMessage) or content.key or content.attachment:
+        return None
+    if content.type not in MERGING:
+        return None
+    return content
+
+
+def _alike(a: OutgoingMessage, b: OutgoingMessage) -> bool:
+    return a.type == b.type and a.metadata == b.metadata and bool(a.blocks) == bool(b.blocks)
+
+
+def _joined(messages: list[OutgoingMessage]) -> OutgoingMessage:
+    first = messages[0]
+    blocks: markup.Blocks = tuple(b for m in messages for b in m.blocks)
+    return first.model_copy(
+        update={
+            "text": "\n\n".join(m.text for m in messages),
+            "blocks": blocks,
+            "notify": any(m.notify for m in messages),
+        }
+    )
+
+
+def plan(
+    entries: Iterable[Entry], limit: int, unit: LengthUnit, size: markup.Measure
+) -> list[Merge]:
+    """The merges of consecutive alike messages among `entries` (a lane's, in order), each
+    one message within `limit` as the platform measures it."""
+    merges: list[Merge] = []
+    run: list[tuple[Entry, OutgoingMessage]] = []
+    length = 0  # the run's text joined, in `unit` (a blank line counts 2 in every unit)
+
+    def close() -> None:
+        if len(run) > 1:
+            head = run[0][0]
+            assert head.session_id is not None
+            content = _joined([m for _, m in run])
+            droppable = all(e.droppable for e, _ in run)
+            job = Job.message(head.session_id, content, priority=head.priority, droppable=droppable)
+            merges.append(
+                Merge(head, tuple(e for e, _ in run[1:]), job, (head.session_id, content))
+            )
+        run.clear()
+
+    for entry in entries:
+        if entry.dead:
+            continue
+        message = _message(entry)
+        if message is None:
+            close()
+            continue
+        own = 0 if message.blocks else measure(message.text, unit)
+        if run:
+            head, first = run[0]
+            if message.blocks:
+                fits = size((*(b for _, m in run for b in m.blocks), *message.blocks)) <= limit
+            else:
+                fits = length + 2 + own <= limit
+            if not (_alike(first, message) and entry.priority is head.priority and fits):
+                close()
+        length = own if not run else length + 2 + own
+        run.append((entry, message))
+    close()
+    return merges

@@ -1,0 +1,195 @@
+"""Order per thread around a card (issue 32): a card comes after everything its session did
+before it, and still ahead of every other session's chatter; across a restart too, and
+never while an earlier message of its thread is still in flight.
+
+On Telegram's limits in one forum group (every session counts against one chat and one
+group), on simulated time (`VirtualTime`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from aep_bridge.store import Store
+from tests.core.doubles import VirtualTime
+from tests.core.test_outbox import (
+    HANG,
+    Recorder,
+    _until,
+    card,
+    drain,
+    message,
+    outbox_for,
+    store,
+    vt,
+)
+
+__all__ = ["store", "vt"]  # the fixtures
+
+
+async def test_a_burst_s_messages_reach_the_platform_before_its_card_and_others_after(
+    vt: VirtualTime, store: Store
+) -> None:
+    adapter = Recorder(vt, forum=True)
+    outbox = outbox_for(adapter, store)
+    for n in range(3):  # another session's chatter, submitted first
+        outbox.submit(message("other", f"other {n}"))
+    burst = ["session started", "Reading the tests", "tool: Bash pytest", "Tests fail; fixing"]
+    for text in burst:
+        outbox.submit(message("s", text))
+    outbox.submit(card("s", "Run make test?"))
+    await outbox.start()
+    await drain(outbox)
+    await outbox.stop()
+
+    # the person reads what led to the question above it, in one message (one call), then
+    # the question; the other session's chatter (earlier, but less urgent) goes after it
+    assert adapter.texts() == [
+        "\n\n".join(burst),
+        "Run make test?",
+        "other 0",
+        "other 1",
+        "other 2",
+    ]
+    assert outbox.stats["sent"] == 5
+
+
+async def test_unlike_messages_stay_apart_and_a_keyed_one_can_still_be_edited(
+    vt: VirtualTime, store: Store
+) -> None:
+    adapter = Recorder(vt, forum=True)
+    outbox = outbox_for(adapter, store)
+    outbox.submit(message("s", "Reading the tests", type="thought"))
+    outbox.submit(message("s", "pytest: running", key="tool-1"))
+    outbox.submit(message("s", "Found it."))
+    outbox.submit(message("s", "Fixing the fixture."))
+    outbox.submit(card("s", "Run make test?"))
+    outbox.submit(message("s", "pytest: passed", key="tool-1"))  # the tool call, edited later
+    await outbox.start()
+    await drain(outbox)
+    await outbox.stop()
+    assert adapter.texts() == [
+        "Reading the tests",  # a thought looks unlike a reply on every channel: kept apart
+        "pytest: passed",  # keyed, not merged: its later edit found it (the latest text wins)
+        "Found it.\n\nFixing the fixture.",
+        "Run make test?",
+    ]
+    shown = [stored.text for stored in adapter.messages]  # the platform: edits in place
+    assert "pytest: passed" in shown
+    assert "pytest: running" not in shown
+
+
+async def test_a_merge_too_long_for_one_message_is_not_made(vt: VirtualTime, store: Store) -> None:
+    adapter = Recorder(vt, forum=True, max_length=120)
+    outbox = outbox_for(adapter, store)
+    lines = [f"line {n} " + "x" * 40 for n in range(4)]
+    for text in lines:
+        outbox.submit(message("s", text))
+    outbox.submit(card("s", "Run make test?"))
+    await outbox.start()
+    await drain(outbox)
+    await outbox.stop()
+    assert adapter.texts() == ["\n\n".join(lines[:2]), "\n\n".join(lines[2:]), "Run make test?"]
+    assert all(len(text) <= 120 for text in adapter.texts())
+
+
+async def test_a_burst_merged_before_a_restart_comes_back_in_its_place(
+    vt: VirtualTime, store: Store
+) -> None:
+    first = Recorder(vt, forum=True)
+    before = outbox_for(first, store)  # never started: everything waits in the table
+    before.submit(message("other", "other chatter"))
+    for n in range(4):
+        before.submit(message("s", f"step {n}"))
+    before.submit(card("s", "Run make test?"))
+    del before
+
+    second = Recorder(vt, forum=True)
+    restarted = outbox_for(second, store)
+    await restarted.start()
+    await drain(restarted)
+    await restarted.stop()
+    assert second.texts() == [
+        "\n\n".join(f"step {n}" for n in range(4)),
+        "Run make test?",
+        "other chatter",
+    ]
+
+
+async def test_a_restart_mid_burst_keeps_the_card_below_its_messages(
+    vt: VirtualTime, store: Store
+) -> None:
+    first = Recorder(vt, forum=True)
+    outbox = outbox_for(first, store)
+    outbox.submit(message("other", "other chatter"))
+    burst = [f"step {n}" for n in range(4)]
+    for n, text in enumerate(burst):  # a thought, a reply, ...: not merged
+        outbox.submit(message("s", text, type="thought" if n % 2 else "text"))
+    outbox.submit(card("s", "Run make test?"))
+    await outbox.start()
+    await asyncio.wait_for(_until(lambda: len(first.calls) == 2), HANG)  # one a second
+    await outbox.stop(flush_timeout=0)  # the rest waits in the table
+
+    second = Recorder(vt, forum=True)
+    restarted = outbox_for(second, store)
+    await restarted.start()
+    await drain(restarted)
+    await restarted.stop()
+
+    shown = [c.text for c in first.calls + second.calls]
+    assert shown == [*burst, "Run make test?", "other chatter"]
+
+
+async def test_a_card_waits_for_its_thread_s_message_in_flight(
+    vt: VirtualTime, store: Store
+) -> None:
+    adapter = Recorder(vt, forum=True)
+    release = asyncio.Event()
+    adapter.block = lambda call: release.wait() if call.text == "slow upload" else None
+    outbox = outbox_for(adapter, store)
+    outbox.submit(message("s", "slow upload"))
+    await outbox.start()
+    await asyncio.wait_for(_until(lambda: bool(adapter.attempts)), HANG)
+    outbox.submit(card("s", "Run make test?"))  # while "slow upload" is in flight
+    await vt.sleep(60.0)  # a minute of slots, free for a card
+    assert [c.text for c in adapter.attempts] == ["slow upload"]
+    release.set()
+    await drain(outbox)
+    await outbox.stop()
+    assert adapter.texts() == ["slow upload", "Run make test?"]
+
+
+async def test_another_session_s_card_still_overtakes_chatter(
+    vt: VirtualTime, store: Store
+) -> None:
+    adapter = Recorder(vt, forum=True)
+    outbox = outbox_for(adapter, store)
+    for n in range(3):
+        outbox.submit(message("a", f"a chatter {n}"))
+    outbox.submit(card("b", "b asks"))  # b's thread has nothing before its card
+    await outbox.start()
+    await drain(outbox)
+    await outbox.stop()
+    assert adapter.texts() == ["b asks", "a chatter 0", "a chatter 1", "a chatter 2"]
+
+
+async def test_messages_a_channel_gives_a_meaning_of_their_own_are_never_merged(
+    vt: VirtualTime, store: Store
+) -> None:
+    adapter = Recorder(vt, forum=True)
+    outbox = outbox_for(adapter, store)
+    for text in ("1,204 tokens in", "2,410 tokens in"):  # the web page keeps the last usage
+        outbox.submit(message("s", text, type="usage"))
+    for text in ("run failed", "budget exceeded"):
+        outbox.submit(message("s", text, type="error", notify=True))
+    outbox.submit(card("s", "Run make test?"))
+    await outbox.start()
+    await drain(outbox)
+    await outbox.stop()
+    assert adapter.texts() == [
+        "1,204 tokens in",
+        "2,410 tokens in",
+        "run failed",
+        "budget exceeded",
+        "Run make test?",
+    ]
