@@ -17,16 +17,19 @@ and the agent takes the bridge's `control.attention.respond` as the daemon does
 platform's outbox is idle, each channel is read as a person reads it and measured the same
 way (bench/realistic_measures.py): bubbles, the messages in the session's thread (a topic, a
 thread, Slack's parent and its replies, the page's timeline, the console's lines for the
-session); pings, the messages that ring (sent without silence, in a channel rather than a
-thread, or mentioning someone; the console's `!` heads-ups; the page's cards entering its
-"Waiting for you" queue); raw markdown markers; JSON or internal names (`{"`, an event
-type's name, an id, a python repr, a field name such as `structuredPatch`); the failing
-assertion shown; every edit's change shown; order, what the session sent before the question
-(its replies and tool calls, by words only each shows) that is not above the card in the
-thread as read; and card content, what the card as first shown lacks of: the agent, the
-session's name, the folder relative to home, the whole command in the platform's code format
-(a code span or block; on the console, whole on one line), the reason, each option.
-"""
+session: a line it prints with the further lines of its message indented under it is one
+bubble, since a terminal log cannot edit a stretch of calls into one message and the console
+prints a call once, when it finishes, or its start too when it runs over 3 s or something
+else of the session is printed first); pings, the messages that ring (sent without silence,
+in a channel rather than a thread, or mentioning someone; the console's `!` heads-ups; the
+page's cards entering its "Waiting for you" queue); raw markdown markers; JSON or internal
+names (`{"`, an event type's name, an id, a python repr, a field name such as
+`structuredPatch`); the failing assertion shown; every edit's change shown; order, what the
+session sent before the question (its replies and tool calls, by words only each shows) that
+is not above the card in the thread as read; and card content, what the card as first shown
+lacks of: the agent, the session's name, the folder relative to home, the whole command in
+the platform's code format (a code span or block; on the console, whole on one line), the
+reason, each option. """
 
 from __future__ import annotations
 

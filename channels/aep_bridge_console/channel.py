@@ -5,6 +5,11 @@ agent's escape sequences, control characters and bidi overrides are shown, never
 and a message's further lines are indented two spaces, so no line an agent wrote can pass for
 a line of another session's or of the bridge's log.
 
+A tool call is printed once, when it finishes (its line then says what came of it): its
+start is held back, and printed only when the call runs longer than `LONG_CALL` seconds or
+when something else of its session is printed first (a question the call asks), so the log
+keeps the order things happened in and a call still running is never hidden.
+
 A question is printed with a short id and a code per option (`k3f9 1 = Allow`); typing the
 code presses that button, and typing the short id followed by other words sends those words
 as a free-text answer. A form's card lists its fields, their choices and how to answer each;
@@ -68,6 +73,8 @@ _DRAWS = 20
 #: what starts each further line of a message (an empty one stays empty)
 CONTINUATION = "  "
 _FURTHER_LINE = re.compile(r"(?<=\n)(?=.)")
+#: seconds a tool call's start is held back, waiting for its end (printed instead of both)
+LONG_CALL = 3.0
 
 _MARKS = {
     "text": "",
@@ -125,6 +132,9 @@ class ConsoleChannel(ChannelAdapter[ConsoleConfig]):
         self._names: dict[str, str] = {}
         #: the session each card on screen belongs to, to label what an answer got (display)
         self._card_sessions: dict[str, str] = {}
+        #: per session, the tool calls started and not printed yet: call id -> (label, text,
+        #: the timer that prints it once the call runs long)
+        self._started: dict[str, dict[str, tuple[str, str, asyncio.TimerHandle]]] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -141,6 +151,8 @@ class ConsoleChannel(ChannelAdapter[ConsoleConfig]):
             )
 
     async def stop(self) -> None:
+        for session_id in list(self._started):
+            self._print_started(session_id)
         reader, self._reader = self._reader, None
         if reader is not None:
             reader.cancel()
@@ -174,7 +186,46 @@ class ConsoleChannel(ChannelAdapter[ConsoleConfig]):
 
     async def send_message(self, session_id: str, content: OutgoingMessage) -> None:
         mark = _MARKS.get(content.type, f"{content.type}: ")
-        self._print(await self._name(session_id), f"{mark}{content.text}")
+        label = await self._name(session_id)
+        call = content.metadata.get("call_id")
+        if content.type == "tool_call" and isinstance(call, str) and call:
+            self._hold(session_id, call, label, f"{mark}{content.text}")
+            return
+        started = self._started.get(session_id, {})
+        if content.type == "tool_update" and isinstance(call, str) and call in started:
+            started.pop(call)[2].cancel()  # it finished: its end is printed instead of both
+        self._print_started(session_id)
+        self._print(label, f"{mark}{content.text}")
+
+    def _hold(self, session_id: str, call: str, label: str, text: str) -> None:
+        """Hold a call's start back until it finishes, runs long, or something else of its
+        session is printed."""
+        started = self._started.setdefault(session_id, {})
+        if call in started:
+            started.pop(call)[2].cancel()
+        loop = asyncio.get_running_loop()
+        timer = loop.call_later(LONG_CALL, self._print_long, session_id, call)
+        started[call] = (label, text, timer)
+
+    def _print_long(self, session_id: str, call: str) -> None:
+        """A call still running after `LONG_CALL`: its start is printed (and what was held
+        before it, in order)."""
+        started = self._started.get(session_id, {})
+        if call in started:
+            self._print_started(session_id, upto=call)
+
+    def _print_started(self, session_id: str, upto: str | None = None) -> None:
+        """Print the session's held starts, in the order they came (up to `upto`'s)."""
+        started = self._started.get(session_id)
+        while started:
+            call, (label, text, timer) = next(iter(started.items()))
+            del started[call]
+            timer.cancel()
+            self._print(label, text)
+            if call == upto:
+                break
+        if not started:
+            self._started.pop(session_id, None)
 
     # -- short ids ---------------------------------------------------------------------
     #
@@ -208,6 +259,7 @@ class ConsoleChannel(ChannelAdapter[ConsoleConfig]):
 
     async def send_permission_request(self, session_id: str, request: PermissionRequest) -> None:
         self._card_sessions[request.id] = session_id
+        self._print_started(session_id)  # the call that asks is above its question
         lines = [f"? {request.title}"]
         if request.description:
             lines.append(request.description)
@@ -232,6 +284,7 @@ class ConsoleChannel(ChannelAdapter[ConsoleConfig]):
     async def update_permission_request(
         self, session_id: str, request: PermissionRequest, outcome: PermissionOutcome
     ) -> None:
+        self._print_started(session_id)
         self._print(await self._name(session_id), f"{request.title}: {outcome.summary()}")
         if outcome.closed:
             self._card_sessions.pop(request.id, None)

@@ -366,6 +366,8 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         if op == "send_notification":
             if self.config.notifications_channel_id is None:
                 return None
+            if bool(args) and _finished(args[0]):
+                return "edit"  # the session's parent says it (`send_notification`)
             closing = bool(args) and getattr(args[0], "outcome", None) is not None
             return "edit" if closing else "post"
         if op in _EDITS:
@@ -419,7 +421,14 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
             await self._update_parent(session_id, thread, name, "ended")
 
     async def _update_parent(
-        self, session_id: str, thread: str, name: str, state: str, header: look.Look | None = None
+        self,
+        session_id: str,
+        thread: str,
+        name: str,
+        state: str,
+        header: look.Look | None = None,
+        *,
+        said: str = "",
     ) -> bool:
         """The parent message, with the session's header (kept in the state: a restart or
         a rename keeps showing it). False when the parent is gone."""
@@ -431,7 +440,7 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
             if kept is not None:
                 text, blocks = json.loads(kept)
                 header = look.Look(text, blocks)
-        shown = look.parent_look(name, state, header)
+        shown = look.parent_look(name, state, header, said=said)
         return await self._update(self.config.channel_id, thread, shown)
 
     async def delete_session_thread(self, session_id: str) -> None:
@@ -483,10 +492,14 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
 
     async def send_notification(self, notification: NotificationMessage) -> None:
         """A heads-up in the notifications channel, linking to the card (or the thread).
-        One about a question is remembered, so its closing update edits it."""
+        One about a question is remembered, so its closing update edits it. A run's end is
+        no heads-up: the session's parent, a message in the channel already, says it."""
         where = self.config.notifications_channel_id
         if where is None:
             return  # no heads-ups configured: the cards are in the thread
+        if _finished(notification):
+            await self._parent_finished(notification)
+            return
         if notification.outcome is not None:
             await self._close_heads_up(notification)
             return
@@ -498,6 +511,17 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         sent = await self._post(where, shown)
         if key is not None:
             await state.set(key, json.dumps({"ts": sent, "text": shown.text}))
+
+    async def _parent_finished(self, notification: NotificationMessage) -> None:
+        """The run's end on the session's parent (an edit: the parent rang when it was
+        posted, and a second message for the same session would ring again)."""
+        session_id = notification.session_id or ""
+        thread = self._thread(session_id)
+        if thread is None:
+            return
+        name = notification.session_name or ""
+        name = name or (await self.live_sessions()).get(session_id, ["", session_id])[1]
+        await self._update_parent(session_id, thread, name, "finished", said=notification.summary)
 
     async def _close_heads_up(self, notification: NotificationMessage) -> None:
         where = self.config.notifications_channel_id
@@ -718,3 +742,13 @@ def _status(exc: SlackApiError) -> int:
 
 def _limited(exc: SlackApiError) -> bool:
     return _status(exc) == 429 or _code(exc) == "ratelimited"
+
+
+def _finished(notification: object) -> bool:
+    """A run's end about a session (`completed`), not a question's closing."""
+    return (
+        isinstance(notification, NotificationMessage)
+        and notification.type == "completed"
+        and notification.outcome is None
+        and bool(notification.session_id)
+    )

@@ -121,6 +121,7 @@ PARENT_STATES: Final = {
     "running": ("🟢", "Running"),
     "waiting": ("🟡", "Waiting for you"),
     "ended": ("⚪", "Ended"),
+    "finished": ("🏁", "Finished"),
     "paused": ("⏸️", "Paused"),
     "failed": ("🔴", "Failed"),
 }
@@ -668,13 +669,15 @@ MAX_PARENT_SECTION: Final = 600
 MAX_PARENT_HEADER: Final = 4
 
 
-def parent_look(name: str, state: str, header: Look | None = None) -> Look:
+def parent_look(name: str, state: str, header: Look | None = None, *, said: str = "") -> Look:
     """The message a session's thread hangs from: its name in bold (left out when the
     session's header already says it), the header itself once it has come (who, where, the
     first prompt: `header`, its own message's look, each section cut to a few lines), and
-    its state in grey. The header lives here rather than as the thread's first reply: the
+    its state in grey (`said`, when given, in its words: a run's end, "claude-code
+    finished: ..."). The header lives here rather than as the thread's first reply: the
     channel's list then says what each session is, and the thread has one bubble less."""
     icon, words = PARENT_STATES.get(state, ("⚪", state.replace("_", " ").capitalize()))
+    words = shorten(one_line(said), MAX_HEADS_UP) if said.strip() else words
     title = one_line(name) or "session"
     blocks: list[dict[str, Any]] = []
     if header is None or title not in header.text:

@@ -10,7 +10,9 @@ the core renders once per look, in event order):
   made, each with how it reads (`tools.ToolView`). A new bubble of anything else (a reply, a
   card, the plan's first showing) closes it; the next call opens another, so the thread keeps
   the order things happened in. A call that finishes after its activity closed still updates
-  its own line there.
+  its own line there. When the thread's last bubble is a short reply (the agent saying what
+  it is about to do), the activity opens in that reply's message, under its words, so the
+  narration heads the work it announces (`COMBINED_ROOM` bounds the whole message).
 - the **tail**: the thread's last bubble when a later event may extend it (the session's
   header, which the first prompt joins; a reply, which the run's footer and the session's end
   join). Anything shown after it clears it.
@@ -42,6 +44,16 @@ CALLS_KEPT: Final = 64
 KEYS_KEPT: Final = 256
 #: A reply longer than this is not extended by a footer (it may be split on its way out).
 TAIL_ROOM: Final = 3_000
+#: A reply and the call lines under it, as long as their markup may be (`marked_size`),
+#: what unfolds (a diff, output) aside: well within the smallest platform limit (Discord's
+#: 1,900, counted on its markdown, what unfolds going to its embeds), so a reply that opens
+#: an activity is never cut; the whole message stays within `ACTIVITY_ROOM` (Telegram's
+#: 4,096 counts all of it). Should escaping push it past a limit anyway, the outbox cuts an
+#: edit at its end: the last calls' lines, never the reply above them.
+COMBINED_ROOM: Final = 1_500
+#: What unfolds, kept apart from the text by the platform that keeps most apart (Discord's
+#: ten embeds a message); more is counted as text.
+FOLDS_APART: Final = 10
 
 #: How a call's state reads at the start of its line.
 ICONS: Final[dict[str, str]] = {
@@ -70,11 +82,17 @@ class Activity:
 
     key: str
     lines: OrderedDict[str, ToolLine] = field(default_factory=OrderedDict)
+    #: the reply the calls are shown under (empty for an activity of its own), and what its
+    #: message is and says of itself
+    head: Blocks = ()
+    message_type: OutgoingKind = "tool_update"
+    head_metadata: dict[str, Any] = field(default_factory=dict)
 
     def blocks(self, *, durations: bool) -> Blocks:
-        """The message: a line per call (its state, what it does, what came of it), each
-        followed by what can be unfolded (a diff, a failure's last lines)."""
-        out: list[Any] = []
+        """The message: the reply it heads, if any, then a line per call (its state, what it
+        does, what came of it), each followed by what can be unfolded (a diff, a failure's
+        last lines)."""
+        out: list[Any] = list(self.head)
         run: list[Span] = []  # lines without details read as one paragraph, a line each
         for line in self.lines.values():
             if run:
@@ -96,6 +114,7 @@ class Activity:
     def metadata(self) -> dict[str, Any]:
         """The structure behind the text, for channels that render richly."""
         return {
+            **self.head_metadata,
             "activity": True,
             "tools": [
                 {
@@ -111,15 +130,29 @@ class Activity:
     def has_room_for(self, view: ToolView) -> bool:
         if len(self.lines) >= ACTIVITY_CALLS:
             return False
-        extra = len(plain((Paragraph(spans=view.title), *view.details))) + 40
-        return len(plain(self.blocks(durations=True))) + extra <= ACTIVITY_ROOM
+        title = len(plain((Paragraph(spans=view.title),))) + 40
+        extra = title + len(plain(view.details))
+        blocks = self.blocks(durations=True)
+        if len(plain(blocks)) + extra > ACTIVITY_ROOM:
+            return False
+        if not self.head:
+            return True
+        # under a reply: the text outside what unfolds within `COMBINED_ROOM` (what unfolds
+        # is apart where a platform counts it apart, Discord's embeds; all of it is within
+        # ACTIVITY_ROOM, under the limits that count it)
+        shown = [b for b in blocks if not isinstance(b, Details)]
+        folds = [b for b in blocks if isinstance(b, Details)]
+        inline = folds[FOLDS_APART:]  # past the folds a platform keeps apart: in the text
+        return marked_size((*shown, *inline)) + title <= COMBINED_ROOM
 
 
 @dataclass
 class Tail:
     """The thread's last bubble, which a later event may extend instead of adding one."""
 
-    kind: str  # "header" (the session's first message), "reply" or "footer" (a run's end)
+    #: "header" (the session's first message), "reply", "answer" (a reply with its run's
+    #: footer: the calls of a later run do not go under it) or "footer" (a run's end)
+    kind: str
     key: str
     message_type: OutgoingKind
     blocks: Blocks
@@ -149,12 +182,28 @@ class Thread:
     #: the prompts already shown, so a run started with the same one does not repeat it
     prompts: OrderedDict[str, None] = field(default_factory=OrderedDict)
 
-    def place(self, call_key: str, view: ToolView, opener: str) -> Activity:
-        """The activity a new call goes in: the open one if it has room, else a new one
+    def place(self, call_key: str, view: ToolView, opener: str, *, under: bool) -> Activity:
+        """The activity a new call goes in: the open one if it has room, else a new one: in
+        the tail's message when `under` is allowed and the tail is a reply with room for the
+        call (the reply then is no longer the tail: a footer would drop the calls), else one
         keyed by `opener` (the id of the event that opens it: rendering is per event)."""
         activity = self.activity
         if activity is None or not activity.has_room_for(view):
-            activity = self.activity = Activity(key=f"activity:{opener}")
+            activity = None
+            tail = self.tail
+            if under and tail is not None and tail.kind == "reply":
+                headed = Activity(
+                    key=tail.key,
+                    head=tail.blocks,
+                    message_type=tail.message_type,
+                    head_metadata=dict(tail.metadata),
+                )
+                if headed.has_room_for(view):
+                    activity = headed
+                    self.tail = None
+            if activity is None:
+                activity = Activity(key=f"activity:{opener}")
+            self.activity = activity
         self.calls[call_key] = activity
         while len(self.calls) > CALLS_KEPT:
             self.calls.popitem(last=False)
@@ -176,6 +225,32 @@ class Thread:
         self.prompts[text] = None
         while len(self.prompts) > 16:
             self.prompts.popitem(last=False)
+
+
+#: characters a platform's markup may escape with a backslash
+_ESCAPED: Final = frozenset("\\*_~`|>#[]()<&")
+
+
+def marked_size(blocks: Blocks) -> int:
+    """At least as long as any platform's markup of `blocks` (within a few characters a
+    block): their plain text, a backslash for each character markup may escape, a pair of
+    markers for each style and a link's address with its brackets."""
+    extra = 0
+    stack: list[Any] = [block.model_dump() for block in blocks]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if isinstance(item.get("text"), str) and "bold" in item:  # a span
+                text: str = item["text"]
+                extra += sum(1 for c in text if c in _ESCAPED)
+                extra += 4 * sum(1 for k in ("bold", "italic", "code", "strike") if item.get(k))
+                extra += len(item["url"]) + 4 if item.get("url") else 0
+            else:
+                stack.extend(item.values())
+                extra += 8 if item.get("kind") == "code" else 0  # a code block's fences
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return len(plain(blocks)) + extra
 
 
 def with_footer(blocks: Blocks, line: str) -> Blocks:

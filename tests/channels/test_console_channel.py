@@ -525,3 +525,67 @@ async def test_a_real_bash_card_reads_session_folder_command_reason_then_options
     assert "`" not in printed
     assert "**" not in printed
     assert "Permission requested" not in printed
+
+
+def _call(kind: str, call: str, text: str) -> OutgoingMessage:
+    status = "running" if kind == "tool_call" else "completed"
+    return OutgoingMessage(type=kind, text=text, metadata={"call_id": call, "status": status})  # type: ignore[arg-type]
+
+
+async def test_a_tool_call_that_finishes_is_printed_once_with_what_came_of_it(screen: Screen):
+    channel = ConsoleChannel(
+        FakeCore(), ConsoleConfig(name="console", read_input=False), output=screen
+    )
+    await channel.start()
+    await channel.send_message("s1", _call("tool_call", "t1", "⏳ Glob invoices/**/*.py"))
+    await channel.send_message("s1", _call("tool_update", "t1", "✅ Glob invoices/**/*.py"))
+    await channel.send_message("s1", _call("tool_call", "t2", "⏳ Grep round"))
+    await channel.send_message("s1", _call("tool_update", "t2", "✅ Grep round — 1 match"))
+    await channel.stop()
+    assert screen.lines == [
+        "[s1] tool: ✅ Glob invoices/**/*.py",
+        "[s1] tool: ✅ Grep round — 1 match",
+    ]
+
+
+async def test_a_call_still_running_is_printed_above_what_follows_it_and_its_question(
+    screen: Screen,
+):
+    channel = ConsoleChannel(
+        FakeCore(), ConsoleConfig(name="console", read_input=False), output=screen
+    )
+    await channel.start()
+    await channel.send_message("s1", _call("tool_call", "t1", "⏳ Bash pip install"))
+    await channel.send_permission_request("s1", _core_card("c0123456789abcdef", "Run pip?"))
+    await channel.send_message("s1", _call("tool_update", "t1", "✅ Bash pip install"))
+    await channel.send_message("s1", _call("tool_call", "t2", "⏳ Bash pytest"))
+    await channel.send_message("s1", OutgoingMessage(type="text", text="All green."))
+    await channel.stop()
+    said = [line.split("] ", 1)[1].split("\n")[0] for line in screen.lines]
+    assert said == [
+        "tool: ⏳ Bash pip install",
+        "? Run pip?",
+        "tool: ✅ Bash pip install",
+        "tool: ⏳ Bash pytest",
+        "All green.",
+    ]
+
+
+async def test_a_call_that_runs_long_is_printed_while_it_runs(
+    screen: Screen, monkeypatch: pytest.MonkeyPatch
+):
+    from aep_bridge_console import channel as console
+
+    monkeypatch.setattr(console, "LONG_CALL", 0.0)
+    channel = ConsoleChannel(
+        FakeCore(), ConsoleConfig(name="console", read_input=False), output=screen
+    )
+    await channel.start()
+    await channel.send_message("s1", _call("tool_call", "t1", "⏳ Bash make build"))
+    for _ in range(3):  # the timer's turn on the loop
+        await asyncio.sleep(0)
+    assert screen.lines == ["[s1] tool: ⏳ Bash make build"]
+    await channel.send_message("s1", _call("tool_update", "t1", "✅ Bash make build"))
+    await channel.stop()
+    assert screen.lines[-1] == "[s1] tool: ✅ Bash make build"
+    assert len(screen.lines) == 2

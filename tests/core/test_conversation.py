@@ -159,11 +159,11 @@ def test_a_session_reads_as_a_conversation_in_the_order_things_happened():
     assert [m.type for m in thread.bubbles] == [
         "system_message",  # the header, with the prompt
         "tool_update",  # pytest, Read
-        "text",  # Found it
-        "tool_update",  # Edit, pytest
+        "text",  # Found it, with the Edit and pytest it announces under it
         "text",  # Fixed, with the run's footer and the session's end
     ]
-    header, first, found, second, fixed = thread.texts
+    header, first, found, fixed = thread.texts
+    found, second = found.split("\n\n", 1)
     assert header.startswith("Session started: Fix it")
     assert "User: Fix the flaky test, please." in header
     assert first.splitlines()[0] == "✅ Bash pytest -q — 1 failed, 3 passed in 0.4s"
@@ -190,7 +190,7 @@ def test_a_run_started_with_a_prompt_nobody_typed_in_the_thread_shows_it():
     thread = Thread().feed(
         started(), ev("run.started", {"trigger": "schedule", "prompt": "Nightly"})
     )
-    assert thread.texts[-1] == "Run started (schedule): Nightly"
+    assert thread.texts[-1].endswith("\n\nRun started (schedule): Nightly")  # in the header
 
 
 def test_a_second_prompt_is_a_bubble_of_its_own_below_what_came_before():
@@ -220,6 +220,115 @@ def test_a_card_closes_the_activity_and_what_follows_goes_below_it():
     assert "make" in first.text
     assert "ls" not in first.text
     assert "ls" in second.text
+
+
+def test_a_reply_heads_the_calls_it_announces_in_one_message_edited_in_place():
+    thread = Thread().feed(
+        started(),
+        prompt(),
+        reply("I'll run the tests, then read the **failing** one."),
+        call(1, command="pytest -q"),
+        done(1, "1 failed"),
+        call(2, "Read", file_path=f"{CWD}/src/app/flaky.py"),
+        done(2, "x = 1", "Read"),
+        reply("Fixed."),
+        finished(),
+    )
+    assert len(thread.bubbles) == 3  # the header, the reply with its calls, the answer
+    _, work, answer = thread.bubbles
+    assert work.key is not None
+    assert work.key.startswith("reply:")  # the reply's own message
+    assert work.type == "text"
+    assert work.text.splitlines() == [
+        "I'll run the tests, then read the failing one.",
+        "",
+        "✅ Bash pytest -q — 1 failed",
+        "✅ Read src/app/flaky.py — 1 line",
+    ]
+    assert [t["status"] for t in work.metadata["tools"]] == ["success", "success"]
+    assert answer.text.startswith("Fixed.\n\nFinished in 1m 23s")  # the last reply: its own
+
+
+def test_a_run_without_a_last_reply_puts_its_footer_apart_not_over_the_calls():
+    thread = Thread().feed(
+        started(), reply("Running the tests."), call(1, command="pytest"), done(1), finished()
+    )
+    work, footer = thread.texts[-2:]
+    assert work.endswith("✅ Bash pytest — ok")  # the footer did not replace the calls
+    assert footer.startswith("Finished in 1m 23s")
+
+
+def test_the_next_runs_calls_do_not_go_under_the_last_runs_answer():
+    thread = Thread().feed(
+        started(), reply("Done."), finished(), call(1, command="make"), done(1, "built")
+    )
+    answer, work = thread.texts[-2:]
+    assert answer.startswith("Done.\n\nFinished in 1m 23s")
+    assert "make" not in answer
+    assert work == "✅ Bash make — built"
+
+
+def test_a_card_closes_a_replys_calls_and_what_follows_goes_below_it():
+    ask = ev(
+        "attention.requested",
+        {"kind": "permission", "prompt": "Allow?", "options": [{"id": "allow", "label": "Allow"}]},
+        severity="notice",
+    )
+    thread = Thread().feed(
+        started(),
+        reply("Installing, then testing."),
+        call(1, command="pip install x"),
+        ask,
+        done(1, "installed"),
+        call(2, command="pytest"),
+    )
+    work, after = thread.bubbles[-2:]  # the card, which the core sends, is between them
+    assert work.text.startswith("Installing, then testing.")
+    assert "✅ Bash pip install x — installed" in work.text  # its line, updated above the card
+    assert after.type == "tool_update"
+    assert "pytest" in after.text
+    assert "pytest" not in work.text
+
+
+def test_a_reply_too_long_to_take_calls_stands_alone_and_a_full_one_closes():
+    from aep_bridge.activity import COMBINED_ROOM
+
+    long = reply("word " * (COMBINED_ROOM // 5))
+    thread = Thread().feed(started(), long, call(1, command="ls"), done(1))
+    assert [m.type for m in thread.bubbles][-2:] == ["text", "tool_update"]
+    events = [started(), reply("Many small steps.")]
+    for n in range(40):
+        events += [call(n, command=f"echo {'x' * 60} {n}"), done(n, "y" * 60)]
+    thread = Thread().feed(*events)
+    headed = thread.bubbles[1]
+    assert headed.text.startswith("Many small steps.")
+    assert len(headed.text) <= COMBINED_ROOM
+    assert sum(m.text.count("✅ Bash echo") for m in thread.bubbles) == 40
+
+
+def test_a_reply_with_its_calls_fits_each_platforms_message():
+    """The outbox cuts an edit that outgrows a platform's message: a reply never is."""
+    from aep_bridge.activity import COMBINED_ROOM
+    from aep_bridge_discord.channel import MAX_TEXT as DISCORD
+    from aep_bridge_discord.embeds import measure as discord_measure
+    from aep_bridge_slack.look import MAX_TEXT as SLACK
+    from aep_bridge_slack.look import measure as slack_measure
+    from aep_bridge_telegram.format import MAX_TEXT as TELEGRAM
+    from aep_bridge_telegram.format import visible_length
+
+    words = "A *reply* with `code`, _names_ and [a link](https://example.com) & <tags>. "
+    events = [started(), reply(words * (COMBINED_ROOM // 2 // len(words)))]
+    for n in range(40):
+        events += [
+            call(n, "Edit", file_path=f"{CWD}/src/a_{n}.py", old_string="a\n", new_string="b_c\n"),
+            done(n, "", "Edit"),
+        ]
+    headed = Thread().feed(*events).bubbles[1]
+    assert headed.metadata.get("activity")
+    assert headed.type == "text"
+    assert discord_measure(headed.blocks) <= DISCORD
+    assert slack_measure(headed.blocks) <= SLACK
+    assert visible_length(headed.blocks) <= TELEGRAM
 
 
 # -- what rings ------------------------------------------------------------------------------

@@ -240,7 +240,8 @@ class RendererBase:
         blocks = with_footer(held.blocks, footer) if footer else held.blocks
         d.add(QUIET, "text", "", key=held.key, metadata=held.metadata, blocks=blocks)
         if d.edits and held.key is not None:
-            d.tail = Tail("reply", held.key, "text", blocks, held.metadata)
+            kind = "answer" if footer else "reply"  # with the run's footer: its last word
+            d.tail = Tail(kind, held.key, "text", blocks, held.metadata)
         return first_line(held.blocks) or "…"
 
     def _extend_tail(self, d: Draft, line: str, *, level: int) -> str:
@@ -251,7 +252,8 @@ class RendererBase:
             return ""
         blocks = with_footer(tail.blocks, line)
         d.add(level, tail.message_type, "", key=tail.key, metadata=tail.metadata, blocks=blocks)
-        d.tail = Tail(tail.kind, tail.key, tail.message_type, blocks, tail.metadata)
+        kind = "answer" if tail.kind == "reply" else tail.kind  # the run's last word
+        d.tail = Tail(kind, tail.key, tail.message_type, blocks, tail.metadata)
         return first_line(tail.blocks) or "…"
 
     def _error_info(self, error: ErrorInfo) -> str:

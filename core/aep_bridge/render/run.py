@@ -23,7 +23,23 @@ class RunMixin(RendererBase):
             text += f" ({p.trigger})"
         if prompt and prompt not in d.thread.prompts:  # a prompt not shown yet: once
             d.thread.prompted(prompt)
-            d.add(NORMAL, "system_message", f"{text}: {' '.join(prompt.split())}")
+            line = f"{text}: {' '.join(prompt.split())}"
+            tail = d.thread.tail
+            if d.verbosity >= NORMAL and tail is not None and tail.kind == "header":
+                # the session's first prompt joins its header, as a submitted one does
+                said = (Paragraph(spans=(Span(text=line),)),)
+                joined = (*tail.blocks, *said)
+                d.add(
+                    NORMAL,
+                    tail.message_type,
+                    "",
+                    key=tail.key,
+                    metadata=tail.metadata,
+                    blocks=joined,
+                )
+                d.thread.tail = None
+                return
+            d.add(NORMAL, "system_message", line)
         else:  # the prompt is just above: only the verbose say a run started
             d.add(VERBOSE, "system_message", text)
 
@@ -44,7 +60,7 @@ class RunMixin(RendererBase):
                 key = f"reply:{ev.id}"
                 d.add(QUIET, "text", text, key=key, metadata=metadata, blocks=blocks)
                 if d.edits:
-                    d.tail = Tail("reply", key, "text", blocks, metadata)
+                    d.tail = Tail("answer", key, "text", blocks, metadata)
             else:
                 d.add(QUIET, "text", text, metadata=metadata, blocks=blocks)
             gist = first_line(blocks)

@@ -1,4 +1,5 @@
-"""`tool.*`: each call's line in the thread's activity message (or a message of its own)."""
+"""`tool.*`: each call's line in the thread's activity message (under the reply that announced
+the calls, where there is one), or a message of its own."""
 
 from __future__ import annotations
 
@@ -117,7 +118,8 @@ class ToolMixin(ProgressMixin):
             return
         activity = thread.calls.get(key)
         if activity is None or key not in activity.lines:
-            activity = thread.place(key, view, d.event.id)
+            # at quiet the calls are not shown: the reply stays as it is, for the footer
+            activity = thread.place(key, view, d.event.id, under=d.verbosity >= NORMAL)
         elif not view.details and activity.lines[key].view.details:
             # the call's arguments were too large to keep whole (`_kept_args`): what it
             # showed when it started (the change it makes) stays under its line
@@ -126,7 +128,7 @@ class ToolMixin(ProgressMixin):
         blocks = activity.blocks(durations=d.verbosity >= VERBOSE)
         d.add(
             NORMAL,
-            "tool_update",
+            activity.message_type,
             "",
             key=activity.key,
             blocks=blocks,

@@ -401,3 +401,36 @@ async def test_aep_commands_reach_the_agent_from_approvers_only(tmp_path):
         assert command.type == "control.cancel"
         await agent.ack(command)
         await r.until("the outcome", lambda: any("accepted" in t for t in said()))
+
+
+async def test_a_runs_end_is_said_by_the_sessions_parent_and_rings_nothing_more(tmp_path):
+    """A session rings twice at most: its parent, posted in the channel, and its question's
+    heads-up; the run's end edits the parent instead of posting a third message."""
+    async with running(tmp_path) as r, r.agent() as agent:
+        _, card = await start_and_ask(r, agent)
+        heads_up = await r.until(
+            "the heads-up", lambda: [m for m in r.fake.messages(C0NOTIFY) if m.from_bot]
+        )
+        await r.press(card, 0, BOB)
+        command = await asyncio.wait_for(agent.next_command(), WAIT)
+        await agent.report_answer(command)
+        await agent.emit(
+            "message.agent.replied",
+            {"message_id": "m1", "text": "Fixed the flaky test."},
+            capture="redacted",
+        )
+        await agent.emit("run.finished", {"duration_ms": 4000}, capture="redacted")
+        parent = r.parent("fix the flaky test")
+        assert parent is not None
+        await r.until(
+            "the parent to say the run finished",
+            lambda: "🏁" in shown(r.now(parent)),
+        )
+        assert "claude-code finished: Fixed the flaky test." in shown(r.now(parent))
+        # the parent said it: the run's end went out, and no heads-up with it
+        posted = [m for c in r.fake.channels for m in r.fake.messages(c) if m.from_bot]
+        top_level = [m for m in posted if not m.thread_ts or m.thread_ts == m.ts]
+        assert [shown(m).splitlines()[0] for m in top_level] == [
+            shown(parent).splitlines()[0],
+            shown(heads_up[0]).splitlines()[0],
+        ]
