@@ -266,3 +266,13 @@ def write_snapshots() -> None:
 
 if __name__ == "__main__":
     write_snapshots()
+
+
+def test_an_old_recordings_question_shows_what_became_of_it_not_expired() -> None:
+    """The realistic session was recorded days ago: its question's `expires_at` is in the
+    past on today's wall clock. The preview replays it with the time it had left, so the card
+    shows the answer the recording holds instead of "Expired without an answer"."""
+    recording = ROOT / "tests" / "sessions" / "realistic.jsonl"
+    shown = render(recording.read_bytes(), recording.name, "telegram", text=True)
+    assert "Expired without an answer" not in shown
+    assert "Answered in the terminal: Allow" in shown

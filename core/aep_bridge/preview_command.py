@@ -23,7 +23,7 @@ import itertools
 import sys
 import tempfile
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, TextIO
 
@@ -429,7 +429,28 @@ async def _replay(events: Sequence[Event], hub: Any, time: VirtualTime) -> None:
                 await time.sleep(min(gap, MAX_GAP))
         if moment is not None and (last is None or moment > last):
             last = moment
-        hub.admit([event])
+        hub.admit([_rebased(event, moment)])
+
+
+def _rebased(event: Event, moment: datetime | None) -> Event:
+    """A question's `expires_at` moved to now plus the time it had left when it was asked.
+
+    The bridge keeps a question's expiry on the wall clock; a recording's is in its past, so
+    replayed as it is, every card would close "Expired without an answer" the moment it
+    opened, whatever the recording says became of it."""
+    if event.type != "attention.requested" or moment is None or not event.data:
+        return event
+    expires = event.data.get("expires_at")
+    try:
+        left = datetime.fromisoformat(str(expires).replace("Z", "+00:00")) - moment
+    except (TypeError, ValueError):
+        return event
+    when = datetime.now(UTC) + left
+    data = {
+        **event.data,
+        "expires_at": when.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+    }
+    return event.model_copy(update={"data": data})
 
 
 async def _settle(bridge: Any, hub: Any, source: Any) -> None:
