@@ -42,8 +42,11 @@ ACTIVITY_CALLS: Final = 30
 CALLS_KEPT: Final = 64
 #: Keys of a thread's bubbles remembered (a message with one of them is an edit).
 KEYS_KEPT: Final = 256
-#: A reply longer than this is not extended by a footer (it may be split on its way out).
-TAIL_ROOM: Final = 3_000
+#: A reply longer than this, as long as its markup may be (`marked_size`), is not extended by
+#: a footer: it goes unkeyed, split whole on its way out, since a keyed message is one
+#: message that the outbox cuts at the limit. With the footer and the session's end under
+#: it, a reply within it stays within the smallest platform limit (Discord's 1,900).
+TAIL_ROOM: Final = 1_500
 #: A reply and the call lines under it, as long as their markup may be (`marked_size`),
 #: what unfolds (a diff, output) aside: well within the smallest platform limit (Discord's
 #: 1,900, counted on its markdown, what unfolds going to its embeds), so a reply that opens

@@ -331,6 +331,31 @@ def test_a_reply_with_its_calls_fits_each_platforms_message():
     assert visible_length(headed.blocks) <= TELEGRAM
 
 
+def test_a_long_reply_that_takes_the_runs_footer_fits_each_platforms_message():
+    """A reply that may be extended (the run's footer, the session's end) is keyed: one
+    message, which the outbox cuts at the platform's limit instead of splitting. So a keyed
+    reply must fit the smallest limit (Discord's): a longer one goes unkeyed, split whole,
+    with its footer apart. A 2,500-character answer was cut on Discord."""
+    from aep_bridge_discord.channel import MAX_TEXT as DISCORD
+    from aep_bridge_discord.embeds import measure as discord_measure
+    from aep_bridge_slack.look import MAX_TEXT as SLACK
+    from aep_bridge_slack.look import measure as slack_measure
+    from aep_bridge_telegram.format import MAX_TEXT as TELEGRAM
+    from aep_bridge_telegram.format import visible_length
+
+    words = "The *answer* with `code`, _names_ and [a link](https://example.com) & <tags>. "
+    for size in (1_000, 1_800, 2_500, 3_000):
+        thread = Thread().feed(started(), prompt(), reply(words * (size // len(words))))
+        thread.feed(finished(), ended())
+        for bubble in thread.bubbles:
+            if bubble.key is None:
+                continue  # split whole on its way out
+            assert discord_measure(bubble.blocks) <= DISCORD, (size, bubble.key)
+            assert slack_measure(bubble.blocks) <= SLACK, (size, bubble.key)
+            assert visible_length(bubble.blocks) <= TELEGRAM, (size, bubble.key)
+        assert sum(m.text.count("The answer with") for m in thread.bubbles) == size // len(words)
+
+
 # -- what rings ------------------------------------------------------------------------------
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ..activity import TAIL_ROOM, Held, Tail
+from ..activity import TAIL_ROOM, Held, Tail, marked_size
 from ..aep.envelope import Event
 from ..aep.payloads import MessageAgentReplied, MessageUserSubmitted
 from ..aep.payloads.message import MessageFact
@@ -44,7 +44,7 @@ class MessageMixin(RendererBase):
             blocks = (Paragraph(spans=(Span(text=text),)),)
         # a reply that may be split on its way out has no key (a keyed message is one
         # message, cut at the limit); only a short one can take the run's footer
-        short = len(text) <= TAIL_ROOM
+        short = marked_size(blocks) <= TAIL_ROOM
         key = f"reply:{ev.id}" if short else None
         metadata: dict[str, Any] = {"role": role}
         if d.verbosity == QUIET and d.edits:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..activity import TAIL_ROOM, Tail, duration, first_line, with_footer
+from ..activity import TAIL_ROOM, Tail, duration, first_line, marked_size, with_footer
 from ..aep.envelope import Event
 from ..aep.payloads import RunCancelled, RunFailed, RunFinished, RunStarted
 from ..aep.payloads.optional import RunStepFinished, RunStepStarted
@@ -56,7 +56,7 @@ class RunMixin(RendererBase):
             text = f"{summary}\n\n{footer}"
             blocks = with_footer(parse_markdown(summary), footer)  # the agent's words
             metadata = {"role": "assistant"}
-            if len(text) <= TAIL_ROOM:  # else it may be split: no key, no tail
+            if marked_size(blocks) <= TAIL_ROOM:  # else it may be split: no key, no tail
                 key = f"reply:{ev.id}"
                 d.add(QUIET, "text", text, key=key, metadata=metadata, blocks=blocks)
                 if d.edits:
