@@ -266,3 +266,17 @@ def test_the_console_is_read_as_a_person_reads_it() -> None:
     assert shown.pings == [f"! {label}: claude-code asks permission"]
     assert shown.card is not None
     assert shown.card.options == ["Allow", "Deny"]
+
+
+def test_the_bubbles_goal_is_for_chat_channels_not_the_terminal() -> None:
+    """Nine bubbles fail on a chat channel; the console's lines have no bubbles goal (the
+    issue sets it for chat channels and the web page), every other goal still holds there."""
+    import dataclasses
+
+    good = _good()
+    extra = [m.Bubble([f"✅ Read file_{n}.py"]) for n in range(9 - len(good.bubbles))]
+    crowded = dataclasses.replace(good, bubbles=extra + good.bubbles)
+    assert _failed(crowded) == ["bubbles"]
+    assert _failed(dataclasses.replace(crowded, channel="console")) == []
+    loud = dataclasses.replace(crowded, channel="console", pings=["a", "b", "c"])
+    assert _failed(loud) == ["pings"]
