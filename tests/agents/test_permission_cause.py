@@ -72,8 +72,9 @@ async def test_the_card_shows_the_command_in_code_at_the_default_capture(tmp_pat
     async with live(tmp_path) as running:
         await _started(running)
         await running.hook(CC, payload(CC, "PreToolUse"))
-        tool, _ = [e for e in running.events(CC) if e["type"] == "tool.requested"][-1], None
-        assert "args" not in tool["data"] and "args_redacted" not in tool["data"]
+        tool = [e for e in running.events(CC) if e["type"] == "tool.requested"][-1]
+        assert "args" not in tool["data"]
+        assert "args_redacted" not in tool["data"]
         hook = running.hook(CC, payload(CC, "PermissionRequest"))
         card = await running.card()
         request = running.channel.cards[card][1]
