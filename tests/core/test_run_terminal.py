@@ -115,8 +115,14 @@ async def test_the_approvers_terminal_shows_an_agents_escapes_and_the_log_stays_
         assert await bridge.aclose() == 0
     screen = bridge.close_terminal()
     assert raw_controls(screen) == [], screen
+    # the question is read as markdown (issue 32): its carriage return is a line break there,
+    # so nothing it hides is hidden (`rm -rf ~` stays above the `ls -la` meant to cover it);
+    # every other escape is shown as written
     for escape in SHOWN:
-        assert escape in screen, (escape, screen)
+        if escape != "\\r":
+            assert escape in screen, (escape, screen)
+    asked = screen.split("Run ls?", 1)[1]
+    assert "ls -la" in asked.split("rm -rf ~", 1)[1], screen
     logged = [line for line in screen.splitlines() if "was not taken" in line]
     assert len(logged) == 1, screen
     assert logged[0].startswith("aep-bridge: warning: answer to ")

@@ -127,7 +127,8 @@ async def test_a_tap_on_allow_answers_the_agent_once(
     await running.settle()
     card = card_of(await probe.notifications())
     assert card["title"] == QUESTION
-    assert QUESTION in card["message"]
+    # the prompt is the agent's markdown: a plain-text phone gets its plain rendering
+    assert "Run pytest tests/test_login.py?" in card["message"]
     assert card["priority"] == 4, "a question rings"
     assert [a["label"] for a in card["actions"]] == ["Allow", "Deny"]
     allow = card["actions"][0]
