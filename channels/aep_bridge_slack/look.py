@@ -669,6 +669,13 @@ MAX_PARENT_SECTION: Final = 600
 MAX_PARENT_HEADER: Final = 4
 
 
+def parent_state(state: str, *, said: str = "") -> tuple[str, str]:
+    """The icon and words of a session's state on its parent message (`said`, when given,
+    instead of the state's own words)."""
+    icon, words = PARENT_STATES.get(state, ("⚪", state.replace("_", " ").capitalize()))
+    return icon, shorten(one_line(said), MAX_HEADS_UP) if said.strip() else words
+
+
 def parent_look(name: str, state: str, header: Look | None = None, *, said: str = "") -> Look:
     """The message a session's thread hangs from: its name in bold (left out when the
     session's header already says it), the header itself once it has come (who, where, the
@@ -676,8 +683,7 @@ def parent_look(name: str, state: str, header: Look | None = None, *, said: str 
     its state in grey (`said`, when given, in its words: a run's end, "claude-code
     finished: ..."). The header lives here rather than as the thread's first reply: the
     channel's list then says what each session is, and the thread has one bubble less."""
-    icon, words = PARENT_STATES.get(state, ("⚪", state.replace("_", " ").capitalize()))
-    words = shorten(one_line(said), MAX_HEADS_UP) if said.strip() else words
+    icon, words = parent_state(state, said=said)
     title = one_line(name) or "session"
     blocks: list[dict[str, Any]] = []
     if header is None or title not in header.text:

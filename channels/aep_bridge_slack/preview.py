@@ -304,6 +304,13 @@ class SlackDialect(PreviewDialect):
     ) -> list[list[str]]:
         return []  # drawn with the card's blocks
 
+    def thread_status(self, notification: NotificationMessage) -> str | None:
+        """A run's end is said by the session's parent message, not a heads-up (the
+        channel's `send_notification`): the parent's status line as it reads then."""
+        if notification.type != "completed" or notification.outcome is not None:
+            return None
+        return " ".join(look.parent_state("finished", said=notification.summary))
+
     def notification_html(self, notification: NotificationMessage) -> str:
         sent = look.heads_up_look(notification, None)
         if notification.outcome is not None:

@@ -52,6 +52,9 @@ class ShownThread:
     items: list[ShownMessage | ShownCard] = field(default_factory=list)
     closed: bool = False
     deleted: bool = False
+    #: what the thread's head says of the session where the platform says it there instead
+    #: of in a heads-up (`PreviewDialect.thread_status`)
+    status: str = ""
 
 
 @dataclass(slots=True)
@@ -159,6 +162,12 @@ class PreviewDialect:
         # one row; when the labels are long, a row each, as a narrow screen needs
         return [[label] for label in labels] if sum(map(len, labels)) > 40 else [labels]
 
+    def thread_status(self, notification: NotificationMessage) -> str | None:
+        """The line the session's thread shows at its head for `notification`, where the
+        channel says it there rather than in a heads-up (Slack edits the session's parent
+        message when a run ends); None for a heads-up, as most platforms show it."""
+        return None
+
     def notification_html(self, notification: NotificationMessage) -> str:
         """One heads-up; with its question's outcome once answered."""
         name = notification.session_name  # none for no session (an agent went offline)
@@ -248,10 +257,11 @@ def _thread_html(thread: ShownThread, dialect: PreviewDialect) -> str:
     state = " (deleted)" if thread.deleted else " (closed)" if thread.closed else ""
     state_html = f'<span class="thread-state">{escape(state)}</span>' if state else ""
     items = "\n".join(_item_html(item, dialect) for item in thread.items)
+    status = f'<p class="thread-status">{escape(thread.status)}</p>\n' if thread.status else ""
     return (
         f'<section class="thread"><h2 class="thread-name">'
         f"{escape(dialect.thread_name(thread.name))}{state_html}</h2>\n"
-        f'<ol class="items">\n{items}\n</ol></section>'
+        f'{status}<ol class="items">\n{items}\n</ol></section>'
     )
 
 
@@ -275,6 +285,8 @@ def transcript(shown: Shown) -> str:
     out: list[str] = []
     for thread in shown.threads:
         out.append(_one_line(f"# {thread.name}"))
+        if thread.status:
+            out.append(_one_line(thread.status))
         for item in thread.items:
             out.append("-" * 40 + (" 🔔" if item.rang else ""))
             if isinstance(item, ShownCard):

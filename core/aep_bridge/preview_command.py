@@ -146,7 +146,9 @@ class _Recorder(ChannelAdapter[ChannelConfig]):
     async def stop(self) -> None:
         return None
 
-    def _thread(self, session_id: str) -> ShownThread:
+    def _shown_thread(self, session_id: str) -> ShownThread:
+        # (not `_thread`: a channel's own methods, run on this recorder where it has no
+        # adapter of its own, may call theirs by that name)
         thread = self._threads.get(session_id)
         if thread is None:  # a platform without threads: one place per session
             thread = self._threads[session_id] = ShownThread(session_id)
@@ -160,16 +162,16 @@ class _Recorder(ChannelAdapter[ChannelConfig]):
         return f"t{next(self._ids)}"
 
     async def rename_session_thread(self, session_id: str, new_name: str) -> None:
-        self._thread(session_id).name = new_name
+        self._shown_thread(session_id).name = new_name
 
     async def archive_session_thread(self, session_id: str) -> None:
-        self._thread(session_id).closed = True
+        self._shown_thread(session_id).closed = True
 
     async def delete_session_thread(self, session_id: str) -> None:
-        self._thread(session_id).deleted = True
+        self._shown_thread(session_id).deleted = True
 
     async def send_message(self, session_id: str, content: OutgoingMessage) -> None:
-        thread = self._thread(session_id)
+        thread = self._shown_thread(session_id)
         key = (session_id, content.key) if content.key is not None else None
         earlier = self._keyed.get(key) if key is not None else None
         if earlier is not None and earlier in thread.items:
@@ -187,7 +189,7 @@ class _Recorder(ChannelAdapter[ChannelConfig]):
             return
         card = ShownCard(request, None, rang=request.notify)
         self._cards[request.id] = card
-        self._thread(session_id).items.append(card)
+        self._shown_thread(session_id).items.append(card)
 
     async def update_permission_request(
         self, session_id: str, request: PermissionRequest, outcome: PermissionOutcome
@@ -204,6 +206,10 @@ class _Recorder(ChannelAdapter[ChannelConfig]):
                     and heads_up.notification.request_id == notification.request_id
                 ):
                     heads_up.notification = notification
+            return
+        status = self._dialect.thread_status(notification)
+        if status is not None:  # said at the head of the session's thread, not a heads-up
+            self._shown_thread(notification.session_id).status = status
             return
         self.shown.heads_ups.append(ShownHeadsUp(notification))
 

@@ -148,3 +148,21 @@ def test_aep_bridge_preview_draws_the_demo_in_slack_s_look(tmp_path: Path) -> No
     body = shown[shown.index("<body") :]
     for raw in ("```", "&amp;lt;", "*Plan*", "|http"):
         assert raw not in body, raw
+
+
+def test_a_runs_end_is_previewed_on_the_sessions_parent_not_as_a_heads_up() -> None:
+    """Slack says a run's end on the session's parent message (no 🏁 heads-up rings): the
+    preview shows it so, at the head of the thread, and only the question's heads-up under
+    Notifications; and no empty thread named after the session's id appears beside it."""
+    from aep_bridge.preview_command import render
+
+    recording = ROOT / "tests" / "sessions" / "realistic.jsonl"
+    shown = render(recording.read_bytes(), recording.name, "slack", text=True)
+    threads, notes = shown.split("# Notifications", 1)
+    assert [line for line in threads.splitlines() if line.startswith("# ")] == [
+        "# Fix invoice rounding"
+    ]
+    head = threads.split("-" * 40, 1)[0]
+    assert "🏁 claude-code finished: Fixed: invoice totals off by a cent" in head
+    assert "finished" not in notes
+    assert "asks permission" in notes
