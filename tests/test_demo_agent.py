@@ -23,6 +23,7 @@ import pytest
 from aep_bridge.cli import validate
 from aep_bridge.demo_agent import FORM, LABEL, PERMISSION, DemoAgent, take
 from aep_bridge.intake.auth import AuthPolicy
+from aep_bridge.markup import Code
 from aep_bridge.testing import MemoryChannel
 from aep_bridge.tinyagent import Cancelled
 from aep_bridge.types import ChannelUser, ResolutionStatus
@@ -90,6 +91,9 @@ async def test_the_demo_is_a_whole_session_answered_in_a_channel(tmp_path):
         push = await demo.card(1)
         assert demo.labels(push) == ["Allow", "Deny"]
         assert "git push origin fix/checkout" in demo.phone.cards[push][1].description
+        # the card names the call it asks about: the command in code, not the prompt's words
+        codes = [b for b in demo.phone.cards[push][1].details if isinstance(b, Code)]
+        assert [(c.code, c.language) for c in codes] == [("git push origin fix/checkout", "bash")]
         await demo.press(push, "Allow")
         release = await demo.card(2)
         assert [f.label for f in demo.phone.cards[release][1].fields] == [

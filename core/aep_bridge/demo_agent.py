@@ -150,6 +150,8 @@ class DemoAgent:
         self.given: list[Given] = []
         self._agent: TinyAgent | None = None
         self._calls = 0
+        #: the `tool.requested` event id of each call, by call id
+        self._requested: dict[str, str] = {}
 
     async def run(self) -> list[Given]:
         """Play the session. Raises `TimeoutError` when a question waits in vain, `Cancelled`
@@ -210,8 +212,10 @@ class DemoAgent:
         await self._bash(TEST, "Run the checkout tests again", result="5 passed in 0.41s")
         await self._done(plan[1])
 
-        call = await self._tool("Bash", {"command": PUSH, "description": "Push the fix"})
-        push = await self._ask("push", PERMISSION, subject="Bash")
+        call = await self._tool("Bash", {"command": PUSH, "description": "Push the fix for review"})
+        push = await self._ask(
+            "push", PERMISSION, subject="Bash", cause=self._requested[call["call_id"]]
+        )
         pushed = push.get("option") == "allow"
         if pushed:
             await self._finish_tool(
@@ -262,12 +266,13 @@ class DemoAgent:
         """A tool call; it completes at once when `result` is given."""
         self._calls += 1
         call = {"name": name, "call_id": f"call_{self._calls:02d}"}
-        await self._emit(
+        requested = await self._emit(
             "tool.requested",
             {"tool": call, "args_redacted": args},
             subject=name,
             capture="redacted",
         )
+        self._requested[call["call_id"]] = requested.id  # a question it causes names it
         if result is not None:
             await self._finish_tool(call, result=result)
         return call
