@@ -228,7 +228,29 @@ def _codes(*raw: str) -> list[str]:
     return [m.group(1) or m.group(2) or "" for text in raw for m in _CODE.finditer(text)]
 
 
-def telegram_shown(fake: FakeBotApi) -> Shown:
+def card_wait(fake: FakeBotApi, asked: float) -> str:
+    """How the card went out after its question arrived: the forum group's calls between the
+    two (each a slot of the group's 20 a minute the card waited for) and the time it took."""
+    calls = [c for c in fake.calls if c.status == 200 and c.time >= asked]
+    card = next(
+        (
+            i
+            for i, c in enumerate(calls)
+            if c.method == "sendMessage" and "inline_keyboard" in str(c.params.get("reply_markup"))
+        ),
+        None,
+    )
+    if card is None:
+        return "the card never went out"
+    before = [c.method for c in calls[:card] if str(c.params.get("chat_id")) == str(FORUM_ID)]
+    return (
+        f"the card went out {calls[card].time - asked:.1f} s after its question arrived, "
+        f"in slot {len(before) + 1} of the group ({len(before)} call(s) of its topic first: "
+        f"{', '.join(before) or 'none'})"
+    )
+
+
+def telegram_shown(fake: FakeBotApi, asked: float | None = None) -> Shown:
     topic = next(t for t in fake.topics(FORUM_ID, deleted=True) if session.LABEL in t.name)
     messages = fake.messages(FORUM_ID, topic.message_thread_id, from_bot=True, deleted=True)
 
@@ -253,7 +275,8 @@ def telegram_shown(fake: FakeBotApi) -> Shown:
         for c in fake.calls_to("sendMessage", status=200)
         if str(c.params.get("chat_id")) == str(FORUM_ID) and not c.param("disable_notification")
     ]
-    return Shown("Telegram", bubbles, rang, card)
+    notes = [card_wait(fake, asked)] if asked is not None else []
+    return Shown("Telegram", bubbles, rang, card, notes=notes)
 
 
 def _discord_buttons(components: list[dict[str, Any]]) -> list[str]:
@@ -492,6 +515,7 @@ async def run(folder: Path) -> dict[str, Any]:
                 socket = base.replace("http://", "ws://", 1) + "/socket"
                 async with Agent(socket, token) as agent:
                     last = _recorded_at(events[0])
+                    asked: float | None = None
                     for index, event in enumerate(events):
                         if answer_at <= index < answer_at + 3:
                             if index == answer_at:
@@ -500,6 +524,8 @@ async def run(folder: Path) -> dict[str, Any]:
                         gap = _recorded_at(event) - last
                         last = _recorded_at(event)
                         await asyncio.sleep(min(max(gap, 0.0), GAP))
+                        if event["type"] == "attention.requested":
+                            asked = telegram.clock()
                         await agent.send(event)
                     await bridge.until(
                         "the session's end on Telegram", lambda: _ended(telegram), TIMEOUT
@@ -512,7 +538,7 @@ async def run(folder: Path) -> dict[str, Any]:
                 await bridge.aclose()
         output = bridge.log.read_text(errors="replace")
         shown = [
-            telegram_shown(telegram),
+            telegram_shown(telegram, asked),
             discord_shown(discord),
             slack_shown(slack),
             web,
@@ -640,6 +666,7 @@ def section(r: dict[str, Any]) -> list[str]:
             f"- {f['channel']} ({f['texts']} texts): "
             + ("; ".join(misses) or "nothing missed")
             + "."
+            + "".join(f" Then {note}." for note in f["notes"])
         )
     lines += ["", f"The realistic rendering benchmark took {r['wall']:.0f} s.", ""]
     return lines
