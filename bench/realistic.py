@@ -84,7 +84,6 @@ GAP = 1.0  # the longest pause kept between two recorded events
 PLUGINS = (
     "aep_bridge_console,aep_bridge_telegram,aep_bridge_discord,aep_bridge_slack,aep_bridge_web"
 )
-SIGN_IN = re.compile(r"sign in at (http://\S+/channels/web/signin\?code=\S+)")
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
 _CODE = re.compile(r"```(?:[\w+-]*\n)?([\s\S]*?)```|`([^`\n]+)`")
 _HTML_CODE = re.compile(r"<(code|pre)\b[^>]*>([\s\S]*?)</\1>")
@@ -500,16 +499,14 @@ async def run(folder: Path) -> dict[str, Any]:
         base = f"http://127.0.0.1:{port}"
         await bridge.start(base)
         try:
-            found = await bridge.until(
-                "the sign-in line", lambda: SIGN_IN.search(bridge.log.read_text()), 20
-            )
+            sign_in = await bridge.sign_in_url()
             token = await asyncio.to_thread(bridge.token)
             async with async_playwright() as playwright:
                 browser = await playwright.chromium.launch(
                     executable_path=str(CHROMIUM), headless=True, args=FLAGS
                 )
                 page = await (await browser.new_context()).new_page()
-                await page.goto(found[1])
+                await page.goto(sign_in)
                 await page.wait_for_selector("#queue", state="attached")
                 await page.evaluate(QUEUED)
                 socket = base.replace("http://", "ws://", 1) + "/socket"

@@ -10,7 +10,6 @@ Then it answers the demo in the page, so the demo ends as a user's would.
 from __future__ import annotations
 
 import asyncio
-import re
 import sys
 import tempfile
 from pathlib import Path
@@ -20,19 +19,9 @@ sys.path.insert(0, str(ROOT))  # for tests.bridge_process
 
 from playwright.async_api import async_playwright, expect  # noqa: E402
 from tests.bridge_process import BridgeProcess, free_port, write_config  # noqa: E402
+from tests.channels.web.test_browser import CHROMIUM, FLAGS  # noqa: E402
 
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 OUT = ROOT / "docs" / "web-demo.png"
-SIGN_IN = re.compile(r"sign in at (http://\S+/channels/web/signin\?code=\S+)")
 
 
 async def main() -> int:
@@ -44,16 +33,14 @@ async def main() -> int:
         base = f"http://127.0.0.1:{port}"
         await bridge.start(base)
         try:
-            found = await bridge.until(
-                "the sign-in line", lambda: SIGN_IN.search(bridge.log.read_text()), 20
-            )
+            sign_in = await bridge.sign_in_url()
             token = await asyncio.to_thread(bridge.token)
             async with async_playwright() as playwright:
                 browser = await playwright.chromium.launch(
-                    executable_path=CHROMIUM, headless=True, args=FLAGS
+                    executable_path=str(CHROMIUM), headless=True, args=FLAGS
                 )
                 page = await browser.new_page(viewport={"width": 1280, "height": 900})
-                await page.goto(found[1])
+                await page.goto(sign_in)
                 demo = await asyncio.create_subprocess_exec(
                     *[sys.executable, "-m", "aep_bridge", "demo", "--url", base],
                     *["--token", token, "--pace", "0.05", "--timeout", "120"],

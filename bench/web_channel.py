@@ -37,7 +37,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import statistics
 import sys
 import tempfile
@@ -60,7 +59,6 @@ import results
 from aep_bridge.tinyagent import TinyAgent
 
 HEADING = "## The web channel (a real browser)"
-SIGN_IN = re.compile(r"sign in at (http://\S+/channels/web/signin\?code=\S+)")
 #: requests not counted, then requests counted: each gives a (1) sample and its baseline; they
 #: alternate between the browser's click and the HTTP client's POST for (2)
 WARMUP = 4
@@ -254,9 +252,7 @@ async def _measure() -> dict[str, Any]:
         with _on_their_cores():
             await bridge.start(base)
         try:
-            found = await bridge.until(
-                "the sign-in line", lambda: SIGN_IN.search(bridge.log.read_text()), 20
-            )
+            sign_in = await bridge.sign_in_url()
             token = await asyncio.to_thread(bridge.token)
             with _on_their_cores():  # Playwright's driver, and the browser it starts
                 playwright = await async_playwright().start()
@@ -272,7 +268,7 @@ async def _measure() -> dict[str, Any]:
                         (time.monotonic(), card_id, in_dom, painted)
                     ),
                 )
-                await page.goto(found[1])
+                await page.goto(sign_in)
                 await page.wait_for_selector("#queue", state="attached")
                 await page.evaluate(WATCH)
                 offset, spread = await _clock(page)

@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import signal
 import socket
 import sqlite3
@@ -21,6 +22,9 @@ from typing import Any
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
+
+#: the line the web channel logs at the start with its one-time sign-in URL
+SIGN_IN = re.compile(r"sign in at (http://\S+/channels/web/signin\?code=\S+)")
 
 
 #: the lowest port `free_port` hands out: above the well-known services, below the kernel's
@@ -188,6 +192,13 @@ class BridgeProcess:
                 raise AssertionError(f"timed out waiting for {what}:\n{self.tail()}")
             await asyncio.sleep(every)
         return found
+
+    async def sign_in_url(self, timeout: float = 20) -> str:
+        """The one-time web sign-in URL the bridge logs at its start (its web channel on)."""
+        found = await self.until(
+            "the sign-in line", lambda: SIGN_IN.search(self.log.read_text()), timeout
+        )
+        return str(found[1])
 
     async def aclose(self) -> int:
         """`stop` without blocking this event loop (a fake platform served in it must keep

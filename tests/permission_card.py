@@ -13,7 +13,7 @@ from aep_bridge.aep.build import make_event
 from aep_bridge.aep.envelope import Event
 from aep_bridge.aep.redaction import Redactor
 from aep_bridge.agents.claude_code import map_hook
-from aep_bridge.agents.mapping import Ceiling
+from aep_bridge.agents.mapping import Ceiling, Emission
 from aep_bridge.render import Renderer
 from aep_bridge.types import PermissionRequest
 
@@ -40,6 +40,11 @@ def hook_payload(name: str, **changes: Any) -> dict[str, Any]:
 def request_event(payload: dict[str, Any], attention: str = "full") -> Event:
     """The `attention.requested` the agent daemon sends for `payload`."""
     (emission,) = map_hook(payload, Ceiling(events="metadata", attention=attention))  # type: ignore[arg-type]
+    return as_sent(emission)
+
+
+def as_sent(emission: Emission) -> Event:
+    """One of Claude Code's emissions as the daemon sends it (session `s1`, run `r1`)."""
     return make_event(
         emission.type,
         source="urn:aep:agent:claude-code",

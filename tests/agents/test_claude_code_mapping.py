@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from aep_bridge.aep.build import make_event
 from aep_bridge.aep.redaction import RedactionPolicy, Redactor, digest
 from aep_bridge.agents.claude_code import (
     AGENT,
@@ -25,6 +24,7 @@ from aep_bridge.agents.claude_code import (
     session_grants,
 )
 from aep_bridge.agents.mapping import Ceiling, Emission, Verdict
+from tests import permission_card
 from tests.official import assert_valid
 from tests.shared_data import AEP_FIXTURES
 
@@ -43,19 +43,7 @@ def payload(name: str, **changes: Any) -> dict[str, Any]:
 
 def wire(emission: Emission) -> dict[str, Any]:
     """The emission as the daemon would send it, checked by our builder and the schemas."""
-    event = make_event(
-        emission.type,
-        source="urn:aep:agent:claude-code",
-        agent=AGENT,
-        session="s1",
-        seq=1,
-        run="r1",
-        subject=emission.subject,
-        severity=emission.severity,
-        capture=emission.capture,
-        data=emission.data,
-    )
-    out = event.to_dict()
+    out = permission_card.as_sent(emission).to_dict()
     assert_valid(out)
     return out
 
