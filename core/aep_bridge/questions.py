@@ -97,16 +97,14 @@ class QuestionCards:
                     channel.outbox.withdraw(request.session_id, heads_up_key(request.id))
                     # a card not sent yet whose question closed is no longer urgent: it goes
                     # where it happened in the thread, not above what came before it
-                    if channel.outbox.withdraw(request.session_id, card_key(request.id)):
-                        rank = Priority.FINAL
-                        quiet = card.model_copy(update={"notify": False})
-                        if self._informational(request):  # as it was first queued
-                            quiet = quiet.model_copy(
-                                update={"informational": True, "accepts_text": False}
-                            )
-                        channel.outbox.submit(
-                            Job.permission(request.session_id, quiet, priority=rank)
+                    quiet = card.model_copy(update={"notify": False})
+                    if self._informational(request):  # as it was first queued
+                        quiet = quiet.model_copy(
+                            update={"informational": True, "accepts_text": False}
                         )
+                    demoted = Job.permission(request.session_id, quiet, priority=Priority.FINAL)
+                    if channel.outbox.demote(request.session_id, card_key(request.id), demoted):
+                        rank = Priority.FINAL
                 channel.outbox.submit(
                     Job.permission_update(request.session_id, card, shown, priority=rank)
                 )

@@ -193,3 +193,58 @@ async def test_messages_a_channel_gives_a_meaning_of_their_own_are_never_merged(
         "budget exceeded",
         "Run make test?",
     ]
+
+
+async def test_a_card_s_update_waits_for_the_card_it_edits(vt: VirtualTime, store: Store) -> None:
+    """A question answered while its card is still on its way: the update (an edit of the
+    card's message) goes after the card, never before it, where it would edit nothing and
+    leave the card's buttons up."""
+    from aep_bridge.outbox import Job
+    from aep_bridge.types import OutcomeStatus, PermissionOutcome
+
+    adapter = Recorder(vt, forum=True)
+    release = asyncio.Event()
+    adapter.block = lambda call: release.wait() if call.text == "Run make test?" else None
+    outbox = outbox_for(adapter, store)
+    question = card("s", "Run make test?")
+    outbox.submit(question)
+    await outbox.start()
+    await asyncio.wait_for(_until(lambda: bool(adapter.attempts)), HANG)
+    from aep_bridge.outbox.jobs import arguments
+
+    request = arguments(question)[1]
+    answered = PermissionOutcome(status=OutcomeStatus.ANSWERED, option_label="Yes")
+    outbox.submit(Job.permission_update("s", request, answered))  # while the card is in flight
+    await vt.sleep(60.0)
+    release.set()
+    await drain(outbox)
+    await outbox.stop()
+    shown = [m for m in adapter.messages if m.text.startswith("Run make test?")]
+    assert len(shown) == 1
+    assert "Answered" in shown[0].text  # the edit found the card
+    assert shown[0].buttons == []
+
+
+async def test_a_card_whose_question_closed_unsent_stays_where_it_was_asked(
+    vt: VirtualTime, store: Store
+) -> None:
+    """A card still queued when its question closes is no longer urgent (`demote`): it goes
+    at thread rank, but in its place, above what its session said after it."""
+    adapter = Recorder(vt, forum=True)
+    outbox = outbox_for(adapter, store)
+    outbox.submit(message("s", "before"))
+    question = card("s", "Run make test?")
+    outbox.submit(question)
+    for n in range(3):
+        outbox.submit(message("s", f"after {n}"))
+    from aep_bridge.outbox import card_key
+    from aep_bridge.outbox.jobs import Priority, arguments
+
+    request = arguments(question)[1]
+    closed = type(question).permission("s", request, priority=Priority.FINAL)
+    assert outbox.demote("s", card_key(request.id), closed)
+    await outbox.start()
+    await drain(outbox)
+    await outbox.stop()
+    mine = adapter.texts("s")
+    assert mine == ["before", "Run make test?", "after 0", "after 1", "after 2"]

@@ -23,7 +23,7 @@ What it guarantees, and why:
   (lanes holding a card: the one whose first card was asked first).
   A waiting higher-priority call also reserves its share of the buckets it needs, so chatter
   in a free chat cannot take the last group slot a question is about to use. Every card
-  still queued is owed a slot, not only the head of each lane: cards waiting behind a card
+  still queued is owed a slot, not only the head of each lane: cards waiting behind a call
   in flight (a lane sends one at a time; for `OWED_WHILE` at most, so a hung call does not
   stop the channel) or in several sessions keep theirs, and no lower-priority call goes if
   it would make any of them wait longer.
@@ -36,8 +36,11 @@ What it guarantees, and why:
   them as to the card; and the plain messages among them that look alike (one type and
   metadata, no key, no attachment) are merged into one message where the platform's
   one-message limit allows (`merge`, persisted with the card), so that context costs about
-  one call. Only a card's updates and the session's notifications overtake its thread.
-  A call that waits for a retry holds back the calls behind it. A restart keeps this
+  one call. Only a card's updates and the session's notifications overtake its thread
+  (an update never overtakes its own card: it waits for it, `after`, as an edit of a
+  message not sent yet would edit nothing). A call that waits for a retry holds back the
+  calls behind it, a card included: a message its platform keeps refusing delays the
+  session's next question too, as it delays everything else of that thread. A restart keeps this
   order: rows are read back in submit order into the same lanes.
 - **Latest text wins.** A job with a `coalesce` key replaces an unsent job with the same key
   (in the same session) in its place, so a burst of edits to one card costs one call.
@@ -48,8 +51,9 @@ What it guarantees, and why:
 - **A heads-up after its card.** A question's heads-up follows its card (`after`): it starts
   only once the card's job has gone, so it can link to the card's message.
 - **No stale urgency.** A card's job is keyed too (`card_key`): when its question closes
-  before it went out, the bridge takes it back and submits it again at thread rank, so it
-  lands where it happened instead of above what came before it.
+  before it went out, the bridge lowers it to thread rank where it waits (`demote`, its row
+  rewritten in the same transaction), so it stays where it was asked and no longer lifts
+  its thread above other sessions' chatter.
 - **Fits the platform.** Long text is split at the platform's limit in its own unit, without
   breaking a fenced code block; an edit of one card is cut to fit instead. A message with
   blocks is split between its blocks as the adapter measures them (`markup.split`), a block

@@ -163,8 +163,8 @@ class Job:
     ) -> Job:
         """A question card: in its thread's order, after what its session did before it,
         which it takes ahead of other sessions' chatter while it is open; a card whose
-        question closed before it went out is taken back (`withdraw`, key `card_key`) and
-        sent again at thread rank (`Priority.FINAL`), where it happened."""
+        question closed before it went out is lowered to thread rank (`Priority.FINAL`) where
+        it waits (`Outbox.demote`, key `card_key`)."""
         text = f'{{"request":{request.model_dump_json()}}}'
         return cls(
             "send_permission_request",
@@ -184,9 +184,15 @@ class Job:
         *,
         priority: Priority = Priority.QUESTION,
     ) -> Job:
-        """What became of a card; a later outcome for the same card replaces an unsent one."""
-        text = f'{{"request":{request.model_dump_json()},"outcome":{outcome.model_dump_json()}}}'
-        return cls(
+        """What became of a card; a later outcome for the same card replaces an unsent one.
+        It follows its card (`after`): while the card waits in its thread or is in flight,
+        the update waits for it, as an edit of a message not yet sent would be lost."""
+        after = card_key(request.id)
+        text = (
+            f'{{"request":{request.model_dump_json()},"outcome":{outcome.model_dump_json()},'
+            f'"after":{json.dumps(after)}}}'
+        )
+        job = cls(
             "update_permission_request",
             session_id,
             None,
@@ -194,6 +200,8 @@ class Job:
             f"outcome:{request.id}",
             prepared=((session_id, request, outcome), text),
         )
+        job.after = after
+        return job
 
     @classmethod
     def notification(

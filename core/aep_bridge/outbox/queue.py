@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from ..store import Store
-from .jobs import Job, Priority
+from .jobs import Job, Priority, arguments
 from .journal import Journal
 from .lanes import Entry, Lane, LaneKey, lane_key
 from .merge import Merge
@@ -291,6 +291,24 @@ class Queue:
             self._add(entry)
 
         return add
+
+    def demote(self, session_id: str | None, key: str, job: Job) -> bool:
+        """`job` takes the place of the unsent job of `session_id` with `coalesce` key `key`,
+        where it waits, at `job`'s rank: a card whose question closed before it went out
+        stays where it was asked in its thread, no longer urgent. In the caller's transaction,
+        if one is open. False when no such job waits (sent, in flight, or never queued)."""
+        entry = self._coalescing.get((session_id, key))
+        if entry is None or entry.dead or entry.in_flight or entry.row is None:
+            return False
+        with self._store.transaction(savepoint=False):
+            self._journal.replace(entry.row, job, priority=True)
+        lane = self._lanes.get(entry.lane)
+        if lane is not None:
+            lane.counts[entry.priority] -= 1
+            lane.counts[job.priority] += 1
+        entry.priority, entry.job, entry.args = Priority(job.priority), job, arguments(job)
+        self._changed()
+        return True
 
     def _merge(self, merges: list[Merge]) -> Callable[[], None]:
         """Write `merges` (in the caller's transaction, with the card they go ahead of);

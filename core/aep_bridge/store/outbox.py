@@ -64,8 +64,16 @@ class OutboxTable:
         assert rowid is not None
         return rowid
 
-    def replace(self, row: int, payload: str, droppable: bool) -> None:
-        """A later job with the same key takes the row's place (its payload, now)."""
+    def replace(self, row: int, payload: str, droppable: bool, priority: int | None = None) -> None:
+        """A later job with the same key takes the row's place (its payload, now; and its
+        priority, when given: a card whose question closed is no longer urgent)."""
+        if priority is not None:
+            self._conn.execute(
+                "UPDATE outbox SET payload = ?, droppable = ?, created = ?, priority = ? "
+                "WHERE id = ?",
+                (payload, int(droppable), time.time(), priority, row),
+            )
+            return
         self._conn.execute(
             "UPDATE outbox SET payload = ?, droppable = ?, created = ? WHERE id = ?",
             (payload, int(droppable), time.time(), row),
