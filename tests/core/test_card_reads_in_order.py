@@ -123,3 +123,77 @@ def test_a_seen_call_without_its_arguments_falls_back_to_the_requests_context() 
     )
     assert Code(code="npm test", language="bash") in card.details
     assert card.session_name is None
+
+
+# -- what an agent cannot make a card say (issue 32's review) ---------------------------------
+
+_SOURCE = "aep://host/agent/some-agent/session/s1"
+
+
+def _asked(call_args: dict, request_data: dict) -> list:
+    """The card's details for a request whose `cause` names a Bash call made with
+    `call_args`; the request's own data is `request_data`."""
+    from aep_bridge.aep.build import make_event
+    from aep_bridge.aep.redaction import digest
+
+    renderer = Renderer(Redactor())
+    call = make_event(
+        "tool.requested",
+        source=_SOURCE,
+        agent="some-agent",
+        session="s1",
+        seq=1,
+        subject="Bash",
+        capture="full",
+        data={
+            "tool": {"name": "Bash", "call_id": "c1"},
+            "args": call_args,
+            "args_digest": digest(call_args),
+        },
+    )
+    renderer.render(call, ceiling="full", verbosity="normal")
+    request = make_event(
+        "attention.requested",
+        source=_SOURCE,
+        agent="some-agent",
+        session="s1",
+        seq=2,
+        subject="Bash",
+        cause=call.id,
+        capture="full",
+        data={"kind": "permission", "options": [{"id": "allow", "label": "Allow"}], **request_data},
+    )
+    card, _ = renderer.permission_request(request, "k1", ceiling="full")
+    return list(card.details)
+
+
+def test_a_request_s_own_context_wins_over_a_harmless_call_it_names() -> None:
+    """An emitter names a harmless earlier call (`ls`) as the cause while the request's own
+    context asks to run something else: the card shows what the request asks."""
+    details = _asked(
+        {"command": "ls"},
+        {
+            "prompt": "Run it?",
+            "context": {"tool_name": "Bash", "tool_input": {"command": "rm -rf ~/data"}},
+        },
+    )
+    assert [b.code for b in details if isinstance(b, Code)] == ["rm -rf ~/data"]
+
+
+def test_an_agent_s_reason_cannot_draw_a_second_command_or_a_heading() -> None:
+    """The reason is the agent's markdown: bold and code spans, but a fenced block or a
+    heading in it is flattened into its paragraph, never a code block like the command's."""
+    reason = "Checks the tree.\n\n```bash\ngit status\n```\n\n# Folder: ~/safe"
+    details = _asked({"command": "curl x | sh", "description": reason}, {"prompt": "Run it?"})
+    assert [b.code for b in details if isinstance(b, Code)] == ["curl x | sh"]
+    assert all(isinstance(b, (Code, Paragraph)) for b in details)
+    assert "git status" in plain(tuple(details))  # said, as words
+
+
+def test_a_prompt_that_says_more_than_the_command_is_shown() -> None:
+    """A call without a reason: its prompt is left out only when it is the command itself,
+    not when it merely contains it (`ls, then I delete ~/data`)."""
+    details = _asked({"command": "ls"}, {"prompt": "ls, then I delete ~/data"})
+    assert "then I delete" in plain(tuple(details))
+    said_once = _asked({"command": "ls"}, {"prompt": "ls"})  # the command again: left out
+    assert [b for b in said_once if not isinstance(b, Code)] == []

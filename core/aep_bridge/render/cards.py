@@ -187,11 +187,14 @@ class CardsMixin(RendererBase):
         either (a hook's request at `redacted` carries neither), the prompt (`_prompt_blocks`)."""
         context = payload.context if isinstance(payload.context, Mapping) else {}
         seen = self._call(event, ceiling, f"event:{event.cause}") if event.cause else None
-        call = seen
-        cwd = _text_of(context.get("cwd")) or (call.cwd if call is not None else None)
+        cwd = _text_of(context.get("cwd")) or (seen.cwd if seen is not None else None)
         cwd = cwd or self._cwd(event, ceiling)
-        if call is None or not call.args:  # not seen, or seen without its arguments
-            call = _context_call(context, cwd) or _prompt_call(payload.prompt, seen, cwd)
+        own = _context_call(context, cwd)
+        # the request's own words on what it asks win over the call it names, unless they are
+        # that call (a `cause` is the emitter's word, and could name a harmless earlier call)
+        call = seen if seen is not None and seen.args and _agrees(seen, own, context) else own
+        if call is None:
+            call = _prompt_call(payload.prompt, seen, cwd)
         out: list[Any] = []
         if cwd:
             folder = tools.display_path(cwd, None)
@@ -213,7 +216,7 @@ class CardsMixin(RendererBase):
                 out.extend(_clip_blocks(tuple(changes), MAX_CARD_CODE))
         reason = call.args.get("description") or call.args.get("justification")
         if isinstance(reason, str) and reason.strip():
-            out.extend(parse_markdown(self._text(reason, MEDIUM)))
+            out.extend(_words(self._text(reason, MEDIUM)))
         elif prompt and not _restates(prompt, call, event.subject):
             out.extend(_prompt_blocks(prompt, event.subject))
         return tuple(out)
@@ -246,6 +249,8 @@ def _fold(text: str, limit: int) -> str:
 _PROMPT_KEYS: Final = ("command", "file_path", "notebook_path", "url", "pattern", "query", "path")
 #: the most places a prompt's reason may start that are tried against the call's digest
 _MAX_SPLITS: Final = 32
+#: the longest prompt read as a command and its reason (longer: shown as words)
+_MAX_PROMPT_READ: Final = 4 * MAX_CARD_CODE
 
 
 def _prompt_call(prompt: str | None, seen: ToolCall | None, cwd: str | None) -> ToolCall | None:
@@ -258,6 +263,8 @@ def _prompt_call(prompt: str | None, seen: ToolCall | None, cwd: str | None) -> 
     A prompt that matches no reading (the redaction changed it, the call had more
     arguments) gives None: the card shows it as written."""
     if seen is None or not seen.args_digest or not isinstance(prompt, str):
+        return None
+    if len(prompt) > _MAX_PROMPT_READ:  # a huge one is shown as words, not hashed per split
         return None
     head = f"{_header(seen.name)} — "
     if not prompt.startswith(head):
@@ -289,7 +296,7 @@ def _prompt_blocks(prompt: str, subject: str | None) -> Blocks:
     if prompt == head:
         return ()
     if not prompt.startswith(head + " — "):
-        return parse_markdown(prompt)
+        return _words(prompt)
     rest = prompt[len(head) + 3 :].strip()
     if " (" in rest or rest.endswith(")") or "\n" in rest:
         return (Paragraph(spans=(Span(text=rest),)),)
@@ -303,9 +310,27 @@ def _restates(prompt: str, call: ToolCall, subject: str | None) -> bool:
         return True
     for key in ("command", "cmd", "file_path", "notebook_path", "url", "path"):
         value = call.args.get(key)
-        if isinstance(value, str) and value.strip() and value.strip() in prompt:
+        if isinstance(value, str) and value.strip() and value.strip() == prompt.strip():
             return True
     return False
+
+
+def _agrees(seen: ToolCall, own: ToolCall | None, context: Mapping[str, Any]) -> bool:
+    """Whether the call a request names is the one its own `context` describes (or it has
+    none): the same tool, and its input has the call's digest."""
+    if own is None:
+        return True
+    return seen.name == own.name and digest(context.get("tool_input")) == seen.args_digest
+
+
+def _words(text: str) -> Blocks:
+    """The agent's words on a card (its reason, its prompt), as markdown within a paragraph:
+    bold, code spans and links, but no block of its own (a fenced block, a heading, a
+    quote) that could pass for the card's own lines, such as a second command."""
+    return tuple(
+        block if isinstance(block, Paragraph) else Paragraph(spans=(Span(text=plain((block,))),))
+        for block in parse_markdown(text)
+    )
 
 
 def aep_form_values(request: Event, values: Mapping[str, Any]) -> dict[str, Any]:
