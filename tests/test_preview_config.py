@@ -241,6 +241,17 @@ def test_a_broken_config_is_refused_naming_the_key_and_the_fix(
     assert "123456:preview-test-token" not in done.stderr
 
 
+def test_a_broken_configs_error_never_prints_a_credential_it_quotes(tmp_path: Path) -> None:
+    """A config error quotes the wrong value to help; a URL's credential in it is masked,
+    as `aep-bridge check` masks it."""
+    config = {"channels": {"web": {"verbosity": "x://me:hunter2@relay.example/"}}}
+    recording, path = _write(tmp_path, config, _session("claude-code", "s_1", "hello"))
+    done = _preview(str(recording), "--channel", "web", "--config", str(path))
+    assert done.returncode == 2
+    assert "channels.web.verbosity" in done.stderr
+    assert "hunter2" not in done.stderr
+
+
 # -- the recorder paces as the channel does ---------------------------------------------------
 
 #: each built channel's block for an instance without a notifications place (a private chat)

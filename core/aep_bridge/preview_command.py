@@ -570,7 +570,7 @@ def main(
             document = visible(document)
     except ConfigError as exc:  # as `aep-bridge check` says it: the key and the fix
         for problem in exc.problems:
-            print(f"aep-bridge preview: {exc.source}: {problem}", file=err)
+            print(scrub(f"aep-bridge preview: {exc.source}: {problem}"), file=err)
         return EXIT_USAGE
     except PreviewError as exc:
         print(f"aep-bridge preview: {scrub(str(exc))}", file=err)
