@@ -9,6 +9,8 @@ const cards = new Map(); // id -> Card
 const answered = []; // ids of the cards answered since the page loaded, newest first
 const ANSWERED_SHOWN = 10;
 let current = null; // the session shown in #session-view
+let loaded = false; // whether this connection's first state has come (it picks the session)
+const TIMELINE_KEPT = 2000; // entries a session's timeline keeps on the page (the board's own)
 
 // -- the sign-in -----------------------------------------------------------------------
 // Every request needs two halves: the cookie (the browser sends it) and this tab's page key,
@@ -136,6 +138,8 @@ function showSignedOut(detail) {
   cards.clear();
   answered.length = 0;
   current = null;
+  loaded = false;
+  forgetNote();
   for (const id of ["queue", "answered", "sessions", "timeline"]) document.getElementById(id).replaceChildren();
   document.getElementById("board").hidden = true;
   document.getElementById("sign-out").hidden = true;
@@ -531,20 +535,32 @@ async function toggleNotify() {
   showNotifyButton();
 }
 
+// the notification shown last and the card it is about: one at a time (a new question's
+// replaces it, an agent asking 200 questions makes one), taken back when its question closes
+// or the page signs out, so no question's words stay behind on the screen
+let note = null;
+
+function forgetNote(cardId) {
+  if (!note || (cardId !== undefined && note.cardId !== cardId)) return;
+  note.shown.close();
+  note = null;
+}
+
 // a notification for a new question while this tab is out of sight, naming its session;
 // a click on it brings the tab and the question's session
 function notifyOf(card) {
   if (!notifyWanted() || !document.hidden) return;
   const session = sessions.get(card.session_id);
   try {
-    const note = new Notification(`Question in ${session ? session.title : "an agent session"}`, {
-      body: card.title, tag: `aep-web-${card.id}`,
+    const shown = new Notification(`Question in ${session ? session.title : "an agent session"}`, {
+      body: card.title, tag: "aep-web-question",
     });
-    note.addEventListener("click", () => {
+    shown.addEventListener("click", () => {
       window.focus();
       location.hash = `#s=${encodeURIComponent(card.session_id)}`;
-      note.close();
+      forgetNote();
     });
+    note = { shown, cardId: card.id };
   } catch (error) {
     // a browser that refuses notifications from a page (some mobile ones): the title says it
   }
@@ -612,8 +628,14 @@ function timelineCard(card) {
 // a new entry at its arrival position (before the first entry that arrived after it)
 function insertInOrder(timeline, node) {
   const seq = Number(node.dataset.seq);
-  const later = [...timeline.children].find((other) => Number(other.dataset.seq) > seq);
-  timeline.insertBefore(node, later || null);
+  const last = timeline.lastElementChild;
+  if (!last || Number(last.dataset.seq) <= seq) {
+    timeline.append(node); // nearly always: what arrives goes last
+  } else {
+    const later = [...timeline.children].find((other) => Number(other.dataset.seq) > seq);
+    timeline.insertBefore(node, later || null);
+  }
+  while (timeline.children.length > TIMELINE_KEPT) timeline.firstElementChild.remove();
 }
 
 function placeCard(card) {
@@ -695,7 +717,12 @@ async function load() {
   }
   for (const card of state.queue) newer(cards, card);
   renderQueue();
-  const wanted = [fromHash(), current, firstShown(state)].find((id) => id && sessions.has(id));
+  // on the first state: the asked-for session, else where work waits (not whichever session
+  // the stream happened to mention first)
+  const first = !loaded;
+  loaded = true;
+  const wanted = (first ? [fromHash(), firstShown(state)] : [fromHash(), current, firstShown(state)])
+    .find((id) => id && sessions.has(id));
   await openSession(wanted || null);
   return true;
 }
@@ -712,13 +739,14 @@ function changed(event, data) {
   if (event === "session") {
     newer(sessions, data);
     renderSessions();
-    if (current === null && !signedOut) openSession(data.id); // the first session: shown at once
+    if (current === null && loaded && !signedOut) openSession(data.id); // the first session: shown at once
   } else if (event === "item") {
     placeItem(data);
   } else if (event === "card") {
     const before = cards.get(data.id);
     newer(cards, data);
     if (!before && isOpen(data)) notifyOf(data);
+    if (!isOpen(data)) forgetNote(data.id);
     if (before && isOpen(before) && !isOpen(data) && !answered.includes(data.id)) {
       answered.unshift(data.id);
       answered.length = Math.min(answered.length, ANSWERED_SHOWN);

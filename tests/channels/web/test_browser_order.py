@@ -23,7 +23,8 @@ pytestmark = pytest.mark.skipif(
 #: what a test reads of the notifications the page makes and the permission prompts it asks
 #: for (an init script runs through the DevTools protocol, outside the page's CSP)
 NOTIFICATIONS = """
-window.__notes = []; window.__asked = 0; window.__hidden = false;
+window.__notes = []; window.__asked = 0; window.__hidden = false; window.__tags = [];
+window.__closed = 0;
 Object.defineProperty(Document.prototype, "hidden", { get: () => window.__hidden });
 Object.defineProperty(Document.prototype, "visibilityState",
   { get: () => (window.__hidden ? "hidden" : "visible") });
@@ -33,8 +34,10 @@ if ("Notification" in window) {
   window.Notification = class extends Real {
     constructor(title, options) {
       window.__notes.push([title, (options || {}).body]);
+      window.__tags.push((options || {}).tag);
       super(title, options);
     }
+    close() { window.__closed += 1; super.close(); }
     static requestPermission() { window.__asked += 1; return asking(); }
   };
 }
@@ -219,3 +222,31 @@ async def test_notifications_are_asked_for_on_a_click_only_and_name_the_session(
         assert body
         for task in (shown, hidden):
             task.cancel()
+
+
+async def test_one_notification_at_a_time_taken_back_when_its_question_closes(web: Web):
+    """An agent asking many questions while the tab is hidden makes one notification at a
+    time (each replaces the last), and the question's words do not stay on the screen once
+    it is answered."""
+    context = await web.context()
+    await context.add_init_script(NOTIFICATIONS)
+    await context.grant_permissions(["notifications"])
+    page = await context.new_page()
+    await page.goto(web.sign_in_url)
+    await expect(page.locator("#connection")).to_have_text("Live")
+    await page.get_by_role("button", name="Notify me of new questions").click()
+    await expect(page.get_by_role("button", name="Stop notifying me")).to_be_visible()
+    await page.evaluate("window.__hidden = true")
+    async with web.agent() as agent, web.agent() as other:
+        first = await ask(agent, "First question?")
+        await expect(card_in(page)).to_have_count(1)
+        second = await ask(other, "Second question?")
+        await expect(card_in(page)).to_have_count(2)
+        tags = await page.evaluate("window.__tags")
+        assert len(tags) == 2
+        assert len(set(tags)) == 1  # the second replaced the first
+        await page.evaluate("window.__hidden = false")
+        await option(card_in(page).filter(has_text="Second question?"), "deny").click()
+        assert (await answered(second)).option == "deny"
+        await page.wait_for_function("window.__closed > 0")  # taken back
+        first.cancel()
