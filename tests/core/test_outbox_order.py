@@ -9,6 +9,7 @@ group), on simulated time (`VirtualTime`).
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from aep_bridge.store import Store
 from tests.core.doubles import VirtualTime
@@ -248,3 +249,37 @@ async def test_a_card_whose_question_closed_unsent_stays_where_it_was_asked(
     await outbox.stop()
     mine = adapter.texts("s")
     assert mine == ["before", "Run make test?", "after 0", "after 1", "after 2"]
+
+
+async def test_an_answer_s_update_does_not_wait_behind_another_session_s_story(
+    vt: VirtualTime, store: Store
+) -> None:
+    """Session a asks with ten messages queued ahead of its card (lifted to its rank); b's
+    card, already shown, is answered: its update (one edit) is not ranked as a card asked
+    after a's, which would hold it behind all eleven of a's calls."""
+    from aep_bridge.outbox import Job
+    from aep_bridge.outbox.jobs import arguments
+    from aep_bridge.types import OutcomeStatus, PermissionOutcome
+
+    adapter = Recorder(vt, forum=True)
+    edit = adapter.update_permission_request
+
+    async def recorded(session_id: str, request: Any, outcome: Any) -> None:
+        await adapter._record("update_permission_request", session_id, request.title)
+        await edit(session_id, request, outcome)
+
+    adapter.update_permission_request = recorded  # type: ignore[method-assign]
+    outbox = outbox_for(adapter, store)
+    asked = card("b", "b asks")
+    outbox.submit(asked)
+    await outbox.start()
+    await asyncio.wait_for(_until(lambda: "b asks" in adapter.texts()), HANG)
+    for n in range(10):
+        outbox.submit(message("a", f"a says {n}", key=f"line-{n}"))  # keyed: not merged
+    outbox.submit(card("a", "a asks"))
+    answered = PermissionOutcome(status=OutcomeStatus.ANSWERED, option_label="Yes")
+    outbox.submit(Job.permission_update("b", arguments(asked)[1], answered))
+    await drain(outbox)
+    await outbox.stop()
+    order = [c.op for c in adapter.calls]
+    assert "update_permission_request" in order[:4], [(c.op, c.text) for c in adapter.calls]

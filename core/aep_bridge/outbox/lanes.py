@@ -88,6 +88,16 @@ class Entry:
         return f"{self.op} ({row}, session {self.session_id}, {self.priority.name})"
 
 
+def _asks(entry: Entry) -> bool:
+    """A card still urgent: lanes are ranked by when it was asked. A card's update is not
+    (its lane takes turns as before), or it would wait behind every card asked before it."""
+    return (
+        not entry.dead
+        and entry.priority is Priority.QUESTION
+        and entry.op == "send_permission_request"
+    )
+
+
 @dataclass(eq=False, slots=True)
 class Lane:
     """The jobs of one session of one kind (`lane_key`), in order; `busy` while its head is
@@ -138,9 +148,7 @@ class Lane:
             return best, self.turn
         asked = self.asked
         if asked is None or asked.dead or asked.priority is not Priority.QUESTION:
-            asked = self.asked = next(
-                (e for e in self.queue if not e.dead and e.priority is Priority.QUESTION), None
-            )
+            asked = self.asked = next((e for e in self.queue if _asks(e)), None)
         return best, (self.turn if asked is None else asked.seq)
 
     def best(self) -> Priority:
