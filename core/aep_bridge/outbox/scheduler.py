@@ -395,14 +395,11 @@ class Outbox(Queue):
                 continue  # its thread is still being created: back on `release`
             limiters, chat, paused = self._gates(head)
             at = max(head.not_before, paused, *(lim.free_at(now) for lim in limiters))
-            # a card's lane: its card, or the thread's messages queued ahead of its card; only
-            # a card itself goes past the slots owed to other cards (the messages lifted ahead
-            # of a card asked later do not take a slot owed to a card asked earlier)
+            # a card's lane: its card, or the thread's messages queued ahead of its card
             card = lane.best() is Priority.QUESTION
-            first = head.priority is Priority.QUESTION
             if at <= now:
                 if all(spare(lim, now, reserved.get(lim)) for lim in limiters) and (
-                    first or not any(lim.delays(now, owed[lim]) for lim in limiters if lim in owed)
+                    card or not any(lim.delays(now, owed[lim]) for lim in limiters if lim in owed)
                 ):
                     head.limiters, head.chat = limiters, chat
                     chosen = head
