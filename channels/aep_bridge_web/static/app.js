@@ -715,11 +715,17 @@ async function load() {
   for (const [id, card] of cards) {
     if (isOpen(card) && !inQueue.has(id) && (card.rev || 0) <= state.rev) cards.delete(id); // closed meanwhile
   }
-  for (const card of state.queue) newer(cards, card);
+  const first = !loaded;
+  for (const card of state.queue) {
+    const known = cards.has(card.id);
+    newer(cards, card);
+    // a question that came while the stream was reconnecting still says so (not the ones
+    // already waiting when the page opened: those it shows at once)
+    if (!known && !first && isOpen(card)) notifyOf(card);
+  }
   renderQueue();
   // on the first state: the asked-for session, else where work waits (not whichever session
   // the stream happened to mention first)
-  const first = !loaded;
   loaded = true;
   const wanted = (first ? [fromHash(), firstShown(state)] : [fromHash(), current, firstShown(state)])
     .find((id) => id && sessions.has(id));

@@ -224,6 +224,15 @@ async def test_notifications_are_asked_for_on_a_click_only_and_name_the_session(
             task.cancel()
 
 
+async def _until_true(page: Page, expression: str, timeout: float = 30.0) -> None:
+    """Poll `expression` in the page (evaluated through DevTools: the page's CSP refuses the
+    `eval` that `wait_for_function` uses)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await page.evaluate(expression):
+        assert asyncio.get_running_loop().time() < deadline, f"never true: {expression}"
+        await asyncio.sleep(0.05)
+
+
 async def test_one_notification_at_a_time_taken_back_when_its_question_closes(web: Web):
     """An agent asking many questions while the tab is hidden makes one notification at a
     time (each replaces the last), and the question's words do not stay on the screen once
@@ -240,13 +249,15 @@ async def test_one_notification_at_a_time_taken_back_when_its_question_closes(we
     async with web.agent() as agent, web.agent() as other:
         first = await ask(agent, "First question?")
         await expect(card_in(page)).to_have_count(1)
+        await _until_true(page, "window.__tags.length >= 1")
         second = await ask(other, "Second question?")
         await expect(card_in(page)).to_have_count(2)
+        await _until_true(page, "window.__tags.length >= 2")
         tags = await page.evaluate("window.__tags")
         assert len(tags) == 2
         assert len(set(tags)) == 1  # the second replaced the first
         await page.evaluate("window.__hidden = false")
         await option(card_in(page).filter(has_text="Second question?"), "deny").click()
         assert (await answered(second)).option == "deny"
-        await page.wait_for_function("window.__closed > 0")  # taken back
+        await _until_true(page, "window.__closed > 0")  # taken back
         first.cancel()
