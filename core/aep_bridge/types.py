@@ -168,6 +168,13 @@ class PermissionRequest(_Model):
     #: whether the card itself should alert people; False when a heads-up for it rings in the
     #: notifications place instead (one question, one ping)
     notify: bool = True
+    #: what its session said just before it that had not gone out when the card did, oldest
+    #: first (only for a channel declaring `ChannelCapabilities.card_context`): the card shows
+    #: these in its own message, above its title, each as the thread shows such a message, so
+    #: a person reads what led to the question in the message that asks it, and the card goes
+    #: out in the first free slot instead of after one call each. An update of the card
+    #: carries them too (one of them edited since: its latest text).
+    context: tuple[OutgoingMessage, ...] = ()
 
 
 class OutcomeStatus(StrEnum):
@@ -381,6 +388,10 @@ class ChannelCapabilities(_Model):
     #: the platform's limits, which every call the channel makes counts against (only its
     #: posts, when `edit_rate_limits` is declared)
     rate_limits: RateLimits = RateLimits()
+    #: whether the channel shows a card's context (`PermissionRequest.context`) in the card's
+    #: own message: the core then folds the session's messages still queued ahead of a card
+    #: into it (within `max_message_length`), so the card does not wait a slot for each
+    card_context: bool = False
     #: the limits of edits in place, where the platform counts them apart from posts (Slack's
     #: `chat.update`, Tier 3): a call `ChannelAdapter.call_kind` calls an "edit" counts against
     #: these instead of `rate_limits`. None: every call counts against `rate_limits`
