@@ -42,6 +42,14 @@ What it guarantees, and why:
   calls behind it, a card included: a message its platform keeps refusing delays the
   session's next question too, as it delays everything else of that thread. A restart keeps this
   order: rows are read back in submit order into the same lanes.
+- **A card in the first free slot.** Where the channel shows a card's context
+  (`card_context`), the messages its session queued just before the card (none tried yet,
+  within the platform's one-message limit) go in the card's own message instead of a slot
+  each (`context`): the person reads what led to the question above it, and the card does
+  not wait for them. An edit of a message shown before goes after the card (it moves
+  nothing a person reads); a later edit of a message the card carries goes into the card
+  (the queued card, or its next update); every update of the card carries its context. What
+  each card carries is kept in the store with the rows it replaced, so a restart keeps it.
 - **Latest text wins.** A job with a `coalesce` key replaces an unsent job with the same key
   (in the same session) in its place, so a burst of edits to one card costs one call.
 - **No late heads-up.** An unsent keyed job can be taken back (`withdraw`), its row deleted
@@ -85,7 +93,8 @@ carry what the platform was meant to see, and logs are not the platform.
 
 The modules: `jobs` (what is queued and how it fits the platform), `limiter` (the declared
 limits and their persistence), `journal` (the persisted rows), `lanes` (the queue) and
-`merge` (a card's context in as few calls as fit), `scheduler` (the `Outbox`: lanes,
+`merge` (a card's context in as few calls as fit), `context` (a card's context in its own
+message, where the channel shows one), `scheduler` (the `Outbox`: lanes,
 dispatch, settle). Markdown splitting is `aep_bridge.text`'s.
 """
 

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from ..store import Store
+from ..types import PermissionRequest
+from .context import FirstPosts
 from .jobs import Job, Priority, arguments
 from .journal import Journal
 from .lanes import Entry, Lane, LaneKey, lane_key
@@ -37,6 +39,7 @@ _STATS: Final = (
     "failed",
     "declined",
     "charged",
+    "folded",
 )
 
 
@@ -65,6 +68,8 @@ class Queue:
         #: lanes set aside because their session is held, by session
         self._held_lanes: dict[str, set[LaneKey]] = {}
         self._coalescing: dict[tuple[str | None, str], Entry] = {}
+        #: the keys each session posted, where cards carry their context (`context`)
+        self._first_posts: FirstPosts | None = None
         #: droppable entries, a heap by submit order; stale items are skipped when popped (a
         #: channel that never sheds keeps none: it would hold every droppable job sent)
         self._droppable: list[tuple[int, int, Entry]] = []
@@ -101,7 +106,8 @@ class Queue:
         past `max_attempts`, an unreadable row, or a `call` that raised); `declined`: jobs
         and calls the channel said it would not make (`ChannelAdapter.call_kind` None), never
         queued; `charged`: calls counted against the channel's declared limits (each a slot
-        of the platform's budget spent).
+        of the platform's budget spent); `folded`: messages sent in a card's own message as its
+        context (`context`), or their later edits taken into it.
         """
         return dict(self._stats)
 
@@ -142,13 +148,18 @@ class Queue:
                 best = min(best, lane.best())
         return best
 
-    def _add(self, entry: Entry) -> None:
+    def _add(self, entry: Entry, ahead_of: Entry | None = None) -> None:
+        """Queue `entry` at the end of its lane, or just ahead of `ahead_of` (a card going
+        ahead of edits of messages shown above it: `context`)."""
         key = entry.lane
         lane = self._lanes.get(key)
         if lane is None:
             lane = self._lanes[key] = Lane()
         before = lane.best() if lane.queue else None
-        lane.queue.append(entry)
+        if ahead_of is not None and ahead_of in lane.queue:
+            lane.queue.insert(lane.queue.index(ahead_of), entry)
+        else:
+            lane.queue.append(entry)
         lane.counts[entry.priority] += 1
         if not lane.busy and (before is None or entry.priority < before):
             head = lane.head()
@@ -261,8 +272,11 @@ class Queue:
         if lane is not None and lane.counts[entry.priority] > 0:
             lane.counts[entry.priority] -= 1
 
-    def _persist(self, job: Job, args: tuple[Any, ...]) -> Callable[[], None]:
-        """Write `job` to the table; return what to do in memory once that committed."""
+    def _persist(
+        self, job: Job, args: tuple[Any, ...], ahead_of: Entry | None = None
+    ) -> Callable[[], None]:
+        """Write `job` to the table; return what to do in memory once that committed (a new
+        entry goes ahead of `ahead_of`, when given and still queued)."""
         key = None if job.coalesce is None else (job.session_id, job.coalesce)
         target = self._coalescing.get(key) if key is not None else None
         group = self._store.group
@@ -288,7 +302,9 @@ class Queue:
                 self._stats["coalesced"] += 1
             entry = Entry(job.op, job.session_id, job.priority, args, next(self._seq), row, job)
             entry.group = group
-            self._add(entry)
+            if self._first_posts is not None and job.coalesce is not None:
+                entry.first = self._first_posts.first(job.session_id, job.coalesce)
+            self._add(entry, ahead_of)
 
         return add
 
@@ -300,6 +316,12 @@ class Queue:
         entry = self._coalescing.get((session_id, key))
         if entry is None or entry.dead or entry.in_flight or entry.row is None:
             return False
+        known = entry.args[1] if len(entry.args) == 2 else None
+        if isinstance(known, PermissionRequest) and known.context and job.prepared is not None:
+            request = job.prepared[0][1]  # it goes on carrying what it carried
+            if isinstance(request, PermissionRequest) and not request.context:
+                request = request.model_copy(update={"context": known.context})
+                job = Job.permission(entry.session_id or "", request, priority=job.priority)
         with self._store.transaction(savepoint=False):
             self._journal.replace(entry.row, job, priority=True)
         lane = self._lanes.get(entry.lane)
@@ -380,6 +402,8 @@ class Queue:
             self._journal.delete([target.row])
             self._kill(target)
             self._stats["coalesced"] += 1
+        if self._first_posts is not None and job.coalesce is not None:
+            self._first_posts.first(job.session_id, job.coalesce)  # shown, or may have been
         self._add(Entry(job.op, job.session_id, job.priority, args, next(self._seq), row, job))
 
 

@@ -21,8 +21,16 @@ from typing import Any, Final
 from ..adapter import ChannelAdapter
 from ..store import Store
 from ..text import LengthUnit
-from ..types import CallKind, ChannelError, RateLimited
-from .jobs import Job, Priority, arguments, fit
+from ..types import (
+    CallKind,
+    ChannelError,
+    OutgoingMessage,
+    PermissionOutcome,
+    PermissionRequest,
+    RateLimited,
+)
+from .context import CardContexts, Carried, FirstPosts, fold, replaced, with_context
+from .jobs import Job, Priority, arguments, card_key, fit
 from .journal import Journal
 from .lanes import Entry, Lane, LaneKey
 from .limiter import Limiter, Limits, owe, spare
@@ -126,6 +134,11 @@ class Outbox(Queue):
         self._runners: list[asyncio.Future[None]] = []
         #: whether the deletes of settled calls are scheduled (`_forget_rows`)
         self._forget_scheduled = False
+        #: the cards carrying their context, where the channel shows it (`context`)
+        self._contexts: CardContexts | None = None
+        if capabilities.card_context:
+            self._contexts = CardContexts(store, self._channel)
+            self._first_posts = FirstPosts()
 
     # -- the API ---------------------------------------------------------------------------
 
@@ -141,24 +154,145 @@ class Outbox(Queue):
         if self._may_decline and self._declines(job.op, arguments(job)):
             self._stats["declined"] += 1
             return
+        if self._contexts is not None:
+            routed = self._route(job, self._contexts)
+            if routed is None:  # taken into a card's context
+                self._changed()
+                return
+            job = routed
         jobs, split = fit(job, self._max_length, self._unit, self._adapter.measure)
         if split:
             self._stats["split"] += 1
         parsed = [(piece, arguments(piece)) for piece in jobs]
         merges = []
         lane = self._lanes.get((job.session_id, "thread", False))
-        if lane is not None and job.op == "send_permission_request" and job.priority == 0:
+        taken: tuple[Entry, ...] = ()
+        ahead_of = None
+        if job.op == "send_permission_request" and job.priority == 0:
+            ahead: list[Entry] = list(lane.queue) if lane is not None else []
+            if self._contexts is not None:
+                job, taken, ahead_of = self._fold(job, ahead, self._contexts)
+                parsed = [(job, arguments(job))]
+                ahead = [e for e in ahead if e not in taken]
             # what the card's thread says before it goes first: in as few calls as fit
-            merges = plan(lane.queue, self._max_length, self._unit, self._adapter.measure)
+            merges = plan(ahead, self._max_length, self._unit, self._adapter.measure)
         with self._store.transaction(savepoint=False):
             actions = [self._merge(merges)] if merges else []
-            actions += [self._persist(piece, args) for piece, args in parsed]
+            if taken or self._carries(job):
+                actions.append(self._take(job, taken))
+            actions += [self._persist(piece, args, ahead_of) for piece, args in parsed]
         for action in actions:
             action()
+        if job.op in ("archive_session_thread", "delete_session_thread"):
+            if self._first_posts is not None:
+                self._first_posts.forget(job.session_id)
+            if self._contexts is not None:
+                self._contexts.forget_session(job.session_id)
         if job.session_id in self._held:  # what waits for the thread lends the call its rank
             self.promote(job.session_id, job.priority)
         self._shed()
         self._changed()
+
+    # -- a card's context (`context`) -------------------------------------------------------
+
+    def _fold(
+        self, job: Job, ahead: list[Entry], contexts: CardContexts
+    ) -> tuple[Job, tuple[Entry, ...], Entry | None]:
+        """The card `job` carrying what of its lane (`ahead`) it takes; what it takes; and
+        the edit it goes ahead of, if any."""
+        session, request = arguments(job)
+        assert isinstance(request, PermissionRequest)
+        known = contexts.get(session, request.id) if session is not None else None
+        carried = known.request.context if known is not None else request.context
+        folding = fold(ahead, request, self._max_length, self._unit, self._adapter.measure)
+        if folding is None:
+            if carried != request.context:  # the same card again: it carries what it did
+                job = Job.permission(session, with_context(request, carried))
+            return job, (), None
+        context = (*carried, *folding.messages)
+        if context != request.context:
+            job = Job.permission(session, with_context(request, context), priority=job.priority)
+        return job, folding.taken, folding.before
+
+    @staticmethod
+    def _carries(job: Job) -> bool:
+        """Whether `job` is a card carrying a context."""
+        if job.op != "send_permission_request" or job.prepared is None:
+            return False
+        request = job.prepared[0][1]
+        return isinstance(request, PermissionRequest) and bool(request.context)
+
+    def _take(self, job: Job, taken: tuple[Entry, ...]) -> Callable[[], None]:
+        """Write what the card `job` carries and delete the rows of what it took (in the
+        caller's transaction); return what to do in memory once that committed."""
+        assert self._contexts is not None
+        assert job.session_id is not None
+        self._journal.delete([entry.row for entry in taken])
+        session, request = arguments(job)
+        if request.context:
+            self._contexts.save(Carried(session, request))
+
+        def apply() -> None:
+            for entry in taken:
+                self._kill(entry)
+            self._stats["folded"] += len(taken)
+
+        return apply
+
+    def _route(self, job: Job, contexts: CardContexts) -> Job | None:
+        """`job` as it goes where cards carry their context: a later edit of a message a
+        card carries goes into the card (None: nothing else to send now), and an update of
+        such a card carries its context."""
+        if job.op == "send_message" and job.coalesce is not None:
+            card = contexts.card_of(job.session_id, job.coalesce)
+            if card is None:
+                return job
+            return self._edit_carried(job, card, contexts)
+        if job.op == "update_permission_request":
+            session, request, outcome = arguments(job)
+            known = contexts.get(session, request.id) if session is not None else None
+            if known is None:
+                return job
+            request = with_context(request, known.request.context)
+            with self._store.transaction(savepoint=False):
+                contexts.save(Carried(session, request, outcome))
+            return Job.permission_update(session, request, outcome, priority=job.priority)
+        return job
+
+    def _edit_carried(self, job: Job, card: str, contexts: CardContexts) -> Job | None:
+        """A later message with the key of one the card `card` carries: into the card."""
+        session, message = arguments(job)
+        assert isinstance(message, OutgoingMessage)
+        known = contexts.get(session, card)
+        if known is None or message.attachment is not None:  # it cannot go into the card
+            contexts.forget_key(session, job.coalesce or "")
+            return job
+        request = with_context(known.request, replaced(known.request.context, message))
+        self._stats["folded"] += 1
+        for key in (card_key(card), f"outcome:{card}"):
+            queued = self._coalescing.get((session, key))
+            if queued is None or queued.dead or queued.in_flight or queued.row is None:
+                continue
+            # the card, or its update, is still queued: it goes with the new text
+            args = queued.args
+            if queued.op == "send_permission_request":
+                rewritten = Job.permission(session, request, priority=queued.priority)
+            else:
+                outcome = args[2]
+                assert isinstance(outcome, PermissionOutcome)
+                rewritten = Job.permission_update(
+                    session, request, outcome, priority=queued.priority
+                )
+            with self._store.transaction(savepoint=False):
+                self._journal.replace(queued.row, rewritten)
+                contexts.save(Carried(session, request, known.outcome))
+            queued.job, queued.args = rewritten, arguments(rewritten)
+            return None
+        with self._store.transaction(savepoint=False):
+            contexts.save(Carried(session, request, known.outcome))
+        if known.outcome is None:
+            return None  # an open card: shown with its next update
+        return Job.permission_update(session, request, known.outcome, priority=job.priority)
 
     def withdraw(self, session_id: str | None, key: str) -> bool:
         """Take back the unsent job of `session_id` with `coalesce` key `key`: it is never
@@ -256,6 +390,8 @@ class Outbox(Queue):
         if self._worker is not None:
             return
         self._load()
+        if self._contexts is not None:
+            self._contexts.load()
         self._limits.load(self._store, self._channel, self._clock())
         self._worker = asyncio.create_task(self._work(), name=f"outbox:{self._channel}")
 

@@ -182,8 +182,13 @@ def _buttons(request: PermissionRequest) -> list[tuple[str, str]]:
 
 
 def _question(request: PermissionRequest) -> str:
-    """What a memory card says before its outcome: its title and its question."""
-    return f"{request.title}\n{request.description}".strip()
+    """What a memory card says before its outcome: what its session said just before it (its
+    context, a paragraph each), then its title and its question."""
+    own = f"{request.title}\n{request.description}".strip()
+    if not request.context:
+        return own
+    said = "\n\n".join(m.text or f"[{m.type}]" for m in request.context)
+    return f"{said}\n\n{own}"
 
 
 class MemoryChannel(ChannelAdapter):

@@ -1,0 +1,290 @@
+"""A card's context: its session's messages still queued ahead of it, sent in the card's own
+message (`PermissionRequest.context`), so the card goes out in the first free slot.
+
+On a busy platform every message a card waits for costs a slot of the chat's budget (on a
+Telegram group at 20 a minute, 3 s each): a question whose agent said three things just
+before it would reach a person 9 s late. For a channel that declares
+`ChannelCapabilities.card_context`, the outbox instead folds those messages into the card:
+the person reads what led to the question above it, in the one message that asks it.
+
+What is folded, and why (`fold`): the messages at the end of the card's thread lane, oldest
+first, that nothing has been tried for yet: plain posts, and keyed posts whose key was never
+posted before (a first post; `FirstPosts` remembers the keys each session posted). An edit
+of a message already shown stays queued but goes *after* the card: it changes a message
+above, so it moves nothing a person reads. The fold stops at anything else (a call in flight
+or being retried, another card, a rename, an attachment, which a card cannot carry) and at
+the platform's one-message limit, measured as the channel measures: what it could not take
+is sent ahead of the card as before.
+
+What becomes of a folded message's later edits (`CardContexts`): its key now lives in the
+card. A later message with that key replaces it in the card's context: in the queued card,
+or, once the card went, in the card's next update (at once if the card has an outcome
+already; with its outcome otherwise). Every update of the card carries its context, so
+redrawing the card never drops it. What each card carries is kept in the store
+(`kv`, namespace `outbox:<channel>`, one key per card, going with its session's records), in
+the same transaction as the rows it replaced, so a restart keeps both.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final
+
+from .. import markup
+from ..store import Store
+from ..text import LengthUnit, measure
+from ..types import OutgoingMessage, PermissionOutcome, PermissionRequest
+from .jobs import Priority
+from .lanes import Entry
+
+#: sessions whose posted keys `FirstPosts` remembers (the least recently posting forgotten
+#: first: a session that never ends must not grow the set for good)
+SESSIONS_KEPT: Final = 512
+#: the share of a message's limit a card keeps for itself, beyond its measured size (its
+#: title, buttons and the channel's own lines around what the core measures)
+CARD_MARGIN: Final = 0.15
+
+
+class FirstPosts:
+    """The keys each session has posted (or queued) on this channel: a keyed message whose
+    key is not among them is a first post, which a card may carry; any later one is an edit
+    of a message already shown (or on its way), which it may not."""
+
+    def __init__(self) -> None:
+        self._keys: OrderedDict[str | None, set[str]] = OrderedDict()
+
+    def first(self, session_id: str | None, key: str) -> bool:
+        """Whether `key` is new in `session_id`; remembers it either way."""
+        keys = self._keys.get(session_id)
+        if keys is None:
+            keys = self._keys[session_id] = set()
+            if len(self._keys) > SESSIONS_KEPT:
+                self._keys.popitem(last=False)
+        else:
+            self._keys.move_to_end(session_id)
+        if key in keys:
+            return False
+        keys.add(key)
+        return True
+
+    def forget(self, session_id: str | None) -> None:
+        """The session's thread is closed: its keys no longer matter."""
+        self._keys.pop(session_id, None)
+
+
+@dataclass(frozen=True, slots=True)
+class Fold:
+    """What a card takes with it: `taken` (their messages, oldest first, `messages`), and
+    `before`, the first of the edits it goes ahead of (None: it goes at the lane's end)."""
+
+    taken: tuple[Entry, ...]
+    messages: tuple[OutgoingMessage, ...]
+    before: Entry | None
+
+
+def _size(message: OutgoingMessage, unit: LengthUnit, size: markup.Measure) -> int:
+    return size(message.blocks) if message.blocks else measure(message.text, unit)
+
+
+def card_size(request: PermissionRequest, unit: LengthUnit, size: markup.Measure) -> int:
+    """About what the card itself takes of a message, as the channel measures."""
+    words = [request.title, request.session_name or "", request.description]
+    words += [option.label for option in request.options]
+    words += [field.label for field in request.fields]
+    own = measure("\n".join(words), unit)
+    return own + (size(request.details) if request.details else 0)
+
+
+def fold(
+    entries: Iterable[Entry],
+    request: PermissionRequest,
+    limit: int,
+    unit: LengthUnit,
+    size: markup.Measure,
+) -> Fold | None:
+    """What the card `request` takes of its lane's `entries` (in order), within `limit`."""
+    room = limit - card_size(request, unit, size) - int(limit * CARD_MARGIN)
+    taken: list[tuple[Entry, OutgoingMessage]] = []
+    edits: list[Entry] = []
+    for entry in reversed([e for e in entries if not e.dead]):
+        message = _message(entry)
+        if message is None:
+            break
+        if entry.job is not None and entry.job.coalesce is not None and not entry.first:
+            edits.append(entry)  # an edit of a message shown above: it may follow the card
+            continue
+        need = _size(message, unit, size) + 2
+        if need > room:
+            break
+        room -= need
+        taken.append((entry, message))
+    if not taken and not edits:
+        return None
+    taken.reverse()
+    return Fold(
+        tuple(e for e, _ in taken),
+        tuple(m for _, m in taken),
+        edits[-1] if edits else None,
+    )
+
+
+def _message(entry: Entry) -> OutgoingMessage | None:
+    """The message of a queued post that may go into a card (or follow it, an edit)."""
+    if (
+        entry.op != "send_message"
+        or entry.in_flight
+        or entry.attempts
+        or entry.priority is Priority.QUESTION
+        or len(entry.args) != 2
+    ):
+        return None
+    content = entry.args[1]
+    if not isinstance(content, OutgoingMessage) or content.attachment is not None:
+        return None
+    return content
+
+
+@dataclass(slots=True)
+class Carried:
+    """A card with a context, as last queued: its request (the context in it) and its last
+    outcome (None: still open, or never updated)."""
+
+    session_id: str
+    request: PermissionRequest
+    outcome: PermissionOutcome | None = None
+
+    def dump(self) -> str:
+        outcome = None if self.outcome is None else self.outcome.model_dump(mode="json")
+        return json.dumps(
+            {
+                "session": self.session_id,
+                "request": self.request.model_dump(mode="json"),
+                "outcome": outcome,
+            },
+            ensure_ascii=False,
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def load(cls, text: str) -> Carried:
+        data = json.loads(text)
+        outcome = data.get("outcome")
+        return cls(
+            data["session"],
+            PermissionRequest.model_validate(data["request"]),
+            None if outcome is None else PermissionOutcome.model_validate(outcome),
+        )
+
+
+def _message_key(message: OutgoingMessage) -> str | None:
+    """The outbox key a message coalesces on (`Job.message`)."""
+    return None if message.key is None else f"message:{message.key}"
+
+
+class CardContexts:
+    """The cards of one channel that carry a context, and the keys folded into each."""
+
+    def __init__(self, store: Store, channel: str) -> None:
+        self._store = store
+        self._namespace = f"outbox:{channel}"
+        #: (session, outbox key) -> the card its message went into
+        self._keys: dict[tuple[str | None, str], str] = {}
+        #: the cards read or written in this run (the rest are read when needed)
+        self._cards: OrderedDict[str, Carried] = OrderedDict()
+
+    @staticmethod
+    def _key(session_id: str, card_id: str) -> str:
+        # the session's id after the first ":": the key goes with the session's records
+        return f"card:{session_id}:{card_id}"
+
+    def load(self) -> int:
+        """Read back which keys went into which cards (at start); how many cards."""
+        self._keys.clear()
+        self._cards.clear()
+        count = 0
+        for _, text in self._store.kv_items(self._namespace):
+            try:
+                carried = Carried.load(text)
+            except (ValueError, KeyError, TypeError):
+                continue  # unreadable: its card redraws without a context, nothing else
+            count += 1
+            self._remember(carried, cache=False)
+        return count
+
+    def _remember(self, carried: Carried, *, cache: bool = True) -> None:
+        card_id = carried.request.id
+        for message in carried.request.context:
+            key = _message_key(message)
+            if key is not None:
+                self._keys[(carried.session_id, key)] = card_id
+        if cache:
+            self._cards[card_id] = carried
+            self._cards.move_to_end(card_id)
+            while len(self._cards) > SESSIONS_KEPT:
+                self._cards.popitem(last=False)
+
+    def save(self, carried: Carried) -> None:
+        """Keep what the card carries (in the caller's transaction)."""
+        self._store.channel_kv_set(
+            self._namespace, self._key(carried.session_id, carried.request.id), carried.dump()
+        )
+        self._remember(carried)
+
+    def card_of(self, session_id: str | None, coalesce: str) -> str | None:
+        """The card a message with this key went into, if one did."""
+        return self._keys.get((session_id, coalesce))
+
+    def get(self, session_id: str, card_id: str) -> Carried | None:
+        """What the card carries, if it carries a context."""
+        carried = self._cards.get(card_id)
+        if carried is not None:
+            return carried
+        text = self._store.kv_get(self._namespace, self._key(session_id, card_id))
+        if text is None:
+            return None
+        try:
+            carried = Carried.load(text)
+        except (ValueError, KeyError, TypeError):
+            return None
+        self._remember(carried)
+        return carried
+
+    def forget_key(self, session_id: str | None, coalesce: str) -> None:
+        self._keys.pop((session_id, coalesce), None)
+
+    def forget_session(self, session_id: str | None) -> None:
+        """Its thread is closed: later edits of its messages are not looked for (what the
+        store keeps goes with the session's records)."""
+        for key in [k for k in self._keys if k[0] == session_id]:
+            del self._keys[key]
+
+
+def with_context(
+    request: PermissionRequest, context: tuple[OutgoingMessage, ...]
+) -> PermissionRequest:
+    """`request` carrying `context`."""
+    return request.model_copy(update={"context": context})
+
+
+def replaced(
+    context: tuple[OutgoingMessage, ...], message: OutgoingMessage
+) -> tuple[OutgoingMessage, ...]:
+    """`context` with the message of `message`'s key replaced by `message`."""
+    return tuple(message if m.key == message.key else m for m in context)
+
+
+__all__ = [
+    "CARD_MARGIN",
+    "SESSIONS_KEPT",
+    "CardContexts",
+    "Carried",
+    "FirstPosts",
+    "Fold",
+    "card_size",
+    "fold",
+    "replaced",
+    "with_context",
+]

@@ -1,0 +1,266 @@
+"""A card carries its context (issue 32): where the channel declares `card_context`, the
+messages its session queued just before it go in the card's own message, so on a busy
+platform the card goes out in the first free slot, not one slot per message after it; and
+their later edits reach the card instead of a message that does not exist.
+
+On Telegram's limits in one forum group, on simulated time (`VirtualTime`), through the real
+`Outbox` and a SQLite store.
+"""
+
+from __future__ import annotations
+
+from aep_bridge.outbox import Job, Outbox, Priority, card_key
+from aep_bridge.store import Store
+from aep_bridge.types import (
+    OutcomeStatus,
+    OutgoingMessage,
+    PermissionOption,
+    PermissionOutcome,
+    PermissionRequest,
+)
+from tests.core.doubles import VirtualTime
+from tests.core.test_outbox import Recorder, drain, message, outbox_for, rows, store, vt
+
+__all__ = ["store", "vt"]  # the fixtures
+
+BURST = [
+    ("thought", "Reading the failing test first.", None),
+    ("tool_update", "⏳ Bash: pytest -x", "tool-1"),
+    ("text", "The fixture leaks; fixing it.", None),
+    ("plan", "1. fix the fixture\n2. run the suite", None),
+]
+
+
+def carrying(vt: VirtualTime, **options: object) -> Recorder:
+    """A forum group's channel that shows a card's context."""
+    adapter = Recorder(vt, forum=True, **options)  # type: ignore[arg-type]
+    adapter.capabilities = adapter.capabilities.model_copy(update={"card_context": True})
+    return adapter
+
+
+def request(card_id: str = "c1", title: str = "Run make test?") -> PermissionRequest:
+    return PermissionRequest(
+        id=card_id,
+        title=title,
+        options=(PermissionOption(id="yes", label="Yes", is_allow=True),),
+    )
+
+
+def burst(outbox: Outbox, session: str = "s") -> None:
+    for kind, text, key in BURST:
+        outbox.submit(message(session, text, type=kind, key=key))
+
+
+def shown(adapter: Recorder) -> list[str]:
+    """The texts of the messages the platform shows, in order (edits in place)."""
+    return [stored.text for stored in adapter.messages]
+
+
+def answered() -> PermissionOutcome:
+    return PermissionOutcome(status=OutcomeStatus.ANSWERED, option_label="Yes", by="alice")
+
+
+async def test_a_card_carries_its_burst_and_goes_in_the_first_free_slot(
+    vt: VirtualTime, store: Store
+) -> None:
+    adapter = carrying(vt)
+    outbox = outbox_for(adapter, store)
+    await outbox.start()
+    burst(outbox)
+    outbox.submit(Job.permission("s", request()))
+    await drain(outbox)
+    await outbox.stop()
+
+    # one call, at once: the card, with what led to it above its question, in order
+    assert [(c.op, c.at) for c in adapter.calls] == [("send_permission_request", 0.0)]
+    [card] = shown(adapter)
+    places = [card.index(text) for _, text, _ in BURST]
+    assert places == sorted(places), card
+    assert max(places) < card.index("Run make test?")
+    assert outbox.stats["folded"] == 4
+    assert rows(store) == 0
+
+
+async def test_without_card_context_the_card_waits_a_slot_for_each_message(
+    vt: VirtualTime, store: Store
+) -> None:
+    """The same burst where the channel does not show a card's context: the card comes
+    after the messages (the order holds), each of which costs its slot."""
+    adapter = Recorder(vt, forum=True)
+    outbox = outbox_for(adapter, store)
+    await outbox.start()
+    burst(outbox)
+    outbox.submit(Job.permission("s", request()))
+    await drain(outbox)
+    await outbox.stop()
+    assert [c.op for c in adapter.calls][-1] == "send_permission_request"
+    assert len(adapter.calls) == 5
+    assert outbox.stats["folded"] == 0
+
+
+async def test_a_later_edit_of_a_carried_message_reaches_the_card(
+    vt: VirtualTime, store: Store
+) -> None:
+    adapter = carrying(vt)
+    outbox = outbox_for(adapter, store)
+    await outbox.start()
+    burst(outbox)
+    outbox.submit(Job.permission("s", request()))
+    await drain(outbox)
+    # while the card is open, the tool call it carries finishes: nothing is posted (a new
+    # message would say the call twice); the card shows it with its next update
+    outbox.submit(message("s", "✅ Bash: pytest -x — 12 passed", type="tool_update", key="tool-1"))
+    await drain(outbox)
+    assert len(shown(adapter)) == 1
+    outbox.submit(Job.permission_update("s", request(), answered()))
+    await drain(outbox)
+    [card] = shown(adapter)
+    assert "✅ Bash: pytest -x — 12 passed" in card
+    assert "⏳ Bash: pytest -x" not in card
+    assert "Answered by alice: Yes" in card
+    assert "Reading the failing test first." in card  # the update kept the context
+    # once the card has its outcome, a later edit updates it at once, keeping the outcome
+    outbox.submit(message("s", "✅ Bash: pytest -x — 13 passed", type="tool_update", key="tool-1"))
+    await drain(outbox)
+    await outbox.stop()
+    [card] = shown(adapter)
+    assert "13 passed" in card
+    assert "Answered by alice: Yes" in card
+
+
+async def test_an_edit_while_the_card_waits_goes_with_it(vt: VirtualTime, store: Store) -> None:
+    adapter = carrying(vt)
+    outbox = outbox_for(adapter, store)
+    burst(outbox)
+    outbox.submit(Job.permission("s", request()))
+    outbox.submit(message("s", "✅ Bash: pytest -x", type="tool_update", key="tool-1"))
+    await outbox.start()
+    await drain(outbox)
+    await outbox.stop()
+    assert len(adapter.calls) == 1
+    [card] = shown(adapter)
+    assert "✅ Bash: pytest -x" in card
+    assert "⏳" not in card
+
+
+async def test_an_edit_of_a_message_shown_before_goes_after_the_card(
+    vt: VirtualTime, store: Store
+) -> None:
+    adapter = carrying(vt)
+    outbox = outbox_for(adapter, store)
+    await outbox.start()
+    outbox.submit(message("s", "⏳ Read: invoices/totals.py", type="tool_update", key="tool-0"))
+    await drain(outbox)
+    await vt.sleep(60)  # the chat's and the group's windows are free again
+    free = vt.now
+    outbox.submit(message("s", "✅ Read: invoices/totals.py", type="tool_update", key="tool-0"))
+    outbox.submit(message("s", "Found it: line_total rounds a float."))
+    outbox.submit(Job.permission("s", request()))
+    await drain(outbox)
+    await outbox.stop()
+    # the card first (it carries the reply, a first post); then the edit of the message
+    # shown above it, which moves nothing a person reads
+    assert [c.op for c in adapter.calls] == [
+        "send_message",
+        "send_permission_request",
+        "send_message",
+    ]
+    assert adapter.calls[1].at == free  # the card went in the first free slot
+    first, card = shown(adapter)
+    assert first == "✅ Read: invoices/totals.py"
+    assert "Found it: line_total rounds a float." in card
+    assert "Read:" not in card
+
+
+async def test_a_card_takes_only_what_fits_its_message(vt: VirtualTime, store: Store) -> None:
+    adapter = carrying(vt, max_length=500)
+    outbox = outbox_for(adapter, store)
+    for n in range(3):
+        outbox.submit(message("s", f"{n}" * 180))
+    outbox.submit(Job.permission("s", request()))
+    await outbox.start()
+    await drain(outbox)
+    await outbox.stop()
+    # what did not fit goes ahead of the card, as before; the card takes the newest
+    ops = [c.op for c in adapter.calls]
+    assert ops[-1] == "send_permission_request"
+    texts = shown(adapter)
+    assert all(len(text) <= 500 for text in texts)
+    assert "2" * 180 in texts[-1]
+    assert "0" * 180 not in texts[-1]
+    joined = "\n".join(texts)
+    assert all(joined.count(f"{n}" * 180) == 1 for n in range(3))  # nothing twice or lost
+
+
+async def test_a_card_and_its_context_survive_a_restart(vt: VirtualTime, store: Store) -> None:
+    adapter = carrying(vt)
+    outbox = outbox_for(adapter, store)
+    burst(outbox)
+    outbox.submit(Job.permission("s", request()))
+    await outbox.start()
+    await outbox.stop(0)  # nothing sent yet? then it is all in the table
+    again = outbox_for(adapter, store)
+    await again.start()
+    await drain(again)
+    await again.stop()
+    assert [c.op for c in adapter.calls] == ["send_permission_request"]
+    # a third run: the carried tool call finishes and the card is answered; the update
+    # carries the context it went out with, the edit in it
+    third = outbox_for(adapter, store)
+    await third.start()
+    third.submit(Job.permission_update("s", request(), answered()))
+    third.submit(message("s", "✅ Bash: pytest -x", type="tool_update", key="tool-1"))
+    await drain(third)
+    await third.stop()
+    [card] = shown(adapter)
+    assert "Reading the failing test first." in card
+    assert "✅ Bash: pytest -x" in card
+    assert "Answered by alice: Yes" in card
+
+
+async def test_a_lowered_card_keeps_its_context(vt: VirtualTime, store: Store) -> None:
+    """A card whose question closed before it went out is lowered to thread rank (`demote`)
+    with the request the bridge knows, which has no context: it still carries its own."""
+    adapter = carrying(vt)
+    outbox = outbox_for(adapter, store)
+    burst(outbox)
+    outbox.submit(Job.permission("s", request()))
+    quiet = request().model_copy(update={"notify": False})
+    assert outbox.demote("s", card_key("c1"), Job.permission("s", quiet, priority=Priority.FINAL))
+    await outbox.start()
+    await drain(outbox)
+    await outbox.stop()
+    [card] = shown(adapter)
+    assert "Reading the failing test first." in card
+
+
+async def test_a_second_card_does_not_take_what_the_first_carries(
+    vt: VirtualTime, store: Store
+) -> None:
+    adapter = carrying(vt)
+    outbox = outbox_for(adapter, store)
+    burst(outbox)
+    outbox.submit(Job.permission("s", request("c1", "First?")))
+    outbox.submit(message("s", "And one more thing."))
+    outbox.submit(Job.permission("s", request("c2", "Second?")))
+    await outbox.start()
+    await drain(outbox)
+    await outbox.stop()
+    first, second = shown(adapter)
+    assert "Reading the failing test first." in first
+    assert "And one more thing." not in first
+    assert second.startswith("And one more thing.")
+    assert "Reading the failing test first." not in second
+
+
+def test_a_message_with_an_attachment_is_never_carried() -> None:
+    from aep_bridge.outbox.context import fold
+    from aep_bridge.outbox.lanes import Entry
+    from aep_bridge.text import measure
+    from aep_bridge.types import Attachment
+
+    content = OutgoingMessage(
+        type="text", text="the log", attachment=Attachment(type="file", file_name="log.txt")
+    )
+    entry = Entry("send_message", "s", Priority.LIVE, ("s", content), 1)
+    assert fold([entry], request(), 4096, "chars", lambda b: measure(str(b), "chars")) is None
