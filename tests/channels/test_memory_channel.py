@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from aep_bridge.testing import ChannelConformance, FakeCore, Harness, MemoryChannel, MemoryProbe
-from aep_bridge.types import ChannelConfig, ChannelUser
+from aep_bridge.types import ChannelConfig, ChannelUser, RateLimit, RateLimits
 
 
 class TestMemoryChannel(ChannelConformance):
@@ -25,4 +25,24 @@ class TestMemoryChannel(ChannelConformance):
             return probe.channel
 
         yield Harness(channel, core, probe, approver=ChannelUser(id="alice"), restart=restart)
+        await channel.stop()
+
+
+class TestMemoryChannelCarryingContext(ChannelConformance):
+    """The kit against the in-memory channel where it shows a card's context, on Telegram's
+    pace of one call a second in a chat: the card must not wait a second per message."""
+
+    @pytest.fixture
+    async def harness(self) -> AsyncIterator[Harness]:
+        core = FakeCore()
+        channel = MemoryChannel(core, ChannelConfig(name="memory", approvers=["alice"]))
+        channel.capabilities = channel.capabilities.model_copy(
+            update={
+                "card_context": True,
+                "rate_limits": RateLimits(per_chat=RateLimit(count=1, per_seconds=1)),
+            }
+        )
+        await channel.start()
+        probe = MemoryProbe(channel)
+        yield Harness(channel, core, probe, approver=ChannelUser(id="alice"))
         await channel.stop()

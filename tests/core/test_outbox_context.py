@@ -264,3 +264,41 @@ def test_a_message_with_an_attachment_is_never_carried() -> None:
     )
     entry = Entry("send_message", "s", Priority.LIVE, ("s", content), 1)
     assert fold([entry], request(), 4096, "chars", lambda b: measure(str(b), "chars")) is None
+
+
+async def test_the_thread_s_header_stays_its_first_message(vt: VirtualTime, store: Store) -> None:
+    """A session that starts and asks at once: its header (the thread's first message, which
+    the first prompt joins) goes first on its own; the card carries what came after it."""
+    adapter = carrying(vt)
+    outbox = outbox_for(adapter, store)
+    outbox.submit(message("s", "Fix invoice rounding · claude-code", key="session:s"))
+    outbox.submit(message("s", "Reading the failing test first.", type="thought"))
+    outbox.submit(Job.permission("s", request()))
+    await outbox.start()
+    await drain(outbox)
+    await outbox.stop()
+    header, card = shown(adapter)
+    assert header == "Fix invoice rounding · claude-code"
+    assert card.startswith("Reading the failing test first.")
+
+
+async def test_a_message_the_channel_shows_by_an_edit_follows_the_card(
+    vt: VirtualTime, store: Store
+) -> None:
+    """Where the channel shows a keyed message by editing one it has (Slack's header is its
+    thread's parent message: `call_kind` "edit"), the card neither carries nor waits for it."""
+    adapter = carrying(vt)
+    adapter.call_kind = lambda op, args: (  # type: ignore[method-assign]
+        "edit" if len(args) == 2 and getattr(args[1], "key", None) == "session:s" else "post"
+    )
+    outbox = outbox_for(adapter, store)
+    outbox.submit(message("s", "Reading the failing test first.", type="thought"))
+    outbox.submit(message("s", "Fix invoice rounding · claude-code", key="session:s"))
+    outbox.submit(Job.permission("s", request()))
+    await outbox.start()
+    await drain(outbox)
+    await outbox.stop()
+    assert [c.op for c in adapter.calls] == ["send_permission_request", "send_message"]
+    card, header = shown(adapter)
+    assert card.startswith("Reading the failing test first.")
+    assert "Fix invoice rounding" not in card

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Final
 
@@ -43,6 +43,9 @@ from .lanes import Entry
 #: sessions whose posted keys `FirstPosts` remembers (the least recently posting forgotten
 #: first: a session that never ends must not grow the set for good)
 SESSIONS_KEPT: Final = 512
+#: the key prefix of a session's header (`render.session`): the thread's first message, which
+#: the first prompt joins; never carried by a card
+HEADER_KEY: Final = "session:"
 #: the share of a message's limit a card keeps for itself, beyond its measured size (its
 #: title, buttons and the channel's own lines around what the core measures)
 CARD_MARGIN: Final = 0.15
@@ -104,8 +107,11 @@ def fold(
     limit: int,
     unit: LengthUnit,
     size: markup.Measure,
+    edits_in_place: Callable[[Entry], bool] = lambda entry: False,
 ) -> Fold | None:
-    """What the card `request` takes of its lane's `entries` (in order), within `limit`."""
+    """What the card `request` takes of its lane's `entries` (in order), within `limit`.
+    `edits_in_place` tells a keyed first post the channel shows by editing a message it
+    has (Slack's session header is its thread's parent): it may follow the card too."""
     room = limit - card_size(request, unit, size) - int(limit * CARD_MARGIN)
     taken: list[tuple[Entry, OutgoingMessage]] = []
     edits: list[Entry] = []
@@ -113,9 +119,12 @@ def fold(
         message = _message(entry)
         if message is None:
             break
-        if entry.job is not None and entry.job.coalesce is not None and not entry.first:
-            edits.append(entry)  # an edit of a message shown above: it may follow the card
-            continue
+        if entry.job is not None and entry.job.coalesce is not None:
+            if not entry.first or edits_in_place(entry):
+                edits.append(entry)  # it changes a message shown above: it may follow the card
+                continue
+            if (message.key or "").startswith(HEADER_KEY):
+                break  # the thread's header stays its first message
         need = _size(message, unit, size) + 2
         if need > room:
             break

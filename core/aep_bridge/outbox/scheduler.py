@@ -181,6 +181,8 @@ class Outbox(Queue):
             if taken or self._carries(job):
                 actions.append(self._take(job, taken))
             actions += [self._persist(piece, args, ahead_of) for piece, args in parsed]
+            if ahead_of is not None and lane is not None:
+                actions.append(self._rewrite_after(lane, ahead_of))
         for action in actions:
             action()
         if job.op in ("archive_session_thread", "delete_session_thread"):
@@ -204,7 +206,9 @@ class Outbox(Queue):
         assert isinstance(request, PermissionRequest)
         known = contexts.get(session, request.id) if session is not None else None
         carried = known.request.context if known is not None else request.context
-        folding = fold(ahead, request, self._max_length, self._unit, self._adapter.measure)
+        folding = fold(
+            ahead, request, self._max_length, self._unit, self._adapter.measure, self._edits
+        )
         if folding is None:
             if carried != request.context:  # the same card again: it carries what it did
                 job = Job.permission(session, with_context(request, carried))
@@ -213,6 +217,33 @@ class Outbox(Queue):
         if context != request.context:
             job = Job.permission(session, with_context(request, context), priority=job.priority)
         return job, folding.taken, folding.before
+
+    def _rewrite_after(self, lane: Lane, first: Entry) -> Callable[[], None]:
+        """Write the rows of `lane`'s entries from `first` on again, after the card just
+        written ahead of them (in the caller's transaction): a restart reads rows back in
+        row order, and must find them behind the card as this run sends them."""
+        moved = list(itertools.dropwhile(lambda entry: entry is not first, lane.queue))
+        moved = [e for e in moved if not e.dead and not e.in_flight and e.row is not None]
+        rows = []
+        for entry in moved:
+            assert entry.job is not None
+            rows.append(self._journal.insert(entry.job))
+        self._journal.delete([entry.row for entry in moved])
+        group = self._store.group
+
+        def apply() -> None:
+            for entry, row in zip(moved, rows, strict=True):
+                entry.row, entry.group = row, group
+
+        return apply
+
+    def _edits(self, entry: Entry) -> bool:
+        """Whether the channel shows this keyed message by editing one it has."""
+        try:
+            return self._adapter.call_kind(entry.op, entry.args) == "edit"
+        except Exception:
+            log.exception("outbox %s: call_kind(%s) failed", self._channel, entry.op)
+            return False
 
     @staticmethod
     def _carries(job: Job) -> bool:

@@ -730,6 +730,76 @@ class ChannelConformance:
         above = [text for text, place in places.items() if place is not None and place > card]
         assert not above, f"the card came before what led to it: {above}"
 
+    async def test_a_card_carries_what_its_session_said_just_before_it(
+        self, harness: Harness
+    ) -> None:
+        """Where the channel shows a card's context (`card_context`), a session's burst and
+        its question go out as one call, the card, in the first free slot: what led to the
+        question reads above its title in the card's own message, in order. A later edit of a
+        message it carries (the tool call finishing) and the card's outcome both show in the
+        card, and nothing else appears in the thread. (Issue 32.)"""
+        from ..outbox import Job, Outbox
+        from ..simtime import VirtualTime
+        from ..store import Store
+
+        h = harness
+        if not h.adapter.capabilities.card_context:
+            pytest.skip("this channel does not show a card's context (card_context)")
+        thread = await self._thread(h)
+        where = thread if h.adapter.capabilities.threads else None
+        before = len(await h.probe.messages(where))
+        running = sample_message("tool_call")
+        burst = [
+            OutgoingMessage(type="system_message", text="claude-code started: fix the tests"),
+            OutgoingMessage(type="thought", text="Reading the failing test first."),
+            running,
+            OutgoingMessage(type="text", text="The fixture leaks; running the suite again."),
+        ]
+        request = _request("cX7k", [("o1", "Allow"), ("o2", "Deny")])
+        vt, store = VirtualTime(), Store.memory()
+        calls: list[str] = []
+        outbox = Outbox(
+            h.adapter,
+            store,
+            clock=vt.clock,
+            sleep=vt.sleep,
+            on_sent=lambda _, job: calls.append(job.op),
+        )
+        await outbox.start()
+        try:
+            for message in burst:
+                outbox.submit(Job.message(SESSION, message))
+            outbox.submit(Job.permission(SESSION, request))
+            await asyncio.wait_for(outbox.idle(), h.timeout)
+            assert calls == ["send_permission_request"], f"the card waited for {calls[:-1]}"
+            shown = (await h.probe.messages(where))[before:]
+            assert len(shown) == 1, [m.text for m in shown]
+            card = _visible(f"{shown[0].title}\n{shown[0].text}")
+            places = [card.find(_visible(m.text)) for m in burst]
+            assert -1 not in places, f"the card does not show all of its context: {card}"
+            assert places == sorted(places), f"the context is out of order: {card}"
+            assert max(places) < card.find(_visible(request.description))
+            done = sample_message("tool_update")  # the same call, finished
+            outbox.submit(Job.message(SESSION, done))
+            outbox.submit(
+                Job.permission_update(
+                    SESSION,
+                    request,
+                    PermissionOutcome(status=OutcomeStatus.ANSWERED, option_label="Allow"),
+                )
+            )
+            await asyncio.wait_for(outbox.idle(), h.timeout)
+        finally:
+            await outbox.stop(0)
+            await vt.close()
+            store.close()
+        shown = (await h.probe.messages(where))[before:]
+        assert len(shown) == 1, "an edit of what the card carries became a message of its own"
+        card = _visible(f"{shown[0].title}\n{shown[0].text}")
+        assert _visible(done.text) in card, f"the finished call is not in the card: {card}"
+        assert "Allow" in card, f"the card does not show its outcome: {card}"
+        assert not shown[0].buttons, "the answered card still has its buttons"
+
     async def test_stop_is_idempotent(self, harness: Harness) -> None:
         await harness.adapter.stop()
         await harness.adapter.stop()
