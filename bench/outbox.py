@@ -32,7 +32,11 @@ after that, another does with four unlike messages (a thought, a tool call, a re
 plan: each its own message). For each card: the calls that went between its submission and
 it (the free slots it waited more than the lone card), its delay from its submission and
 from the first free slot after it (the group's window decides when that is, so delays at
-different moments differ by it), and whether every message of its burst arrived above it.
+different moments differ by it), and whether every message of its burst arrived above it
+(in a message before the card, or in the card's own message above its title). The bursts run
+twice in the same run: on a channel that shows a card's context (`card_context`, as the
+Telegram, Discord and Slack channels do: the burst goes in the card's own message), and on
+one that does not (the baseline: the burst goes ahead of the card, alike messages merged).
 """
 
 from __future__ import annotations
@@ -96,10 +100,22 @@ class TelegramLike(MemoryChannel):
 
     name = "telegram-like"
 
-    def __init__(self, clock: VirtualTime, limits: RateLimits, latency: float = 0.0) -> None:
+    def __init__(
+        self,
+        clock: VirtualTime,
+        limits: RateLimits,
+        latency: float = 0.0,
+        *,
+        card_context: bool = False,
+    ) -> None:
         super().__init__(FakeCore(), ChannelConfig(name="telegram-like"))
         self.capabilities = MemoryChannel.capabilities.model_copy(
-            update={"rate_limits": limits, "max_message_length": 4096, "length_unit": "utf16"}
+            update={
+                "rate_limits": limits,
+                "max_message_length": 4096,
+                "length_unit": "utf16",
+                "card_context": card_context,
+            }
         )
         self.clock = clock
         self.latency = latency  # how long a call takes to return (recorded when it is made)
@@ -119,7 +135,9 @@ class TelegramLike(MemoryChannel):
         await super().send_message(session_id, content)
 
     async def send_permission_request(self, session_id: str, request: PermissionRequest) -> None:
-        await self._record(session_id, request.title)
+        # what the card's message says: its context (if it carries one) above its title
+        said = [m.text for m in request.context]
+        await self._record(session_id, "\n\n".join([*said, request.title]))
         await super().send_permission_request(session_id, request)
 
     async def send_notification(self, notification: NotificationMessage) -> None:
@@ -161,12 +179,15 @@ BURSTS: dict[str, tuple[str, float, list[tuple[str, str]]]] = {
     ),
 }
 BURST = "a card after its own burst"
+#: the same bursts on a channel that does not show a card's context (the baseline)
+WITHOUT = "(without card_context)"
 
 
-async def _burst_run() -> list[Sent]:
-    """The flood, and the `BURSTS` at their times: each topic's messages, then its card."""
+async def _burst_run(card_context: bool) -> list[Sent]:
+    """The flood, and the `BURSTS` at their times: each topic's messages, then its card; on a
+    channel that shows a card's context (as Telegram does), or one that does not."""
     vt = VirtualTime()
-    adapter = TelegramLike(vt, TELEGRAM)
+    adapter = TelegramLike(vt, TELEGRAM, card_context=card_context)
     with tempfile.TemporaryDirectory() as state, Store.open(Path(state)) as store:
         outbox = Outbox(adapter, store, clock=vt.clock, sleep=vt.sleep)
         for job in _flood():
@@ -190,9 +211,10 @@ def burst_figures(sent: list[Sent]) -> dict[str, dict[str, Any]]:
     delay in free slots more than the lone card's, and whether its burst came above it."""
     out: dict[str, dict[str, Any]] = {}
     for name, (_, at, messages) in BURSTS.items():
-        index = next(n for n, s in enumerate(sent) if s.text == f"{CARD} {name}")
+        index = next(n for n, s in enumerate(sent) if s.text.endswith(f"{CARD} {name}"))
         before = [s for s in sent[:index] if s.at >= at]
-        shown_above = {part for s in sent[:index] for part in s.text.split("\n\n")}
+        # above the card: the messages before it, and the context in its own message
+        shown_above = {part for s in sent[: index + 1] for part in s.text.split("\n\n")}
         free = before[0].at if before else sent[index].at  # the first free slot after `at`
         out[name] = {
             "calls_before": len(before),
@@ -315,7 +337,7 @@ def figures(
     first, last = min(times), max(times)
     windows = int((last - first) // binding.per_seconds)
     used = sum(1 for t in times if t < first + windows * binding.per_seconds)
-    card = next(s for s in sent if s.text == CARD)
+    card = next(s for s in sent if s.text.endswith(CARD))
     slot = 1 + sum(1 for s in sent if CARD_AT <= s.at < card.at)
     return {
         "violations": violations(sent, limits),
@@ -357,8 +379,9 @@ def main() -> dict[str, Any]:
             flush=True,
         )
     results[SEVERAL] = several
-    bursts = results[BURST] = burst_figures(asyncio.run(_burst_run()))
-    for name, f in bursts.items():
+    bursts = results[BURST] = burst_figures(asyncio.run(_burst_run(card_context=True)))
+    results[WITHOUT] = burst_figures(asyncio.run(_burst_run(card_context=False)))
+    for name, f in [*bursts.items(), *((f"{n} {WITHOUT}", f) for n, f in results[WITHOUT].items())]:
         print(
             f"{name:<24} calls before the card {f['calls_before']} ({f['slots_more']:+d} "
             f"slots against the lone card), card after {f['delay']:.1f} s "
@@ -381,7 +404,7 @@ def section(results: dict[str, Any]) -> list[str]:
         "|---|---|---:|---:|---:|---:|---:|",
     ]
     for scenario, senders in results.items():
-        if scenario in (SEVERAL, BURST):
+        if scenario in (SEVERAL, BURST, WITHOUT):
             continue
         for sender, f in senders.items():
             lines.append(
@@ -408,7 +431,8 @@ def section(results: dict[str, Any]) -> list[str]:
         "card | card after | after the first free slot | its burst above the card |",
         "|---|---:|---:|---:|---:|---|",
     ]
-    for name, f in bursts.items():
+    rows = [*bursts.items(), *((f"{n} {WITHOUT}", f) for n, f in results[WITHOUT].items())]
+    for name, f in rows:
         lines.append(
             f"| {name} | {f['calls_before']} | {f['slots_more']:+d} | {f['delay']:.1f} s | "
             f"{f['after_free']:.1f} s | {'yes' if f['in_order'] else 'NO'} |"
@@ -417,13 +441,12 @@ def section(results: dict[str, Any]) -> list[str]:
     cards_ok = all(f["overtaken"] == 0 and f["violations"] == 0 for f in several.values())
     # the card in the first free slot but for its topic's queued chatter, merged, before it
     ok = ours["violations"] == 0 and ours["rate_used"] >= 0.95 and ours["card_slot"] <= 2
-    burst_ok = all(f["in_order"] for f in bursts.values()) and (
-        bursts["alike burst (4 replies)"]["slots_more"] <= 1
-    )
+    # where the channel shows a card's context, a burst costs its card no slot at all
+    burst_ok = all(f["in_order"] and f["slots_more"] <= 0 for f in bursts.values())
     walls = ", ".join(
         f"{senders['aep-bridge outbox']['wall']:.1f} s"
         for scenario, senders in results.items()
-        if scenario not in (SEVERAL, BURST)
+        if scenario not in (SEVERAL, BURST, WITHOUT)
     )
     lines += [
         "",
@@ -433,8 +456,9 @@ def section(results: dict[str, Any]) -> list[str]:
         f"({ours['violations']} violations, {ours['rate_used']:.1%} of 20/min, slot "
         f"{ours['card_slot']}). Several cards at once: every card before any heads-up or "
         f"other topic's chatter: {'met' if cards_ok else 'NOT met'}. A card after its own "
-        f"burst: the burst above it, and alike messages costing at most one slot more than "
-        f"a lone card: {'met' if burst_ok else 'NOT met'}. Real time for the simulated "
+        f"burst, on a channel that shows a card's context: the burst above it (in the card's "
+        f"own message) and no slot more than a lone card, alike or unlike: "
+        f"{'met' if burst_ok else 'NOT met'}. Real time for the simulated "
         f"outbox runs: {walls}.",
         "",
     ]
@@ -442,4 +466,6 @@ def section(results: dict[str, Any]) -> list[str]:
 
 
 if __name__ == "__main__":
-    print("\n".join(section(main())))
+    import results
+
+    results.run_alone("## Outbox against Telegram's real limits", main, section)
