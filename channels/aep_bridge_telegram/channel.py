@@ -80,7 +80,7 @@ from .format import (
     visible_length,
 )
 from .forms import Forms
-from .look import _card_html, _keyboard, _message_html, _topic_name
+from .look import _card_html, _keyboard, _message_html, _topic_name, _with_context
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +110,8 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         length_unit="utf16",
         max_button_data=64,
         max_buttons=24,
+        # a card shows the messages its session queued just before it, above its title
+        card_context=True,
         # a question's heads-up is edited when the question closes (edits never ring)
         updates_heads_ups=True,
         # Telegram's limits (1 a second per chat, 20 a minute per group, 30 a second in all),
@@ -414,7 +416,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         known = await self._cards.get(request.id)
         if known is not None:  # sent before (a retry after a restart): show it, do not repeat
             return
-        text = _card_html(request)
+        text = _with_context(request, _card_html(request))  # what led to it, then the card
         keyboard = _keyboard(request, None)
         # quiet when a heads-up for it rings in the Notifications topic: one question, one ping
         sent = await self._send(session_id, text, notify=request.notify, keyboard=keyboard)
@@ -430,6 +432,8 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
             card = await self._cards.get(request.id)
             if card is None:
                 return
+            if not request.context:  # the card keeps what it showed above it
+                request = request.model_copy(update={"context": card.permission.context})
             text = card_with_outcome(request, outcome)
             keyboard = None if outcome.closed else _keyboard(request, None)
             await bot_call(
@@ -444,6 +448,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
                 missing_ok=True,
             )
             card.html, card.closed, card.showing = text, outcome.closed, None
+            card.request = request.model_dump(mode="json")  # its latest context, for a redraw
             if outcome.closed:
                 card.forms.clear()
             await self._cards.save(request.id, card)

@@ -24,7 +24,7 @@ from aep_bridge import (
 from aep_bridge import measure as measure_text
 
 from . import html
-from .look import _OUTCOME_ICONS, CARD_TAIL, _card_html, _shorten
+from .look import _OUTCOME_ICONS, CARD_TAIL, _card_html, _shorten, _with_context
 
 #: Telegram's limit is 4096 UTF-16 units after the HTML is parsed; the rest is for the icon
 #: and heading the adapter puts before the core's text.
@@ -93,11 +93,12 @@ def closed_heads_up(body: str, outcome: str, status: object) -> str:
 
 
 def card_with_outcome(request: PermissionRequest, outcome: PermissionOutcome) -> str:
-    """A card's text with its outcome line (within `CARD_TAIL`, so it always fits)."""
+    """A card's text with its outcome line (within `CARD_TAIL`, so it always fits), its
+    context above it as when it was sent."""
     icon = _OUTCOME_ICONS.get(str(outcome.status), "•")
     question = _card_html(request, closed=outcome.closed)
     summary = _shorten(outcome.summary(), CARD_TAIL - 10)
-    return f"{question}\n\n{icon} {html.escape(summary)}"
+    return _with_context(request, f"{question}\n\n{icon} {html.escape(summary)}")
 
 
 def form_step(card_html: str, request: PermissionRequest, index: int) -> str:

@@ -91,6 +91,30 @@ def _card_html(request: PermissionRequest, *, closed: bool = False) -> str:
     return "\n".join(filter(None, [title, _asked(request, room), *hints]))
 
 
+def _with_context(request: PermissionRequest, card: str) -> str:
+    """`card` (the card's own HTML: open, closed with its outcome, or a form's step) with
+    its context above it: the messages its session said just before it, each drawn as the
+    topic draws it (`_message_html`), then `html.RULE` between them and the card.
+
+    The context is cut, never the card: with the open card it stays within `MAX_CARD`, so
+    every later version of the card (an outcome line, a form's field, each within
+    `CARD_TAIL`) still fits under Telegram's limit with the same context shown. What does
+    not fit goes from the oldest end, and a line says how many messages were left out."""
+    drawn = [text for message in request.context if (text := _message_html(message).strip())]
+    if not drawn:
+        return card
+    open_card = _card_html(request)
+    for left_out in range(len(drawn) + 1):
+        shown = drawn[left_out:]
+        if left_out:
+            plural = "s" if left_out > 1 else ""
+            shown.insert(0, html.italic(f"… {left_out} earlier message{plural} left out"))
+        context = "\n\n".join(shown) + f"\n\n{html.RULE}\n"
+        if html.visible_length(context + open_card) <= MAX_CARD:
+            return context + card
+    return card  # a card as long as a message may be: no room even for the "…" line
+
+
 def _asked(request: PermissionRequest, room: int) -> str:
     """What the card asks, as HTML, within `room` UTF-16 units as Telegram counts them; cut,
     it ends with "… (N more characters)", never silently."""

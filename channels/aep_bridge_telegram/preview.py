@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Final
 from aep_bridge import NotificationMessage, OutgoingMessage, PermissionOutcome, PermissionRequest
 from aep_bridge import PreviewDialect as _Base
 
-from .look import _OUTCOME_ICONS, _card_html, _keyboard, _message_html, _topic_name
+from .look import _OUTCOME_ICONS, _card_html, _keyboard, _message_html, _topic_name, _with_context
 
 #: Telegram's tags, as a browser's (anything else is dropped, its text kept)
 _TAGS: Final = {
@@ -167,7 +167,7 @@ class TelegramDialect(_Base):
         if outcome is not None:
             icon = _OUTCOME_ICONS.get(str(outcome.status), "•")
             text += f"\n\n{icon} {html.escape(outcome.summary(), quote=False)}"
-        return browser_html(text)
+        return browser_html(_with_context(request, text))  # what led to it above, as sent
 
     def card_buttons(
         self, request: PermissionRequest, outcome: PermissionOutcome | None

@@ -14,18 +14,21 @@ import pytest
 
 from aep_bridge import (
     ChannelError,
+    FormField,
     NotificationMessage,
     OutcomeStatus,
+    OutgoingMessage,
     PermissionOption,
     PermissionOutcome,
     PermissionRequest,
 )
-from aep_bridge.markup import Blocks, Code, Paragraph, Span, plain
+from aep_bridge.markup import Blocks, Code, Details, Diff, Paragraph, Span, parse_markdown, plain
 from aep_bridge.testing import FakeCore
+from aep_bridge.testing.conformance import sample_message
 from aep_bridge_telegram import TelegramChannel
 from tests import permission_card
 
-from .fake_bot_api import FORUM_ID, SUPERGROUP_ID, FakeBotApi, FakeMessage, Limits, utf16_len
+from .fake_bot_api import ALICE, FORUM_ID, SUPERGROUP_ID, FakeBotApi, FakeMessage, Limits, utf16_len
 from .probe import make_adapter
 
 SESSION = "s-cards"
@@ -370,3 +373,159 @@ async def test_a_real_edit_card_shows_its_diff(forum: Chat) -> None:
     await forum.adapter.send_permission_request(SESSION, permission_card.edit_card())
     card = forum.card()
     assert permission_card.in_order(card.text, "Folder: ~/proj", "src/app.py", "-x = 1", "+x = 2")
+
+
+# -- a card carries its context: what its session said just before it (issue 32) ----------
+
+#: the agent's reply, in markdown, as the core parses it
+REPLY_MD = "I found the **rounding** bug in `totals.py`:\n\n```python\nround(total, 2)\n```"
+
+
+def activity(status: str = "running") -> OutgoingMessage:
+    """The session's activity message for an edit, as the core sends it (and updates it)."""
+    icon = "✅" if status == "completed" else "🔧"
+    blocks: Blocks = (
+        Paragraph(spans=(Span(text=f"{icon} Edit "), Span(text="totals.py", code=True))),
+        Diff(path="totals.py", unified="@@ -1 +1 @@\n-a = 1\n+a = 2\n", added=1, removed=1),
+    )
+    if status == "completed":
+        done = Details(summary="output", blocks=(Code(code="1 file changed"),))
+        blocks = (*blocks, done)
+    return OutgoingMessage(
+        type="tool_update",
+        text=plain(blocks),
+        blocks=blocks,
+        key="activity-1",
+        metadata={"activity": True, "status": status},
+    )
+
+
+def with_context(request: PermissionRequest, *context: OutgoingMessage) -> PermissionRequest:
+    return request.model_copy(update={"context": context})
+
+
+def reply() -> OutgoingMessage:
+    blocks = parse_markdown(REPLY_MD)
+    return OutgoingMessage(type="text", text=plain(blocks), blocks=blocks)
+
+
+def test_the_channel_declares_that_a_card_shows_its_context() -> None:
+    assert TelegramChannel.capabilities.card_context
+
+
+async def test_a_card_shows_its_context_rendered_above_its_title_then_its_buttons(
+    forum: Chat,
+) -> None:
+    request = with_context(ask(), reply(), sample_message("thought"), activity())
+    await forum.adapter.send_permission_request(SESSION, request)
+    [card] = forum.sent()  # one message: the context folded into the card
+    assert permission_card.in_order(
+        card.text,
+        "I found the rounding bug in totals.py:",
+        "round(total, 2)",
+        "💭 Looking at the failing test first.",
+        "🔧 Edit totals.py",
+        "-a = 1",
+        "+a = 2",
+        "——————\n❓ " + SUMMARY,  # a divider, then the card's own title
+        "claude-code wants to run Bash",
+        COMMAND,
+    )
+    assert "**" not in card.text  # rendered, not raw markdown
+    assert "`" not in card.text
+    assert any(e["type"] == "bold" and text_of(card, e) == "rounding" for e in card.entities)
+    assert any(e["type"] == "italic" and "Looking at" in text_of(card, e) for e in card.entities)
+    pres = [(e.get("language"), text_of(card, e)) for e in card.entities if e["type"] == "pre"]
+    assert pres == [
+        ("python", "round(total, 2)"),
+        ("diff", "@@ -1 +1 @@\n-a = 1\n+a = 2"),
+        ("bash", COMMAND),
+    ]
+    assert [b["text"] for b in card.buttons] == ["Allow", "Deny"]
+    # each context message reads as the topic shows it on its own
+    await forum.adapter.send_message(SESSION, sample_message("thought"))
+    alone = forum.sent()[-1]
+    assert alone.text in card.text
+
+
+async def test_the_answered_card_keeps_its_context_with_its_latest_text(forum: Chat) -> None:
+    request = with_context(ask(), reply(), sample_message("thought"), activity())
+    await forum.adapter.send_permission_request(SESSION, request)
+    card = forum.card()
+    # the edit's line changed since (done, with its output): the update carries it
+    done = with_context(ask(), reply(), sample_message("thought"), activity("completed"))
+    await forum.adapter.update_permission_request(SESSION, done, answered())
+    closed = forum.fake.message(forum.chat, card.message_id)
+    assert closed.edits, "the card was edited"
+    assert permission_card.in_order(
+        closed.text,
+        "I found the rounding bug",
+        "💭 Looking at the failing test first.",
+        "✅ Edit totals.py",
+        "1 file changed",
+        "——————\n❓ " + SUMMARY,
+        COMMAND,
+        "✅ Answered by Alice: Allow",
+    )
+    assert "🔧 Edit" not in closed.text
+    assert closed.text.endswith("✅ Answered by Alice: Allow")
+    assert closed.buttons == []
+
+
+async def test_a_form_s_step_and_a_restart_keep_the_card_s_context(
+    forum: Chat,
+) -> None:
+    """A form's card shows its field on the same message: the context stays above it, and
+    the closing update, with no context of its own (a core restarted), keeps it too."""
+    field = FormField(id="note", type="string", label="Release note", required=True)
+    form = ask("c-form", kind="form", options=(), fields=(field,))
+    await forum.adapter.send_permission_request(
+        SESSION, with_context(form, sample_message("thought"))
+    )
+    card = forum.card()
+    fill_in = next(b["callback_data"] for b in card.buttons if b["text"] == "Fill in ✏️")
+    forum.fake.press(forum.chat, card.message_id, fill_in, ALICE)
+    step = await forum.fake.wait_until(
+        lambda: (m := forum.fake.message(forum.chat, card.message_id)).edits and m,
+        what="the form's first field on the card",
+    )
+    assert permission_card.in_order(
+        step.text, "💭 Looking at the failing test first.", "❓ " + SUMMARY, "1/1: Release note"
+    )
+    await forum.adapter.update_permission_request(SESSION, form, answered(label="done"))
+    closed = forum.fake.message(forum.chat, card.message_id)
+    assert permission_card.in_order(
+        closed.text, "💭 Looking at the failing test first.", "❓ " + SUMMARY, "Answered by"
+    )
+
+
+async def test_a_context_too_long_for_the_message_loses_its_oldest_part_never_the_card(
+    forum: Chat,
+) -> None:
+    """Four long replies and a last short one: the oldest go, a line says how many, the
+    newest stays; the card (its whole command) and its buttons are untouched, the message
+    within Telegram's limit (the fake refuses more), and the outcome line still fits."""
+    long = [  # 1,610 units each: two and the last fit with the card, not three
+        OutgoingMessage(type="text", text=f"reply {n}: " + "all tests pass. " * 100)
+        for n in range(4)
+    ]
+    last = OutgoingMessage(type="text", text="So I will clean the build first.")
+    request = with_context(ask(), *long, last)
+    await forum.adapter.send_permission_request(SESSION, request)
+    [card] = forum.sent()
+    assert utf16_len(card.text) <= 4096
+    assert card.text.startswith("… 2 earlier messages left out\n\nreply 2: all tests pass.")
+    assert "reply 0:" not in card.text
+    assert "reply 1:" not in card.text
+    assert permission_card.in_order(
+        card.text, "reply 3:", "So I will clean the build first.", "——————\n❓ " + SUMMARY
+    )
+    [pre] = [e for e in card.entities if e["type"] == "pre"]
+    assert text_of(card, pre) == COMMAND
+    assert card.text.endswith("to start the build from a clean tree")
+    assert [b["text"] for b in card.buttons] == ["Allow", "Deny"]
+    await forum.adapter.update_permission_request(SESSION, request, answered())
+    closed = forum.fake.message(forum.chat, card.message_id)
+    assert utf16_len(closed.text) <= 4096
+    assert closed.text.startswith("… 2 earlier messages left out\n\nreply 2: all tests pass.")
+    assert closed.text.endswith("✅ Answered by Alice: Allow")

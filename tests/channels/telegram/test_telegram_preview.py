@@ -3,7 +3,9 @@ under a card, and the channel offering it without being started."""
 
 from __future__ import annotations
 
-from aep_bridge import PermissionOption, PermissionOutcome, PermissionRequest
+from aep_bridge import OutgoingMessage, PermissionOption, PermissionOutcome, PermissionRequest
+from aep_bridge.markup import parse_markdown, plain
+from aep_bridge.testing.conformance import sample_message
 from aep_bridge.types import OutcomeStatus
 from aep_bridge_telegram import TelegramChannel
 from aep_bridge_telegram.preview import TelegramDialect, browser_html
@@ -73,3 +75,25 @@ def test_a_card_shows_the_keyboards_rows_until_it_closes() -> None:
     answered = PermissionOutcome(status=OutcomeStatus.ANSWERED, option_label="Deny", by="Alice")
     assert dialect.card_buttons(request, answered) == []
     assert answered.summary() in dialect.card_html(request, answered)
+
+
+def test_a_card_shows_its_context_above_its_title_as_the_bot_sends_it() -> None:
+    """`aep-bridge preview` draws a card's context as the bot does: each message as the
+    topic shows it, the divider, then the card, and keeps it once the card closed."""
+    dialect = TelegramDialect()
+    blocks = parse_markdown("The **rounding** bug is in `totals.py`.")
+    reply = OutgoingMessage(type="text", text=plain(blocks), blocks=blocks)
+    thought = sample_message("thought")
+    request = _request("Allow", "Deny").model_copy(update={"context": (reply, thought)})
+    for outcome in (
+        None,
+        PermissionOutcome(status=OutcomeStatus.ANSWERED, option_label="Deny", by="Alice"),
+    ):
+        shown = dialect.card_html(request, outcome)
+        reply_at = shown.index(dialect.message_html(reply))
+        thought_at = shown.index(dialect.message_html(thought))
+        title_at = shown.index("——————\n❓ <b>claude-code asks permission: Bash</b>")
+        assert reply_at < thought_at < title_at
+        assert "<b>rounding</b>" in shown
+        assert "**" not in shown
+    assert dialect.card_buttons(request, None) == [["Allow", "Deny"]]
