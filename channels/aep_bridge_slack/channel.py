@@ -166,6 +166,7 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         edits=True,
         text_answers=True,
         forms=True,  # a "Fill in" button opening a modal
+        card_context=True,  # a card shows its context above it (`look.with_context`)
         max_message_length=look.MAX_TEXT,
         length_unit="chars",
         max_button_data=look.MAX_BUTTON_VALUE,

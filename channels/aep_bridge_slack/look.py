@@ -18,7 +18,8 @@ A session's thread reads as a conversation:
 - **A card** is the question in bold, what exactly is asked, how to answer (small and grey),
   and its buttons: an `allow` option `primary` (green), a `deny`/`reject` one `danger` (red),
   25 to an `actions` block, more in further blocks. Closed, the same words with no buttons
-  and its outcome line ("✅ Answered by Alice: Allow").
+  and its outcome line ("✅ Answered by Alice: Allow"). Its context (the session's messages
+  the core folded into it) comes above it, each as the thread draws it, then a divider.
 - **A form** opens a modal (`modal_view`): words as text inputs, numbers as number inputs,
   choices and yes/no as menus, a choice that takes words with a text box under it;
   `form_values` reads what comes back, or says what to fix, field by field.
@@ -548,7 +549,16 @@ def card_look(request: PermissionRequest, *, outcome: PermissionOutcome | None =
     """The card: its question in bold, the session it is from, what exactly is asked, how to
     answer (grey), and its buttons (a form's "Fill in"); with a closed `outcome`, the same
     words, no buttons, and the outcome's line; with one that opens it again (refused,
-    undelivered), the buttons and that line."""
+    undelivered), the buttons and that line. Its context (`request.context`, what the
+    session said just before it) comes first, each message as the thread shows it, then a
+    divider (`with_context`). Its `text` is the question's alone: what a notification says."""
+    card = _card_alone(request, outcome)
+    if not request.context:
+        return card
+    return Look(card.text, with_context(request.context, card.blocks))
+
+
+def _card_alone(request: PermissionRequest, outcome: PermissionOutcome | None) -> Look:
     closed = outcome is not None and outcome.closed
     blocks: list[dict[str, Any]] = [_card_title(one_line(request.title) or "Question")]
     if request.session_name:  # whose question: the session's name, as its heads-up says it
@@ -567,6 +577,40 @@ def card_look(request: PermissionRequest, *, outcome: PermissionOutcome | None =
     if outcome is not None:
         words += f" — {one_line(outcome.summary())}"
     return Look(fallback(words), blocks[:MAX_BLOCKS])
+
+
+def context_cut_line(left_out: int) -> str:
+    """The grey line over a context cut to fit: how many of its oldest messages are not
+    shown (they were not posted on their own either: the card carried them)."""
+    plural = "" if left_out == 1 else "s"
+    return f"{CUT} {left_out} earlier message{plural} left out: too long for one Slack message"
+
+
+def with_context(
+    messages: tuple[OutgoingMessage, ...], card: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """A card's blocks under its context: each message drawn by `message_look`, as the
+    thread draws it (a keyed one too), oldest first, then a divider and the card. When the
+    whole would not fit one message (50 blocks, and `MAX_TEXT` as `measure` counts it), the
+    context loses its oldest messages, said by a grey "…" line; the card never loses a
+    block, nor its buttons."""
+    drawn = [message_look(message).blocks for message in messages]
+    divider: dict[str, Any] = {"type": "divider"}
+    room_blocks = MAX_BLOCKS - len(card) - 1
+    room = MAX_TEXT - _cost([*card, divider])
+    for start in range(len(drawn)):
+        head = [context(context_cut_line(start))] if start else []
+        kept = [block for blocks in drawn[start:] for block in blocks]
+        if len(head) + len(kept) <= room_blocks and _cost([*head, *kept]) <= room:
+            return [*head, *kept, divider, *card]
+    # no message fits (the card itself near the limit): the "…" line alone (a card has at
+    # most 15 blocks, so Slack's 50 hold)
+    return [context(context_cut_line(len(drawn))), divider, *card]
+
+
+def _cost(blocks: list[dict[str, Any]]) -> int:
+    """What `blocks` take of one message, as `measure` counts a message."""
+    return sum(_size(block) + BLOCK_COST for block in blocks)
 
 
 def _card_title(title: str) -> dict[str, Any]:
@@ -749,9 +793,11 @@ __all__ = [
     "card_key",
     "card_look",
     "closed_heads_up_look",
+    "context_cut_line",
     "heads_up_look",
     "measure",
     "message_look",
     "parent_look",
     "text_pieces",
+    "with_context",
 ]
