@@ -299,6 +299,7 @@ async def test_a_message_the_channel_shows_by_an_edit_follows_the_card(
     await outbox.stop()
     assert [c.op for c in adapter.calls] == ["send_permission_request", "send_message"]
     card, header = shown(adapter)
+    assert header == "Fix invoice rounding · claude-code"
     assert card.startswith("Reading the failing test first.")
     assert "Fix invoice rounding" not in card
 
