@@ -283,6 +283,29 @@ class ChannelAdapter(ABC, Generic[ConfigT]):
         markup counts too (Discord's markdown) measures its own serialization."""
         return measure(plain(blocks), self.capabilities.length_unit)
 
+    def measure_card(self, request: PermissionRequest) -> int:
+        """How long the card of `request` is as this platform counts a message against
+        `max_message_length`, its context (`PermissionRequest.context`) included, and the
+        room a later update adds (its outcome line): a channel that declares `card_context`
+        is given only a context that keeps this within the limit, so the card shows all of
+        it. The default estimates: the card's words and details and each context message by
+        `measure`, plus a sixth of the limit for the outcome and the channel's own lines. A
+        channel whose cards draw messages otherwise than its thread does (Discord's embeds
+        as text) measures its own drawing."""
+        unit = self.capabilities.length_unit
+        words = [request.title, request.session_name or ""]
+        words += [option.label for option in request.options]
+        words += [field.label for field in request.fields]
+        own = measure("\n".join(words), unit)
+        own += (
+            self.measure(request.details) if request.details else measure(request.description, unit)
+        )
+        said = sum(
+            (self.measure(m.blocks) if m.blocks else measure(m.text, unit)) + 2
+            for m in request.context
+        )
+        return own + said + self.capabilities.max_message_length // 6
+
     def call_kind(self, op: str, args: tuple[Any, ...]) -> CallKind | None:
         """What the call `op(*args)` will do on the platform, which is what it costs there.
 

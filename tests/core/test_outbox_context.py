@@ -256,14 +256,13 @@ async def test_a_second_card_does_not_take_what_the_first_carries(
 def test_a_message_with_an_attachment_is_never_carried() -> None:
     from aep_bridge.outbox.context import fold
     from aep_bridge.outbox.lanes import Entry
-    from aep_bridge.text import measure
     from aep_bridge.types import Attachment
 
     content = OutgoingMessage(
         type="text", text="the log", attachment=Attachment(type="file", file_name="log.txt")
     )
     entry = Entry("send_message", "s", Priority.LIVE, ("s", content), 1)
-    assert fold([entry], request(), 4096, "chars", lambda b: measure(str(b), "chars")) is None
+    assert fold([entry], lambda context: True) is None
 
 
 async def test_the_thread_s_header_stays_its_first_message(vt: VirtualTime, store: Store) -> None:
@@ -300,5 +299,25 @@ async def test_a_message_the_channel_shows_by_an_edit_follows_the_card(
     await outbox.stop()
     assert [c.op for c in adapter.calls] == ["send_permission_request", "send_message"]
     card, header = shown(adapter)
+    assert header == "Fix invoice rounding · claude-code"
     assert card.startswith("Reading the failing test first.")
     assert "Fix invoice rounding" not in card
+
+
+async def test_the_channel_s_own_measure_of_its_card_decides_what_it_takes(
+    vt: VirtualTime, store: Store
+) -> None:
+    """A channel whose card draws a message larger than its thread does (Discord draws a
+    diff as text in a card, as an embed in the thread) measures its card: the card takes only
+    what that measure keeps within the limit, so it never has to leave out what it took."""
+    adapter = carrying(vt)
+    adapter.measure_card = lambda card: 100 + 300 * len(card.context)  # type: ignore[method-assign]
+    outbox = outbox_for(adapter, store)
+    burst(outbox)
+    outbox.submit(Job.permission("s", request()))
+    await outbox.start()
+    await drain(outbox)
+    await outbox.stop()
+    *before, card = shown(adapter)
+    assert before == [text for _, text, _ in BURST[:3]]
+    assert card.startswith(BURST[3][1])

@@ -13,8 +13,8 @@ posted before (a first post; `FirstPosts` remembers the keys each session posted
 of a message already shown stays queued but goes *after* the card: it changes a message
 above, so it moves nothing a person reads. The fold stops at anything else (a call in flight
 or being retried, another card, a rename, an attachment, which a card cannot carry) and at
-the platform's one-message limit, measured as the channel measures: what it could not take
-is sent ahead of the card as before.
+the platform's one-message limit, as the channel measures its card
+(`ChannelAdapter.measure_card`): what it could not take is sent ahead of the card as before.
 
 What becomes of a folded message's later edits (`CardContexts`): its key now lives in the
 card. A later message with that key replaces it in the card's context: in the queued card,
@@ -33,9 +33,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from .. import markup
 from ..store import Store
-from ..text import LengthUnit, measure
 from ..types import OutgoingMessage, PermissionOutcome, PermissionRequest
 from .jobs import Priority
 from .lanes import Entry
@@ -46,9 +44,6 @@ SESSIONS_KEPT: Final = 512
 #: the key prefix of a session's header (`render.session`): the thread's first message, which
 #: the first prompt joins; never carried by a card
 HEADER_KEY: Final = "session:"
-#: the share of a message's limit a card keeps for itself, beyond its measured size (its
-#: title, buttons and the channel's own lines around what the core measures)
-CARD_MARGIN: Final = 0.15
 
 
 class FirstPosts:
@@ -88,31 +83,19 @@ class Fold:
     before: Entry | None
 
 
-def _size(message: OutgoingMessage, unit: LengthUnit, size: markup.Measure) -> int:
-    return size(message.blocks) if message.blocks else measure(message.text, unit)
-
-
-def card_size(request: PermissionRequest, unit: LengthUnit, size: markup.Measure) -> int:
-    """About what the card itself takes of a message, as the channel measures."""
-    words = [request.title, request.session_name or "", request.description]
-    words += [option.label for option in request.options]
-    words += [field.label for field in request.fields]
-    own = measure("\n".join(words), unit)
-    return own + (size(request.details) if request.details else 0)
+#: the messages a card may take, at most (each is measured with all the others it takes)
+TAKES_AT_MOST: Final = 64
 
 
 def fold(
     entries: Iterable[Entry],
-    request: PermissionRequest,
-    limit: int,
-    unit: LengthUnit,
-    size: markup.Measure,
+    fits: Callable[[tuple[OutgoingMessage, ...]], bool],
     edits_in_place: Callable[[Entry], bool] = lambda entry: False,
 ) -> Fold | None:
-    """What the card `request` takes of its lane's `entries` (in order), within `limit`.
-    `edits_in_place` tells a keyed first post the channel shows by editing a message it
-    has (Slack's session header is its thread's parent): it may follow the card too."""
-    room = limit - card_size(request, unit, size) - int(limit * CARD_MARGIN)
+    """What a card takes of its lane's `entries` (in order): the newest that `fits` the
+    card's message together (`ChannelAdapter.measure_card`). `edits_in_place` tells a
+    keyed first post the channel shows by editing a message it has (Slack's session header
+    is its thread's parent): it may follow the card too."""
     taken: list[tuple[Entry, OutgoingMessage]] = []
     edits: list[Entry] = []
     for entry in reversed([e for e in entries if not e.dead]):
@@ -125,10 +108,10 @@ def fold(
                 continue
             if (message.key or "").startswith(HEADER_KEY):
                 break  # the thread's header stays its first message
-        need = _size(message, unit, size) + 2
-        if need > room:
+        if len(taken) >= TAKES_AT_MOST:
             break
-        room -= need
+        if not fits((message, *(m for _, m in reversed(taken)))):
+            break
         taken.append((entry, message))
     if not taken and not edits:
         return None
@@ -286,13 +269,11 @@ def replaced(
 
 
 __all__ = [
-    "CARD_MARGIN",
     "SESSIONS_KEPT",
     "CardContexts",
     "Carried",
     "FirstPosts",
     "Fold",
-    "card_size",
     "fold",
     "replaced",
     "with_context",

@@ -206,9 +206,17 @@ class Outbox(Queue):
         assert isinstance(request, PermissionRequest)
         known = contexts.get(session, request.id) if session is not None else None
         carried = known.request.context if known is not None else request.context
-        folding = fold(
-            ahead, request, self._max_length, self._unit, self._adapter.measure, self._edits
-        )
+        limit = self._max_length
+
+        def fits(context: tuple[OutgoingMessage, ...]) -> bool:
+            card = with_context(request, (*carried, *context))
+            try:
+                return self._adapter.measure_card(card) <= limit
+            except Exception:  # a bug in the adapter: the card goes as before, alone
+                log.exception("outbox %s: measure_card failed", self._channel)
+                return False
+
+        folding = fold(ahead, fits, self._edits)
         if folding is None:
             if carried != request.context:  # the same card again: it carries what it did
                 job = Job.permission(session, with_context(request, carried))
