@@ -188,3 +188,23 @@ def test_the_preview_draws_a_card_s_context_above_it() -> None:
     assert "**" not in html
     # without context, the card as before
     assert markdown.RULE not in dialect.card_html(CARD, None)
+
+
+async def test_an_error_and_a_plan_in_the_context_stay_above_the_card_not_in_embeds() -> None:
+    """In the thread they are embeds, which Discord draws under all of a message's text: in
+    a card's message they would sit under the card, so they are its text, above it."""
+    request = _with(CARD, sample_message("plan"), sample_message("error"))
+    async with FakeDiscord(limits=Limits.loose()) as fake:
+        async with started(fake) as (adapter, core):
+            thread = int(await core.create_thread(adapter, SESSION, "context"))
+            await adapter.send_permission_request(SESSION, request)
+        assert fake.violations == []
+        card = _card_message(fake.messages(thread, from_bot=True))
+    assert card.embeds == []
+    assert permission_card.in_order(
+        card.content,
+        "📋 1\\. reproduce",
+        "**⚠️ run failed: budget\\_exceeded**",
+        markdown.RULE,
+        "❓ **claude-code asks permission: Bash**",
+    )
