@@ -108,14 +108,13 @@ from .components import (
 from .config import DiscordConfig
 from .doctor import describe, run_doctor
 from .look import (
-    CARD_TAIL,
     MAX_BUTTONS,
     MAX_CUSTOM_ID,
     MAX_FORM_FIELDS,
     OUTCOME_ICONS,
     blocks_pieces,
     card_key,
-    card_markdown,
+    card_text,
     message_look,
     shorten,
     text_pieces,
@@ -227,6 +226,8 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         max_button_data=MAX_CUSTOM_ID,
         max_buttons=MAX_BUTTONS,
         updates_heads_ups=True,
+        # a card's message shows its context above it (`look.card_text`)
+        card_context=True,
         # Discord's limits: 5 messages per 5 s in a channel or thread, 50 requests a second
         # for the bot in all (of which the outbox takes `GLOBAL_BUDGET`); each window a little
         # wider (Discord times a call on arrival)
@@ -551,7 +552,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         state = self._state()
         if await self._card(request.id) is not None:
             return  # sent before (a retry after a restart): do not repeat it
-        text = card_markdown(request)
+        text = card_text(request)
         # quiet when its heads-up rings in the notifications channel: one question, one ping
         notify = request.notify or self.config.notifications_channel_id is None
         where = self._messageable(session_id)
@@ -583,9 +584,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
             card = await self._card(request.id)
             if card is None:
                 return
-            icon = OUTCOME_ICONS.get(str(outcome.status), "•")
-            summary = markdown.escape(shorten(outcome.summary(), CARD_TAIL - 20))
-            text = f"{card_markdown(request, closed=outcome.closed)}\n\n{icon} {summary}"
+            text = card_text(request, outcome)
             view = None if outcome.closed else card_view(request)
             where = self.client.get_partial_messageable(
                 int(card["thread"]), guild_id=int(self.config.guild_id)

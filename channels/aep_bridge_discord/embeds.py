@@ -163,12 +163,14 @@ def _closing(blocks: Blocks) -> tuple[Blocks, list[str]]:
     return tuple(body), lines
 
 
-def blocks_look(blocks: Blocks) -> Look:
+def blocks_look(blocks: Blocks, *, embeddable: bool = True) -> Look:
     """`blocks` as content and embeds: what can be unfolded as embeds (the first ten), the
-    rest as content, the lines closing a run as subtext."""
+    rest as content, the lines closing a run as subtext. Not `embeddable` (a card's context,
+    whose embeds would sit under the card): every fold stays in the content, as an eleventh
+    does."""
     body, closing = _closing(blocks)
     marked, folds = _folds(body)
-    embedded = set(range(min(len(folds), MAX_EMBEDS)))
+    embedded = set(range(min(len(folds), MAX_EMBEDS))) if embeddable else set()
     kept: list[Block] = []
     joins = False  # the lines around an embedded fold read on as one list of lines
     for block, fold in marked:
@@ -371,11 +373,12 @@ def error_embed(text: str) -> Embed:
     return Embed(title=f"⚠️ {title}", description=description, color=RED)
 
 
-def message_look(message: OutgoingMessage, prefix: str = "") -> Look:
+def message_look(message: OutgoingMessage, prefix: str = "", *, embeddable: bool = True) -> Look:
     """`message` as content and embeds (see the module's docstring); `prefix` (an icon) goes
-    before its content."""
+    before its content. Not `embeddable`: no fold and no plan in an embed (an error's stays
+    one, for `embed_markdown`)."""
     kind = str(message.type)
-    if kind == "plan" and message.blocks:
+    if kind == "plan" and message.blocks and embeddable:
         embed = plan_embed(message.blocks)
         if embed is not None:
             return Look("", (embed,))
@@ -385,9 +388,21 @@ def message_look(message: OutgoingMessage, prefix: str = "") -> Look:
     if kind == "usage" and not message.blocks:
         lines = [" ".join(x.split()) for x in message.text.splitlines()]
         return Look("\n".join(f"-# {prefix}{markdown.escape(x)}" for x in lines if x))
-    look = blocks_look(message.blocks) if message.blocks else Look(markdown.escape(message.text))
+    look = (
+        blocks_look(message.blocks, embeddable=embeddable)
+        if message.blocks
+        else Look(markdown.escape(message.text))
+    )
     content = f"{prefix}{look.content}" if prefix and look.content else look.content
     return Look(content, look.embeds)
+
+
+def embed_markdown(embed: Embed) -> str:
+    """An embed as content, where it cannot be one (a card's context): its title in bold,
+    its description, its footer as subtext (its fields are Discord markdown already)."""
+    title = f"**{embed.title}**" if embed.title else ""
+    footer = f"-# {embed.footer}" if embed.footer else ""
+    return "\n".join(filter(None, (title, embed.description, footer)))
 
 
 __all__ = [
@@ -399,6 +414,7 @@ __all__ = [
     "Embed",
     "Look",
     "blocks_look",
+    "embed_markdown",
     "error_embed",
     "keep_end",
     "measure",

@@ -10,7 +10,15 @@ import hashlib
 from datetime import UTC
 from typing import Final
 
-from aep_bridge import Blocks, OutgoingMessage, PermissionRequest, markup, measure, split_text
+from aep_bridge import (
+    Blocks,
+    OutgoingMessage,
+    PermissionOutcome,
+    PermissionRequest,
+    markup,
+    measure,
+    split_text,
+)
 
 from . import embeds, markdown
 
@@ -34,6 +42,12 @@ MAX_FORM_FIELDS: Final = 5
 #: a modal's title and a label's text at most (Discord's limits)
 MAX_MODAL_TITLE: Final = 45
 MAX_MODAL_LABEL: Final = 45
+
+#: between a card's context and the card: Discord's markdown has no rule, the channel draws
+#: one as a line of dashes (`markdown.RULE`)
+CONTEXT_RULE: Final = f"\n\n{markdown.RULE}\n"
+#: the line heading a card's context cut to fit (a small grey line)
+CONTEXT_CUT: Final = "-# … {count} earlier message{s} left out"
 
 _ICONS: Final = {
     "tool_call": "🔧",
@@ -62,21 +76,63 @@ def thread_name(name: str) -> str:
     return name or "session"
 
 
-def message_look(content: OutgoingMessage) -> embeds.Look:
+def message_look(content: OutgoingMessage, *, embeddable: bool = True) -> embeds.Look:
     """The message as Discord shows it: its content in Discord markdown, with the icon of
     its kind, and its embeds (tool output and diffs, the plan, an error; `embeds`). The
     channel sends it and the preview draws it: one function, so what the preview shows is
-    what the bot sends."""
+    what the bot sends. Not `embeddable`: folds and the plan stay in the content."""
     kind = str(content.type)
     prefix = ""
     if kind == "tool_update" and not content.metadata.get("activity"):
         prefix = _TOOL_STATUS.get(str(content.metadata.get("status", "")), "🔧") + " "
     elif kind in _ICONS and kind != "plan":
         prefix = _ICONS[kind] + " "
-    look = embeds.message_look(content, prefix)
+    look = embeds.message_look(content, prefix, embeddable=embeddable)
     if kind == "plan" and not look.embeds:  # a plan too long for an embed: as text
         look = embeds.Look(f"{_ICONS['plan']} {look.content}", look.embeds)
     return look
+
+
+def card_text(request: PermissionRequest, outcome: PermissionOutcome | None = None) -> str:
+    """The card's whole message as the channel sends it and edits it: its context (what its
+    session said just before it, `context_markdown`) above a rule, then the card
+    (`card_markdown`) and, once it has one, its outcome line. The context gets what the card
+    and its outcome line (`CARD_TAIL`, kept free until it comes) leave of Discord's 2,000, so
+    the card and its buttons are never cut for it."""
+    card = card_markdown(request, closed=outcome is not None and outcome.closed)
+    if outcome is not None:
+        icon = OUTCOME_ICONS.get(str(outcome.status), "•")
+        card += f"\n\n{icon} {markdown.escape(shorten(outcome.summary(), CARD_TAIL - 20))}"
+    if not request.context:
+        return card
+    room = markdown.LIMIT - _units(card) - _units(CONTEXT_RULE)
+    shown = context_markdown(request.context, room - (CARD_TAIL if outcome is None else 0))
+    return f"{shown}{CONTEXT_RULE}{card}" if shown else card
+
+
+def context_markdown(context: tuple[OutgoingMessage, ...], room: int) -> str:
+    """A card's context within `room`: each message as the thread shows it
+    (`message_look`), oldest first, a blank line apart; its embeds in the content, where
+    they stay above the card (Discord draws a message's embeds under all of its content).
+    What does not fit loses its oldest messages first, a `CONTEXT_CUT` line saying so."""
+    parts = [_context_message(message) for message in context]
+    parts = [part for part in parts if part]
+    for start in range(len(parts) + 1):
+        head = [CONTEXT_CUT.format(count=start, s="" if start == 1 else "s")] if start else []
+        text = "\n\n".join([*head, *parts[start:]])
+        if _units(text) <= room:
+            return text
+    return ""
+
+
+def _context_message(message: OutgoingMessage) -> str:
+    look = message_look(message, embeddable=False)
+    shown = [look.content, *(embeds.embed_markdown(embed) for embed in look.embeds)]
+    return "\n".join(filter(None, shown))
+
+
+def _units(text: str) -> int:
+    return measure(text, "utf16")
 
 
 def card_markdown(request: PermissionRequest, *, closed: bool = False) -> str:

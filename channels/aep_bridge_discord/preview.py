@@ -4,7 +4,8 @@ What the preview draws is what the bot sends: each message is `look.message_look
 function the channel sends with), its content and its embeds drawn as a Discord client draws
 them (`client_html`): the content's markdown, then each embed as a box with a coloured bar
 on its left, its title, its description and its footer. A card is its markdown as the
-channel sends it, with the outcome line the channel adds. With what else is Discord's own:
+channel sends it (`look.card_text`: its context above it, the outcome line the channel
+adds). With what else is Discord's own:
 the thread's name as Discord cuts it, the card's buttons in rows of five (a form's single
 Fill in button), a heads-up's icon, and a finished answer sent as a new message (it replaces
 its draft, as the channel does).
@@ -22,16 +23,13 @@ from aep_bridge import (
     PreviewDialect,
 )
 
-from . import embeds, markdown
+from . import embeds
 from .client_html import inline, to_html
 from .look import (
-    CARD_TAIL,
     MAX_FORM_FIELDS,
-    OUTCOME_ICONS,
-    card_markdown,
+    card_text,
     label,
     message_look,
-    shorten,
     thread_name,
 )
 
@@ -129,13 +127,9 @@ class DiscordDialect(PreviewDialect):
         return to_html(text) + "".join(embed_html(embed) for embed in look.embeds)
 
     def card_html(self, request: PermissionRequest, outcome: PermissionOutcome | None) -> str:
-        """The card's markdown as the channel sends it, with its outcome line once answered."""
-        text = card_markdown(request, closed=outcome is not None and outcome.closed)
-        if outcome is not None:
-            icon = OUTCOME_ICONS.get(str(outcome.status), "•")
-            summary = markdown.escape(shorten(outcome.summary(), CARD_TAIL - 20))
-            text += f"\n\n{icon} {summary}"
-        return to_html(text)
+        """The card's message as the channel sends it (`card_text`): its context, the card,
+        its outcome line once answered."""
+        return to_html(card_text(request, outcome))
 
     def card_buttons(
         self, request: PermissionRequest, outcome: PermissionOutcome | None
