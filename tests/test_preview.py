@@ -276,3 +276,24 @@ def test_an_old_recordings_question_shows_what_became_of_it_not_expired() -> Non
     shown = render(recording.read_bytes(), recording.name, "telegram", text=True)
     assert "Expired without an answer" not in shown
     assert "Answered in the terminal: Allow" in shown
+
+
+@pytest.mark.parametrize("channel", ["telegram", "discord", "slack", "web", "console"])
+@pytest.mark.parametrize("text", [True, False], ids=["transcript", "page"])
+def test_every_reply_of_a_realistic_session_is_in_its_preview(channel: str, text: bool) -> None:
+    """A burst right before a question goes in the card's own message on a channel that shows
+    a card's context (issue 32): the preview, as a page and as a transcript, shows it there,
+    never drops it. Every reply of the recorded session is read somewhere."""
+    import html
+    import json
+
+    data = (ROOT / "tests" / "sessions" / "realistic.jsonl").read_bytes()
+    shown = render(data, "realistic", channel, text=text)
+    if not text:
+        shown = html.unescape(shown)
+    for line in data.decode().splitlines():
+        event = json.loads(line)
+        if event["type"] == "message.agent.replied":
+            first = event["data"]["text"].split("\n")[0].lstrip("# ")
+            words = first.replace("`", "").replace("**", "")
+            assert words[:40] in shown, f"{channel}: not shown: {words[:40]!r}"

@@ -134,8 +134,13 @@ class PreviewDialect:
 
     def card_html(self, request: PermissionRequest, outcome: PermissionOutcome | None) -> str:
         """One card's bubble: its question, what it asks (`details`, else `description`)
-        and its outcome (None while it waits). Its buttons are `card_buttons`."""
-        parts = [f'<div class="card-title"><strong>{escape(request.title)}</strong></div>']
+        and its outcome (None while it waits), below its context (what its session said just
+        before it, each message as the thread shows it, then a rule). Its buttons are
+        `card_buttons`."""
+        parts = [self.message_html(said) for said in request.context]
+        if parts:
+            parts.append("<hr>")
+        parts.append(f'<div class="card-title"><strong>{escape(request.title)}</strong></div>')
         if request.session_name:
             parts.append(f'<p class="text">Session: {escape(request.session_name)}</p>')
         if request.details:
@@ -291,6 +296,11 @@ def transcript(shown: Shown) -> str:
             out.append("-" * 40 + (" 🔔" if item.rang else ""))
             if isinstance(item, ShownCard):
                 request = item.request
+                for said in request.context:  # what led to it, in the card's own message
+                    out.append(said.text)
+                    out.append("")
+                if request.context:
+                    out.append("- " * 10)
                 out.append(_one_line(f"❓ {request.title}"))
                 if request.session_name:
                     out.append(_one_line(f"Session: {request.session_name}"))
