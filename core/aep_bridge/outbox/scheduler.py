@@ -182,7 +182,7 @@ class Outbox(Queue):
                 actions.append(self._take(job, taken))
             actions += [self._persist(piece, args, ahead_of) for piece, args in parsed]
             if ahead_of is not None and lane is not None:
-                actions.append(self._rewrite_after(lane, ahead_of))
+                actions.append(self._rewrite_after(lane, ahead_of, taken))
         for action in actions:
             action()
         if job.op in ("archive_session_thread", "delete_session_thread"):
@@ -226,12 +226,19 @@ class Outbox(Queue):
             job = Job.permission(session, with_context(request, context), priority=job.priority)
         return job, folding.taken, folding.before
 
-    def _rewrite_after(self, lane: Lane, first: Entry) -> Callable[[], None]:
-        """Write the rows of `lane`'s entries from `first` on again, after the card just
-        written ahead of them (in the caller's transaction): a restart reads rows back in
-        row order, and must find them behind the card as this run sends them."""
+    def _rewrite_after(
+        self, lane: Lane, first: Entry, taken: tuple[Entry, ...]
+    ) -> Callable[[], None]:
+        """Write the rows of `lane`'s entries from `first` on (the edits the card goes ahead
+        of; not what it `taken`, whose rows are gone) again, after the card just written
+        ahead of them (in the caller's transaction): a restart reads rows back in row order,
+        and must find them behind the card as this run sends them."""
         moved = list(itertools.dropwhile(lambda entry: entry is not first, lane.queue))
-        moved = [e for e in moved if not e.dead and not e.in_flight and e.row is not None]
+        moved = [
+            e
+            for e in moved
+            if not e.dead and not e.in_flight and e.row is not None and e not in taken
+        ]
         rows = []
         for entry in moved:
             assert entry.job is not None
