@@ -347,3 +347,23 @@ async def test_what_a_card_took_is_not_sent_again_after_a_restart(
         "✅ Read: invoices/totals.py",
         "Found it: line_total rounds a float.\n\nRun make test?",
     ]
+
+
+async def test_an_edit_that_outgrows_the_card_goes_below_it_whole(
+    vt: VirtualTime, store: Store
+) -> None:
+    """A carried tool call that finishes with more output than the card can show: the card
+    keeps what it showed, and the finished call is posted below it, whole, never cut."""
+    adapter = carrying(vt, max_length=500)
+    outbox = outbox_for(adapter, store)
+    await outbox.start()
+    burst(outbox)
+    outbox.submit(Job.permission("s", request()))
+    await drain(outbox)
+    output = "✅ Bash: pytest -x\n" + "\n".join(f"test_{n} PASSED" for n in range(30))
+    outbox.submit(message("s", output, type="tool_update", key="tool-1"))
+    await drain(outbox)
+    await outbox.stop()
+    card, below = shown(adapter)
+    assert "⏳ Bash: pytest -x" in card
+    assert below == output

@@ -206,15 +206,9 @@ class Outbox(Queue):
         assert isinstance(request, PermissionRequest)
         known = contexts.get(session, request.id) if session is not None else None
         carried = known.request.context if known is not None else request.context
-        limit = self._max_length
 
         def fits(context: tuple[OutgoingMessage, ...]) -> bool:
-            card = with_context(request, (*carried, *context))
-            try:
-                return self._adapter.measure_card(card) <= limit
-            except Exception:  # a bug in the adapter: the card goes as before, alone
-                log.exception("outbox %s: measure_card failed", self._channel)
-                return False
+            return self._fits(with_context(request, (*carried, *context)))
 
         folding = fold(ahead, fits, self._edits)
         if folding is None:
@@ -251,6 +245,14 @@ class Outbox(Queue):
                 entry.row, entry.group = row, group
 
         return apply
+
+    def _fits(self, card: PermissionRequest) -> bool:
+        """Whether the channel shows `card` with all of its context (`measure_card`)."""
+        try:
+            return self._adapter.measure_card(card) <= self._max_length
+        except Exception:  # a bug in the adapter: the card goes as before, alone
+            log.exception("outbox %s: measure_card failed", self._channel)
+            return False
 
     def _edits(self, entry: Entry) -> bool:
         """Whether the channel shows this keyed message by editing one it has."""
@@ -314,6 +316,9 @@ class Outbox(Queue):
             contexts.forget_key(session, job.coalesce or "")
             return job
         request = with_context(known.request, replaced(known.request.context, message))
+        if not self._fits(request):  # grown past what the card can show: below it, whole
+            contexts.forget_key(session, job.coalesce or "")
+            return job
         self._stats["folded"] += 1
         for key in (card_key(card), f"outcome:{card}"):
             queued = self._coalescing.get((session, key))
