@@ -44,13 +44,19 @@ class _MemoryPlugin:
     """Memory channels whose platform outlives the bridge: a restarted bridge finds the
     threads and cards the previous one made, as it would on a real platform."""
 
-    def __init__(self) -> None:
+    def __init__(self, carrying: frozenset[str] = frozenset()) -> None:
         self.platforms: dict[str, dict[str, Any]] = {}
+        #: the channels that show a card's context (`card_context`)
+        self.carrying = carrying
 
     @hookimpl
     def register_channels(self) -> list[ChannelRegistration]:
         def build(core: Any, config: ChannelConfig) -> MemoryChannel:
             channel = MemoryChannel(core, config)
+            if config.name in self.carrying:
+                channel.capabilities = channel.capabilities.model_copy(
+                    update={"card_context": True}
+                )
             kept = self.platforms.setdefault(config.name, {})
             for attribute in _PLATFORM:
                 if attribute in kept:
@@ -62,9 +68,9 @@ class _MemoryPlugin:
         return [dataclasses.replace(ChannelRegistration.of(MemoryChannel), factory=build)]
 
 
-def memory_host(*plugins: object) -> PluginHost:
+def memory_host(*plugins: object, carrying: frozenset[str] = frozenset()) -> PluginHost:
     host = PluginHost()
-    host.register(_MemoryPlugin(), "memory-plugin")
+    host.register(_MemoryPlugin(carrying), "memory-plugin")
     for plugin in plugins:
         host.register(plugin)
     return host
@@ -191,13 +197,15 @@ class BridgeMachine(RuleBasedStateMachine):
     `_settle`; `_start` makes a `Rig` with the machine's options (and `extra` ones)."""
 
     rig_options: ClassVar[dict[str, Any]] = {}
+    #: the memory channels that show a card's context (`card_context`)
+    carrying: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self) -> None:
         super().__init__()
         self.loop = asyncio.new_event_loop()
         self.tmp = tempfile.TemporaryDirectory(prefix="aep-machine-")
         self.state_dir = Path(self.tmp.name) / "state"
-        self.host = memory_host()
+        self.host = memory_host(carrying=self.carrying)
         self.rig = self._run(self._start())
 
     def _run(self, coroutine: Any) -> Any:

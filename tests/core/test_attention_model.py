@@ -83,6 +83,9 @@ class Held:
 
 class AttentionLoop(BridgeMachine):
     rig_options: ClassVar[dict[str, Any]] = {"ack_timeout": ACK_WINDOW}
+    #: beta shows a card's context (Telegram, Discord and Slack do): what its session said
+    #: just before a card goes in the card's message there, as its own messages in alpha
+    carrying: ClassVar[frozenset[str]] = frozenset({"beta"})
 
     def __init__(self) -> None:
         super().__init__()
@@ -154,6 +157,27 @@ class AttentionLoop(BridgeMachine):
             "message.agent.replied", {"message_id": text, "text": text}, capture="redacted"
         )
         self.said.append(text)
+        self._settle()
+
+    @precondition(lambda self: not self.ended and len(self.asked) < 6)
+    @rule(calls=st.integers(min_value=0, max_value=2), options=st.integers(1, 3))
+    def say_and_ask_at_once(self, calls: int, options: int) -> None:
+        """Work, a reply and a question in one burst: where the channel shows a card's
+        context, the card carries them (issue 32); their later edits reach it."""
+        for _ in range(calls):
+            tool = {"name": "Bash", "call_id": f"burst-{len(self.said)}-{_}"}
+            self.agent.emit("tool.requested", {"tool": tool, "args_redacted": {"command": "ls"}})
+        text = f"said {len(self.said)}"
+        self.agent.emit(
+            "message.agent.replied", {"message_id": text, "text": text}, capture="redacted"
+        )
+        self.said.append(text)
+        ids = tuple(f"opt{n}" for n in range(options))
+        event = self.agent.ask(f"question {len(self.asked)}?", options=ids)
+        self.asked.append(Asked(event, ids))
+        for _ in range(calls):  # the calls finish after the question: an edit of the card
+            tool = {"name": "Bash", "call_id": f"burst-{len(self.said) - 1}-{_}"}
+            self.agent.emit("tool.completed", {"tool": tool, "status": "success"})
         self._settle()
 
     @precondition(lambda self: self.asked)
@@ -518,9 +542,18 @@ class AttentionLoop(BridgeMachine):
     @invariant()
     def the_thread_keeps_the_order_the_agent_spoke_in(self) -> None:
         for name in CHANNELS:
-            texts = [t.split("\n\n", 1)[0] for t in self.rig.thread_texts(name)]
+            # a line of its own: in its message, merged, or in a card's context (issue 32)
+            texts = [line for t in self.rig.thread_texts(name) for line in t.split("\n")]
             said = [t for t in texts if t.startswith("said ")]
             assert list(dict.fromkeys(said)) == self.said, (name, texts)
+
+    @invariant()
+    def every_reply_is_shown_once_in_each_channel(self) -> None:
+        """In a message of its own, merged with others, or in a card's context: once."""
+        for name in CHANNELS:
+            lines = [line for t in self.rig.thread_texts(name) for line in t.split("\n")]
+            for text in self.said:
+                assert lines.count(text) == 1, (name, text, self.rig.thread_texts(name))
 
     @invariant()
     def a_question_rings_once_at_most_and_only_while_it_may_be_open(self) -> None:

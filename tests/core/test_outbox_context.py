@@ -321,3 +321,49 @@ async def test_the_channel_s_own_measure_of_its_card_decides_what_it_takes(
     *before, card = shown(adapter)
     assert before == [text for _, text, _ in BURST[:3]]
     assert card.startswith(BURST[3][1])
+
+
+async def test_what_a_card_took_is_not_sent_again_after_a_restart(
+    vt: VirtualTime, store: Store
+) -> None:
+    """The edits a card goes ahead of are written again behind it; what it took is not (the
+    model-based test found a reply carried by its card and posted again after a restart)."""
+    adapter = carrying(vt)
+    outbox = outbox_for(adapter, store)
+    await outbox.start()
+    outbox.submit(message("s", "⏳ Read: invoices/totals.py", type="tool_update", key="tool-0"))
+    await drain(outbox)
+    outbox.submit(message("s", "✅ Read: invoices/totals.py", type="tool_update", key="tool-0"))
+    outbox.submit(message("s", "Found it: line_total rounds a float."))
+    outbox.submit(Job.permission("s", request()))
+    await outbox.stop(0)  # before any of them went
+    again = outbox_for(adapter, store)
+    await again.start()
+    await drain(again)
+    await again.stop()
+    texts = shown(adapter)
+    assert sum(text.count("Found it: line_total rounds a float.") for text in texts) == 1, texts
+    assert texts == [
+        "✅ Read: invoices/totals.py",
+        "Found it: line_total rounds a float.\n\nRun make test?",
+    ]
+
+
+async def test_an_edit_that_outgrows_the_card_goes_below_it_whole(
+    vt: VirtualTime, store: Store
+) -> None:
+    """A carried tool call that finishes with more output than the card can show: the card
+    keeps what it showed, and the finished call is posted below it, whole, never cut."""
+    adapter = carrying(vt, max_length=500)
+    outbox = outbox_for(adapter, store)
+    await outbox.start()
+    burst(outbox)
+    outbox.submit(Job.permission("s", request()))
+    await drain(outbox)
+    output = "✅ Bash: pytest -x\n" + "\n".join(f"test_{n} PASSED" for n in range(30))
+    outbox.submit(message("s", output, type="tool_update", key="tool-1"))
+    await drain(outbox)
+    await outbox.stop()
+    card, below = shown(adapter)
+    assert "⏳ Bash: pytest -x" in card
+    assert below == output

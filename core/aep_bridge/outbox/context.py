@@ -19,7 +19,9 @@ the platform's one-message limit, as the channel measures its card
 What becomes of a folded message's later edits (`CardContexts`): its key now lives in the
 card. A later message with that key replaces it in the card's context: in the queued card,
 or, once the card went, in the card's next update (at once if the card has an outcome
-already; with its outcome otherwise). Every update of the card carries its context, so
+already; with its outcome otherwise), unless it grew past what the card can show: then it is
+posted below the card, whole, and the card keeps what it showed. Every update of the card
+carries its context, so
 redrawing the card never drops it. What each card carries is kept in the store
 (`kv`, namespace `outbox:<channel>`, one key per card, going with its session's records), in
 the same transaction as the rows it replaced, so a restart keeps both.

@@ -182,7 +182,7 @@ class Outbox(Queue):
                 actions.append(self._take(job, taken))
             actions += [self._persist(piece, args, ahead_of) for piece, args in parsed]
             if ahead_of is not None and lane is not None:
-                actions.append(self._rewrite_after(lane, ahead_of))
+                actions.append(self._rewrite_after(lane, ahead_of, taken))
         for action in actions:
             action()
         if job.op in ("archive_session_thread", "delete_session_thread"):
@@ -206,15 +206,9 @@ class Outbox(Queue):
         assert isinstance(request, PermissionRequest)
         known = contexts.get(session, request.id) if session is not None else None
         carried = known.request.context if known is not None else request.context
-        limit = self._max_length
 
         def fits(context: tuple[OutgoingMessage, ...]) -> bool:
-            card = with_context(request, (*carried, *context))
-            try:
-                return self._adapter.measure_card(card) <= limit
-            except Exception:  # a bug in the adapter: the card goes as before, alone
-                log.exception("outbox %s: measure_card failed", self._channel)
-                return False
+            return self._fits(with_context(request, (*carried, *context)))
 
         folding = fold(ahead, fits, self._edits)
         if folding is None:
@@ -226,12 +220,19 @@ class Outbox(Queue):
             job = Job.permission(session, with_context(request, context), priority=job.priority)
         return job, folding.taken, folding.before
 
-    def _rewrite_after(self, lane: Lane, first: Entry) -> Callable[[], None]:
-        """Write the rows of `lane`'s entries from `first` on again, after the card just
-        written ahead of them (in the caller's transaction): a restart reads rows back in
-        row order, and must find them behind the card as this run sends them."""
+    def _rewrite_after(
+        self, lane: Lane, first: Entry, taken: tuple[Entry, ...]
+    ) -> Callable[[], None]:
+        """Write the rows of `lane`'s entries from `first` on (the edits the card goes ahead
+        of; not what it `taken`, whose rows are gone) again, after the card just written
+        ahead of them (in the caller's transaction): a restart reads rows back in row order,
+        and must find them behind the card as this run sends them."""
         moved = list(itertools.dropwhile(lambda entry: entry is not first, lane.queue))
-        moved = [e for e in moved if not e.dead and not e.in_flight and e.row is not None]
+        moved = [
+            e
+            for e in moved
+            if not e.dead and not e.in_flight and e.row is not None and e not in taken
+        ]
         rows = []
         for entry in moved:
             assert entry.job is not None
@@ -244,6 +245,14 @@ class Outbox(Queue):
                 entry.row, entry.group = row, group
 
         return apply
+
+    def _fits(self, card: PermissionRequest) -> bool:
+        """Whether the channel shows `card` with all of its context (`measure_card`)."""
+        try:
+            return self._adapter.measure_card(card) <= self._max_length
+        except Exception:  # a bug in the adapter: the card goes as before, alone
+            log.exception("outbox %s: measure_card failed", self._channel)
+            return False
 
     def _edits(self, entry: Entry) -> bool:
         """Whether the channel shows this keyed message by editing one it has."""
@@ -307,6 +316,9 @@ class Outbox(Queue):
             contexts.forget_key(session, job.coalesce or "")
             return job
         request = with_context(known.request, replaced(known.request.context, message))
+        if not self._fits(request):  # grown past what the card can show: below it, whole
+            contexts.forget_key(session, job.coalesce or "")
+            return job
         self._stats["folded"] += 1
         for key in (card_key(card), f"outcome:{card}"):
             queued = self._coalescing.get((session, key))
