@@ -114,6 +114,7 @@ from .look import (
     OUTCOME_ICONS,
     blocks_pieces,
     card_key,
+    card_size,
     card_text,
     message_look,
     shorten,
@@ -451,6 +452,13 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         """What counts against Discord's 2,000 is a message's content, the markdown of what
         is not in its embeds (`embeds.measure`); the embeds keep their own limits."""
         return embeds.measure(blocks)
+
+    def measure_card(self, request: PermissionRequest) -> int:
+        """Exact for this channel's drawing (`look.card_size`, the rule `card_text` cuts
+        by): at most `max_message_length` exactly when the card shows its whole context as
+        sent and in its outcome's edit. A card counts against Discord's own 2,000, not the
+        1,900 a thread's message keeps free, so the size is told 100 less."""
+        return card_size(request) - (markdown.LIMIT - self.capabilities.max_message_length)
 
     async def send_message(self, session_id: str, content: OutgoingMessage) -> None:
         # the core's outbox splits; a direct caller may not have

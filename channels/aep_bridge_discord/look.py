@@ -99,15 +99,50 @@ def card_text(request: PermissionRequest, outcome: PermissionOutcome | None = No
     (`card_markdown`) and, once it has one, its outcome line. The context gets what the card
     and its outcome line (`CARD_TAIL`, kept free until it comes) leave of Discord's 2,000, so
     the card and its buttons are never cut for it."""
-    card = card_markdown(request, closed=outcome is not None and outcome.closed)
-    if outcome is not None:
-        icon = OUTCOME_ICONS.get(str(outcome.status), "•")
-        card += f"\n\n{icon} {markdown.escape(shorten(outcome.summary(), CARD_TAIL - 20))}"
+    card = _card_and_outcome(request, outcome)
     if not request.context:
         return card
-    room = markdown.LIMIT - _units(card) - _units(CONTEXT_RULE)
-    shown = context_markdown(request.context, room - (CARD_TAIL if outcome is None else 0))
+    shown = context_markdown(request.context, _context_room(card, outcome))
     return f"{shown}{CONTEXT_RULE}{card}" if shown else card
+
+
+def card_size(request: PermissionRequest) -> int:
+    """How much of Discord's 2,000 (`markdown.LIMIT`) the card of `request` needs to show
+    its whole context when sent and in every later edit (`card_text`): the card, the rule,
+    the context as drawn, and `CARD_TAIL` for the outcome line. At most `markdown.LIMIT`
+    exactly when `card_text` draws the whole context, with no `CONTEXT_CUT` line, now and
+    with any outcome: the outcome's line never takes more than `CARD_TAIL`, and a closed
+    card is never longer than its open one. The same rule as `context_markdown`'s."""
+    card = _card_and_outcome(request, None)
+    whole = _context_units(_context_parts(request.context), 0)
+    if whole is None:  # nothing of it is drawn
+        return _units(card) + CARD_TAIL
+    return markdown.LIMIT - _context_room(card, None) + whole
+
+
+def _card_and_outcome(request: PermissionRequest, outcome: PermissionOutcome | None) -> str:
+    card = card_markdown(request, closed=outcome is not None and outcome.closed)
+    return card if outcome is None else card + _outcome_line(outcome)
+
+
+def _outcome_line(outcome: PermissionOutcome) -> str:
+    """The outcome under the card, within `CARD_TAIL` whatever its words (escaping may
+    double them), so the context that fit before it still fits with it."""
+    icon = OUTCOME_ICONS.get(str(outcome.status), "•")
+    budget = CARD_TAIL - _units(f"\n\n{icon} ")
+    summary, limit = outcome.summary(), CARD_TAIL - 20
+    shown = markdown.escape(shorten(summary, limit))
+    while _units(shown) > budget and limit > 1:
+        limit //= 2
+        shown = markdown.escape(shorten(summary, limit))
+    return f"\n\n{icon} {shown if _units(shown) <= budget else '…'}"
+
+
+def _context_room(card: str, outcome: PermissionOutcome | None) -> int:
+    """What `card` (with its outcome line, if any) leaves of Discord's 2,000 for its
+    context: before the outcome, `CARD_TAIL` is kept free for it."""
+    tail = CARD_TAIL if outcome is None else 0
+    return markdown.LIMIT - _units(card) - _units(CONTEXT_RULE) - tail
 
 
 def context_markdown(context: tuple[OutgoingMessage, ...], room: int) -> str:
@@ -115,14 +150,29 @@ def context_markdown(context: tuple[OutgoingMessage, ...], room: int) -> str:
     (`message_look`), oldest first, a blank line apart; its embeds in the content, where
     they stay above the card (Discord draws a message's embeds under all of its content).
     What does not fit loses its oldest messages first, a `CONTEXT_CUT` line saying so."""
-    parts = [_context_message(message) for message in context]
-    parts = [part for part in parts if part]
+    parts = _context_parts(context)
     for start in range(len(parts) + 1):
-        head = [CONTEXT_CUT.format(count=start, s="" if start == 1 else "s")] if start else []
-        text = "\n\n".join([*head, *parts[start:]])
-        if _units(text) <= room:
-            return text
+        if (_context_units(parts, start) or 0) <= room:
+            return _context_join(parts, start)
     return ""
+
+
+def _context_parts(context: tuple[OutgoingMessage, ...]) -> list[str]:
+    parts = [_context_message(message) for message in context]
+    return [part for part in parts if part]
+
+
+def _context_join(parts: list[str], start: int) -> str:
+    """The context from its `start`th message on, headed by a `CONTEXT_CUT` line if any
+    were left out."""
+    head = [CONTEXT_CUT.format(count=start, s="" if start == 1 else "s")] if start else []
+    return "\n\n".join([*head, *parts[start:]])
+
+
+def _context_units(parts: list[str], start: int) -> int | None:
+    """How long `_context_join` is; None where it draws nothing."""
+    text = _context_join(parts, start)
+    return _units(text) if text else None
 
 
 def _context_message(message: OutgoingMessage) -> str:
@@ -143,9 +193,10 @@ def card_markdown(request: PermissionRequest, *, closed: bool = False) -> str:
     title = f"❓ **{markdown.escape(shorten(request.title, 250))}**"
     if request.session_name:
         title += "\n" + markdown.escape("Session: " + shorten(request.session_name, 200))
-    hints = [] if closed else _hints(request)
+    hints = _hints(request)
+    # the room of the open card even when closed: a closed card is never the longer
     room = MAX_CARD - len("\n".join([title, *hints])) - 2
-    return "\n".join(filter(None, [title, _asked(request, room), *hints]))
+    return "\n".join(filter(None, [title, _asked(request, room), *([] if closed else hints)]))
 
 
 def _asked(request: PermissionRequest, room: int) -> str:
