@@ -551,6 +551,12 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
 
     # -- cards -----------------------------------------------------------------------------
 
+    def measure_card(self, request: PermissionRequest) -> int:
+        """Exact for Slack's drawing: the rule by which the card cuts its context
+        (`look.measure_card`), so a context the core folds within the limit is shown whole,
+        in the card as posted and in every update."""
+        return look.measure_card(request)
+
     async def send_permission_request(self, session_id: str, request: PermissionRequest) -> None:
         state = self.state()
         if await self.card(request.id) is not None:

@@ -70,6 +70,8 @@ MAX_ACTION_ID: Final = 255
 MAX_FALLBACK: Final = 3000
 #: a header block's text at most
 MAX_HEADER: Final = 150
+#: the most characters of an outcome's words on a card's line
+MAX_OUTCOME: Final = 1000
 #: a context block's elements at most
 MAX_CONTEXT_ELEMENTS: Final = 10
 #: a modal's title, its buttons' text, a label, an option's text, its blocks
@@ -572,7 +574,7 @@ def _card_alone(request: PermissionRequest, outcome: PermissionOutcome | None) -
         blocks.extend(_card_actions(request))
     if outcome is not None:
         icon = OUTCOME_ICONS.get(str(outcome.status), "•")
-        blocks.append(context(f"{icon} {fit_mrkdwn(one_line(outcome.summary()), 1000)}"))
+        blocks.append(context(f"{icon} {fit_mrkdwn(one_line(outcome.summary()), MAX_OUTCOME)}"))
     words = f"❓ {one_line(request.title)}"
     if outcome is not None:
         words += f" — {one_line(outcome.summary())}"
@@ -591,26 +593,60 @@ def with_context(
 ) -> list[dict[str, Any]]:
     """A card's blocks under its context: each message drawn by `message_look`, as the
     thread draws it (a keyed one too), oldest first, then a divider and the card. When the
-    whole would not fit one message (50 blocks, and `MAX_TEXT` as `measure` counts it), the
-    context loses its oldest messages, said by a grey "…" line; the card never loses a
-    block, nor its buttons."""
-    drawn = [message_look(message).blocks for message in messages]
-    divider: dict[str, Any] = {"type": "divider"}
-    room_blocks = MAX_BLOCKS - len(card) - 1
-    room = MAX_TEXT - _cost([*card, divider])
+    whole would not fit one message (`_whole_cost`: 50 blocks, and `MAX_TEXT` as `measure`
+    counts it), the context loses its oldest messages, said by a grey "…" line; the card
+    never loses a block, nor its buttons."""
+    drawn = _drawn(messages)
     for start in range(len(drawn)):
         head = [context(context_cut_line(start))] if start else []
         kept = [block for blocks in drawn[start:] for block in blocks]
-        if len(head) + len(kept) <= room_blocks and _cost([*head, *kept]) <= room:
-            return [*head, *kept, divider, *card]
+        if _whole_cost([*head, *kept], card) <= MAX_TEXT:
+            return [*head, *kept, _divider(), *card]
     # no message fits (the card itself near the limit): the "…" line alone (a card has at
     # most 15 blocks, so Slack's 50 hold)
-    return [context(context_cut_line(len(drawn))), divider, *card]
+    return [context(context_cut_line(len(drawn))), _divider(), *card]
+
+
+def measure_card(request: PermissionRequest) -> int:
+    """How long the card of `request` is, its whole context above it, as `with_context`
+    counts it to decide a cut: over `MAX_TEXT` (the adapter's `max_message_length`) exactly
+    when `with_context` would leave a message out of the card as posted or of one of its
+    updates. The largest of those is the card as posted (hints and buttons) plus an
+    outcome's line at its longest (a refused or undelivered answer keeps the buttons and
+    adds the line; a closed one drops the buttons): so within `MAX_TEXT`, the post and
+    every update show the whole context."""
+    card = [*_card_alone(request, None).blocks, _LONGEST_OUTCOME]
+    return _whole_cost([b for blocks in _drawn(request.context) for b in blocks], card)
+
+
+def _drawn(messages: tuple[OutgoingMessage, ...]) -> list[list[dict[str, Any]]]:
+    """Each context message's blocks, as the thread draws it."""
+    return [message_look(message).blocks for message in messages]
+
+
+def _whole_cost(kept: list[dict[str, Any]], card: list[dict[str, Any]]) -> int:
+    """What `kept` (a context's blocks, its "…" line too) over a divider and `card` take of
+    one message, as `measure` counts it: over `MAX_TEXT` when over Slack's 50 blocks."""
+    cost = _cost([*kept, _divider(), *card])
+    if len(kept) + 1 + len(card) > MAX_BLOCKS:
+        return max(cost, MAX_TEXT + 1)
+    return cost
+
+
+def _divider() -> dict[str, Any]:
+    """The divider between a card's context and the card (a new one: callers may edit)."""
+    return {"type": "divider"}
 
 
 def _cost(blocks: list[dict[str, Any]]) -> int:
     """What `blocks` take of one message, as `measure` counts a message."""
     return sum(_size(block) + BLOCK_COST for block in blocks)
+
+
+#: an outcome's line at its longest (its icon, a space, its words): room a card keeps for it
+_LONGEST_OUTCOME: Final = context(
+    "x" * (max(len(icon) for icon in OUTCOME_ICONS.values()) + 1 + MAX_OUTCOME)
+)
 
 
 def _card_title(title: str) -> dict[str, Any]:
@@ -785,6 +821,7 @@ __all__ = [
     "MAX_BUTTONS",
     "MAX_BUTTON_TEXT",
     "MAX_BUTTON_VALUE",
+    "MAX_OUTCOME",
     "MAX_SECTION",
     "MAX_TEXT",
     "OUTCOME_ICONS",
@@ -796,6 +833,7 @@ __all__ = [
     "context_cut_line",
     "heads_up_look",
     "measure",
+    "measure_card",
     "message_look",
     "parent_look",
     "text_pieces",
