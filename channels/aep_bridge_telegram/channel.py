@@ -80,7 +80,15 @@ from .format import (
     visible_length,
 )
 from .forms import Forms
-from .look import _card_html, _keyboard, _message_html, _topic_name, _with_context
+from .look import (
+    TELEGRAM_LIMIT,
+    _card_html,
+    _keyboard,
+    _message_html,
+    _topic_name,
+    _with_context,
+    card_size,
+)
 
 log = logging.getLogger(__name__)
 
@@ -305,6 +313,12 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         """Telegram counts a message after parsing its tags, in UTF-16 units: the visible
         text of the blocks' HTML, not their markup."""
         return visible_length(blocks)
+
+    def measure_card(self, request: PermissionRequest) -> int:
+        """Exact for this channel's drawing (`look.card_size`, the rule the card's context
+        is cut by): the most any version of the card takes under Telegram's own limit,
+        on the scale of `max_message_length`, so the core folds only what the card shows."""
+        return card_size(request) - TELEGRAM_LIMIT + self.capabilities.max_message_length
 
     async def send_message(self, session_id: str, content: OutgoingMessage) -> None:
         # the core's outbox splits; a direct caller may not have

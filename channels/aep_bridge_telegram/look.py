@@ -96,23 +96,48 @@ def _with_context(request: PermissionRequest, card: str) -> str:
     its context above it: the messages its session said just before it, each drawn as the
     topic draws it (`_message_html`), then `html.RULE` between them and the card.
 
-    The context is cut, never the card: with the open card it stays within `MAX_CARD`, so
-    every later version of the card (an outcome line, a form's field, each within
-    `CARD_TAIL`) still fits under Telegram's limit with the same context shown. What does
-    not fit goes from the oldest end, and a line says how many messages were left out."""
-    drawn = [text for message in request.context if (text := _message_html(message).strip())]
+    The context is cut, never the card: it is kept while `_card_size` stays within
+    `TELEGRAM_LIMIT`, so every version of the card (open, closed, and either with the line a
+    later update adds, within `CARD_TAIL`) fits with the same context shown. What does not
+    fit goes from the oldest end, and a line says how many messages were left out."""
+    drawn = _drawn_context(request)
     if not drawn:
         return card
-    open_card = _card_html(request)
     for left_out in range(len(drawn) + 1):
-        shown = drawn[left_out:]
-        if left_out:
-            plural = "s" if left_out > 1 else ""
-            shown.insert(0, html.italic(f"… {left_out} earlier message{plural} left out"))
-        context = "\n\n".join(shown) + f"\n\n{html.RULE}\n"
-        if html.visible_length(context + open_card) <= MAX_CARD:
+        context = _context_html(drawn, left_out)
+        if _card_size(request, context) <= TELEGRAM_LIMIT:
             return context + card
     return card  # a card as long as a message may be: no room even for the "…" line
+
+
+def card_size(request: PermissionRequest) -> int:
+    """The most UTF-16 units, as Telegram counts them, that any version of the card of
+    `request` takes with its whole context above it: within `TELEGRAM_LIMIT`, the card is
+    sent and updated with every context message and no "left out" line (the channel's
+    `measure_card`). The same rule `_with_context` cuts by."""
+    drawn = _drawn_context(request)
+    return _card_size(request, _context_html(drawn, 0) if drawn else "")
+
+
+def _drawn_context(request: PermissionRequest) -> list[str]:
+    return [text for message in request.context if (text := _message_html(message).strip())]
+
+
+def _context_html(drawn: list[str], left_out: int) -> str:
+    """The context above a card: `drawn` without its `left_out` oldest, which a line counts."""
+    shown = drawn[left_out:]
+    if left_out:
+        plural = "s" if left_out > 1 else ""
+        shown.insert(0, html.italic(f"… {left_out} earlier message{plural} left out"))
+    return "\n\n".join(shown) + f"\n\n{html.RULE}\n"
+
+
+def _card_size(request: PermissionRequest, context: str) -> int:
+    """`context` (HTML) above the longer of the open and the closed card (a closed card
+    drops its hints, which may leave room for more of a long command), and `CARD_TAIL` for
+    the line a later version adds (an outcome, a form's field): the most Telegram counts."""
+    own = max(html.visible_length(_card_html(request, closed=c)) for c in (False, True))
+    return html.visible_length(context) + own + CARD_TAIL
 
 
 def _asked(request: PermissionRequest, room: int) -> str:
