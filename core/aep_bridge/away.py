@@ -144,14 +144,15 @@ class AwayState:
         records = [r for r in self.sessions.all() if r.state == "open" or r.id in switches]
         for record in records[-MAX_LISTED:]:
             own = switches.get(record.id)
+            why = self.why(record.id)
             listed.append(
                 {
                     "id": record.id,
                     "session": record.session,
                     "agent": record.agent,
                     "name": record.name,
-                    "away": self.is_away(record.id),
-                    "why": self.why(record.id),
+                    "away": why is not None,
+                    "why": why,
                     "switch": None if own is None else own["on"],
                     "by": None if own is None else own.get("by"),
                 }

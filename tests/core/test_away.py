@@ -5,6 +5,9 @@ would; the HTTP side is tests/intake/test_away_route.py."""
 
 from __future__ import annotations
 
+import time
+
+from aep_bridge.away import NAMESPACE
 from aep_bridge.types import ResolutionStatus
 from tests.core.rig import ALICE, MALLORY, Rig
 
@@ -142,3 +145,44 @@ async def test_automatic_away_is_off_by_default(tmp_path):
         now[0] += 10 * 24 * 3600
         assert rig.bridge.away.query("sess-1")["away"] is False
         assert rig.bridge.away.describe()["after_minutes"] is None
+
+
+async def test_a_sessions_switch_goes_with_its_records_and_everywhere_stays(tmp_path):
+    now = [time.time()]
+    async with Rig(tmp_path, clock=lambda: now[0], away={"after_minutes": 5}) as rig:
+        agent = rig.agent()
+        agent.start()
+        sid = await _session(rig)
+        rig.bridge.away.set(True, session_id=sid, by="Alice on alpha")
+        rig.agent("sess-2").start()
+        await rig.settle()
+        rig.bridge.away.set(True, session_id=None, by="aep-bridge away")
+        rig.bridge.away.set(True, session_id=sid, by="Alice on alpha")
+        assert {k.split(":")[0] for k, _ in rig.store.kv_items(NAMESPACE)} == {
+            "everywhere",
+            "prompt",
+            "switch",
+        }
+        agent.end()
+        await rig.settle()
+        now[0] += 31 * 86400  # past store.session_retention_days
+        assert await rig.bridge.retention.forget() == 1
+        keys = [k for k, _ in rig.store.kv_items(NAMESPACE)]
+        assert not [k for k in keys if sid in k]  # nothing of the forgotten session is kept
+        assert "everywhere" in keys
+
+
+async def test_the_kits_fake_core_switches_for_approvers_only_as_the_real_one():
+    from aep_bridge.testing import FakeCore
+
+    core = FakeCore(approvers=["alice"])
+    refused = await core.set_away(True, MALLORY, session_id="s1")
+    assert refused.status is ResolutionStatus.NOT_ALLOWED
+    assert [r.user.id for r in core.refused] == ["mallory"]
+    assert (await core.set_away(True, ALICE, session_id="s1")).accepted
+    assert core.away_state()["sessions"] == [
+        {"id": "s1", "away": True, "why": "session", "switch": True}
+    ]
+    assert (await core.set_away(True, ALICE)).accepted
+    assert core.away_state()["everywhere"] is True
+    assert core.away_state()["sessions"] == []
