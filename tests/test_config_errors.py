@@ -17,6 +17,7 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from aep_bridge.config import (
+    AwayConfig,
     BridgeConfig,
     ConfigError,
     ConfigProblem,
@@ -218,6 +219,20 @@ MISTAKES = [
         "heads-ups",
         id="an empty text",
     ),
+    pytest.param(
+        {"away": {"hold_minutes": 0}},
+        "away.hold_minutes",
+        "must be more than 0",
+        "holds an away agent's stop",
+        id="away mode's hold of nothing",
+    ),
+    pytest.param(
+        {"away": {"after_minutes": "ten"}},
+        "away.after_minutes",
+        "must be a number, not text",
+        "no prompt has been typed in its terminal",
+        id="automatic away not a number",
+    ),
 ]
 
 
@@ -287,8 +302,9 @@ def _sweep(model: type[BaseModel], base: dict[str, Any], at: list[str]) -> list[
         ),
         (RouteConfig, {"routes": [{"match": {}, "channels": ["c"]}]}, ["routes", "0"]),
         (RedactionConfig, {"redaction": {}}, ["redaction"]),
+        (AwayConfig, {"away": {}}, ["away"]),
     ],
-    ids=["top", "listen", "intake", "relay", "route", "redaction"],
+    ids=["top", "listen", "intake", "relay", "route", "redaction", "away"],
 )
 def test_no_wrong_value_anywhere_gets_pydantic_words(model, base, at):
     found = _sweep(model, base, at)

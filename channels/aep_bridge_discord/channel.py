@@ -34,8 +34,9 @@ the bot's permissions there, the notifications channel, each failure with its fi
 A card's buttons and a form's modal are in `components.py`.
 
 Slash commands: /sessions (a private list with links), and /status, /cancel, /pause,
-/resume in a session's thread, handed to the core as that session's chat command (the core
-checks approvers and answers in the thread); registered in the guild at start when missing.
+/resume, /away, /back in a session's thread, handed to the core as that session's chat
+command (the core checks approvers and answers in the thread); registered in the guild at
+start when missing.
 
 Forms: a "Fill in" button (`aepf:{card key}`, a DynamicItem too) asks `core.may_answer`
 first, then opens the form as a modal for the person who pressed (text inputs for words and
@@ -155,6 +156,8 @@ COMMANDS: Final = (
     ("cancel", "in a session's thread: ask the agent to stop"),
     ("pause", "in a session's thread: ask the agent to pause"),
     ("resume", "in a session's thread: ask the agent to go on"),
+    ("away", "in a session's thread: when the agent finishes, it asks here what next"),
+    ("back", "in a session's thread: the agent stops as usual when it finishes"),
 )
 
 T = TypeVar("T")

@@ -40,7 +40,7 @@ from .config import SlackConfig
 GROUPS_TTL: Final = 60.0
 #: `/aep` and its verbs
 COMMAND: Final = "/aep"
-VERBS: Final = ("sessions", "status", "cancel", "pause", "resume")
+VERBS: Final = ("sessions", "status", "cancel", "pause", "resume", "away", "back")
 
 
 class Adapter(Protocol):

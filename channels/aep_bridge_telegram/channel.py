@@ -100,6 +100,8 @@ COMMANDS: Final = (
     ("cancel", "in a session's topic: ask the agent to stop"),
     ("pause", "in a session's topic: ask the agent to pause"),
     ("resume", "in a session's topic: ask the agent to go on"),
+    ("away", "in a session's topic: when the agent finishes, it asks here what next"),
+    ("back", "in a session's topic: the agent stops as usual when it finishes"),
 )
 
 

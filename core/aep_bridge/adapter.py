@@ -107,6 +107,22 @@ class BridgeCore(Protocol):
         """The platform thread this channel created for a session, if any."""
         ...
 
+    def away_state(self) -> dict[str, Any]:
+        """Away mode (docs/agents.md#steer-from-your-phone), as `GET /away` gives it:
+        `everywhere`, `after_minutes`, `hold_seconds`, and `sessions`, each with its `id`
+        (the session id this channel is given), `away`, `why` and its own `switch`.
+        (Contract 1.2.)"""
+        ...
+
+    async def set_away(
+        self, on: bool, user: ChannelUser, *, session_id: str | None = None
+    ) -> Resolution:
+        """Switch away mode for one session, or with None every session (which clears the
+        sessions' own switches), for `user`: only an approver of this channel may
+        (`not_allowed` otherwise, logged as a refused press, nothing changed); `unknown` for
+        a session the bridge does not know; `accepted` when done. (Contract 1.2.)"""
+        ...
+
     def state(self, channel: str) -> ChannelState:
         """The persistent key-value store of one channel: a write is durable when it returns."""
         ...
@@ -154,6 +170,11 @@ class BridgeView(Protocol):
 
     def thread_id(self, channel: str, session_id: str) -> str | None:
         """The platform thread a channel created for a session, if any."""
+        ...
+
+    def away_state(self) -> dict[str, Any]:
+        """Away mode, as `BridgeCore.away_state` gives it (read only: a channel's core
+        switches it, for an approver)."""
         ...
 
     @property

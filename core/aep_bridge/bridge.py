@@ -37,6 +37,7 @@ from .aep.ids import source_uri
 from .aep.redaction import RedactionPolicy, Redactor
 from .aep.registry import CAPTURE_RANK
 from .attention import Attention
+from .away import AwayState
 from .channel_core import Channel, ChannelCore, PluginView
 from .chat import ChatCommands
 from .config import BridgeConfig, ChannelPlan, resolve_channels
@@ -139,6 +140,13 @@ class Bridge(EventMirror, QuestionCards):
             hold=config.attention.answer_hold,
             describe=self.describe_outcome,
         )
+        self.away = AwayState(
+            self.store,
+            self.sessions,
+            after_minutes=config.away.after_minutes,
+            hold_minutes=config.away.hold_minutes,
+            clock=clock,
+        )
         self.chat = ChatCommands(
             self.sessions,
             self.attention,
@@ -147,6 +155,7 @@ class Bridge(EventMirror, QuestionCards):
             command=self.control,
             send=self.send_command,
             shows_content=self.shows_content,
+            away=self.away,
         )
         self.channels: dict[str, Channel] = {}
         #: channels that could not be built or started, with the reason
@@ -394,6 +403,7 @@ class Bridge(EventMirror, QuestionCards):
                 "oldest_age": sessions[0]["oldest_age"] if sessions else None,
                 "sessions": sessions,
             },
+            "away": self.away.describe(),
         }
 
     def _channel_status(self, name: str) -> dict[str, Any]:
@@ -649,6 +659,10 @@ class Bridge(EventMirror, QuestionCards):
         return result
 
     # -- what people say in a thread -------------------------------------------------------------
+
+    def away_state(self) -> dict[str, Any]:
+        """Away mode, for a plugin (`BridgeView.away_state`)."""
+        return self.away.describe()
 
     def reply(self, channel: str, session_id: str, text: str) -> None:
         """A line from the bridge in one channel's thread of a session."""

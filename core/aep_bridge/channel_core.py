@@ -5,6 +5,7 @@ of the lifecycle hooks); and `Channel`, a running channel instance."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -13,6 +14,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from . import signing
 from .adapter import DEFAULT_SIGNATURE_TTL, BridgeCore, BridgeView, ChannelAdapter, ChannelState
 from .attention import Attention
+from .attention_records import Request
+from .away import AwayState
 from .chat import ChatCommands
 from .outbox import Outbox, Priority
 from .types import (
@@ -24,6 +27,8 @@ from .types import (
     ResolutionStatus,
     SignedPress,
 )
+
+log = logging.getLogger("aep_bridge.away")
 
 
 @dataclass(slots=True)
@@ -81,6 +86,32 @@ class ChannelCore:
     def thread_id(self, channel: str, session_id: str) -> str | None:
         return self._bridge.thread_id(channel, session_id)
 
+    def away_state(self) -> dict[str, Any]:
+        return self._bridge.away.describe()
+
+    async def set_away(
+        self, on: bool, user: ChannelUser, *, session_id: str | None = None
+    ) -> Resolution:
+        if not self._bridge.may_answer(self._channel, user, None):  # before anything changes
+            log.warning(
+                "refused away %s on %s from %s (%s): not an approver",
+                "on" if on else "off",
+                self._channel,
+                user.id,
+                user.display,
+            )
+            return Resolution(
+                status=ResolutionStatus.NOT_ALLOWED,
+                reason="you are not an approver for this channel",
+            )
+        try:
+            self._bridge.away.set(
+                on, session_id=session_id, by=f"{user.display} on {self._channel}"
+            )
+        except KeyError:
+            return Resolution(status=ResolutionStatus.UNKNOWN, reason="no such session")
+        return Resolution(status=ResolutionStatus.ACCEPTED, answered_by=user.display)
+
     async def call(self, channel: str, op: str, *args: Any, session_id: str | None = None) -> Any:
         running = self._bridge.channels.get(channel)
         if running is None:
@@ -120,6 +151,9 @@ class PluginView:
 
     def thread_id(self, channel: str, session_id: str) -> str | None:
         return self._bridge.thread_id(channel, session_id)
+
+    def away_state(self) -> dict[str, Any]:
+        return self._bridge.away.describe()
 
     @property
     def url(self) -> str | None:
@@ -166,6 +200,7 @@ class _Bridge(Protocol):
     """What `ChannelCore` and `PluginView` use of the `Bridge` (no import of it: no circle)."""
 
     attention: Attention
+    away: AwayState
     chat: ChatCommands
     stopping: asyncio.Event
     url: str | None
@@ -186,6 +221,8 @@ class _Bridge(Protocol):
     def adapter(self, channel: str) -> ChannelAdapter[Any] | None: ...
 
     def is_bridge_token(self, value: str) -> bool: ...
+
+    def may_answer(self, channel: str, user: ChannelUser, request: Request | None) -> bool: ...
 
 
 if TYPE_CHECKING:

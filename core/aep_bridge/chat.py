@@ -1,8 +1,10 @@
-"""What people write in a session's thread: `/status`, `/cancel`, `/pause`, `/resume`.
+"""What people write in a session's thread: `/status`, `/cancel`, `/pause`, `/resume`,
+`/away`, `/back`.
 
 Control goes to the agent as `control.cancel` / `control.pause` / `control.resume` on the
 session's own route, only from an approver, and the thread is told what the agent said (or
-why nothing was sent). Anything else gets a one-line hint: answers to questions are given on
+why nothing was sent). `/away` and `/back` switch the session's away mode (away.py), also
+only from an approver. Anything else gets a one-line hint: answers to questions are given on
 their cards, never guessed from loose text.
 """
 
@@ -14,6 +16,7 @@ from typing import Final
 
 from .aep.envelope import Event
 from .attention import Approver, Attention
+from .away import AwayState
 from .intake.source import CommandResult
 from .sessions import SessionRecord, Sessions
 from .types import IncomingMessage
@@ -27,9 +30,10 @@ Sender = Callable[[SessionRecord, Event], Awaitable[CommandResult]]
 log = logging.getLogger("aep_bridge.chat")
 
 CONTROL_VERBS: Final = ("cancel", "pause", "resume")
+AWAY_VERBS: Final = ("away", "back")
 HELP: Final = (
-    "Commands here: /status, /cancel, /pause, /resume. To answer a question, press a button "
-    "on its card or reply to the card."
+    "Commands here: /status, /cancel, /pause, /resume, /away, /back. To answer a question, "
+    "press a button on its card or reply to the card."
 )
 _REFUSALS: Final = {
     "no-route": "the agent is not connected, so nothing was sent",
@@ -72,6 +76,7 @@ class ChatCommands:
         command: CommandMaker,
         send: Sender,
         shows_content: Callable[[str], bool],
+        away: AwayState | None = None,
     ) -> None:
         self.sessions = sessions
         self.attention = attention
@@ -80,6 +85,7 @@ class ChatCommands:
         self._command = command
         self._send = send
         self._shows_content = shows_content
+        self._away = away
 
     async def handle(self, channel: str, message: IncomingMessage) -> None:
         sessions = self.sessions
@@ -98,6 +104,8 @@ class ChatCommands:
             self._reply(channel, session.id, self.status(session))
         elif verb in CONTROL_VERBS:
             await self.control(channel, session, verb, message)
+        elif verb in AWAY_VERBS and self._away is not None:
+            self.switch_away(channel, session, verb, message, self._away)
         else:
             self._reply(channel, session.id, HELP)
 
@@ -107,7 +115,44 @@ class ChatCommands:
         waiting = self.attention.open_requests(session.id)
         state = "ended" if session.state == "ended" else "running"
         questions = f"{len(waiting)} question(s) waiting" if waiting else "no question waiting"
-        return f"{name}: {session.agent}, {state}; {questions}"
+        away = ""
+        if self._away is not None and self._away.is_away(session.id):
+            away = "; away (its agent asks here what next when it finishes)"
+        return f"{name}: {session.agent}, {state}; {questions}{away}"
+
+    def switch_away(
+        self,
+        channel: str,
+        session: SessionRecord,
+        verb: str,
+        message: IncomingMessage,
+        away: AwayState,
+    ) -> None:
+        """`/away` or `/back`: this session's own switch, from an approver only (checked
+        before anything is written)."""
+        if not self._approve(channel, message.user, None):
+            log.warning(
+                "refused /%s on %s from %s (%s): not an approver",
+                verb,
+                channel,
+                message.user.id,
+                message.user.display,
+            )
+            self._reply(
+                channel, session.id, f"/{verb}: refused: you are not an approver for this channel"
+            )
+            return
+        on = verb == "away"
+        away.set(on, session_id=session.id, by=f"{message.user.display} on {channel}")
+        minutes = max(1, round(away.hold_seconds / 60))
+        self._reply(
+            channel,
+            session.id,
+            f"/away: this session is away: when its agent finishes, it asks here what next and "
+            f"waits up to {minutes} min for an answer"
+            if on
+            else "/back: this session is back: its agent stops as usual when it finishes",
+        )
 
     async def control(
         self, channel: str, session: SessionRecord, verb: str, message: IncomingMessage

@@ -231,6 +231,28 @@ class AttentionConfig(BaseModel):
     )
 
 
+class AwayConfig(BaseModel):
+    """Away mode (issue 33, docs/agents.md#steer-from-your-phone): when a session is away,
+    the agent daemon holds the agent's stop and asks the chat what next."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    after_minutes: float | None = Field(
+        default=None,
+        gt=0,
+        description="a session is away, without anyone switching it, once no prompt has been "
+        "typed in its terminal for this many minutes; null (the default): only the switches "
+        "(`aep-bridge away on`, /away, the web page) make a session away",
+    )
+    hold_minutes: float = Field(
+        default=30.0,
+        gt=0,
+        le=24 * 60,
+        description="how long the daemon holds an away agent's stop for an answer from the "
+        "chat; with no answer by then the agent stops",
+    )
+
+
 class StoreConfig(BaseModel):
     """What the store (`state_dir`/state.db) keeps of sessions that are over."""
 
@@ -286,6 +308,7 @@ class BridgeConfig(BaseModel):
     redaction: RedactionConfig = Field(default_factory=RedactionConfig)
     attention: AttentionConfig = Field(default_factory=AttentionConfig)
     agents: AgentsConfig = Field(default_factory=AgentsConfig)
+    away: AwayConfig = Field(default_factory=AwayConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
     routes: list[RouteConfig] | None = Field(
         default=None,

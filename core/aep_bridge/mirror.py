@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from .aep.envelope import Event
 from .attention import Attention
+from .away import AwayState
 from .channel_core import Channel
 from .outbox import Job, card_key
 from .render import Rendered, Renderer
@@ -39,6 +40,7 @@ class EventMirror:
     store: Store
     sessions: Sessions
     attention: Attention
+    away: AwayState
     renderer: Renderer
     routing: Routes
     channels: dict[str, Channel]
@@ -143,6 +145,7 @@ class EventMirror:
     def _mirror(self, session: SessionRecord, event: Event) -> None:
         targets = self._targets(session)
         self.attention.on_event(event, session)
+        self.away.on_event(event, session)
         asked: str | None = None  # the request this event opened: its heads-up is keyed
         withheld = self._withheld.judge(session.id, event)
         if event.type == "attention.requested" and event.seq is not None:

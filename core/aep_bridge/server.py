@@ -476,6 +476,7 @@ async def _serve(
             listen_host=host,
             allowed_hosts=config.listen.allowed_hosts,
             cut=guard.cut,
+            away=bridge.away,
         )
         server = _Server(
             uvicorn.Config(

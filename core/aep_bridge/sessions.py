@@ -135,6 +135,18 @@ class Sessions:
         found = self._by_session.get(session)
         return found if isinstance(found, SessionRecord) else None
 
+    def find_all(self, session: str) -> list[SessionRecord]:
+        """Every known session with this id, one a source (away mode's query names the
+        session alone)."""
+        found = self._by_session.get(session)
+        if found is None:
+            return []
+        return [found] if isinstance(found, SessionRecord) else list(found)
+
+    def all(self) -> list[SessionRecord]:
+        """Every known session, the oldest first (as loaded, then as created)."""
+        return list(self._by_id.values())
+
     def get_or_create(self, event: Event, stream: str, name: str) -> tuple[SessionRecord, bool]:
         """The session `event` belongs to, created on its first event (exactly once)."""
         key = event.session_key

@@ -62,6 +62,16 @@ def _command(argv: Sequence[str] | None) -> int:
             return status(
                 config_file=args.config, url=args.url, token=args.token, as_json=args.json
             )
+        if args.command == "away":
+            from .away import away
+
+            return away(
+                args.state == "on",
+                session=args.session,
+                config_file=args.config,
+                url=args.url,
+                token=args.token,
+            )
         if args.command == "doctor":
             return doctor(args.config)
         if args.command == "plugins":

@@ -87,7 +87,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="ask the running bridge for its sources, channels, pending questions, outboxes",
     )
     report.add_argument("--json", action="store_true", help="print the bridge's JSON report")
-    for client in (sender, question, player, report):
+    switch = commands.add_parser(
+        "away",
+        help="switch away mode: an agent that finishes asks the chat what next",
+        description="Away, the agent daemon holds an agent's stop and asks the chat what "
+        "next (docs/agents.md, Steer from your phone). Without --session, every session: "
+        "that clears the sessions' own switches (/away, /back).",
+    )
+    switch.add_argument("state", choices=["on", "off"])
+    switch.add_argument(
+        "--session",
+        metavar="ID",
+        help="one session: its AEP session id or the bridge's id (`aep-bridge status`)",
+    )
+    for client in (sender, question, player, report, switch):
         client.add_argument(
             "--url",
             help="the endpoint (default: where the running bridge listens, from its "

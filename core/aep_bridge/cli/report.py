@@ -14,6 +14,7 @@ from typing import TextIO
 from ..client_endpoint import endpoint
 from ..config import ConfigError
 from ..terminal import visible
+from .away import away_lines
 from .common import EXIT_OK, EXIT_USAGE, EXIT_VIOLATIONS
 
 NO_CHANNEL = (
@@ -178,6 +179,9 @@ def status(
             f"{_age(session.get('oldest_age'))}",
             out,
         )
+    if isinstance(report.get("away"), dict):
+        for line in away_lines(report["away"]):
+            _line(line, out)
     store = report.get("store")
     if isinstance(store, dict):
         _line(_store_line(store), out)

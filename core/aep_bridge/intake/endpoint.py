@@ -16,7 +16,7 @@ import json
 import logging
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, Final, cast
+from typing import Any, Final, Protocol, cast
 
 from starlette.applications import Starlette
 from starlette.datastructures import Headers, QueryParams
@@ -55,6 +55,22 @@ RETRY_AFTER: Final = 2
 StatusProvider = Callable[[], dict[str, Any]]
 
 
+#: The most bytes a `POST /away` body may have (`{"on": ..., "session": ...}`).
+MAX_AWAY_BODY: Final = 4096
+#: The longest `session` `GET /away` takes (an AEP session id is far shorter).
+MAX_SESSION_PARAM: Final = 512
+
+
+class AwayProvider(Protocol):
+    """What `/away` asks of the bridge (`away.AwayState`); the endpoint never imports it."""
+
+    def query(self, session: str) -> dict[str, Any]: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+    def switch(self, on: bool, session: str | None, by: str) -> list[str]: ...
+
+
 def _problem(status: int, error: str, detail: str, **extra: Any) -> JSONResponse:
     return JSONResponse({"error": error, "detail": detail, **extra}, status_code=status)
 
@@ -75,12 +91,14 @@ class Endpoint:
         listen_host: str | None = None,
         allowed_hosts: Sequence[str] = (),
         cut: Cut | None = None,
+        away: AwayProvider | None = None,
     ) -> None:
         """`status` answers `GET /status`; `listen_host` (`listen.host`) and `allowed_hosts`
         (`listen.allowed_hosts`): what a request may give as `Host` besides the loopback
         names (see `HostPolicy`); the guard applies to every route, `extra_routes` too.
         `cut` aborts a connection: without it a dropped consumer whose socket takes nothing
-        more keeps its connection (its memory is bounded all the same)."""
+        more keeps its connection (its memory is bounded all the same). `away` answers
+        `/away` (away mode: the agent daemon's question, `aep-bridge away`)."""
         self.hub = hub
         self.auth = auth
         self.limits = limits or IngestLimits()
@@ -88,6 +106,7 @@ class Endpoint:
         self.sink = sink
         self.status_provider = status
         self.cut = cut
+        self.away = away
         self.hosts = HostPolicy.of(listen_host, allowed_hosts)
         self._flush_handle: asyncio.TimerHandle | None = None
         self.app = Starlette(
@@ -98,6 +117,8 @@ class Endpoint:
                 Route("/stream", self.stream, methods=["GET"]),
                 WebSocketRoute("/socket", self.socket),
                 Route("/status", self.status, methods=["GET"]),
+                Route("/away", self.away_state, methods=["GET"]),
+                Route("/away", self.away_switch, methods=["POST"]),
                 *extra_routes,
             ],
             middleware=[Middleware(_Guard, endpoint=self)],
@@ -204,6 +225,51 @@ class Endpoint:
         if self.status_provider is None:
             return _problem(404, "not-found", "this endpoint has no bridge behind it")
         return JSONResponse(self.status_provider())
+
+    async def away_state(self, request: Request) -> Response:
+        """`GET /away?session=<AEP session id>`: `{"away", "hold_seconds"}` for the agent
+        daemon; without `session`, the whole state (`AwayState.describe`). The token always,
+        and no browser's request, as `/status`."""
+        refused = self._refuse_foreign(request) or self._refuse(request, always=True)
+        if refused is not None:
+            return refused
+        if self.away is None:
+            return _problem(404, "not-found", "this endpoint has no bridge behind it")
+        session = request.query_params.get("session")
+        if session is None:
+            return JSONResponse(self.away.describe())
+        if not session or len(session) > MAX_SESSION_PARAM:
+            return _problem(400, "bad-request", "session must be an AEP session id")
+        return JSONResponse(self.away.query(session))
+
+    async def away_switch(self, request: Request) -> Response:
+        """`POST /away` `{"on": bool, "session": <id or null>}` (`aep-bridge away`): switch a
+        session (the bridge's id or the AEP session id) or, with null, every session."""
+        refused = self._refuse_foreign(request) or self._refuse(request, always=True)
+        if refused is not None:
+            return refused
+        if self.away is None:
+            return _problem(404, "not-found", "this endpoint has no bridge behind it")
+        body = await read_body(request, MAX_AWAY_BODY)
+        if body is None:
+            return _problem(413, "too-large", f"the body is over {MAX_AWAY_BODY} bytes")
+        try:
+            asked = json.loads(body)
+        except ValueError:
+            asked = None
+        usage = 'send {"on": true or false, "session": an id or null}'
+        if not isinstance(asked, dict) or not isinstance(asked.get("on"), bool):
+            return _problem(400, "bad-request", usage)
+        session = asked.get("session")
+        if session is not None and (not isinstance(session, str) or not session):
+            return _problem(400, "bad-request", usage)
+        try:
+            switched = self.away.switch(asked["on"], session, "aep-bridge away")
+        except KeyError:
+            return _problem(
+                404, "unknown-session", "the bridge knows no such session (`aep-bridge status`)"
+            )
+        return JSONResponse({**self.away.describe(), "switched": switched})
 
     async def discovery(self, request: Request) -> Response:
         return JSONResponse({**self.hub.discovery(), "capabilities": self.capabilities()})

@@ -96,6 +96,9 @@ class FakeCore:
         self.secret = secrets.token_bytes(32)
         #: the channel `sign` and `verify` act for (the real core gives each channel its own)
         self.channel = ""
+        #: away mode (`set_away`): the everywhere switch and each session's own
+        self.away_everywhere = False
+        self.away_sessions: dict[str, bool] = {}
 
     def approves(self, user: ChannelUser) -> bool:
         """Whether `user` may answer here (the approver policy of this fake)."""
@@ -141,6 +144,33 @@ class FakeCore:
 
     def thread_id(self, channel: str, session_id: str) -> str | None:
         return self.threads.get((channel, session_id))
+
+    def away_state(self) -> dict[str, Any]:
+        """The shape of the real core's (`AwayState.describe`), for the sessions switched."""
+        sessions = [
+            {"id": sid, "away": on, "why": "session" if on else None, "switch": on}
+            for sid, on in self.away_sessions.items()
+        ]
+        return {
+            "everywhere": self.away_everywhere,
+            "after_minutes": None,
+            "hold_seconds": 1800,
+            "sessions": sessions,
+            "more_sessions": 0,
+        }
+
+    async def set_away(
+        self, on: bool, user: ChannelUser, *, session_id: str | None = None
+    ) -> Resolution:
+        """As the real core: approvers only (refusals in `refused`, card id `away`)."""
+        if not self.approves(user):
+            return self._refuse("away", user)
+        if session_id is None:
+            self.away_everywhere = on
+            self.away_sessions.clear()
+        else:
+            self.away_sessions[session_id] = on
+        return Resolution(status=ResolutionStatus.ACCEPTED, answered_by=user.display)
 
     def state(self, channel: str) -> ChannelState:
         return self.states.setdefault(channel, MemoryState())

@@ -196,6 +196,8 @@ async def test_slash_commands_are_registered_and_go_to_the_core_from_a_session_s
     async with FakeDiscord(limits=Limits.loose()) as fake:
         async with started(fake) as (adapter, core):
             assert sorted(c["name"] for c in fake.commands(GUILD_ID)) == [
+                "away",
+                "back",
                 "cancel",
                 "pause",
                 "resume",
@@ -225,6 +227,10 @@ async def test_slash_commands_are_registered_and_go_to_the_core_from_a_session_s
                 "/cancel",
             )
             assert message.user.roles == (str(APPROVER_ROLE_ID),)  # for the core's check
+
+            fake.slash("away", user=ALICE, channel=thread)  # away mode, from the thread
+            await fake.wait_until(lambda: len(core.incoming) == 2, what="/away at the core")
+            assert (core.incoming[-1].session_id, core.incoming[-1].text) == (SESSION, "/away")
         # registered once: a second start finds them there
         async with started(fake):
             pass

@@ -208,10 +208,12 @@ async def test_aep_names_a_session_and_says_how_when_it_cannot() -> None:
             await fake.slash(MALLORY, "/aep", "pause deploy", channel=C0OTHER)
             await fake.slash(BOB, "/aep", "pause deploy")
             await fake.slash(BOB, "/aep", "resume s-o")  # the start of its id
-            await fake.wait_until(lambda: len(core.incoming) == 2, what="both commands")
+            await fake.slash(BOB, "/aep", "away deploy")  # away mode, for one session
+            await fake.wait_until(lambda: len(core.incoming) == 3, what="the commands")
             assert [(m.session_id, m.thread_id, m.text, m.user.id) for m in core.incoming] == [
                 ("s-two", two, "/pause", BOB["id"]),
                 ("s-one", one, "/resume", BOB["id"]),
+                ("s-two", two, "/away", BOB["id"]),
             ]
         assert fake.unanswered() == []
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
+import httpx
+
 from .fake_bot_api import ALICE, BOB, FORUM_ID, SUPERGROUP_ID
 from .test_telegram_end_to_end import WAIT, running, start_and_ask
 
@@ -42,6 +44,38 @@ async def test_commands_in_a_topic_reach_the_agent_and_answer_in_the_topic(tmp_p
         assert command.type == "control.cancel"
         await agent.ack(command)
         await r.until("the outcome", lambda: any("accepted" in t for t in bot_texts(r, thread)))
+
+
+async def test_away_and_back_in_a_topic_switch_what_the_agent_daemon_is_told(tmp_path):
+    async with running(tmp_path) as r, r.agent() as agent:
+        await agent.emit("session.started", {"label": "deploy"}, capture="redacted")
+        topic = await r.until("the topic", lambda: r.topic("deploy"))
+        thread = topic.message_thread_id
+        menu = [c["command"] for commands in r.fake.commands.values() for c in commands]
+        assert {"away", "back"} <= set(menu)  # in the bot's command menu
+        headers = {"Authorization": f"Bearer {r.token}"}
+
+        async def away() -> bool:
+            async with httpx.AsyncClient() as http:
+                reply = await http.get(f"{r.base}/away", params={"session": "s1"}, headers=headers)
+            return bool(reply.json()["away"])
+
+        r.fake.say(FORUM_ID, "/away", BOB, message_thread_id=thread)  # not an approver
+        await r.until(
+            "the refusal", lambda: any("/away: refused" in t for t in bot_texts(r, thread))
+        )
+        assert await away() is False
+        r.fake.say(FORUM_ID, "/away", ALICE, message_thread_id=thread)
+        await r.until(
+            "the switch", lambda: any("this session is away" in t for t in bot_texts(r, thread))
+        )
+        assert await away() is True
+        r.fake.say(FORUM_ID, "/back@aep_test_bot", ALICE, message_thread_id=thread)
+        await r.until(
+            "the switch back",
+            lambda: any("this session is back" in t for t in bot_texts(r, thread)),
+        )
+        assert await away() is False
 
 
 async def test_words_in_the_topic_answer_the_one_open_question(tmp_path):

@@ -1,0 +1,221 @@
+"""Away mode: whether the person is away from a session's terminal, so that the agent daemon
+holds the agent's stop and asks the chat what next (issue 33, docs/agents.md).
+
+A session is away if its own switch says so (on or off), else if the everywhere switch is
+on, else if automatic away applies (`away.after_minutes`: no prompt typed in its terminal,
+`message.user.submitted` or a `run.started` by the user, for that long, counted from the
+session's first event when none was typed). Switching everywhere clears the sessions' own
+switches: `aep-bridge away off` means nothing is held, whatever was said in a thread.
+
+The switches and each session's last terminal prompt are kept in the store (`kv`), a
+session's keys named by its id so that they go with its records (store/kv.py). The bridge
+has no session owners yet: the switches are the bridge operator's, set by any approver.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, Final, Literal
+
+from .aep.envelope import Event
+from .sessions import SessionRecord, Sessions
+from .store import Store
+
+log = logging.getLogger("aep_bridge.away")
+
+#: The kv namespace of the switches and of the terminal prompts' times.
+NAMESPACE: Final = "bridge:away"
+EVERYWHERE: Final = "everywhere"
+#: The most sessions `describe` lists (the open ones, newest switches first).
+MAX_LISTED: Final = 200
+#: The most characters of who switched that are kept.
+MAX_BY: Final = 120
+
+Why = Literal["session", "everywhere", "automatic"]
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _switch_key(session_id: str) -> str:
+    return f"switch:{session_id}"
+
+
+def _prompt_key(session_id: str) -> str:
+    return f"prompt:{session_id}"
+
+
+def is_terminal_prompt(event: Event) -> bool:
+    """Whether `event` says a person typed a prompt in the agent's own terminal."""
+    if event.type == "message.user.submitted":
+        return True
+    if event.type == "run.started":
+        data = event.data if isinstance(event.data, dict) else {}
+        return data.get("trigger") == "user"
+    return False
+
+
+class AwayState:
+    """The away switches and automatic away, over the store. The bridge owns one
+    (`bridge.away`); the endpoint's `/away`, the chat's `/away` `/back` and the channels'
+    `BridgeCore.set_away` all switch through it."""
+
+    def __init__(
+        self,
+        store: Store,
+        sessions: Sessions,
+        *,
+        after_minutes: float | None = None,
+        hold_minutes: float = 30.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.sessions = sessions
+        self.after_minutes = after_minutes
+        self.hold_seconds = int(hold_minutes * 60)
+        self._clock = clock
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def _switch(self, key: str) -> dict[str, Any] | None:
+        raw = self.store.kv_get(NAMESPACE, key)
+        if raw is None:
+            return None
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            return None
+        return value if isinstance(value, dict) and isinstance(value.get("on"), bool) else None
+
+    def _last_prompt(self, session_id: str) -> float | None:
+        raw = self.store.kv_get(NAMESPACE, _prompt_key(session_id))
+        try:
+            return float(raw) if raw is not None else None
+        except ValueError:
+            return None
+
+    def why(self, session_id: str) -> Why | None:
+        """Why the session is away (which rule), or None when it is not."""
+        own = self._switch(_switch_key(session_id))
+        if own is not None:
+            return "session" if own["on"] else None
+        everywhere = self._switch(EVERYWHERE)
+        if everywhere is not None and everywhere["on"]:
+            return "everywhere"
+        if self.after_minutes is not None:
+            last = self._last_prompt(session_id)
+            if last is not None and self._clock() - last >= self.after_minutes * 60:
+                return "automatic"
+        return None
+
+    def is_away(self, session_id: str) -> bool:
+        """Whether the agent of this session (the bridge's session id) is to be held when it
+        stops."""
+        return self.why(session_id) is not None
+
+    def query(self, session: str) -> dict[str, Any]:
+        """`GET /away?session=`: for the AEP session id the daemon knows. A session the bridge
+        has not seen follows the everywhere switch; one that several sources share is away
+        only if each of them is (nothing is held unless the bridge is sure)."""
+        records = self.sessions.find_all(session)
+        if records:
+            away = all(self.is_away(record.id) for record in records)
+        else:
+            everywhere = self._switch(EVERYWHERE)
+            away = everywhere is not None and bool(everywhere["on"])
+        return {"away": away, "hold_seconds": self.hold_seconds}
+
+    def describe(self) -> dict[str, Any]:
+        """The whole state, for `status` and the web page: the everywhere switch, automatic
+        away, the hold, and each open session (or one with its own switch) with whether it
+        is away and why."""
+        everywhere = self._switch(EVERYWHERE) or {"on": False}
+        switches: dict[str, dict[str, Any]] = {}
+        for key, _ in self.store.kv_items(NAMESPACE):
+            if key.startswith("switch:"):
+                found = self._switch(key)
+                if found is not None:
+                    switches[key.removeprefix("switch:")] = found
+        listed: list[dict[str, Any]] = []
+        records = [r for r in self.sessions.all() if r.state == "open" or r.id in switches]
+        for record in records[-MAX_LISTED:]:
+            own = switches.get(record.id)
+            why = self.why(record.id)
+            listed.append(
+                {
+                    "id": record.id,
+                    "session": record.session,
+                    "agent": record.agent,
+                    "name": record.name,
+                    "away": why is not None,
+                    "why": why,
+                    "switch": None if own is None else own["on"],
+                    "by": None if own is None else own.get("by"),
+                }
+            )
+        return {
+            "everywhere": bool(everywhere["on"]),
+            "by": everywhere.get("by"),
+            "after_minutes": self.after_minutes,
+            "hold_seconds": self.hold_seconds,
+            "sessions": listed,
+            "more_sessions": max(0, len(records) - MAX_LISTED),
+        }
+
+    # -- switching -------------------------------------------------------------------------
+
+    def set(self, on: bool, *, session_id: str | None, by: str) -> None:
+        """Switch one session (its bridge id) or, with None, every session (which clears the
+        sessions' own switches). `by` says who, for the log and `describe`. Raises
+        `KeyError` for a session the bridge does not know."""
+        if session_id is not None and self.sessions.get(session_id) is None:
+            raise KeyError(session_id)
+        value = json.dumps({"on": on, "by": _clip(by, MAX_BY), "at": round(self._clock(), 3)})
+        with self.store.transaction():
+            if session_id is None:
+                for key, _ in self.store.kv_items(NAMESPACE):
+                    if key.startswith("switch:"):
+                        self.store.kv_delete(NAMESPACE, key)
+                self.store.kv_set(NAMESPACE, EVERYWHERE, value)
+            else:
+                self.store.channel_kv_set(NAMESPACE, _switch_key(session_id), value)
+        self.store.commit_group()
+        log.info(
+            "away %s %s by %s",
+            "on" if on else "off",
+            f"for session {session_id}" if session_id else "everywhere",
+            _clip(by, MAX_BY),
+        )
+
+    def switch(self, on: bool, session: str | None, by: str) -> list[str]:
+        """`POST /away`: switch a session named by the bridge's id or by its AEP session id
+        (every source's session of that id), or every session with None. Returns the bridge
+        ids switched ([] for everywhere); raises `KeyError` for a session nobody knows."""
+        if session is None:
+            self.set(on, session_id=None, by=by)
+            return []
+        known = self.sessions.get(session)
+        records = [known] if known is not None else self.sessions.find_all(session)
+        if not records:
+            raise KeyError(session)
+        for record in records:
+            self.set(on, session_id=record.id, by=by)
+        return [record.id for record in records]
+
+    # -- events ----------------------------------------------------------------------------
+
+    def on_event(self, event: Event, session: SessionRecord) -> None:
+        """Note a prompt typed in the session's terminal (and the session's first event), in
+        the event's own transaction, at the time the bridge handles it (an agent's clock may
+        be off; an event seen before is not handled again): automatic away counts from it.
+        Only when automatic away is on (nothing is written otherwise)."""
+        if self.after_minutes is None or event.seq is None:
+            return
+        key = _prompt_key(session.id)
+        if not is_terminal_prompt(event) and self.store.kv_get(NAMESPACE, key) is not None:
+            return
+        self.store.channel_kv_set(NAMESPACE, key, repr(round(self._clock(), 3)))

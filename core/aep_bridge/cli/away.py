@@ -1,0 +1,103 @@
+"""`aep-bridge away on|off [--session ID]`: switch away mode on the running bridge (`POST
+/away`), and the lines `aep-bridge status` prints of it (`away_lines`).
+
+Away, an agent's stop is held by the agent daemon, which asks the chat what next
+(docs/agents.md#steer-from-your-phone). Every line printed goes through `visible`: a session's
+name is the agent's words.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, TextIO
+
+from ..client_endpoint import endpoint
+from ..config import ConfigError
+from ..terminal import visible
+from .common import EXIT_OK, EXIT_USAGE, EXIT_VIOLATIONS
+
+
+def away_lines(state: dict[str, Any]) -> list[str]:
+    """What `status` says of away mode: the everywhere switch, automatic away, and each
+    session that is away or has its own switch."""
+    minutes = max(1, round(int(state.get("hold_seconds") or 0) / 60))
+    head = "away: everywhere" if state.get("everywhere") else "away: off"
+    after = state.get("after_minutes")
+    if after is not None:
+        head += f"; automatic after {after:g} min without a prompt in the terminal"
+    head += f"; a held stop waits up to {minutes} min"
+    lines = [head]
+    for session in state.get("sessions") or []:
+        if not isinstance(session, dict):
+            continue
+        if not session.get("away") and session.get("switch") is None:
+            continue
+        name = session.get("name")
+        named = f" {name!r}" if name and name != session.get("session") else ""
+        why = {"session": "its own switch", "everywhere": "everywhere", "automatic": "automatic"}
+        said = why.get(str(session.get("why")), "") if session.get("away") else "its own switch"
+        lines.append(
+            f"  {session.get('agent')} {session.get('session')}{named} ({session.get('id')}): "
+            f"{'away' if session.get('away') else 'back'}" + (f" ({said})" if said else "")
+        )
+    return lines
+
+
+def away(
+    on: bool,
+    *,
+    session: str | None,
+    config_file: str | None,
+    url: str | None,
+    token: str | None,
+    out: TextIO | None = None,
+) -> int:
+    """Switch away mode: 0 when the bridge did, 1 when it refused (an unknown session), 2
+    when no bridge answers (or it refuses the token)."""
+    import httpx
+
+    out = out or sys.stdout
+    try:
+        base, secret = endpoint(config_file, url, token, "away")
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        reply = httpx.post(
+            f"{base}/away",
+            json={"on": on, "session": session},
+            headers={"Authorization": f"Bearer {secret}"},
+            timeout=10.0,
+        )
+    except httpx.HTTPError as exc:
+        print(
+            f"aep-bridge away: no bridge answers at {base} ({exc}); is `aep-bridge run` "
+            "running (with this config)?",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    try:
+        state = reply.json()
+    except ValueError:
+        state = None
+    if reply.status_code == 404 and isinstance(state, dict) and state.get("error") == "not-found":
+        print(
+            f"aep-bridge away: the bridge at {base} has no away mode (an older aep-bridge)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    if reply.status_code != 200 or not isinstance(state, dict):
+        detail = state.get("detail", "") if isinstance(state, dict) else reply.text[:200]
+        print(
+            visible(f"aep-bridge away: {detail or reply.status_code}", one_line=True),
+            file=sys.stderr,
+        )
+        return EXIT_VIOLATIONS if reply.status_code == 404 else EXIT_USAGE
+    if session is None:
+        said = "every session is away" if on else "every session is back: no stop is held"
+    else:
+        said = f"session {session} is " + ("away" if on else "back")
+    print(visible(said, one_line=True), file=out)
+    for line in away_lines(state):
+        print(visible(line, one_line=True), file=out)
+    return EXIT_OK
