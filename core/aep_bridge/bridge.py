@@ -138,6 +138,7 @@ class Bridge(EventMirror, QuestionCards):
             agent=BRIDGE_AGENT,
             hold=config.attention.answer_hold,
             describe=self.describe_outcome,
+            instructions=self.allows_instructions,
         )
         self.chat = ChatCommands(
             self.sessions,
