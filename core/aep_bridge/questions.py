@@ -20,7 +20,7 @@ from .outbox import Job, Priority, card_key
 from .plugins import PluginHost
 from .render import Renderer
 from .sessions import SessionRecord, Sessions
-from .steer import instruction_message, is_instruction_request
+from .steer import instruction_message, is_instruction_request, steer_card
 from .store import Store
 from .types import (
     OPEN_AGAIN,
@@ -71,6 +71,8 @@ class QuestionCards:
             )
             if request.status == "informational":
                 card = card.model_copy(update={"informational": True, "accepts_text": False})
+            elif is_instruction_request(event):
+                card = steer_card(card, channel.config.instructions_allowed)
             # one question, one ping: the heads-up rings where the channel has threads and
             # heads-ups; where it has no heads-ups (no place for them), the card rings
             rings = "questions" in channel.config.notify
@@ -158,6 +160,8 @@ class QuestionCards:
             ceiling=channel.config.capture,
             session_name=self._session_name(request.session_id, channel.name),
         )
+        if is_instruction_request(request.event) and not self._informational(request):
+            card = steer_card(card, channel.config.instructions_allowed)
         index = outcome.option_index
         option = (
             card.options[index] if index is not None and 0 <= index < len(card.options) else None

@@ -10,7 +10,7 @@ from typing import Final
 
 from .aep.envelope import Event
 from .markup import Paragraph, Span, plain
-from .types import OutgoingMessage
+from .types import OutgoingMessage, PermissionRequest
 
 #: the envelope extension attribute (AEP-0001 §5.4) that marks a request whose text answer is
 #: an instruction; its value says what is held (`"stop"`: the agent's Stop hook)
@@ -29,6 +29,23 @@ def is_instruction_request(event: Event) -> bool:
     return STEER_ATTRIBUTE in event.extensions
 
 
+#: how a held Stop's card says it is answered, where instructions are allowed and where not
+REPLY_HINT: Final = "Reply with the agent's next instruction, or press Done to let it stop."
+DONE_HINT: Final = "Press Done to let it stop (instructions are off in this channel)."
+
+
+def steer_card(card: PermissionRequest, allowed: bool) -> PermissionRequest:
+    """A held Stop's card in one channel: a text box only where the channel allows
+    instructions, and a last line saying how to answer there."""
+    if card.informational:
+        return card
+    hint = Paragraph(spans=(Span(text=REPLY_HINT if allowed else DONE_HINT, italic=True),))
+    details = (*card.details, hint)
+    return card.model_copy(
+        update={"details": details, "description": plain(details), "accepts_text": allowed}
+    )
+
+
 def instruction_message(by: str, words: str) -> OutgoingMessage:
     """The person's instruction as their own message in the thread: "alice: run the tests
     again". `words` are already redacted; they are shown as typed (no markdown)."""
@@ -38,4 +55,12 @@ def instruction_message(by: str, words: str) -> OutgoingMessage:
     )
 
 
-__all__ = ["INSTRUCTIONS_OFF", "STEER_ATTRIBUTE", "instruction_message", "is_instruction_request"]
+__all__ = [
+    "DONE_HINT",
+    "INSTRUCTIONS_OFF",
+    "REPLY_HINT",
+    "STEER_ATTRIBUTE",
+    "instruction_message",
+    "is_instruction_request",
+    "steer_card",
+]

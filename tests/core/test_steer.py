@@ -6,7 +6,10 @@ person's own message, once."""
 
 from __future__ import annotations
 
+import json
 import logging
+import subprocess
+import sys
 from typing import Any
 
 from aep_bridge.types import ChannelConfig, ResolutionStatus
@@ -153,3 +156,42 @@ def test_where_instructions_are_allowed_by_default() -> None:
     assert private.instructions_allowed
     assert not group.instructions_allowed
     assert TelegramConfig(token="1:x", chat_id=-100123, allow_instructions=True).instructions_allowed
+
+
+async def test_the_card_quotes_what_the_agent_said_and_says_how_to_answer_there(tmp_path):
+    channels = _channels(True, None)
+    channels["alpha"]["capture"] = "full"  # the agent's last message is content
+    async with Rig(tmp_path, channels=channels) as rig:
+        await _held(rig)
+        alpha, beta = rig.card_text("alpha"), rig.card_text("beta")
+        assert alpha.index(LAST) < alpha.index("claude-code finished: what next?")
+        assert "Reply with the agent's next instruction, or press Done" in alpha
+        assert rig.card("alpha")[1].accepts_text
+        assert LAST not in beta  # a `redacted` ceiling keeps the agent's words out
+        assert "Press Done to let it stop (instructions are off in this channel)" in beta
+        assert not rig.card("beta")[1].accepts_text  # no text box where it would be refused
+        assert [label for label, _ in rig.buttons("beta")] == ["Done"]
+
+
+def test_check_names_a_group_that_allows_instructions(tmp_path) -> None:
+    telegram = {"token": "123:abc", "approvers": ["42"]}
+    config = {
+        "channels": {
+            "team": {**telegram, "type": "telegram", "chat_id": -1001234567890},
+            "ops": {**telegram, "type": "telegram", "chat_id": -1009, "allow_instructions": True},
+            "mine": {**telegram, "type": "telegram", "chat_id": 42, "allow_instructions": True},
+        }
+    }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    result = subprocess.run(
+        [sys.executable, "-m", "aep_bridge", "check", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    warned = [line for line in result.stdout.splitlines() if "allow_instructions" in line]
+    assert len(warned) == 1, result.stdout  # ops only: team is off, mine is a private chat
+    assert "channels.ops.allow_instructions: is true in a group" in warned[0]
+    assert "123:abc" not in result.stdout
