@@ -35,15 +35,15 @@ DONE_HINT: Final = "Press Done to let it stop (instructions are off in this chan
 
 
 def steer_card(card: PermissionRequest, allowed: bool) -> PermissionRequest:
-    """A held Stop's card in one channel: a text box only where the channel allows
-    instructions, and a last line saying how to answer there."""
+    """A held Stop's card in one channel, with a last line saying how to answer there. It
+    still takes words where instructions are off, so that words sent anyway reach the core,
+    which refuses them, logs it, and tells the person why (a card without a text box would
+    leave them to a channel's generic hint)."""
     if card.informational:
         return card
     hint = Paragraph(spans=(Span(text=REPLY_HINT if allowed else DONE_HINT, italic=True),))
     details = (*card.details, hint)
-    return card.model_copy(
-        update={"details": details, "description": plain(details), "accepts_text": allowed}
-    )
+    return card.model_copy(update={"details": details, "description": plain(details)})
 
 
 def instruction_message(by: str, words: str) -> OutgoingMessage:
