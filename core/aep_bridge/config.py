@@ -488,8 +488,7 @@ def resolve_channels(
                     f"{key}.allow_instructions",
                     "is true in a group: any approver here can give an agent its next "
                     "instruction, which is as powerful as the agent",
-                    "keep approvers to the people you would hand your terminal, or set it to "
-                    "false",
+                    "keep approvers to the people you would hand your terminal, or set it to false",
                 )
             )
         plan.channels.append(ResolvedChannel(name, registration, channel_config))

@@ -155,7 +155,9 @@ def test_where_instructions_are_allowed_by_default() -> None:
     group = TelegramConfig(token="1:x", chat_id=-1001234567890)
     assert private.instructions_allowed
     assert not group.instructions_allowed
-    assert TelegramConfig(token="1:x", chat_id=-100123, allow_instructions=True).instructions_allowed
+    assert TelegramConfig(
+        token="1:x", chat_id=-100123, allow_instructions=True
+    ).instructions_allowed
 
 
 async def test_the_card_quotes_what_the_agent_said_and_says_how_to_answer_there(tmp_path):

@@ -6,7 +6,6 @@ channel allows instructions; it then shows in the topic as the person's own mess
 from __future__ import annotations
 
 import asyncio
-
 from typing import Any
 
 from aep_bridge.aep.envelope import Event
