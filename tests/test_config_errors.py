@@ -167,7 +167,7 @@ MISTAKES = [
         {"channels": {"console": {"approvers": ["local"], "window": 3}}},
         "channels.console.window",
         "is not a known key",
-        "the known keys are approver_roles, approvers, capture",
+        "the known keys are allow_instructions, approver_roles, approvers, capture",
         id="unknown channel key, no near miss",
     ),
     pytest.param(

@@ -97,6 +97,10 @@ class ConsoleConfig(ChannelConfig):
         default=True, description="read typed answers from standard input when it is a terminal"
     )
 
+    def instructions_by_default(self) -> bool:
+        """The console is the operator's own terminal."""
+        return True
+
 
 class ConsoleChannel(ChannelAdapter[ConsoleConfig]):
     """Sessions and questions printed in the terminal; answers typed back."""

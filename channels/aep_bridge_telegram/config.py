@@ -107,3 +107,8 @@ class TelegramConfig(ChannelConfig):
         if not path.endswith("/bot"):
             path += "/bot"
         return parts._replace(path=path).geturl()
+
+    def instructions_by_default(self) -> bool:
+        """A private chat (a positive chat id: a person's own) is the operator's; a group's
+        or a supergroup's id is negative, and its members read what is typed there."""
+        return self.chat_id > 0

@@ -37,3 +37,7 @@ class WebConfig(ChannelConfig):
         description="the most browsers signed in at once (a new sign-in ends the least "
         "recently used one past it)",
     )
+
+    def instructions_by_default(self) -> bool:
+        """The page is signed in to by the operator alone."""
+        return True

@@ -40,6 +40,7 @@ from .attention_records import (
 from .intake.source import CommandResult
 from .render import aep_form_values
 from .sessions import SessionRecord, Sessions
+from .steer import INSTRUCTIONS_OFF, is_instruction_request
 from .store import Store
 from .types import ChannelUser, OutcomeStatus, Resolution, ResolutionStatus
 
@@ -73,6 +74,12 @@ Reporter = Callable[[Request, Outcome], None]
 #: what a request's card in a channel says of an outcome (its one line): `(channel, request,
 #: outcome)`; None when the channel is not running
 Describer = Callable[[str, Request, Outcome], str | None]
+#: whether a channel allows instructions (its `allow_instructions`): `(channel) -> bool`
+InstructionPolicy = Callable[[str], bool]
+
+
+def _no_instructions(channel: str) -> bool:
+    return False
 
 
 class Attention:
@@ -90,15 +97,18 @@ class Attention:
         agent: str = "aep-bridge",
         hold: float = ANSWER_HOLD,
         describe: Describer | None = None,
+        instructions: InstructionPolicy = _no_instructions,
     ) -> None:
         """`hold`: seconds an answer waits for its agent to reconnect (0: not at all).
-        `describe`: a card's words for an outcome, told to whoever presses a closed card."""
+        `describe`: a card's words for an outcome, told to whoever presses a closed card.
+        `instructions`: whether a channel allows instructions (none, unless told)."""
         self.store = store
         self.sessions = sessions
         self._approve = approve
         self._send = send
         self._report = report
         self._describe = describe
+        self._instructions = instructions
         self.source = source
         self.agent = agent
         self.hold = hold
@@ -265,6 +275,10 @@ class Attention:
             return refused
         if request is None:
             return Resolution(status=ResolutionStatus.UNKNOWN)
+        if option is None and values is None and text is not None:
+            refused = self._instruction_refusal(channel, card_id, user, request)
+            if refused is not None:
+                return refused
         closed = self._closed_resolution(request, channel)
         if closed is not None:
             return closed
@@ -363,6 +377,23 @@ class Attention:
             user.display,
         )
         return Resolution(status=ResolutionStatus.NOT_ALLOWED)
+
+    def _instruction_refusal(
+        self, channel: str, card_id: str, user: ChannelUser, request: Request
+    ) -> Resolution | None:
+        """A text answer to a request marked as steerable is the agent's next instruction:
+        only where the channel allows instructions. Checked before anything changes; the
+        card stays open, and the refusal is logged as a refused press is."""
+        if not is_instruction_request(request.event) or self._instructions(channel):
+            return None
+        log.warning(
+            "refused an instruction to %s on %s from %s (%s): allow_instructions is off there",
+            card_id,
+            channel,
+            user.id,
+            user.display,
+        )
+        return Resolution(status=ResolutionStatus.REJECTED, reason=INSTRUCTIONS_OFF)
 
     def _answer_of(
         self,
@@ -674,6 +705,7 @@ __all__ = [
     "Approver",
     "Attention",
     "Describer",
+    "InstructionPolicy",
     "Outcome",
     "Reporter",
     "Request",

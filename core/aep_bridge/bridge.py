@@ -139,6 +139,7 @@ class Bridge(EventMirror, QuestionCards):
             agent=BRIDGE_AGENT,
             hold=config.attention.answer_hold,
             describe=self.describe_outcome,
+            instructions=self.allows_instructions,
         )
         self.away = AwayState(
             self.store,

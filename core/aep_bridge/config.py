@@ -505,6 +505,15 @@ def resolve_channels(
                     "list the platform user ids allowed to answer",
                 )
             )
+        if channel_config.allow_instructions and not channel_config.instructions_by_default():
+            plan.warnings.append(
+                ConfigProblem(
+                    f"{key}.allow_instructions",
+                    "is true in a group: any approver here can give an agent its next "
+                    "instruction, which is as powerful as the agent",
+                    "keep approvers to the people you would hand your terminal, or set it to false",
+                )
+            )
         plan.channels.append(ResolvedChannel(name, registration, channel_config))
     for index, route in enumerate(config.routes or ()):
         for position, target in enumerate(route.channels):

@@ -20,11 +20,13 @@ from .outbox import Job, Priority, card_key
 from .plugins import PluginHost
 from .render import Renderer
 from .sessions import SessionRecord, Sessions
+from .steer import instruction_message, is_instruction_request, steer_card
 from .store import Store
 from .types import (
     OPEN_AGAIN,
     ChannelUser,
     NotificationMessage,
+    OutcomeStatus,
     PermissionOutcome,
     PermissionRequest,
 )
@@ -69,6 +71,8 @@ class QuestionCards:
             )
             if request.status == "informational":
                 card = card.model_copy(update={"informational": True, "accepts_text": False})
+            elif is_instruction_request(event):
+                card = steer_card(card, channel.config.instructions_allowed)
             # one question, one ping: the heads-up rings where the channel has threads and
             # heads-ups; where it has no heads-ups (no place for them), the card rings
             rings = "questions" in channel.config.notify
@@ -85,6 +89,7 @@ class QuestionCards:
         its heads-up where that is still unsent (an answer within a slot of the card must
         not be followed by an "asks permission" that rings), in one transaction with the
         card's update."""
+        self._post_instruction(request, outcome)
         for name in self.attention.cards(request):
             channel = self.channels.get(name)
             if channel is None:
@@ -123,6 +128,26 @@ class QuestionCards:
                     )
                     channel.outbox.submit(Job.notification(closing))
 
+    def _post_instruction(self, request: Request, outcome: Outcome) -> None:
+        """The agent took a person's instruction (a text answer to a steerable request, its
+        ack in): the words show in the session's thread in every channel, as that person's
+        own message. An answer is shown as taken once (`Attention`), so this posts once."""
+        if (
+            outcome.status != OutcomeStatus.ANSWERED
+            or outcome.detail is not None  # still on its way, or not taken
+            or not outcome.text
+            or not outcome.by
+            or not is_instruction_request(request.event)
+        ):
+            return
+        message = instruction_message(outcome.by, self.renderer.redactor.text(outcome.text))
+        for name in self.sessions.channels(request.session_id):
+            channel = self.channels.get(name)
+            if channel is not None:
+                channel.outbox.submit(
+                    Job.message(request.session_id, message, priority=Priority.QUESTION)
+                )
+
     def _outcome_in(
         self, channel: Channel, request: Request, outcome: Outcome
     ) -> tuple[PermissionRequest, PermissionOutcome]:
@@ -135,6 +160,8 @@ class QuestionCards:
             ceiling=channel.config.capture,
             session_name=self._session_name(request.session_id, channel.name),
         )
+        if is_instruction_request(request.event) and not self._informational(request):
+            card = steer_card(card, channel.config.instructions_allowed)
         index = outcome.option_index
         option = (
             card.options[index] if index is not None and 0 <= index < len(card.options) else None
@@ -171,6 +198,12 @@ class QuestionCards:
             return True
         respond_via = (request.event.data or {}).get("respond_via")
         return isinstance(respond_via, list) and "control" not in respond_via
+
+    def allows_instructions(self, channel: str) -> bool:
+        """Whether `channel` takes instructions (its `allow_instructions`, or its default);
+        a channel that is not running takes none."""
+        running = self.channels.get(channel)
+        return running is not None and running.config.instructions_allowed
 
     def may_answer(self, channel: str, user: ChannelUser, request: Request | None) -> bool:
         """The approver policy, asked on every press: the `approver_decision` hook, whose

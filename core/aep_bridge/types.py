@@ -437,6 +437,27 @@ class ChannelConfig(BaseModel):
     )
     #: what happens to a session's thread at `session.ended`
     on_session_end: Literal["archive", "delete", "keep"] = "archive"
+    #: whether an approver's words here may become the agent's next instruction (the answer
+    #: to a held Stop, issue 33); None: the channel's default (`instructions_by_default`)
+    allow_instructions: bool | None = Field(
+        default=None,
+        description="whether an approver's text answer here may become an agent's next "
+        "instruction: true or false (left out: true for the web page, the console and a "
+        "private chat, false for a group)",
+    )
+
+    def instructions_by_default(self) -> bool:
+        """Whether instructions are allowed here when `allow_instructions` is left out: only
+        where the channel can tell that nobody but the operator reads it (a private chat).
+        A channel whose place is private overrides this; everywhere else it is a group."""
+        return False
+
+    @property
+    def instructions_allowed(self) -> bool:
+        """Whether an approver's text answer here may be an instruction (fail closed)."""
+        if self.allow_instructions is not None:
+            return self.allow_instructions
+        return self.instructions_by_default()
 
     @field_validator("approvers", mode="before")
     @classmethod

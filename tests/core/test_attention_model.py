@@ -10,7 +10,11 @@ a small model of the loop's promises: the first allowed answer wins and is credi
 whoever gave it, exactly one command goes out per answer taken, a refusal or silence opens
 the request again, an answer given while the agent is away waits for it (and goes as soon as
 the agent's `hello` is back, though it say nothing more), a closed card has no buttons, and a
-restart loses no card and makes no second thread or card.
+restart loses no card and makes no second thread or card. A held Stop's question (issue 33:
+marked `aepbridgesteer`, answered by **Done** or by words that become the agent's next
+instruction) takes words only where the channel allows instructions (alpha, not beta),
+refuses them elsewhere without closing, and once the agent took them shows them in the
+thread of every channel as the person's own message, once.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from aep_bridge.aep import Event
 from aep_bridge.intake.hub import Delivery
 from aep_bridge.types import ResolutionStatus
 
-from .rig import ALICE, BOB, MALLORY, BridgeMachine, machine_settings
+from .rig import ALICE, BOB, MALLORY, BridgeMachine, machine_settings, two_channels
 
 #: what a card says while its answer waits for the agent to reconnect
 WAITING = "waiting for the agent to reconnect"
@@ -35,6 +39,10 @@ CHANNELS = ("alpha", "beta")
 PEOPLE = {"alice": ALICE, "bob": BOB, "mallory": MALLORY}
 APPROVERS = ("alice", "bob")  # on both channels (`two_channels`)
 REPLY = "only the staging one"
+#: the words of an instruction (a text answer to a held Stop)
+INSTRUCTION = "run the tests again"
+#: the channel that allows instructions (beta does not)
+INSTRUCTING = "alpha"
 #: the agent's behaviour towards the next answer: take it, refuse it, or stay silent past
 #: the ack window and take it later (when the model says the agent catches up)
 AGENT = ("accepts", "refuses", "is slow")
@@ -69,6 +77,7 @@ class Asked:
     shown: str | None = None  # the answer its card shows
     commands: int = 0  # commands the agent should have received for it
     last: str | None = None  # what became of the last answer that did not close it
+    steer: bool = False  # a held Stop's question: its words are an instruction
 
 
 @dataclass
@@ -82,7 +91,13 @@ class Held:
 
 
 class AttentionLoop(BridgeMachine):
-    rig_options: ClassVar[dict[str, Any]] = {"ack_timeout": ACK_WINDOW}
+    rig_options: ClassVar[dict[str, Any]] = {
+        "ack_timeout": ACK_WINDOW,
+        "channels": {
+            name: {**block, "allow_instructions": name == INSTRUCTING}
+            for name, block in two_channels().items()
+        },
+    }
     #: beta shows a card's context (Telegram, Discord and Slack do): what its session said
     #: just before a card goes in the card's message there, as its own messages in alpha
     carrying: ClassVar[frozenset[str]] = frozenset({"beta"})
@@ -128,6 +143,24 @@ class AttentionLoop(BridgeMachine):
         how = {"respond_via": ["oob"]} if informational else {}
         event = self.agent.ask(f"question {len(self.asked)}?", options=ids, **how)
         self.asked.append(Asked(event, ids, informational))
+        self._settle()
+
+    @precondition(lambda self: not self.ended and len(self.asked) < 6)
+    @rule()
+    def finish_and_ask_what_next(self) -> None:
+        """The daemon holds the agent's Stop and asks what next (issue 33, interface 3)."""
+        event = self.agent.emit(
+            "attention.requested",
+            {
+                "kind": "input",
+                "prompt": f"question {len(self.asked)}? test-agent finished: what next?",
+                "options": [{"id": "done", "label": "Done"}],
+                "respond_via": ["control"],
+            },
+            capture="full",
+            extensions={"aepbridgesteer": "stop"},
+        )
+        self.asked.append(Asked(event, ("done",), steer=True))
         self._settle()
 
     @precondition(lambda self: not self.ended and len(self.asked) < 6)
@@ -266,12 +299,29 @@ class AttentionLoop(BridgeMachine):
         asked = self.asked[k]
         message_id = self.rig.card(channel, k)[2]
         thread = self.rig.thread_of(channel)
-        taken = self._expected(asked, who) is ResolutionStatus.ACCEPTED
+        taken = self._expected(asked, who, channel, words=True) is ResolutionStatus.ACCEPTED
         self._answer(
             behaviour, self.rig.channel(channel).reply(thread, REPLY, PEOPLE[who], message_id)
         )
         if taken:
             self._taken(asked, who, behaviour, REPLY)
+
+    @precondition(lambda self: any(a.steer for a in self.asked))
+    @rule(data=st.data(), **ANSWERING)
+    def instruct(self, data: st.DataObject, channel: str, who: str, behaviour: str) -> None:
+        """Words for a held Stop: the agent's next instruction from an approver where the
+        channel allows them; refused, and nothing changes, from anyone else or elsewhere."""
+        k = data.draw(st.sampled_from([k for k, a in enumerate(self.asked) if a.steer]))
+        asked = self.asked[k]
+        card_id = self.rig.card(channel, k)[1].id
+        expected = self._expected(asked, who, channel, words=True)
+        answering = self.rig.channel(channel).core.answer_text(card_id, INSTRUCTION, PEOPLE[who])
+        result = self._answer(behaviour, answering)
+        assert result.status is expected, (result, expected, asked, channel)
+        if expected is ResolutionStatus.REJECTED:
+            assert "allow_instructions" in (result.reason or ""), result
+        if expected is ResolutionStatus.ACCEPTED:
+            self._taken(asked, who, behaviour, INSTRUCTION)
 
     @precondition(lambda self: self.asked)
     @rule(
@@ -349,9 +399,15 @@ class AttentionLoop(BridgeMachine):
         who = "alice" if statuses[0] is ResolutionStatus.ACCEPTED else "bob"
         self._taken(asked, who, behaviour, asked.options[picks[who]].capitalize())
 
-    def _expected(self, asked: Asked, who: str) -> ResolutionStatus:
+    def _expected(
+        self, asked: Asked, who: str, channel: str | None = None, *, words: bool = False
+    ) -> ResolutionStatus:
+        """What an answer to `asked` by `who` gets: a press, or (`words`) a text answer in
+        `channel`, which to a held Stop is an instruction."""
         if who not in APPROVERS:
             return ResolutionStatus.NOT_ALLOWED
+        if words and asked.steer and channel != INSTRUCTING:
+            return ResolutionStatus.REJECTED  # whatever became of it: the channel's rule
         if asked.state == "expired":
             return ResolutionStatus.EXPIRED
         if asked.state != "open":
@@ -560,8 +616,27 @@ class AttentionLoop(BridgeMachine):
         for name in CHANNELS:
             memory = self.rig.channel(name)
             rung = [m.text for m in memory.messages if m.thread_id is None]
-            assert all("asks permission" in text for text in rung), rung
+            assert all("asks permission" in t or "asks for input" in t for t in rung), rung
             assert len(rung) <= len(self.asked), (name, rung)
+
+    @invariant()
+    def an_instruction_taken_shows_once_as_the_persons_message_everywhere(self) -> None:
+        """Every instruction the agent took is in the thread of every channel as its
+        sender's own message, once; a refused or pending one, a Done, or an ordinary
+        question's words never are."""
+        taken: dict[str, int] = {}
+        for asked in self.asked:
+            if asked.steer and asked.state == "answered" and asked.shown in (INSTRUCTION, REPLY):
+                line = f"{asked.by}: {asked.shown}"
+                taken[line] = taken.get(line, 0) + 1
+        for name in CHANNELS:
+            lines = [line for t in self.rig.thread_texts(name) for line in t.split("\n")]
+            shown = {
+                f"{p.name}: {words}": lines.count(f"{p.name}: {words}")
+                for p in PEOPLE.values()
+                for words in (INSTRUCTION, REPLY)
+            }
+            assert {k: v for k, v in shown.items() if v} == taken, (name, lines)
 
     @invariant()
     def the_agent_got_exactly_one_command_per_answer_taken(self) -> None:

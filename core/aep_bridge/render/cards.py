@@ -16,7 +16,8 @@ from ..aep.envelope import Event
 from ..aep.payloads import AttentionRequested
 from ..aep.redaction import digest
 from ..aep.registry import CAPTURE_RANK, Capture
-from ..markup import Blocks, Code, Diff, Paragraph, Span, map_text, parse_markdown, plain
+from ..markup import Blocks, Code, Diff, Paragraph, Quote, Span, map_text, parse_markdown, plain
+from ..steer import is_instruction_request
 from ..tools import ToolCall
 from ..types import FormChoice, FormField, PermissionOption, PermissionRequest
 from .base import RendererBase
@@ -164,6 +165,9 @@ class CardsMixin(RendererBase):
             if details:
                 details = _clip_blocks(map_text(details, self.redactor.text), MAX_TEXT // 4)
                 description = plain(details)
+        elif payload is not None and is_instruction_request(event):
+            details = self._steer_details(payload)
+            description = plain(details)
         request = PermissionRequest(
             id=card_id,
             kind=kind,
@@ -177,6 +181,21 @@ class CardsMixin(RendererBase):
             expires_at=_parse_time(payload.expires_at) if payload is not None else None,
         )
         return request, aep_ids
+
+    def _steer_details(self, payload: AttentionRequested) -> Blocks:
+        """A held Stop's card ("claude-code finished: what next?"): what the agent said last
+        (its `context.last_assistant_message`, there only at a `full` ceiling: `context` is
+        content), quoted above the question, so a person answers knowing where it stopped."""
+        context = payload.context if isinstance(payload.context, Mapping) else {}
+        said = context.get("last_assistant_message")
+        words = self._text(said, MEDIUM * 5) if isinstance(said, str) else ""
+        prompt = self._text(payload.prompt, MEDIUM)
+        out: list[Any] = []
+        if words:
+            out.append(Quote(blocks=_words(words)))
+        if prompt:
+            out.append(Paragraph(spans=(Span(text=prompt, bold=True),)))
+        return tuple(out)
 
     def _card_details(self, event: Event, payload: AttentionRequested, ceiling: Capture) -> Blocks:
         """What a permission card asks to approve, in the order a person judges it: the
