@@ -63,6 +63,20 @@ Deviations from a strict Annex A reading, all deliberate:
 - At a `metadata` attention ceiling the prompt is synthesized from structure ("codex requests
   permission: Bash", AEP-0003 §9.2), never the command; the labels "Allow" / "Deny" are ours,
   structural, and stay.
+- The held Stop (issue 33, away mode): besides `run.finished`, a Stop the daemon holds asks
+  the chat "codex finished: what next?" (`stop_question`), and the answer goes back as Codex's
+  Stop output (`stop_output`). Wire (`StopCommandOutputWire` in codex-rs/hooks/src/schema.rs,
+  the generated `stop.command.output.schema.json`, `parse_completed` in
+  codex-rs/hooks/src/events/stop.rs): `{"decision": "block", "reason": <words>}` on stdout
+  with exit 0 blocks the stop and `reason` becomes the continuation prompt Codex gives the
+  model; a blank `reason` is an error there ("decision:block without a non-empty reason",
+  the hook fails and the turn stops), so blank words are never sent. Empty stdout with exit
+  0 lets the turn end: that is Done, a timeout, or no answer. `continue: false` (with
+  `stopReason`) would end the session's processing, more than Done means, so it is not used.
+  The Stop input's `stop_hook_active` (true once a Stop hook already continued this turn) is
+  not a reason to skip the question: each instruction from the chat continues the turn, and
+  Codex counts no consecutive blocks (the Stop handler has no cap; openai/codex issue 37937
+  is a loop of blocks that never ends), so a long remote conversation needs nothing more.
 - `PermissionRequest` names no call (no `tool_use_id`): the daemon sets the request's `cause`
   to the `tool.requested` of the open call with the same tool and input (calls.py). The
   prompt's input carries the justification (`description`): a call whose PreToolUse input
@@ -73,6 +87,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from ..aep.capture import synthesize_prompt
+from ..aep.registry import CAPTURE_RANK
 from .grants import Grant
 from .mapping import (
     ALLOW,
@@ -94,10 +110,19 @@ from .mapping import (
 
 AGENT: Final = "codex"
 #: What this mapping was checked against (module docstring has the sources).
-MAPPED: Final = "codex-rs/hooks after PR #22873 (SubagentStop, May 2026); hooks docs of 2026-05-18"
+MAPPED: Final = (
+    "codex-rs/hooks after PR #22873 (SubagentStop, May 2026); hooks docs of 2026-05-18; "
+    "Stop output (decision/reason) as in codex-rs/hooks/src/events/stop.rs, December 2026"
+)
 
 #: The hook whose decision Codex reads back (hookSpecificOutput.hookEventName).
 PERMISSION_REQUEST: Final = "PermissionRequest"
+#: The hook held in away mode: its answer is the agent's next instruction (issue 33).
+STOP: Final = "Stop"
+#: The held Stop's one option: let the agent stop.
+DONE: Final = "done"
+#: The held Stop's question, in words (at a `redacted` attention ceiling and above).
+STOP_PROMPT: Final = f"{AGENT} finished: what next?"
 #: The deny message when the human denied without words.
 DEFAULT_DENY_MESSAGE: Final = DENY_MESSAGE
 #: what "for this session" grants on Codex, in the words of its button
@@ -125,7 +150,8 @@ def map_hook(payload: Any, ceiling: Ceiling = DEFAULT_CEILING) -> list[Emission]
 
 
 def hook_output(payload: Any, verdict: Verdict | None) -> dict[str, Any] | None:
-    """The JSON a held `PermissionRequest` hook prints for Codex, None to print nothing.
+    """The JSON a held `PermissionRequest` (or a held `Stop`: `stop_output`) hook prints for
+    Codex, None to print nothing.
 
     Wire shape (`PermissionRequestCommandOutputWire` in codex-rs/hooks/src/schema.rs, and the
     hooks docs): `{"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision":
@@ -136,6 +162,8 @@ def hook_output(payload: Any, verdict: Verdict | None) -> dict[str, Any] | None:
     """
     if verdict is None or not isinstance(payload, dict):
         return None
+    if payload.get("hook_event_name") == STOP:
+        return stop_output(verdict)
     if payload.get("hook_event_name") != PERMISSION_REQUEST:
         return None
     if verdict.option in (ALLOW, ALLOW_SESSION):
@@ -145,6 +173,43 @@ def hook_output(payload: Any, verdict: Verdict | None) -> dict[str, Any] | None:
     else:
         return None
     return {"hookSpecificOutput": {"hookEventName": PERMISSION_REQUEST, "decision": decision}}
+
+
+def stop_question(payload: Any, ceiling: Ceiling = DEFAULT_CEILING) -> Emission | None:
+    """The held Stop's question (issue 33, interface 3), or None for a payload not a Stop.
+
+    `kind: "input"`, the prompt "codex finished: what next?" (structure at a `metadata`
+    ceiling, AEP-0003 §9.2), one option, Done, answered over `control`; what the agent last
+    said (`last_assistant_message`) is `context.last_assistant_message`, which the schema
+    gates at `full`. The daemon adds the envelope's `aepbridgesteer: "stop"` (it owns the
+    envelope) and the `expires_at` of its hold.
+    """
+    if not isinstance(payload, dict) or payload.get("hook_event_name") != STOP:
+        return None
+    words = CAPTURE_RANK[ceiling.of("attention.requested")] >= CAPTURE_RANK["redacted"]
+    data: dict[str, Any] = {
+        "kind": "input",
+        "prompt": STOP_PROMPT if words else synthesize_prompt(AGENT, "input", None),
+        "options": [{"id": DONE, "label": "Done"}],
+        "respond_via": ["control"],
+    }
+    said = text_of(payload.get("last_assistant_message"))
+    if said is not None:
+        data["context"] = {"last_assistant_message": said}
+    return emission(
+        "attention.requested", data, ceiling, severity="notice", run=text_of(payload.get("turn_id"))
+    )
+
+
+def stop_output(verdict: Verdict | None) -> dict[str, Any] | None:
+    """What a held Stop hook prints for Codex: the words as its next instruction, or
+    nothing (Done, a timeout, no answer: the turn ends as it would have)."""
+    if verdict is None or verdict.option is not None:
+        return None
+    words = text_of(verdict.text)
+    if words is None or not words.strip():  # Codex fails a block with a blank reason
+        return None
+    return {"decision": "block", "reason": words}
 
 
 def session_rule_key(payload: Any) -> str | None:
@@ -252,10 +317,15 @@ def _subagent(type_: str, payload: dict[str, Any], ceiling: Ceiling, run: str | 
 __all__ = [
     "AGENT",
     "DEFAULT_DENY_MESSAGE",
+    "DONE",
     "MAPPED",
+    "STOP",
+    "STOP_PROMPT",
     "hook_output",
     "identity",
     "map_hook",
     "session_grants",
     "session_rule_key",
+    "stop_output",
+    "stop_question",
 ]
