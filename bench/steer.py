@@ -5,13 +5,16 @@ core(s) this process does not use), its Slack channel (the real slack-bolt and s
 Socket Mode) pointed at the fake Slack (tests/channels/slack/fake_slack.py, at Slack's real
 limits), the session a thread in one channel, heads-ups in another, a fresh state directory;
 the person, alice, is an approver. The agent is a `TinyAgent` on the bridge's WebSocket, in
-this process, standing in for the agent daemon: it emits the held Stop's question exactly
-as the daemon does for Codex (`aep_bridge.agents.codex.stop_question` of Codex's documented
-Stop payload: `kind: "input"`, "codex finished: what next?", one option, Done, over
-`control`, the envelope marked `aepbridgesteer: "stop"`), and turns the answer into the
-hook's output with `aep_bridge.agents.codex.stop_output` (`{"decision": "block", "reason":
-<the words>}`). The daemon's own legs (the hook process, its socket, the daemon's ack) are
-not in these figures: they are measured in "Agent hooks" (the held loop's added latency).
+this process, standing in for the agent daemon (the held Stop's question of issue 33's
+interface 3, built here as the daemon builds it at the default attention ceiling,
+`redacted`: `kind: "input"`, what Codex said last (its Stop payload's
+`last_assistant_message`, through the redaction pipeline) above "codex finished: what
+next?", one option, Done, over `control`, the envelope marked `aepbridgesteer: "stop"`), and
+turns the answer into the hook's output with `aep_bridge.agents.codex.stop_output`
+(`{"decision": "block", "reason": <the words>}`). Written against that interface: the
+daemon's held Stop was being built on another branch. The daemon's own legs (the hook
+process, its socket, the daemon's ack) are not in these figures: they are measured in "Agent
+hooks" (the held loop's added latency).
 All times are `time.monotonic` (CLOCK_MONOTONIC, one clock for the machine), read here.
 
 (1) Stop -> card: from just before `agent.emit` of the question to the arrival, at the fake,
@@ -50,8 +53,8 @@ sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # for tests.*
 from tests.channels.slack.fake_slack import ALICE, FakeSlack
 
 import results
-from aep_bridge.agents.codex import STOP_PROMPT, stop_output, stop_question
-from aep_bridge.agents.mapping import DEFAULT_CEILING, Verdict
+from aep_bridge.agents.codex import AGENT, stop_output
+from aep_bridge.agents.mapping import DEFAULT_CEILING, Verdict, gated
 from discord_channel import _cores, _percentiles
 from slack_channel import (
     CHANNEL,
@@ -80,19 +83,20 @@ GOALS = {"p99_ms": 50.0}
 AGAINST = {"stop -> card": "post round trip", "words -> answer": "message round trip"}
 
 
-def _payload(i: int) -> dict[str, Any]:
-    """Codex's Stop input, every field its schema requires, for turn `i`."""
-    return {
-        "session_id": "019a2c3e-7f1b-7d2a-9c1e-5b8a4f3d2e10",
-        "turn_id": f"turn-{i}",
-        "transcript_path": None,
-        "cwd": "/work/app",
-        "hook_event_name": "Stop",
-        "model": "gpt-5.3-codex",
-        "permission_mode": "default",
-        "stop_hook_active": i > 0,
-        "last_assistant_message": f"Turn {i}: the tests pass. Anything else?",
+QUESTION = f"{AGENT} finished: what next?"
+
+
+def _question(i: int) -> tuple[dict[str, Any], str]:
+    """The held Stop's question for Codex's turn `i`, at the default ceiling, and its capture
+    (what Codex said last is the prompt's first part at `redacted`, as the daemon does)."""
+    said = f"Turn {i}: the invoice totals round half-even now and the tests pass. Anything else?"
+    data = {
+        "kind": "input",
+        "prompt": f"{said}\n\n{QUESTION}",
+        "options": [{"id": "done", "label": "Done"}],
+        "respond_via": ["control"],
     }
+    return gated("attention.requested", data, DEFAULT_CEILING)
 
 
 class MessageTrip:
@@ -139,22 +143,21 @@ async def _steer(root: Path) -> dict[str, Any]:
         for i in range(WARMUP + SAMPLES):
             due = _budget_at(fake, (CHANNEL, NOTIFY), SAMPLE_EDITS)
             await asyncio.sleep(max(0.0, due - time.monotonic()))
-            question = stop_question(_payload(i), DEFAULT_CEILING)
-            assert question is not None
+            data, capture = _question(i)
             agent.run = f"turn-{i}"
             seen = len(fake.calls)
             sent = time.monotonic()
             starts.append(sent)
             request = await agent.emit(
-                question.type,
-                question.data,
-                capture=question.capture,
-                severity=question.severity,
+                "attention.requested",
+                data,
+                capture=capture,
+                severity="notice",
                 extensions={"aepbridgesteer": "stop"},
             )
 
             def card(seen: int = seen) -> Any:
-                return _card_post(fake, seen, thread, STOP_PROMPT, buttons=True)
+                return _card_post(fake, seen, thread, QUESTION, buttons=True)
 
             shown = await r.until(f"card {i}", card)
             await asyncio.sleep(max(0.0, shown.time + PRESS_DELAY - time.monotonic()))

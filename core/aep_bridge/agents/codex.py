@@ -63,10 +63,12 @@ Deviations from a strict Annex A reading, all deliberate:
 - At a `metadata` attention ceiling the prompt is synthesized from structure ("codex requests
   permission: Bash", AEP-0003 §9.2), never the command; the labels "Allow" / "Deny" are ours,
   structural, and stay.
-- The held Stop (issue 33, away mode): besides `run.finished`, a Stop the daemon holds asks
-  the chat "codex finished: what next?" (`stop_question`), and the answer goes back as Codex's
-  Stop output (`stop_output`). Wire (`StopCommandOutputWire` in codex-rs/hooks/src/schema.rs,
-  the generated `stop.command.output.schema.json`, `parse_completed` in
+- The held Stop (issue 33, away mode): besides `run.finished`, a Stop the daemon holds
+  (`STEERED_HOOKS`) asks the chat "codex finished: what next?" (the daemon's question, the
+  same for every agent: Codex's Stop input names `last_assistant_message` as Claude Code's
+  does, nullable), and the answer goes back as Codex's Stop output (`stop_output`). Wire
+  (`StopCommandOutputWire` in codex-rs/hooks/src/schema.rs, the generated
+  `stop.command.output.schema.json`, `parse_completed` in
   codex-rs/hooks/src/events/stop.rs): `{"decision": "block", "reason": <words>}` on stdout
   with exit 0 blocks the stop and `reason` becomes the continuation prompt Codex gives the
   model; a blank `reason` is an error there ("decision:block without a non-empty reason",
@@ -76,7 +78,8 @@ Deviations from a strict Annex A reading, all deliberate:
   The Stop input's `stop_hook_active` (true once a Stop hook already continued this turn) is
   not a reason to skip the question: each instruction from the chat continues the turn, and
   Codex counts no consecutive blocks (the Stop handler has no cap; openai/codex issue 37937
-  is a loop of blocks that never ends), so a long remote conversation needs nothing more.
+  is a loop of blocks that never ends): `STOP_BLOCK_CAP` is 0, and a long remote
+  conversation needs no setting.
 - `PermissionRequest` names no call (no `tool_use_id`): the daemon sets the request's `cause`
   to the `tool.requested` of the open call with the same tool and input (calls.py). The
   prompt's input carries the justification (`description`): a call whose PreToolUse input
@@ -87,8 +90,6 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ..aep.capture import synthesize_prompt
-from ..aep.registry import CAPTURE_RANK
 from .grants import Grant
 from .mapping import (
     ALLOW,
@@ -119,10 +120,12 @@ MAPPED: Final = (
 PERMISSION_REQUEST: Final = "PermissionRequest"
 #: The hook held in away mode: its answer is the agent's next instruction (issue 33).
 STOP: Final = "Stop"
-#: The held Stop's one option: let the agent stop.
-DONE: Final = "done"
-#: The held Stop's question, in words (at a `redacted` attention ceiling and above).
-STOP_PROMPT: Final = f"{AGENT} finished: what next?"
+#: The hooks the daemon holds while the person is away (issue 33); it asks the chat its
+#: generic question (agents/steer.py) and prints `hook_output` of the answer.
+STEERED_HOOKS: Final = frozenset({STOP})
+#: Codex's cap on Stop blocks in a row: none (0). Claude Code stops honouring blocks after
+#: CLAUDE_CODE_STOP_HOOK_BLOCK_CAP of them; Codex's Stop handler counts nothing.
+STOP_BLOCK_CAP: Final = 0
 #: The deny message when the human denied without words.
 DEFAULT_DENY_MESSAGE: Final = DENY_MESSAGE
 #: what "for this session" grants on Codex, in the words of its button
@@ -173,32 +176,6 @@ def hook_output(payload: Any, verdict: Verdict | None) -> dict[str, Any] | None:
     else:
         return None
     return {"hookSpecificOutput": {"hookEventName": PERMISSION_REQUEST, "decision": decision}}
-
-
-def stop_question(payload: Any, ceiling: Ceiling = DEFAULT_CEILING) -> Emission | None:
-    """The held Stop's question (issue 33, interface 3), or None for a payload not a Stop.
-
-    `kind: "input"`, the prompt "codex finished: what next?" (structure at a `metadata`
-    ceiling, AEP-0003 §9.2), one option, Done, answered over `control`; what the agent last
-    said (`last_assistant_message`) is `context.last_assistant_message`, which the schema
-    gates at `full`. The daemon adds the envelope's `aepbridgesteer: "stop"` (it owns the
-    envelope) and the `expires_at` of its hold.
-    """
-    if not isinstance(payload, dict) or payload.get("hook_event_name") != STOP:
-        return None
-    words = CAPTURE_RANK[ceiling.of("attention.requested")] >= CAPTURE_RANK["redacted"]
-    data: dict[str, Any] = {
-        "kind": "input",
-        "prompt": STOP_PROMPT if words else synthesize_prompt(AGENT, "input", None),
-        "options": [{"id": DONE, "label": "Done"}],
-        "respond_via": ["control"],
-    }
-    said = text_of(payload.get("last_assistant_message"))
-    if said is not None:
-        data["context"] = {"last_assistant_message": said}
-    return emission(
-        "attention.requested", data, ceiling, severity="notice", run=text_of(payload.get("turn_id"))
-    )
 
 
 def stop_output(verdict: Verdict | None) -> dict[str, Any] | None:
@@ -317,15 +294,14 @@ def _subagent(type_: str, payload: dict[str, Any], ceiling: Ceiling, run: str | 
 __all__ = [
     "AGENT",
     "DEFAULT_DENY_MESSAGE",
-    "DONE",
     "MAPPED",
+    "STEERED_HOOKS",
     "STOP",
-    "STOP_PROMPT",
+    "STOP_BLOCK_CAP",
     "hook_output",
     "identity",
     "map_hook",
     "session_grants",
     "session_rule_key",
     "stop_output",
-    "stop_question",
 ]
