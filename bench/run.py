@@ -96,6 +96,9 @@ def main() -> None:
     import agent_hooks  # the agent side: a hook call's cost, what the held loop adds
 
     lines += agent_hooks.section(agent_hooks.main())
+    import steer  # steer from the chat: the held Stop's question to its card, words to answer
+
+    lines += steer.section(steer.main())
     import web_channel  # the web channel in a real browser: request to card, click to command
 
     lines += web_channel.section(web_channel.main())

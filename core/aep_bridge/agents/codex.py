@@ -63,6 +63,23 @@ Deviations from a strict Annex A reading, all deliberate:
 - At a `metadata` attention ceiling the prompt is synthesized from structure ("codex requests
   permission: Bash", AEP-0003 §9.2), never the command; the labels "Allow" / "Deny" are ours,
   structural, and stay.
+- The held Stop (issue 33, away mode): besides `run.finished`, a Stop the daemon holds
+  (`STEERED_HOOKS`) asks the chat "codex finished: what next?" (the daemon's question, the
+  same for every agent: Codex's Stop input names `last_assistant_message` as Claude Code's
+  does, nullable), and the answer goes back as Codex's Stop output (`stop_output`). Wire
+  (`StopCommandOutputWire` in codex-rs/hooks/src/schema.rs, the generated
+  `stop.command.output.schema.json`, `parse_completed` in
+  codex-rs/hooks/src/events/stop.rs): `{"decision": "block", "reason": <words>}` on stdout
+  with exit 0 blocks the stop and `reason` becomes the continuation prompt Codex gives the
+  model; a blank `reason` is an error there ("decision:block without a non-empty reason",
+  the hook fails and the turn stops), so blank words are never sent. Empty stdout with exit
+  0 lets the turn end: that is Done, a timeout, or no answer. `continue: false` (with
+  `stopReason`) would end the session's processing, more than Done means, so it is not used.
+  The Stop input's `stop_hook_active` (true once a Stop hook already continued this turn) is
+  not a reason to skip the question: each instruction from the chat continues the turn, and
+  Codex counts no consecutive blocks (the Stop handler has no cap; openai/codex issue 37937
+  is a loop of blocks that never ends): `STOP_BLOCK_CAP` is 0, and a long remote
+  conversation needs no setting.
 - `PermissionRequest` names no call (no `tool_use_id`): the daemon sets the request's `cause`
   to the `tool.requested` of the open call with the same tool and input (calls.py). The
   prompt's input carries the justification (`description`): a call whose PreToolUse input
@@ -94,10 +111,21 @@ from .mapping import (
 
 AGENT: Final = "codex"
 #: What this mapping was checked against (module docstring has the sources).
-MAPPED: Final = "codex-rs/hooks after PR #22873 (SubagentStop, May 2026); hooks docs of 2026-05-18"
+MAPPED: Final = (
+    "codex-rs/hooks after PR #22873 (SubagentStop, May 2026); hooks docs of 2026-05-18; "
+    "Stop output (decision/reason) as in codex-rs/hooks/src/events/stop.rs, December 2026"
+)
 
 #: The hook whose decision Codex reads back (hookSpecificOutput.hookEventName).
 PERMISSION_REQUEST: Final = "PermissionRequest"
+#: The hook held in away mode: its answer is the agent's next instruction (issue 33).
+STOP: Final = "Stop"
+#: The hooks the daemon holds while the person is away (issue 33); it asks the chat its
+#: generic question (agents/steer.py) and prints `hook_output` of the answer.
+STEERED_HOOKS: Final = frozenset({STOP})
+#: Codex's cap on Stop blocks in a row: none (0). Claude Code stops honouring blocks after
+#: CLAUDE_CODE_STOP_HOOK_BLOCK_CAP of them; Codex's Stop handler counts nothing.
+STOP_BLOCK_CAP: Final = 0
 #: The deny message when the human denied without words.
 DEFAULT_DENY_MESSAGE: Final = DENY_MESSAGE
 #: what "for this session" grants on Codex, in the words of its button
@@ -125,7 +153,8 @@ def map_hook(payload: Any, ceiling: Ceiling = DEFAULT_CEILING) -> list[Emission]
 
 
 def hook_output(payload: Any, verdict: Verdict | None) -> dict[str, Any] | None:
-    """The JSON a held `PermissionRequest` hook prints for Codex, None to print nothing.
+    """The JSON a held `PermissionRequest` (or a held `Stop`: `stop_output`) hook prints for
+    Codex, None to print nothing.
 
     Wire shape (`PermissionRequestCommandOutputWire` in codex-rs/hooks/src/schema.rs, and the
     hooks docs): `{"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision":
@@ -136,6 +165,8 @@ def hook_output(payload: Any, verdict: Verdict | None) -> dict[str, Any] | None:
     """
     if verdict is None or not isinstance(payload, dict):
         return None
+    if payload.get("hook_event_name") == STOP:
+        return stop_output(verdict)
     if payload.get("hook_event_name") != PERMISSION_REQUEST:
         return None
     if verdict.option in (ALLOW, ALLOW_SESSION):
@@ -145,6 +176,17 @@ def hook_output(payload: Any, verdict: Verdict | None) -> dict[str, Any] | None:
     else:
         return None
     return {"hookSpecificOutput": {"hookEventName": PERMISSION_REQUEST, "decision": decision}}
+
+
+def stop_output(verdict: Verdict | None) -> dict[str, Any] | None:
+    """What a held Stop hook prints for Codex: the words as its next instruction, or
+    nothing (Done, a timeout, no answer: the turn ends as it would have)."""
+    if verdict is None or verdict.option is not None:
+        return None
+    words = text_of(verdict.text)
+    if words is None or not words.strip():  # Codex fails a block with a blank reason
+        return None
+    return {"decision": "block", "reason": words}
 
 
 def session_rule_key(payload: Any) -> str | None:
@@ -253,9 +295,13 @@ __all__ = [
     "AGENT",
     "DEFAULT_DENY_MESSAGE",
     "MAPPED",
+    "STEERED_HOOKS",
+    "STOP",
+    "STOP_BLOCK_CAP",
     "hook_output",
     "identity",
     "map_hook",
     "session_grants",
     "session_rule_key",
+    "stop_output",
 ]
