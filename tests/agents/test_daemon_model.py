@@ -213,11 +213,9 @@ INSTRUCTION = "now run the linter too"
 STEER_ANSWERS = (
     Answer("done", {"option": "done"}, Verdict(option="done"), {"option": "done"}),
     Answer("the word done", {"text": " Done "}, Verdict(option="done"), {"option": "done"}),
-    Answer(
-        "an instruction",
-        {"text": INSTRUCTION},
-        Verdict(text=INSTRUCTION),
-        {"text": INSTRUCTION},
+    *(
+        Answer(f"an instruction: {words}", {"text": words}, Verdict(text=words), {"text": words})
+        for words in (INSTRUCTION, "why?", "and update the changelog")
     ),
     Answer("an option it does not offer", {"option": "allow"}, None),
     Answer("blank text", {"text": "   "}, None),
