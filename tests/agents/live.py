@@ -15,9 +15,10 @@ import os
 import signal
 import sys
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs
 
 from aep_bridge.agents.paths import DIR_VARIABLE, socket_path
 from aep_bridge.intake.auth import AuthPolicy
@@ -184,12 +185,55 @@ class Live:
         return [json.loads(line) for log in logs for line in log.read_text().splitlines()]
 
 
+@dataclass
+class AwayStub:
+    """The bridge's `GET /away?session=ID` (issue 33, interface 2) as a test sets it, in front
+    of the real endpoint: which sessions are away, the hold it names, and what was asked."""
+
+    away: set[str] = field(default_factory=set)
+    hold_seconds: int = 1800
+    #: answer this status instead (404: a bridge from before away mode)
+    status: int = 200
+    #: (session asked about, Authorization header) for each question
+    asked: list[tuple[str | None, str | None]] = field(default_factory=list)
+
+    def wrap(self, app: Any) -> Any:
+        async def route(scope: dict[str, Any], receive: Any, send: Any) -> None:
+            if scope["type"] != "http" or scope["path"] != "/away":
+                await app(scope, receive, send)
+                return
+            headers = dict(scope.get("headers") or [])
+            auth = headers.get(b"authorization")
+            query = parse_qs(scope.get("query_string", b"").decode())
+            session = query.get("session", [None])[0]
+            self.asked.append((session, None if auth is None else auth.decode()))
+            status, body = self.status, {"error": "no such route"}
+            if auth != f"Bearer {TOKEN}".encode():
+                status, body = 401, {"error": "a bearer token is required"}
+            elif status == 200:
+                body = {"away": session in self.away, "hold_seconds": self.hold_seconds}
+            data = json.dumps(body).encode()
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": status,
+                    "headers": [(b"content-type", b"application/json")],
+                }
+            )
+            await send({"type": "http.response.body", "body": data})
+
+        return route
+
+
 @contextlib.asynccontextmanager
-async def live(tmp_path: Path, *, daemon: bool = True) -> AsyncIterator[Live]:
+async def live(
+    tmp_path: Path, *, daemon: bool = True, away: AwayStub | None = None
+) -> AsyncIterator[Live]:
     channels = {"phone": {"type": "memory", "approvers": ["alice"]}}
     async with contextlib.AsyncExitStack() as stack:
         rig = await stack.enter_async_context(Rig(tmp_path / "bridge", channels=channels))
-        served = await stack.enter_async_context(serve(rig.hub, AuthPolicy(TOKEN)))
+        wrap = None if away is None else away.wrap
+        served = await stack.enter_async_context(serve(rig.hub, AuthPolicy(TOKEN), wrap=wrap))
         directory = tmp_path / "agentd"
         directory.mkdir(mode=0o700)
         running = Live(rig, served, directory)

@@ -15,6 +15,12 @@ read as a hold passes), so a hold passes exactly when the model says; `time.mono
 (latencies) is left alone. The link's `connected` flag stands for the bridge's `hello`
 (the socket is never opened), and a rule drops and restores it.
 
+While a Claude Code session's person is away (the bridge says so, issue 33), its Stop hook
+is held as a question "what next?": a text answer is the agent's next instruction (a Stop
+block), Done or the hold passing lets it stop, a prompt typed in the terminal answers it
+there; and no question is asked whose answer Claude Code would drop (its cap on Stop blocks
+in a row with no tool call between them).
+
 The daemon also restarts: SIGKILLed (a new daemon starts on a copy of its directory as the
 kill left it, and the old one's later words are lost) or stopped cleanly (`stopping`, as on
 SIGTERM). Either way no request it raised stays open: a clean stop closes them (or, with the
@@ -203,7 +209,24 @@ ELICIT_ANSWERS = (
     Answer("an option", {"option": "deny"}, None),
     Answer("a field it does not have", {"values": {**ELICIT_MIN, "admin": "yes"}}, None),
 )
-ANSWERS = {"ask": ASK_ANSWERS, "elicit": ELICIT_ANSWERS}
+INSTRUCTION = "now run the linter too"
+STEER_ANSWERS = (
+    Answer("done", {"option": "done"}, Verdict(option="done"), {"option": "done"}),
+    Answer("the word done", {"text": " Done "}, Verdict(option="done"), {"option": "done"}),
+    *(
+        Answer(f"an instruction: {words}", {"text": words}, Verdict(text=words), {"text": words})
+        for words in (INSTRUCTION, "why?", "and update the changelog")
+    ),
+    Answer("an option it does not offer", {"option": "allow"}, None),
+    Answer("blank text", {"text": "   "}, None),
+    Answer("form values", {"values": {"1": "1"}}, None),
+    Answer("nothing", {}, None),
+)
+ANSWERS = {"ask": ASK_ANSWERS, "elicit": ELICIT_ANSWERS, "steer": STEER_ANSWERS}
+#: Claude Code's cap on Stop blocks in a row, as its hook passes it on (low, to be reached)
+BLOCK_CAP = 1
+#: hooks of the model after which Claude Code counts Stop blocks from zero again
+RESETS_BLOCKS = frozenset({"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse"})
 
 
 # -- the model -------------------------------------------------------------------------------
@@ -215,7 +238,7 @@ class Asked:
 
     agent: str
     session: str
-    kind: str  # permission, ask, elicit (held); heads-up (informational)
+    kind: str  # permission, ask, elicit, steer (held); heads-up (informational)
     subject: str | None
     event: Event
     payload: dict[str, Any]
@@ -257,6 +280,12 @@ class DaemonModel(RuleBasedStateMachine):
         self.daemon = AgentDaemon(self.directory, "ws://127.0.0.1:9/socket", None)
         self.daemon.link.connected = True  # the bridge said hello (the link is never started)
         self.daemon.link.max_event_bytes = LIMIT  # ... and said its limit
+        self.daemon.ask_away = self._ask_away  # the bridge's `GET /away`, as the model says
+        #: Claude Code sessions whose person is away (by the id the daemon names), and the
+        #: hold the bridge names for their Stop
+        self.away: dict[str, float] = {}
+        #: where in `asked` each session last counted its Stop blocks from zero
+        self.counted_from: dict[str, int] = {}
         self.asked: list[Asked] = []
         self.sent: list[Sent] = []
         self.known: set[tuple[str, str]] = set()  # sessions that emitted something
@@ -309,6 +338,22 @@ class DaemonModel(RuleBasedStateMachine):
             self._spin()
             raise AssertionError(f"a {data['hook_event_name']} hook waits")
         return task.result()
+
+    async def _ask_away(self, session: str) -> float | None:
+        return self.away.get(session)
+
+    def _blocks(self, session: str) -> int:
+        """Instructions the agent took in a row at this session's Stops, no tool call between."""
+        return sum(
+            1
+            for asked in self.asked[self.counted_from.get(session, 0) :]
+            if asked.kind == "steer"
+            and asked.session == session
+            and asked.state == "answered"
+            and not asked.left
+            and asked.verdict is not None
+            and asked.verdict.text is not None
+        )
 
     def _open(self, agent: str | None = None, session: str | None = None) -> list[Asked]:
         return [
@@ -373,9 +418,18 @@ class DaemonModel(RuleBasedStateMachine):
             )
         else:
             data = self._payload(agent, session, hook)
+        name, tool = data["hook_event_name"], data.get("tool_name")
+        if name in RESETS_BLOCKS:
+            self.counted_from[session] = len(self.asked)
+        if name == "Stop" and agent == CC and bounded_id(session) in self.away:
+            self._stop_while_away(session, data)
+            return
         before = len(self._queued())
         assert self._hook(agent, session, data) is None
-        name, tool = data["hook_event_name"], data.get("tool_name")
+        if name == "UserPromptSubmit":  # typed in the terminal: a held Stop is answered there
+            for asked in self._open(agent, session):
+                if asked.kind == "steer":
+                    asked.state = "elsewhere"
         if name in {"UserPromptSubmit", "Stop", "SessionEnd"}:
             self._close(agent, session)
         elif name in {"PostToolUse", "PermissionDenied"}:
@@ -386,6 +440,76 @@ class DaemonModel(RuleBasedStateMachine):
             (event,) = [e for e in self._new(before) if e.type == "attention.requested"]
             self.asked.append(Asked(agent, session, "heads-up", None, event, data))
         self._spin()
+
+    @rule(
+        session=st.sampled_from([s for a, s in SESSIONS if a == CC]),
+        hold=st.sampled_from((None, *HOLDS)),
+    )
+    def the_person_goes_away(self, session: str, hold: float | None) -> None:
+        """Away mode switched on for the session (the bridge names the hold), or off."""
+        if hold is None:
+            self.away.pop(bounded_id(session), None)
+        else:
+            self.away[bounded_id(session)] = hold
+
+    @rule(
+        session=st.sampled_from([s for a, s in SESSIONS if a == CC]),
+        hold=st.sampled_from(HOLDS),
+        active=st.booleans(),
+    )
+    def the_agent_stops_while_away(self, session: str, hold: float, active: bool) -> None:
+        """The person is away (the bridge names the hold) and the agent finishes its turn
+        (`stop_hook_active`: it was going on from a Stop block)."""
+        self.away[bounded_id(session)] = hold
+        data = self._payload(CC, session, "Stop", stop_hook_active=active)
+        self._stop_while_away(session, data)
+
+    def _instructed(self) -> list[str]:
+        return [s for a, s in SESSIONS if a == CC and self._blocks(s)]
+
+    @precondition(lambda self: self._instructed())
+    @rule(data=st.data())
+    def the_agent_stops_again_after_an_instruction(self, data: st.DataObject) -> None:
+        """It did what it was told, with no tool call, and stops again: one more block in a
+        row would pass Claude Code's cap, so it is not asked."""
+        session = data.draw(st.sampled_from(self._instructed()))
+        self.away.setdefault(bounded_id(session), HOLDS[-1])
+        self._stop_while_away(session, self._payload(CC, session, "Stop", stop_hook_active=True))
+
+    def _stop_while_away(self, session: str, data: dict[str, Any]) -> None:
+        """The agent stops while its person is away: "what next?" is held open in the chat,
+        unless Claude Code would drop the answer (its cap on Stop blocks in a row)."""
+        self._close(CC, session)  # the Stop moves the session on, as any Stop does
+        self._back(CC, session)
+        before = len(self._queued())
+        gone: asyncio.Future[None] = self.loop.create_future()
+        task = self.loop.create_task(
+            self.daemon.handle(CC, data, HOLDS[-1], gone, block_cap=BLOCK_CAP)
+        )
+        self._spin()
+        self.known.add((CC, session))
+        raised = [e for e in self._new(before) if e.type == "attention.requested"]
+        if self._blocks(session) >= BLOCK_CAP:
+            hypothesis.event("a Stop past the cap on blocks in a row is not held")
+            assert raised == []
+            assert task.done()
+            assert task.result() is None
+            return
+        (event,) = raised
+        assert event.extensions == {"aepbridgesteer": "stop"}
+        assert event.data is not None
+        assert event.data["options"] == [{"id": "done", "label": "Done"}]
+        assert "expires_at" in event.data
+        if not self.daemon.link.connected:  # nobody could answer: the agent stops, now
+            assert task.done()
+            assert task.result() is None
+            self.asked.append(Asked(CC, session, "steer", None, event, data, state="dismissed"))
+            return
+        assert event.id in self.daemon.loop.pending, "the hook holds its question open"
+        hold = self.away[bounded_id(session)]
+        self.asked.append(
+            Asked(CC, session, "steer", None, event, data, task, gone, hold, self.loop.now)
+        )
 
     @rule(
         session=st.sampled_from([s for a, s in SESSIONS if a == CC]),
@@ -539,6 +663,8 @@ class DaemonModel(RuleBasedStateMachine):
         self.daemon = AgentDaemon(self.directory, "ws://127.0.0.1:9/socket", None)
         self.daemon.link.connected = True  # the new link says hello
         self.daemon.link.max_event_bytes = LIMIT
+        self.daemon.ask_away = self._ask_away
+        self.counted_from = {session: len(self.asked) for _, session in SESSIONS}  # forgotten
         self.read = 0
         # what the new daemon knows: nothing of the old one's memory but its positions
         named = {(agent, bounded_id(session)): (agent, session) for agent, session in SESSIONS}
@@ -747,7 +873,8 @@ class DaemonModel(RuleBasedStateMachine):
                 continue
             assert asked.task.done(), ("a hook still waits after its request ended", asked)
             output = None if asked.left else asked.task.result()
-            if asked.state == "answered" and not asked.left:
+            done = asked.kind == "steer" and asked.verdict == Verdict(option="done")
+            if asked.state == "answered" and not asked.left and not done:
                 assert output is not None, asked
                 _check_output(asked, output)
             else:
@@ -775,6 +902,9 @@ def _check_output(asked: Asked, output: dict[str, Any]) -> None:
     """The hook's stdout JSON says what the person answered, in the agent's words."""
     verdict = asked.verdict
     assert verdict is not None
+    if asked.kind == "steer":  # the person's words are the agent's next instruction
+        assert output == {"decision": "block", "reason": verdict.text}
+        return
     specific = output["hookSpecificOutput"]
     if asked.kind == "elicit":
         assert specific == {

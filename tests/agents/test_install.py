@@ -52,6 +52,23 @@ CODEX_EVENTS = [
 FILES = {"claude-code": ".claude/settings.json", "codex": ".codex/hooks.json"}
 EVENTS = {"claude-code": CLAUDE_EVENTS, "codex": CODEX_EVENTS}
 HELD = {"claude-code": {"PermissionRequest", "Elicitation"}, "codex": {"PermissionRequest"}}
+#: held while the person is away, up to the longest hold the bridge may name (issue 33)
+STEERED: dict[str, set[str]] = {"claude-code": {"Stop"}, "codex": set()}
+#: what install writes into Claude Code's settings `env` for a long conversation from the chat
+STEER_ENV: dict[str, dict[str, str]] = {
+    "claude-code": {"CLAUDE_CODE_STOP_HOOK_BLOCK_CAP": "100"},
+    "codex": {},
+}
+
+
+def timeout_of(agent: str, event: str, held: int = 65) -> int:
+    """The timeout install writes: above the hold for a held hook, above the longest hold
+    the bridge may name (an hour) for a steered one, 10 s for the others."""
+    if event in STEERED[agent]:
+        return 3610
+    return held if event in HELD[agent] else 10
+
+
 TOOL_EVENTS = {
     "PreToolUse",
     "PostToolUse",
@@ -121,7 +138,8 @@ def test_a_fresh_project_gets_one_hook_on_every_event(
     assert text.startswith('{\n  "hooks": {\n    "')
     assert text.endswith("}\n")
     doc = json.loads(text)
-    assert list(doc) == ["hooks"]
+    assert list(doc) == (["hooks", "env"] if STEER_ENV[agent] else ["hooks"])
+    assert doc.get("env", {}) == STEER_ENV[agent]
     assert sorted(doc["hooks"]) == sorted(EVENTS[agent])
     for event in EVENTS[agent]:
         [group] = doc["hooks"][event]
@@ -129,14 +147,16 @@ def test_a_fresh_project_gets_one_hook_on_every_event(
         assert handler == {
             "type": "command",
             "command": f"aep-bridge hook {agent}",
-            "timeout": 65 if event in HELD[agent] else 10,
+            "timeout": timeout_of(agent, event),
         }, event
         if event in TOOL_EVENTS:
             assert group["matcher"] == "*", event
         else:
             assert "matcher" not in group, event
     printed = capsys.readouterr().out
-    assert f"added {len(EVENTS[agent])} hooks to {path}" in printed
+    env = "".join(f", set env.{key}" for key in STEER_ENV[agent])
+    into = "in" if env else "to"
+    assert f"added {len(EVENTS[agent])} hooks{env} {into} {path}" in printed
 
 
 def test_codex_is_reminded_to_trust_the_hooks_and_to_turn_them_on(
@@ -193,9 +213,11 @@ def test_other_keys_and_foreign_hooks_are_kept(tmp_path: Path) -> None:
 
     doc = read(tmp_path, "claude-code")
     assert list(doc) == ["permissions", "env", "hooks", "model"]
-    assert {k: doc[k] for k in ("permissions", "env", "model")} == {
-        k: FOREIGN[k] for k in ("permissions", "env", "model")
+    assert {k: doc[k] for k in ("permissions", "model")} == {
+        k: FOREIGN[k] for k in ("permissions", "model")
     }
+    # the person's env is kept; the cap on Stop blocks in a row is added beside it
+    assert doc["env"] == {**FOREIGN["env"], **STEER_ENV["claude-code"]}
     # the person's own groups come first, untouched; ours is a group of its own after them
     assert doc["hooks"]["PreToolUse"][0] == FOREIGN["hooks"]["PreToolUse"][0]
     assert doc["hooks"]["Stop"][0] == FOREIGN["hooks"]["Stop"][0]
@@ -251,7 +273,7 @@ def test_hold_sets_the_held_hooks_timeout(
     doc = read(tmp_path, agent)
     for event in EVENTS[agent]:
         [(_, handler)] = ours(doc, event)
-        assert handler["timeout"] == (130 if event in HELD[agent] else 10), event
+        assert handler["timeout"] == timeout_of(agent, event, 130), event
         # the hook waits as long as the daemon holds the prompt for it
         held = event in HELD[agent]
         assert handler["command"].endswith(" --hold 120") == held, event
@@ -299,8 +321,27 @@ def test_uninstall_gives_back_the_file_byte_for_byte(
 
     assert path.read_bytes() == before
     assert stat.S_IMODE(path.stat().st_mode) == 0o640
-    assert f"removed {len(EVENTS[agent])} hooks from {path}" in capsys.readouterr().out
+    env = "".join(f" and env.{key}" for key in STEER_ENV[agent])
+    assert f"removed {len(EVENTS[agent])} hooks{env} from {path}" in capsys.readouterr().out
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left
+
+
+def test_a_cap_the_person_set_is_kept_by_install_and_uninstall(tmp_path: Path) -> None:
+    """Their own CLAUDE_CODE_STOP_HOOK_BLOCK_CAP is theirs: install does not raise or lower
+    it, uninstall does not take it away."""
+    before = write_settings(
+        tmp_path, "claude-code", {"env": {"CLAUDE_CODE_STOP_HOOK_BLOCK_CAP": "20"}}
+    )
+    assert install(tmp_path, "claude-code") == 0
+    assert read(tmp_path, "claude-code")["env"] == {"CLAUDE_CODE_STOP_HOOK_BLOCK_CAP": "20"}
+    assert install(tmp_path, "claude-code", "--uninstall") == 0
+    assert (tmp_path / FILES["claude-code"]).read_bytes() == before
+
+
+def test_an_env_that_is_not_an_object_is_refused(tmp_path: Path) -> None:
+    before = write_settings(tmp_path, "claude-code", {"env": ["NODE_ENV=development"]})
+    assert install(tmp_path, "claude-code") == 2
+    assert (tmp_path / FILES["claude-code"]).read_bytes() == before
 
 
 @pytest.mark.parametrize("agent", ["claude-code", "codex"])

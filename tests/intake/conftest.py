@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 import uvicorn
@@ -45,8 +46,14 @@ class InLoopServer(uvicorn.Server):
 
 @contextlib.asynccontextmanager
 async def serve(
-    hub: Hub, auth: AuthPolicy | None, timing: Timing | None = None, port: int | None = None
+    hub: Hub,
+    auth: AuthPolicy | None,
+    timing: Timing | None = None,
+    port: int | None = None,
+    wrap: Callable[[Any], Any] | None = None,
 ) -> AsyncIterator[Served]:
+    """The endpoint on a loopback port; `wrap` puts an ASGI app of the test's in front of it
+    (a stub of a route the endpoint does not have yet)."""
     endpoint = Endpoint(
         hub,
         auth,
@@ -56,7 +63,11 @@ async def serve(
     port = port or free_port()
     server = InLoopServer(
         uvicorn.Config(
-            endpoint.app, host="127.0.0.1", port=port, log_level="error", ws_max_size=32_000
+            endpoint.app if wrap is None else wrap(endpoint.app),
+            host="127.0.0.1",
+            port=port,
+            log_level="error",
+            ws_max_size=32_000,
         )
     )
     task = asyncio.create_task(server.serve())

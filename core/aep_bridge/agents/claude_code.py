@@ -38,7 +38,17 @@ tops at 2.1.240; the same text is in llms-txt-archive/anthropic-claude-code
   mirror not identified) adds `quota_auto_resume_fired`, `quota_auto_resume_stale` and
   `quota_auto_resume_disabled` (2.1.234+).
 - Stop input: `stop_hook_active`, `last_assistant_message`, `background_tasks`,
-  `session_crons` (none read). StopFailure input: `error` (`rate_limit`, `overloaded`,
+  `session_crons` (`last_assistant_message` read for the held Stop, steer.py). Decision
+  (Ref "Stop decision control"): `{"decision": "block", "reason": ...}` keeps Claude going,
+  the reason its next instruction; no output lets it stop. The next Stop of that turn
+  carries `stop_hook_active: true`. Claude Code ends the turn itself after
+  `CLAUDE_CODE_STOP_HOOK_BLOCK_CAP` blocks in a row (8 by default; added in 2.1.143,
+  documented on the hooks page and the env-vars reference by 2.1.257, per
+  anthropics/claude-code#59583 and #85547); a continuation that ran a tool counts from zero
+  again (read from the 2.1.220 binary by daymade/claude-code-skills#245, not in the docs),
+  and 0 turns the cap off. The hook inherits Claude Code's environment, settings `env`
+  included, which is how the daemon learns the cap in force.
+  StopFailure input: `error` (`rate_limit`, `overloaded`,
   `authentication_failed`, `oauth_org_not_allowed`, `billing_error`, `invalid_request`,
   `model_not_found`, `server_error`, `max_output_tokens`, `unknown`), optional
   `error_details`, `last_assistant_message`.
@@ -83,7 +93,8 @@ builds): the daemon opens a run at `UserPromptSubmit` and closes it at
 |   `permission_suggestions`)                          |   (AskUserQuestion: form)      |
 | PermissionDenied (`tool_name`, `tool_use_id`)        | tool.denied, by `policy`       |
 | Notification (`notification_type`, `message`)        | see below                      |
-| Stop                                                 | run.finished                   |
+| Stop (`last_assistant_message`)                      | run.finished; while away, the  |
+|                                                      |   held "what next?" (steer.py) |
 | StopFailure (`error`, `error_details`)               | run.failed                     |
 | SubagentStart / SubagentStop (`agent_id`,            | delegation.subagent.started /  |
 |   `agent_type`)                                      |   .stopped, subject agent_id   |
@@ -165,6 +176,8 @@ from .mapping import (
 AGENT: Final = "claude-code"
 MAPPED: Final = "Claude Code 2.1.240 hooks reference (code.claude.com/docs/en/hooks, 2026-08-22)"
 ASK_USER_QUESTION: Final = "AskUserQuestion"
+#: hooks the daemon holds while the person is away, for their next instruction (steer.py)
+STEERED_HOOKS: Final = frozenset({"Stop"})
 
 #: Shown as the reason when a human denies with no words of their own.
 DEFAULT_DENY_MESSAGE: Final = DENY_MESSAGE
@@ -436,7 +449,8 @@ def hook_output(payload: Any, verdict: Verdict | None) -> dict[str, Any] | None:
     on deny, `updatedPermissions` with the one suggestion a "for this session" option
     stands for (an option this request does not offer gets None), `updatedInput` carrying the
     `answers` for AskUserQuestion. Elicitation: `hookSpecificOutput.action` (accept with
-    `content`, or decline).
+    `content`, or decline). Stop (held while the person is away, steer.py): an instruction
+    is `{"decision": "block", "reason": <the words>}`; Done gets None, and the agent stops.
     """
     if verdict is None or not isinstance(payload, dict):
         return None
@@ -445,7 +459,18 @@ def hook_output(payload: Any, verdict: Verdict | None) -> dict[str, Any] | None:
         return _permission_output(payload, verdict)
     if name == "Elicitation":
         return _elicitation_output(payload, verdict)
+    if name == "Stop" and verdict.option is None and text_of(verdict.text):
+        # the person's words are the next instruction (Ref "Stop decision control")
+        return {"decision": "block", "reason": verdict.text}
     return None
 
 
-__all__ = ["AGENT", "MAPPED", "hook_output", "identity", "map_hook", "session_grants"]
+__all__ = [
+    "AGENT",
+    "MAPPED",
+    "STEERED_HOOKS",
+    "hook_output",
+    "identity",
+    "map_hook",
+    "session_grants",
+]

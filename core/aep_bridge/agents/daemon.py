@@ -49,7 +49,7 @@ from ..config import ConfigError, config_path, read_config
 from ..exit_status import EXIT_OK, EXIT_USAGE
 from ..log_setup import TerminalSafe
 from ..scrub import ScrubFilter, register, secrets_in
-from . import claude_code, codex, grants
+from . import claude_code, codex, grants, steer
 from .bounds import TooLarge, bounded_id
 from .emitter import LOG_DIR, Emitter, SessionState, log_name
 from .held import AttentionLoop
@@ -57,7 +57,7 @@ from .ledger import Ledger, Left
 from .link import BridgeLink
 from .mapping import ALLOW, ALLOW_SESSION, Ceiling, Emission, Verdict
 from .paths import agentd_dir, check_private, socket_path
-from .shim import DEFAULT_HOLD, HELD_HOOKS, MAX_HOLD, MAX_PAYLOAD
+from .shim import BLOCK_CAP_VARIABLE, DEFAULT_HOLD, HELD_HOOKS, MAX_HOLD, MAX_PAYLOAD
 
 log = logging.getLogger("aep_bridge.agentd")
 
@@ -106,6 +106,11 @@ class AgentDaemon:
     ) -> None:
         self.ceiling = ceiling or Ceiling()
         self.default_hold = default_hold
+        self.token = token
+        #: where the daemon asks whether a session is away (steer.py)
+        self.away_url = steer.away_url(url)
+        #: the hold of a Stop in `session` while its person is away, None when not away
+        self.ask_away: Callable[[str], Awaitable[float | None]] = self._ask_bridge
         self.emitter = Emitter(directory)
         self.link = BridgeLink(
             url,
@@ -135,6 +140,7 @@ class AgentDaemon:
         cause: str | None = None,
         severity: Severity | None = None,
         run: str | None = None,
+        extensions: dict[str, str | int | bool] | None = None,
     ) -> Event:
         event = self.emitter.build(
             state,
@@ -146,6 +152,7 @@ class AgentDaemon:
             severity=severity,
             run=run,
             max_bytes=self.link.max_event_bytes,
+            extensions=extensions,
         )
         if event.type == "attention.requested":  # durable before it can be shown
             self.ledger.add(Left(event.id, state.agent, state.session))
@@ -153,6 +160,9 @@ class AgentDaemon:
             self.ledger.forget(event.subject)
         self.link.send(event)
         return event
+
+    async def _ask_bridge(self, session: str) -> float | None:
+        return await steer.hold_if_away(self.away_url, self.token, session)
 
     def _close_left_open(self) -> int:
         """Close, as dismissed, every request the last daemon left open: it was killed, and
@@ -236,9 +246,16 @@ class AgentDaemon:
     # -- one hook -----------------------------------------------------------------------
 
     async def handle(
-        self, agent: str, payload: Any, hold: float, gone: asyncio.Future[None] | None = None
+        self,
+        agent: str,
+        payload: Any,
+        hold: float,
+        gone: asyncio.Future[None] | None = None,
+        *,
+        block_cap: int = steer.DEFAULT_BLOCK_CAP,
     ) -> dict[str, Any] | None:
-        """Map and emit one hook's events; the JSON the hook prints (None: nothing)."""
+        """Map and emit one hook's events; the JSON the hook prints (None: nothing).
+        `block_cap`: the agent's cap on Stop blocks in a row (0: none)."""
         mapping = MAPPINGS[agent]
         if not isinstance(payload, dict):
             return None
@@ -272,9 +289,79 @@ class AgentDaemon:
                     held = (event, emission.subject)
                 else:
                     self._heads.open.setdefault((agent, session), []).append(event)
+        if held is None and hook in getattr(mapping, "STEERED_HOOKS", ()):
+            return await self._steer(agent, state, payload, session, gone, block_cap)
         if held is None:
             return None
         request, subject = held
+        return await self._hold(agent, state, payload, request, subject, deadline, gone)
+
+    async def _steer(
+        self,
+        agent: str,
+        state: SessionState,
+        payload: dict[str, Any],
+        session: str,
+        gone: asyncio.Future[None] | None,
+        block_cap: int,
+    ) -> dict[str, Any] | None:
+        """A Stop while the person is away: ask the chat what next, and hold the hook until
+        an instruction, Done, the hold's end, or the agent moving on (steer.py). Not away (or
+        no answer from the bridge): None at once, the agent stops as it always did.
+
+        The agent ignores a block past its cap on blocks in a row: a question whose answer
+        would be dropped is not asked (the agent stops; the person's next prompt resets it)."""
+        if self._stopping:
+            return None
+        if block_cap > 0 and state.blocks >= block_cap:
+            log.warning(
+                "not asking what next: %d instructions in a row without a tool call reach "
+                "%s's cap (%s=%d)",
+                state.blocks,
+                agent,
+                BLOCK_CAP_VARIABLE,
+                block_cap,
+            )
+            return None
+        hold = await self.ask_away(session)
+        if hold is None or self._stopping:
+            return None
+        clock = asyncio.get_running_loop()
+        deadline = clock.time() + hold
+        emission = steer.stop_request(agent, payload, self.ceiling)
+        data = {**emission.data, "expires_at": _rfc3339(time.time() + hold)}
+        try:
+            request = self._emit(
+                state,
+                emission.type,
+                data,
+                capture=emission.capture,
+                severity=emission.severity,
+                extensions={steer.STEER: steer.STOP},
+            )
+        except (InvalidEvent, TooLarge) as exc:  # lose the question, not the agent's stop
+            log.warning("could not ask what next: %s", exc)
+            return None
+        output = await self._hold(
+            agent, state, payload, request, steer.HELD_SUBJECT, deadline, gone
+        )
+        if output is not None:  # an instruction: the agent goes on, one more block in a row
+            state.blocks += 1
+        return output
+
+    async def _hold(
+        self,
+        agent: str,
+        state: SessionState,
+        payload: dict[str, Any],
+        request: Event,
+        subject: str | None,
+        deadline: float,
+        gone: asyncio.Future[None] | None,
+    ) -> dict[str, Any] | None:
+        """Hold the hook on `request` until it is decided or `deadline` (the loop's clock)."""
+        clock = asyncio.get_running_loop()
+        hold = max(0.0, deadline - clock.time())
         opened = self.loop.open(state, request, subject)  # answerable, dismissable, from now
         try:
             # a link coming up (the daemon just started): wait a moment for it
@@ -368,8 +455,12 @@ class AgentDaemon:
     def _settle(self, agent: str, state: SessionState, hook: Any, payload: dict[str, Any]) -> None:
         """What this hook says about the requests and the calls still open in its session."""
         state.calls.hook(hook, payload)
+        if hook in steer.RESETS_BLOCKS:
+            state.blocks = 0
         if hook in _BACK:
             self._close_heads_ups(state)
+        if hook == "UserPromptSubmit":  # typed in the terminal: a held Stop is answered there
+            self.loop.answered_elsewhere(state, steer.HELD_SUBJECT, {})
         if hook in _TOOL_MOVED_ON:
             self.loop.dismiss(state, subject=_text(payload.get("tool_name")))
         elif hook in _SESSION_MOVED_ON:
@@ -413,7 +504,13 @@ class AgentDaemon:
         gone: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         watcher = asyncio.create_task(_watch_disconnect(receive, gone))
         try:
-            output = await self.handle(agent, payload, _hold_of(scope, self.default_hold), gone)
+            output = await self.handle(
+                agent,
+                payload,
+                _hold_of(scope, self.default_hold),
+                gone,
+                block_cap=_block_cap_of(scope),
+            )
         finally:
             watcher.cancel()
         await _reply(send, 200, {"output": output})
@@ -437,6 +534,14 @@ def _hold_of(scope: dict[str, Any], default: float) -> float:
                 break
             return default if hold != hold else max(0.0, min(hold, MAX_HOLD))
     return default
+
+
+def _block_cap_of(scope: dict[str, Any]) -> int:
+    """The agent's cap on Stop blocks in a row, as its hook saw it (`X-AEP-Block-Cap`)."""
+    for name, value in scope.get("headers") or []:
+        if name == b"x-aep-block-cap" and value.isdigit() and len(value) < 10:
+            return int(value)
+    return steer.DEFAULT_BLOCK_CAP
 
 
 async def _read_body(receive: Receive) -> bytes | None:

@@ -85,6 +85,9 @@ class SessionState:
     allowed: set[str] = field(default_factory=set)
     #: its calls not ended yet, to link a permission request to the one it gates (calls.py)
     calls: OpenCalls = field(default_factory=OpenCalls)
+    #: instructions given in a row from the chat at a held Stop with no tool call between
+    #: them: what Claude Code counts against CLAUDE_CODE_STOP_HOOK_BLOCK_CAP (steer.py)
+    blocks: int = 0
 
 
 class Emitter:
@@ -150,6 +153,7 @@ class Emitter:
         severity: Severity | None = None,
         run: str | None = None,
         max_bytes: int | None = None,
+        extensions: dict[str, str | int | bool] | None = None,
     ) -> Event:
         """The next event of `state`'s session, logged, at most `max_bytes` long (its longest
         strings cut to fit, bounds.py). Raises `InvalidEvent` on a bad one and `TooLarge` on
@@ -174,6 +178,7 @@ class Emitter:
                 cause=cause,
                 severity=severity,
                 capture=capture,
+                extensions=extensions,
                 **same,
             )
 

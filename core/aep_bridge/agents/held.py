@@ -30,6 +30,7 @@ from ..aep.form_values import form_problem
 from ..aep.registry import Capture
 from .emitter import SessionState
 from .mapping import DENY, Ceiling, Verdict, gated
+from .steer import DONE, is_stop_request
 
 #: decisions remembered for retried commands
 _RECORDED_ACKS: Final = 4096
@@ -92,6 +93,8 @@ def verdict_of(held: Held, answer: Any) -> Verdict:
     """The decision an answer makes (AEP-0008), or `Rejected` with the reason."""
     if not isinstance(answer, dict):
         raise Rejected("the command carries no answer")
+    if is_stop_request(held.request):
+        return _instruction(held, answer)
     option, text, values = answer.get("option"), answer.get("text"), answer.get("values")
     fields = held.fields
     if fields is not None:  # a form
@@ -119,6 +122,21 @@ def verdict_of(held: Held, answer: Any) -> Verdict:
             return Verdict(option=named)  # the word is the decision, not guidance
         return Verdict(option=DENY, text=text.strip())  # guidance never grants (AEP-0008)
     raise Rejected("the answer names no option and carries no text")
+
+
+def _instruction(held: Held, answer: dict[str, Any]) -> Verdict:
+    """A held Stop's answer: **Done** (the option, or the word) lets the agent stop; any
+    other words are its next instruction, whole (steer.py)."""
+    option, text = answer.get("option"), answer.get("text")
+    if isinstance(option, str):
+        if option != DONE:
+            raise Rejected(f"{option!r} is not an option of this request")
+        return Verdict(option=DONE)
+    if isinstance(text, str) and text.strip():
+        if _option_of(held, text) == DONE:
+            return Verdict(option=DONE)
+        return Verdict(text=text.strip())
+    raise Rejected("the answer names no option and carries no instruction")
 
 
 class AttentionLoop:

@@ -67,10 +67,17 @@ from typing import Any, Final, TextIO
 from .. import capture_choice
 from ..config_write import ConfigWriteError, indent_of, target_path
 from ..exit_status import EXIT_OK, EXIT_USAGE
-from .shim import DEFAULT_HOLD  # how long a held hook waits for a human by default
+from .shim import (
+    BLOCK_CAP_VARIABLE,
+    DEFAULT_HOLD,  # how long a held hook waits for a human by default
+    MAX_HOLD,
+)
 
 #: Added to the hold, so the agent never kills a hook that is still waiting for its answer.
 HOLD_MARGIN: Final = 10
+#: Instructions in a row from the chat Claude Code takes with no tool call between them
+#: (its own default is 8: a long conversation from the phone would end there).
+STEER_BLOCK_CAP: Final = 100
 #: Every hook that does not wait for a person returns within this.
 SHORT_TIMEOUT: Final = 10
 #: Every command we write starts so, and only ours do: uninstall finds exactly these.
@@ -92,6 +99,10 @@ class Agent:
     events: dict[str, str | None]
     #: the events whose hook stays open while a human answers
     held: frozenset[str]
+    #: the events whose hook is held while the person is away, as long as the bridge says
+    steered: frozenset[str] = frozenset()
+    #: settings `env` entries the steered hooks need (kept as the person set them)
+    env: dict[str, str] = field(default_factory=dict)
 
     @property
     def command(self) -> str:
@@ -126,6 +137,8 @@ CLAUDE_CODE: Final = Agent(
         "ElicitationResult": None,
     },
     held=frozenset({"PermissionRequest", "Elicitation"}),
+    steered=frozenset({"Stop"}),
+    env={BLOCK_CAP_VARIABLE: str(STEER_BLOCK_CAP)},
 )
 
 CODEX: Final = Agent(
@@ -164,7 +177,10 @@ def command_for(agent: Agent, event: str, hold: float) -> str:
 
 
 def timeout_for(agent: Agent, event: str, hold: float) -> int:
-    """Seconds the agent may let this event's hook run: above the hold for a held one."""
+    """Seconds the agent may let this event's hook run: above the hold for a held one, above
+    the longest hold the bridge may name for a steered one (a Stop, while away)."""
+    if event in agent.steered:
+        return math.ceil(MAX_HOLD) + HOLD_MARGIN
     return math.ceil(hold) + HOLD_MARGIN if event in agent.held else SHORT_TIMEOUT
 
 
@@ -185,10 +201,12 @@ class Change:
     removed: int = 0
     kept: int = 0
     events: list[str] = field(default_factory=list)
+    #: `env` entries added (install) or removed (uninstall)
+    env: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
-        return bool(self.added or self.updated or self.removed)
+        return bool(self.added or self.updated or self.removed or self.env)
 
 
 def merge(doc: dict[str, Any], agent: Agent, hold: float, where: str) -> Change:
@@ -233,12 +251,29 @@ def merge(doc: dict[str, Any], agent: Agent, hold: float, where: str) -> Change:
             change.removed += removed
             if removed and not groups:
                 del hooks[event]
+    if agent.env:
+        env = doc.setdefault("env", {})
+        if not isinstance(env, dict):
+            raise Refused(f"{where}: `env` is not an object; fix it or move the file aside")
+        for key, value in agent.env.items():
+            if key not in env:  # a value the person set stays theirs
+                env[key] = value
+                change.env.append(key)
     return change
 
 
-def remove(doc: dict[str, Any]) -> Change:
-    """Take every handler of ours out, in place, and what removing them left empty."""
+def remove(doc: dict[str, Any], env: dict[str, str] | None = None) -> Change:
+    """Take every handler of ours out, in place, and what removing them left empty; and the
+    `env` entries install wrote (`env`: the agent's), where they still have its value."""
     change = Change()
+    settings = doc.get("env")
+    if env and isinstance(settings, dict):
+        for key, value in env.items():
+            if settings.get(key) == value:
+                del settings[key]
+                change.env.append(key)
+        if change.env and not settings:
+            del doc["env"]
     hooks = doc.get("hooks")
     if not isinstance(hooks, dict):
         return change
@@ -477,6 +512,12 @@ def _install(
         f"{' and '.join(held)} {'wait' if len(held) > 1 else 'waits'} up to "
         f"{timeout_for(agent, held[0], hold)} s for an answer, the others {SHORT_TIMEOUT} s"
     )
+    steered = [event for event in agent.events if event in agent.steered]
+    if steered:
+        timing += (
+            f"; {' and '.join(steered)} up to {timeout_for(agent, steered[0], hold)} s "
+            "while you are away"
+        )
     if change.changed:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(path, render(loaded.doc, loaded))
@@ -486,6 +527,7 @@ def _install(
                 f"added {_hooks(change.added)}" if change.added else "",
                 f"updated {_hooks(change.updated)}" if change.updated else "",
                 f"removed {_hooks(change.removed)} no longer used" if change.removed else "",
+                f"set {', '.join(f'env.{key}' for key in change.env)}" if change.env else "",
             )
             if part
         ]
@@ -512,22 +554,27 @@ def _uninstall(agent: Agent, path: Path, where: str, loaded: Loaded, out: TextIO
     if loaded.raw is None:
         print(f"{where} does not exist; nothing to remove", file=out)
         return EXIT_OK
-    change = remove(loaded.doc)
-    if not change.removed:
+    change = remove(loaded.doc, agent.env)
+    if not change.changed:
         print(f"{where} has no aep-bridge hooks; nothing changed", file=out)
         return EXIT_OK
     if loaded.doc or path.is_symlink():
         write_atomically(path, render(loaded.doc, loaded))
-        print(f"removed {_hooks(change.removed)} from {where}", file=out)
+        print(f"removed {_removed(change)} from {where}", file=out)
         return EXIT_OK
     path.unlink()
     with contextlib.suppress(OSError):  # removed only when empty: install may have made it
         path.parent.rmdir()
     print(
-        f"removed {_hooks(change.removed)} from {where}, which held nothing else: deleted it",
+        f"removed {_removed(change)} from {where}, which held nothing else: deleted it",
         file=out,
     )
     return EXIT_OK
+
+
+def _removed(change: Change) -> str:
+    env = [f"env.{key}" for key in change.env]
+    return " and ".join([_hooks(change.removed), *env] if change.removed else env)
 
 
 def codex_home() -> Path:

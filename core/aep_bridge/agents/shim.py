@@ -30,6 +30,9 @@ from .paths import agentd_dir, check_private, socket_path
 AGENTS: Final = ("claude-code", "codex")
 #: hooks the daemon holds open until a human answers (or the hold passes)
 HELD_HOOKS: Final = frozenset({"PermissionRequest", "Elicitation"})
+#: hooks the daemon may hold while the person is away, for as long as the bridge says
+#: (its `away.hold_minutes`, at most `MAX_HOLD`); not away, they return at once (steer.py)
+STEERED_HOOKS: Final = frozenset({"Stop"})
 #: how long a held hook waits for the human by default, in seconds (the agent's own timeout
 #: for the hook, written by `aep-bridge install`, is above it)
 DEFAULT_HOLD: Final = 55.0
@@ -45,6 +48,20 @@ MAX_HOLD: Final = 3600.0
 _MARGIN: Final = 3.0
 
 
+#: Claude Code's cap on Stop blocks in a row, in the environment it gives its hooks
+BLOCK_CAP_VARIABLE: Final = "CLAUDE_CODE_STOP_HOOK_BLOCK_CAP"
+
+
+def _cap_header() -> str:
+    """The agent's cap on Stop blocks in a row, for the daemon (steer.py), when it set one."""
+    cap = os.environ.get(BLOCK_CAP_VARIABLE, "").strip()
+    return (
+        f"X-AEP-Block-Cap: {int(cap)}\r\n"
+        if cap.isascii() and cap.isdigit() and len(cap) < 10
+        else ""
+    )
+
+
 def _post(path: Path, agent: str, body: bytes, hold: float, wait: float) -> bytes:
     """One HTTP/1.1 exchange with the daemon over its socket; the response's body.
 
@@ -55,7 +72,8 @@ def _post(path: Path, agent: str, body: bytes, hold: float, wait: float) -> byte
         check_private(path.parent)  # never talk to a socket another user could have put there
     head = (
         f"POST /hook/{agent} HTTP/1.1\r\nHost: agentd\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(body)}\r\nX-AEP-Hold: {hold:g}\r\nConnection: close\r\n\r\n"
+        f"Content-Length: {len(body)}\r\nX-AEP-Hold: {hold:g}\r\n{_cap_header()}"
+        "Connection: close\r\n\r\n"
     )
     chunks: list[bytes] = []
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
@@ -96,7 +114,12 @@ def deliver(agent: str, body: bytes, *, hold: float, directory: Path | None = No
         event = json.loads(body).get("hook_event_name")
     except (ValueError, AttributeError, RecursionError):  # the daemon refuses it, and says why
         event = None
-    wait = hold + _MARGIN if event in HELD_HOOKS else QUICK_WAIT
+    if event in HELD_HOOKS:
+        wait = hold + _MARGIN
+    elif event in STEERED_HOOKS:
+        wait = MAX_HOLD + _MARGIN  # the bridge names the hold; the daemon keeps to MAX_HOLD
+    else:
+        wait = QUICK_WAIT
     try:
         return _post(path, agent, body, hold, wait)
     except (FileNotFoundError, ConnectionRefusedError):
@@ -174,4 +197,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     return EXIT_OK
 
 
-__all__ = ["AGENTS", "DEFAULT_HOLD", "HELD_HOOKS", "deliver", "main"]
+__all__ = ["AGENTS", "DEFAULT_HOLD", "HELD_HOOKS", "STEERED_HOOKS", "deliver", "main"]
