@@ -229,7 +229,7 @@ class AwayStub:
 async def live(
     tmp_path: Path, *, daemon: bool = True, away: AwayStub | None = None
 ) -> AsyncIterator[Live]:
-    channels = {"phone": {"type": "memory", "approvers": ["alice"]}}
+    channels = {"phone": {"type": "memory", "approvers": ["alice"], "allow_instructions": True}}
     async with contextlib.AsyncExitStack() as stack:
         rig = await stack.enter_async_context(Rig(tmp_path / "bridge", channels=channels))
         wrap = None if away is None else away.wrap
