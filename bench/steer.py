@@ -126,7 +126,8 @@ async def _steer(root: Path) -> dict[str, Any]:
     async with (
         FakeSlack() as fake,
         FakeSlack() as other,  # the fake's own round trips, on a fake of their own
-        running(fake, root / "steer") as r,
+        # a shared channel takes instructions only where its config says so (issue 33)
+        running(fake, root / "steer", allow_instructions=True) as r,
         r.agent("steer") as agent,
         Baseline(other) as baseline,
     ):

@@ -247,9 +247,10 @@ class AwayConfig(BaseModel):
     hold_minutes: float = Field(
         default=30.0,
         gt=0,
-        le=24 * 60,
+        le=60,
         description="how long the daemon holds an away agent's stop for an answer from the "
-        "chat; with no answer by then the agent stops",
+        "chat, at most 60 (the longest a hook waits: `aep-bridge install` writes the Stop "
+        "hook's timeout above it); with no answer by then the agent stops",
     )
 
 

@@ -53,7 +53,7 @@ FILES = {"claude-code": ".claude/settings.json", "codex": ".codex/hooks.json"}
 EVENTS = {"claude-code": CLAUDE_EVENTS, "codex": CODEX_EVENTS}
 HELD = {"claude-code": {"PermissionRequest", "Elicitation"}, "codex": {"PermissionRequest"}}
 #: held while the person is away, up to the longest hold the bridge may name (issue 33)
-STEERED: dict[str, set[str]] = {"claude-code": {"Stop"}, "codex": set()}
+STEERED: dict[str, set[str]] = {"claude-code": {"Stop"}, "codex": {"Stop"}}
 #: what install writes into Claude Code's settings `env` for a long conversation from the chat
 STEER_ENV: dict[str, dict[str, str]] = {
     "claude-code": {"CLAUDE_CODE_STOP_HOOK_BLOCK_CAP": "100"},

@@ -509,7 +509,7 @@ class AgentDaemon:
                 payload,
                 _hold_of(scope, self.default_hold),
                 gone,
-                block_cap=_block_cap_of(scope),
+                block_cap=_block_cap_of(scope, agent),
             )
         finally:
             watcher.cancel()
@@ -536,12 +536,16 @@ def _hold_of(scope: dict[str, Any], default: float) -> float:
     return default
 
 
-def _block_cap_of(scope: dict[str, Any]) -> int:
-    """The agent's cap on Stop blocks in a row, as its hook saw it (`X-AEP-Block-Cap`)."""
+def _block_cap_of(scope: dict[str, Any], agent: str) -> int:
+    """The agent's cap on Stop blocks in a row, as its hook saw it (`X-AEP-Block-Cap`), else
+    the agent's own default (`STOP_BLOCK_CAP` of its mapping: Codex has none, 0; Claude
+    Code's is 8)."""
     for name, value in scope.get("headers") or []:
         if name == b"x-aep-block-cap" and value.isdigit() and len(value) < 10:
             return int(value)
-    return steer.DEFAULT_BLOCK_CAP
+    mapping = MAPPINGS.get(agent)
+    default = getattr(mapping, "STOP_BLOCK_CAP", steer.DEFAULT_BLOCK_CAP)
+    return default if isinstance(default, int) else steer.DEFAULT_BLOCK_CAP
 
 
 async def _read_body(receive: Receive) -> bytes | None:

@@ -159,6 +159,8 @@ CODEX: Final = Agent(
         "Stop": None,
     },
     held=frozenset({"PermissionRequest"}),
+    # held while away (issue 33); Codex counts no blocks in a row, so no `env` is needed
+    steered=frozenset({"Stop"}),
 )
 
 AGENTS: Final = {agent.name: agent for agent in (CLAUDE_CODE, CODEX)}
