@@ -229,6 +229,8 @@ class Pages:
             Route("/api/sessions/{session_id}", self._signed_in(self.session), methods=["GET"]),
             Route("/api/stream", self._signed_in(self.stream), methods=["GET"]),
             Route("/api/answer", self._signed_in(self.answer), methods=["POST"]),
+            Route("/api/away", self._signed_in(self.away), methods=["GET"]),
+            Route("/api/away", self._signed_in(self.switch_away), methods=["POST"]),
             Route("/api/signout", self._signed_in(self.signout), methods=["POST"]),
         ]
 
@@ -372,7 +374,49 @@ class Pages:
     # -- the API ------------------------------------------------------------------------
 
     async def state(self, request: Request, session: PageSession) -> Response:
-        return JSONResponse(self.channel.board.state())
+        return JSONResponse({**self.channel.board.state(), "away": self._away()})
+
+    def _away(self) -> dict[str, Any]:
+        """Away mode as the page shows it: the everywhere switch and this page's sessions."""
+        described = self.channel.core.away_state()
+        shown = self.channel.board.sessions
+        listed = [s for s in described.get("sessions", []) if s.get("id") in shown]
+        keep = ("everywhere", "by", "after_minutes", "hold_seconds")
+        return {**{k: described.get(k) for k in keep}, "sessions": listed}
+
+    async def away(self, request: Request, session: PageSession) -> Response:
+        """`GET api/away`: away mode now (the page asks again now and then: another channel,
+        `aep-bridge away` or automatic away may have switched it)."""
+        return JSONResponse(self._away())
+
+    async def switch_away(self, request: Request, session: PageSession) -> Response:
+        """`POST api/away` `{"on": bool, "session_id"?: id}`: the page's away switch, for the
+        signed-in user; the core checks the approvers before anything changes."""
+        if _media_type(request) != "application/json":
+            return JSONResponse({"error": "unsupported", "detail": "send JSON"}, 415)
+        body = await _read(request, MAX_FORM)
+        if body is None:
+            return JSONResponse({"error": "too-large", "detail": "the request is too long"}, 413)
+        try:
+            given = json.loads(body)
+        except ValueError:
+            given = None
+        on = given.get("on") if isinstance(given, dict) else None
+        target = given.get("session_id") if isinstance(given, dict) else None
+        if not isinstance(on, bool) or not (target is None or (isinstance(target, str) and target)):
+            return JSONResponse(
+                {"error": "bad-request", "detail": "send on (true or false) and maybe session_id"},
+                400,
+            )
+        resolution = await self.channel.core.set_away(on, self.channel.user, session_id=target)
+        code = {ResolutionStatus.NOT_ALLOWED: 403, ResolutionStatus.UNKNOWN: 404}.get(
+            resolution.status, 200
+        )
+        where = "everywhere" if target is None else "for this session"
+        message = f"Away {'on' if on else 'off'} {where}." if code == 200 else resolution.message
+        return JSONResponse(
+            {"status": str(resolution.status), "message": message, "away": self._away()}, code
+        )
 
     async def session(self, request: Request, session: PageSession) -> Response:
         timeline = self.channel.board.timeline(request.path_params["session_id"])

@@ -662,6 +662,7 @@ function placeItem(item) {
 async function openSession(id) {
   current = id;
   renderSessions();
+  renderAway();
   const timeline = document.getElementById("timeline");
   if (!id) return;
   arrived = [];
@@ -700,6 +701,87 @@ function fromHash() {
   return match ? decodeURIComponent(match[1]) : null;
 }
 
+// -- away mode -------------------------------------------------------------------------
+// One switch for everywhere (in the header) and one for the open session (in its header).
+// The state comes with /api/state and again from /api/away every AWAY_EVERY_MS: another
+// channel, `aep-bridge away` or automatic away may switch it meanwhile.
+
+const AWAY_EVERY_MS = 10000;
+let away = null; // the latest away state the bridge gave
+
+function showSwitch(button, on) {
+  button.textContent = on ? "Away: on" : "Away: off";
+  button.dataset.away = on ? "on" : "off";
+  button.setAttribute("aria-pressed", on ? "true" : "false");
+}
+
+function automatic() {
+  return away && away.after_minutes ? `automatic after ${away.after_minutes} min` : "";
+}
+
+function renderAway() {
+  if (!away) return;
+  document.getElementById("away-all-box").hidden = false;
+  showSwitch(document.getElementById("away-all"), away.everywhere);
+  const all = away.everywhere ? ["away: everywhere"] : [automatic() || "not away"];
+  if (away.everywhere && away.by) all.push(`by ${away.by}`);
+  document.getElementById("away-all-why").textContent = all.join(", ");
+  const box = document.getElementById("away-session-box");
+  const mine = current ? away.sessions.find((s) => s.id === current) : null;
+  box.hidden = !mine;
+  if (!mine) return;
+  showSwitch(document.getElementById("away-session"), mine.away);
+  const why = {
+    session: "away: this session's own switch",
+    everywhere: "away: everywhere",
+    automatic: `away: automatic (no prompt typed in its terminal for ${away.after_minutes} min)`,
+  }[mine.why];
+  const said = mine.away ? [why || "away"] : [mine.switch === false ? "not away: its own switch" : "not away"];
+  if (!mine.away && mine.switch !== false && automatic()) said.push(automatic());
+  if (mine.switch !== null && mine.by) said.push(`by ${mine.by}`);
+  document.getElementById("away-session-why").textContent = said.join(", ");
+}
+
+async function refreshAway() {
+  if (!key || signedOut) return;
+  try {
+    const reply = await fetch("api/away", authed());
+    if (reply.ok) {
+      away = await reply.json();
+      renderAway();
+    }
+  } catch (error) {
+    // the bridge cannot be reached: the stream says so
+  }
+}
+
+async function switchAway(button, sessionId) {
+  const on = button.dataset.away !== "on";
+  const why = document.getElementById(sessionId ? "away-session-why" : "away-all-why");
+  button.disabled = true;
+  try {
+    const reply = await fetch("api/away", authed({
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(sessionId ? { on, session_id: sessionId } : { on }),
+    }));
+    if (reply.status === 401) {
+      refused(reply);
+      return;
+    }
+    const result = await reply.json().catch(() => ({}));
+    if (result.away) {
+      away = result.away;
+      renderAway();
+    }
+    if (!reply.ok) why.textContent = result.message || result.detail || `The bridge answered ${reply.status}`;
+  } catch (error) {
+    why.textContent = "The bridge cannot be reached: try again.";
+  } finally {
+    button.disabled = false;
+  }
+}
+
 // -- state and stream ------------------------------------------------------------------
 
 async function load() {
@@ -710,6 +792,7 @@ async function load() {
   }
   if (!reply.ok) return false;
   const state = await reply.json();
+  if (state.away) away = state.away;
   for (const s of state.sessions) newer(sessions, s);
   const inQueue = new Set(state.queue.map((c) => c.id));
   for (const [id, card] of cards) {
@@ -858,5 +941,8 @@ setInterval(refreshTimes, AGO_EVERY_MS);
 document.getElementById("session-view").tabIndex = -1;
 document.getElementById("sign-out").addEventListener("click", signOut);
 document.getElementById("notify").addEventListener("click", toggleNotify);
+document.getElementById("away-all").addEventListener("click", (event) => switchAway(event.currentTarget, null));
+document.getElementById("away-session").addEventListener("click", (event) => switchAway(event.currentTarget, current));
+setInterval(refreshAway, AWAY_EVERY_MS);
 showNotifyButton();
 start();

@@ -547,3 +547,108 @@ def test_a_burst_within_one_millisecond_is_kept_in_its_order_of_arrival_and_acro
     assert len(again.items["s1"]) == before + 1  # a new entry, replacing none it had
     assert late["seq"] > max(e["seq"] for e in [*again.items["s1"].values()] if e is not late)
     assert [c["id"] for c in again.state()["queue"]] == ["c1"]  # c2 is answered
+
+
+# -- away mode's switch (issue 33) -----------------------------------------------------------
+
+
+def _bridge_away(running: RunningBridge[Any]) -> dict[str, Any]:
+    """Away mode as the bridge itself holds it (what its `GET /away` gives), read through the
+    real bridge the channel runs in."""
+    view = running.adapter.view
+    assert view is not None
+    return view.away_state()
+
+
+async def _switch(page: Page, body: dict[str, Any], **headers: str) -> httpx.Response:
+    return await page.client.post(
+        f"{page.base}/api/away",
+        content=json.dumps(body),
+        headers={
+            "Content-Type": "application/json",
+            "X-Page-Key": page.key,
+            "Origin": page.running.url,
+            **headers,
+        },
+    )
+
+
+async def test_the_page_switches_away_mode_everywhere_and_per_session(
+    web: tuple[RunningBridge[Any], str], client: httpx.AsyncClient
+) -> None:
+    running, url = web
+    page = Page(running, client)
+    await page.sign_in(url)
+    agent = running.agent(agent="claude-code")
+    agent.start("Fix the flaky checkout test")
+    await running.settle()
+    state = await page.state()
+    [session] = state["sessions"]
+    assert state["away"]["everywhere"] is False
+    assert [(s["id"], s["away"]) for s in state["away"]["sessions"]] == [(session["id"], False)]
+
+    reply = await _switch(page, {"on": True})
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["status"] == "accepted"
+    assert reply.json()["away"]["everywhere"] is True
+    assert _bridge_away(running)["everywhere"] is True
+    # the page's state says so after a reload, with who switched it
+    away = (await page.state())["away"]
+    assert away["everywhere"] is True
+    assert away["by"] == "you on web"
+    assert away["sessions"][0]["why"] == "everywhere"
+
+    # the session's own switch wins over the everywhere one
+    reply = await _switch(page, {"on": False, "session_id": session["id"]})
+    assert reply.status_code == 200, reply.text
+    [listed] = _bridge_away(running)["sessions"]
+    assert (listed["away"], listed["switch"]) == (False, False)
+    [shown] = (await page.get("api/away")).json()["sessions"]
+    assert (shown["away"], shown["switch"]) == (False, False)
+
+    # an unknown session is said so, and changes nothing
+    reply = await _switch(page, {"on": True, "session_id": "s_nope"})
+    assert reply.status_code == 404
+    assert _bridge_away(running)["sessions"] == [listed]
+
+
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [
+        ({"X-Page-Key": "forged"}, 401),
+        ({"Cookie": "aep_web=forged"}, 401),
+        ({"Origin": "http://evil.example"}, 403),
+        ({"Origin": "null"}, 403),
+        ({"Content-Type": "text/plain"}, 415),
+    ],
+)
+async def test_a_foreign_or_signed_out_away_switch_changes_nothing(
+    web: tuple[RunningBridge[Any], str],
+    client: httpx.AsyncClient,
+    headers: dict[str, str],
+    status: int,
+) -> None:
+    running, url = web
+    page = Page(running, client)
+    await page.sign_in(url)
+    if "Cookie" in headers:  # no sign-in cookie of this browser's: only the forged one
+        client.cookies.clear()
+    reply = await _switch(page, {"on": True}, **headers)
+    assert reply.status_code == status
+    assert _bridge_away(running)["everywhere"] is False
+
+
+async def test_a_signed_in_non_approver_cannot_switch_away_mode(
+    bridge: BridgeFixture, caplog: pytest.LogCaptureFixture, client: httpx.AsyncClient
+) -> None:
+    caplog.set_level(logging.INFO, logger="aep_bridge.web")
+    running = await bridge.start("web", {"approvers": ["someone-else"]})
+    match = SIGN_IN.search(caplog.text)
+    assert match
+    page = Page(running, client)
+    await page.sign_in(match.group(1))
+    reply = await _switch(page, {"on": True})
+    assert reply.status_code == 403
+    assert reply.json()["status"] == "not_allowed"
+    assert _bridge_away(running)["everywhere"] is False
+    assert "refused away on on web from local" in caplog.text
