@@ -52,8 +52,11 @@ _MARGIN: Final = 3.0
 BLOCK_CAP_VARIABLE: Final = "CLAUDE_CODE_STOP_HOOK_BLOCK_CAP"
 
 
-def _cap_header() -> str:
-    """The agent's cap on Stop blocks in a row, for the daemon (steer.py), when it set one."""
+def _cap_header(agent: str) -> str:
+    """Claude Code's cap on Stop blocks in a row, for the daemon (steer.py), when it set one
+    (the variable is Claude Code's: another agent's hook never sends it)."""
+    if agent != "claude-code":
+        return ""
     cap = os.environ.get(BLOCK_CAP_VARIABLE, "").strip()
     return (
         f"X-AEP-Block-Cap: {int(cap)}\r\n"
@@ -72,7 +75,7 @@ def _post(path: Path, agent: str, body: bytes, hold: float, wait: float) -> byte
         check_private(path.parent)  # never talk to a socket another user could have put there
     head = (
         f"POST /hook/{agent} HTTP/1.1\r\nHost: agentd\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(body)}\r\nX-AEP-Hold: {hold:g}\r\n{_cap_header()}"
+        f"Content-Length: {len(body)}\r\nX-AEP-Hold: {hold:g}\r\n{_cap_header(agent)}"
         "Connection: close\r\n\r\n"
     )
     chunks: list[bytes] = []
