@@ -44,7 +44,7 @@ def _stop(**changes: Any) -> dict[str, Any]:
         "session_id": "019a2c3e-7f1b-7d2a-9c1e-5b8a4f3d2e10",
         "turn_id": "turn-7",
         "transcript_path": None,
-        "cwd": "/work/app",
+        "cwd": "/home/user/app",
         "hook_event_name": "Stop",
         "model": "gpt-5.3-codex",
         "permission_mode": "default",
