@@ -120,6 +120,25 @@ class ChatCommands:
             away = "; away (its agent asks here what next when it finishes)"
         return f"{name}: {session.agent}, {state}; {questions}{away}"
 
+    def _refused(
+        self, channel: str, session: SessionRecord, verb: str, message: IncomingMessage
+    ) -> bool:
+        """Whether `/verb` is refused: its sender is no approver here (logged, and the thread
+        is told). Checked before anything is written or sent."""
+        if self._approve(channel, message.user, None):
+            return False
+        log.warning(
+            "refused /%s on %s from %s (%s): not an approver",
+            verb,
+            channel,
+            message.user.id,
+            message.user.display,
+        )
+        self._reply(
+            channel, session.id, f"/{verb}: refused: you are not an approver for this channel"
+        )
+        return True
+
     def switch_away(
         self,
         channel: str,
@@ -130,17 +149,7 @@ class ChatCommands:
     ) -> None:
         """`/away` or `/back`: this session's own switch, from an approver only (checked
         before anything is written)."""
-        if not self._approve(channel, message.user, None):
-            log.warning(
-                "refused /%s on %s from %s (%s): not an approver",
-                verb,
-                channel,
-                message.user.id,
-                message.user.display,
-            )
-            self._reply(
-                channel, session.id, f"/{verb}: refused: you are not an approver for this channel"
-            )
+        if self._refused(channel, session, verb, message):
             return
         on = verb == "away"
         away.set(on, session_id=session.id, by=f"{message.user.display} on {channel}")
@@ -157,17 +166,7 @@ class ChatCommands:
     async def control(
         self, channel: str, session: SessionRecord, verb: str, message: IncomingMessage
     ) -> None:
-        if not self._approve(channel, message.user, None):
-            log.warning(
-                "refused /%s on %s from %s (%s): not an approver",
-                verb,
-                channel,
-                message.user.id,
-                message.user.display,
-            )
-            self._reply(
-                channel, session.id, f"/{verb}: refused: you are not an approver for this channel"
-            )
+        if self._refused(channel, session, verb, message):
             return
         current = self.sessions.get(session.id)
         if current is not None and current.state == "ended":

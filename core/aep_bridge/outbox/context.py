@@ -37,12 +37,15 @@ from typing import Final
 
 from ..store import Store
 from ..types import OutgoingMessage, PermissionOutcome, PermissionRequest
-from .jobs import Priority
+from .jobs import Priority, message_key
 from .lanes import Entry
 
 #: sessions whose posted keys `FirstPosts` remembers (the least recently posting forgotten
 #: first: a session that never ends must not grow the set for good)
 SESSIONS_KEPT: Final = 512
+#: the cards whose context is kept in memory (the least recently used read back from the
+#: store when needed)
+CARDS_KEPT: Final = 512
 #: the key prefix of a session's header (`render.session`): the thread's first message, which
 #: the first prompt joins; never carried by a card
 HEADER_KEY: Final = "session:"
@@ -173,11 +176,6 @@ class Carried:
         )
 
 
-def _message_key(message: OutgoingMessage) -> str | None:
-    """The outbox key a message coalesces on (`Job.message`)."""
-    return None if message.key is None else f"message:{message.key}"
-
-
 class CardContexts:
     """The cards of one channel that carry a context, and the keys folded into each."""
 
@@ -211,13 +209,12 @@ class CardContexts:
     def _remember(self, carried: Carried, *, cache: bool = True) -> None:
         card_id = carried.request.id
         for message in carried.request.context:
-            key = _message_key(message)
-            if key is not None:
-                self._keys[(carried.session_id, key)] = card_id
+            if message.key is not None:
+                self._keys[(carried.session_id, message_key(message.key))] = card_id
         if cache:
             self._cards[card_id] = carried
             self._cards.move_to_end(card_id)
-            while len(self._cards) > SESSIONS_KEPT:
+            while len(self._cards) > CARDS_KEPT:
                 self._cards.popitem(last=False)
 
     def save(self, carried: Carried) -> None:
@@ -271,6 +268,7 @@ def replaced(
 
 
 __all__ = [
+    "CARDS_KEPT",
     "SESSIONS_KEPT",
     "CardContexts",
     "Carried",

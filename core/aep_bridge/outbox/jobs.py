@@ -53,6 +53,16 @@ def card_key(card_id: str) -> str:
     return f"card:{card_id}"
 
 
+def outcome_key(card_id: str) -> str:
+    """The `coalesce` key of a card's update."""
+    return f"outcome:{card_id}"
+
+
+def message_key(key: str) -> str:
+    """The `coalesce` key of a keyed message (`OutgoingMessage.key`)."""
+    return f"message:{key}"
+
+
 class Job:
     """One persisted platform call: what to call, for which session, and how urgent it is.
 
@@ -145,7 +155,7 @@ class Job:
         if priority is None:
             final = content.notify or content.type in _FINAL_KINDS
             priority = Priority.FINAL if final else Priority.LIVE
-        coalesce = None if content.key is None else f"message:{content.key}"
+        coalesce = None if content.key is None else message_key(content.key)
         text = f'{{"content":{content.model_dump_json()}}}'
         return cls(
             "send_message",
@@ -197,7 +207,7 @@ class Job:
             session_id,
             None,
             priority,
-            f"outcome:{request.id}",
+            outcome_key(request.id),
             prepared=((session_id, request, outcome), text),
         )
         job.after = after

@@ -30,7 +30,7 @@ from ..types import (
     RateLimited,
 )
 from .context import CardContexts, Carried, FirstPosts, fold, replaced, with_context
-from .jobs import Job, Priority, arguments, card_key, fit
+from .jobs import Job, Priority, arguments, card_key, fit, outcome_key
 from .journal import Journal
 from .lanes import Entry, Lane, LaneKey
 from .limiter import Limiter, Limits, owe, spare
@@ -320,7 +320,7 @@ class Outbox(Queue):
             contexts.forget_key(session, job.coalesce or "")
             return job
         self._stats["folded"] += 1
-        for key in (card_key(card), f"outcome:{card}"):
+        for key in (card_key(card), outcome_key(card)):
             queued = self._coalescing.get((session, key))
             if queued is None or queued.dead or queued.in_flight or queued.row is None:
                 continue
