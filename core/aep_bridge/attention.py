@@ -233,9 +233,7 @@ class Attention:
         raise RuntimeError(f"no free card id in {CARD_ID_DRAWS} draws")
 
     def add_card(self, request: Request, channel: str) -> None:
-        with self.store.transaction():
-            self.store.add_card(request.id, channel)
-            self.trail.posted(request, channel)
+        self.store.add_card(request.id, channel)
 
     def cards(self, request: Request) -> list[str]:
         return self.store.card_channels(request.id)

@@ -23,6 +23,7 @@ from .aep.envelope import Event
 from .attention_records import Request
 from .scrub import scrub
 from .sessions import SessionRecord, Sessions
+from .steer import is_instruction_request
 from .store import Store
 from .types import ChannelUser
 
@@ -88,10 +89,19 @@ def no_principal(session: SessionRecord) -> str | None:
 class AuditLog:
     """Appends records to the store's `audit` table; `prune` is the retention."""
 
-    def __init__(self, store: Store, *, clock: Callable[[], float] = time.time) -> None:
-        """`clock`: the wall clock a record's time is read from (a test's own)."""
+    def __init__(
+        self,
+        store: Store,
+        *,
+        clock: Callable[[], float] = time.time,
+        redact: Callable[[str], str] = scrub,
+    ) -> None:
+        """`clock`: the wall clock a record's time is read from (a test's own). `redact`:
+        what an instruction's words go through before they are kept (the bridge's redaction
+        pipeline, as the thread shows them; by default the known secrets replaced)."""
         self.store = store
         self.clock = clock
+        self.redact = redact
 
     def record(
         self,
@@ -125,6 +135,15 @@ class AuditLog:
         )
         with self.store.transaction():
             self.store.add_audit(values)
+
+    def _redacted(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.redact(value)
+        if isinstance(value, dict):
+            return {k: self._redacted(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._redacted(v) for v in value]
+        return value
 
     def prune(self, days: float, batch: int = PRUNE_BATCH) -> int:
         """Delete the records older than `days`, a batch a transaction; returns how many."""
@@ -163,7 +182,8 @@ class AuditLog:
         )
 
     def posted(self, request: Request, channel: str) -> None:
-        """Its card was queued in `channel`."""
+        """Its card was posted in `channel` (the platform took it). The platform's message id
+        is the channel's own state, which the core does not see."""
         self.record(
             QUESTION_POSTED,
             session_id=request.session_id,
@@ -182,10 +202,10 @@ class AuditLog:
         instruction: bool,
     ) -> None:
         """A person's answer was claimed and its command recorded (same transaction). An
-        instruction keeps its words redacted, as the attention capture ceiling (redacted, by
-        default) lets them be seen."""
+        instruction keeps its words redacted (`redact`), as the thread shows them: the
+        attention capture ceiling's default, `redacted`."""
         if instruction and isinstance(answer.get("text"), str):
-            answer = {**answer, "text": scrub(answer["text"])}
+            answer = {**answer, "text": self.redact(answer["text"])}
         self.record(
             INSTRUCTION_SENT if instruction else QUESTION_ANSWERED,
             session_id=request.session_id,
@@ -229,7 +249,11 @@ class AuditLog:
         principal: str | None,
     ) -> None:
         """The question closed: `status` (answered, resolved, expired, dismissed), by the
-        agent's own event (`event`, its envelope kept) or the bridge's clock (expiry)."""
+        agent's own event (`event`, its envelope kept) or the bridge's clock (expiry). The
+        event of an instruction taken carries its words: redacted, as `answered` keeps them."""
+        envelope = None if event is None else event.to_dict()
+        if envelope is not None and "data" in envelope and is_instruction_request(request.event):
+            envelope["data"] = self._redacted(envelope["data"])
         self.record(
             QUESTION_OUTCOME,
             session_id=request.session_id,
@@ -241,7 +265,7 @@ class AuditLog:
                 "actor_name": by,
                 "command_id": request.command_id if by is not None else None,
             },
-            envelope=None if event is None else event.to_dict(),
+            envelope=envelope,
         )
 
     def refused(
@@ -280,8 +304,13 @@ class AttentionTrail:
             self.audit.asked(request, session, self.principal_of(session))
 
     def posted(self, request: Request, channel: str) -> None:
-        if self.audit is not None:
+        """Told after the platform took the card: a failed write is logged, nothing else."""
+        if self.audit is None:
+            return
+        try:
             self.audit.posted(request, channel)
+        except sqlite3.Error as exc:
+            log.error("cannot write to the audit trail: %s", exc)
 
     def answered(
         self,
@@ -324,7 +353,7 @@ class AttentionTrail:
         try:
             self.audit.refused(channel, card_id, user, request, why)
         except sqlite3.Error as exc:
-            log.error("cannot record a refused press on the audit trail: %s", exc)
+            log.error("cannot write to the audit trail: %s", exc)
 
 
 __all__ = [

@@ -123,7 +123,14 @@ class Bridge(EventMirror, QuestionCards):
         self.sessions = Sessions(self.store)
         self._withheld = Withheld(self.store)  # the capture notice's sessions (`withheld`)
         days = config.store.session_retention_days
-        self.audit = AuditLog(self.store, clock=clock)
+        self.routing = Routes(config.routes)
+        self.renderer = Renderer(
+            Redactor(redaction_policy(config, self.plan, secrets)),
+            vendor=self._vendor,
+            tool=self._tool,
+        )
+        # an instruction's words are kept as the thread shows them: redacted
+        self.audit = AuditLog(self.store, clock=clock, redact=self.renderer.redactor.text)
         self.retention = Retention(
             self.store,
             self.sessions,
@@ -131,12 +138,6 @@ class Bridge(EventMirror, QuestionCards):
             clock=clock,
             audit=self.audit,
             audit_days=config.audit.retention_days,
-        )
-        self.routing = Routes(config.routes)
-        self.renderer = Renderer(
-            Redactor(redaction_policy(config, self.plan, secrets)),
-            vendor=self._vendor,
-            tool=self._tool,
         )
         self.attention = Attention(
             self.store,

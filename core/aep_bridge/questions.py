@@ -239,13 +239,15 @@ class QuestionCards:
         return decision is True
 
     def _sent(self, channel: str, job: Job) -> None:
-        """A card was posted: tell the agent's side, best effort (`attention.routed`)."""
+        """A card was posted: on the audit trail, and tell the agent's side, best effort
+        (`attention.routed`)."""
         if job.op != "send_permission_request":
             return
         request = self.attention.get(str(job.payload["request"]["id"]))
         session = self.sessions.get(request.session_id) if request else None
         if request is None or session is None:
             return
+        self.attention.trail.posted(request, channel)
         publish = getattr(self.sources.get(session.stream), "publish", None)
         if publish is None:
             return

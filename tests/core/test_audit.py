@@ -16,6 +16,7 @@ import pytest
 from aep_bridge.audit import AuditLog
 from aep_bridge.audit_export import AuditUsageError, export, parse_since
 from aep_bridge.cli import main
+from aep_bridge.config import ConfigError, read_config
 from aep_bridge.store import MIGRATIONS, Store
 from aep_bridge.types import ChannelUser, ResolutionStatus
 
@@ -156,3 +157,52 @@ def test_the_audit_migration_is_the_last_one():
     assert any("CREATE TABLE audit (" in script for script in MIGRATIONS)
     store = Store.memory()
     assert store.schema_version == len(MIGRATIONS)
+
+
+async def test_an_instruction_is_on_the_trail_redacted_and_a_refused_one_too(tmp_path):
+    channels = {
+        "alpha": {"type": "memory", "approvers": ["alice"], "allow_instructions": True},
+        "beta": {"type": "memory", "approvers": ["alice"]},
+    }
+    async with Rig(tmp_path, channels=channels) as rig:
+        agent = rig.agent()
+        agent.start()
+        agent.emit(
+            "attention.requested",
+            {
+                "kind": "input",
+                "prompt": "test-agent finished: what next?",
+                "options": [{"id": "done", "label": "Done"}],
+                "respond_via": ["control"],
+            },
+            capture="full",
+            extensions={"aepbridgesteer": "stop"},
+        )
+        await rig.settle()
+        card_id = rig.card("beta")[1].id
+        words = "mail the report to ada@example.com"
+        refused = await rig.channel("beta").core.answer_text(card_id, words, ALICE)
+        assert refused.status is ResolutionStatus.REJECTED
+        taken = await rig.channel("alpha").core.answer_text(card_id, words, ALICE)
+        assert taken.status is ResolutionStatus.ACCEPTED
+        await rig.settle()
+        records = _records(rig.store)
+    [refusal] = [r for r in records if r["kind"] == "press.refused"]
+    assert (refusal["channel"], refusal["data"]["reason"]) == ("beta", "allow_instructions is off")
+    [sent] = [r for r in records if r["kind"] == "instruction.sent"]
+    assert sent["actor"]["id"] == "alice"
+    assert "mail the report to" in sent["answer"]["text"]
+    leaked = [r["kind"] for r in records if "ada@example.com" in json.dumps(r)]
+    assert leaked == [], leaked  # kept redacted, as the thread shows it
+    assert not [r for r in records if r["kind"] == "question.answered"]
+
+
+def test_a_bad_retention_names_the_key(tmp_path):
+    bad = tmp_path / "config.json"
+    bad.write_text(json.dumps({"audit": {"retention_days": 0}}))
+    with pytest.raises(ConfigError, match=r"audit\.retention_days"):
+        read_config(bad)
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"audit": {"retention_days": 7}}))
+    assert read_config(good).audit.retention_days == 7
+    assert read_config(None).audit.retention_days == 365
