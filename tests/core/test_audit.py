@@ -9,6 +9,7 @@ import csv
 import io
 import json
 import sqlite3
+import time
 from typing import Any
 
 import pytest
@@ -206,3 +207,16 @@ def test_a_bad_retention_names_the_key(tmp_path):
     good.write_text(json.dumps({"audit": {"retention_days": 7}}))
     assert read_config(good).audit.retention_days == 7
     assert read_config(None).audit.retention_days == 365
+
+
+async def test_the_running_bridge_deletes_only_records_past_audit_retention(tmp_path):
+    now = [time.time()]
+    async with Rig(tmp_path, clock=lambda: now[0], audit={"retention_days": 2}) as rig:
+        await _answered(rig)
+        written = len(_records(rig.store))
+        now[0] += 86_400  # a day on: all kept
+        await rig.bridge.retention.forget()
+        assert len(_records(rig.store)) == written
+        now[0] += 2 * 86_400  # past the retention: gone, in the once-a-minute round
+        await rig.bridge.retention.forget()
+        assert _records(rig.store) == []
