@@ -37,6 +37,7 @@ from .attention_records import (
     last_outcome,
     request_of_row,
 )
+from .audit import AttentionTrail, AuditLog, PrincipalOf, no_principal
 from .intake.source import CommandResult
 from .render import aep_form_values
 from .sessions import SessionRecord, Sessions
@@ -98,10 +99,15 @@ class Attention:
         hold: float = ANSWER_HOLD,
         describe: Describer | None = None,
         instructions: InstructionPolicy = _no_instructions,
+        audit: AuditLog | None = None,
+        principal_of: PrincipalOf = no_principal,
     ) -> None:
         """`hold`: seconds an answer waits for its agent to reconnect (0: not at all).
         `describe`: a card's words for an outcome, told to whoever presses a closed card.
-        `instructions`: whether a channel allows instructions (none, unless told)."""
+        `instructions`: whether a channel allows instructions (none, unless told).
+        `audit`: where questions, answers, refusals and outcomes are recorded (`audit.py`),
+        in the transaction of the change they record; `principal_of` names who sent a
+        session, for those records."""
         self.store = store
         self.sessions = sessions
         self._approve = approve
@@ -109,6 +115,7 @@ class Attention:
         self._report = report
         self._describe = describe
         self._instructions = instructions
+        self.trail = AttentionTrail(audit, sessions, principal_of)
         self.source = source
         self.agent = agent
         self.hold = hold
@@ -206,15 +213,19 @@ class Attention:
                 expires_at=expiry_of(event),
                 parsed=event,
             )
-            if self.store.add_request(
-                request.id,
-                session.id,
-                event.id,
-                event.raw,
-                json.dumps(option_ids),
-                request.status,
-                request.expires_at,
-            ):
+            with self.store.transaction():
+                added = self.store.add_request(
+                    request.id,
+                    session.id,
+                    event.id,
+                    event.raw,
+                    json.dumps(option_ids),
+                    request.status,
+                    request.expires_at,
+                )
+                if added:
+                    self.trail.asked(request, session)
+            if added:
                 self._keep_event(request)
                 self._schedule_expiry(request)
                 return request
@@ -300,6 +311,9 @@ class Attention:
                 claimed = self.store.claim_request(
                     card_id, recorded, user.display, command.id, command.raw, hold_until
                 )
+                if claimed:
+                    steer = text is not None and is_instruction_request(request.event)
+                    self.trail.answered(request, channel, user, recorded, command, steer)
             if claimed:  # durable before anything is sent or said, even inside a group
                 self.store.commit_group(strict=True)
         except sqlite3.Error as exc:
@@ -369,6 +383,7 @@ class Attention:
         """The approver check every answer passes first, whatever became of the card."""
         if self._approve(channel, user, request):
             return None
+        self.trail.refused(channel, card_id, user, request, "not an approver")
         log.warning(
             "refused an answer to %s on %s from %s (%s): not an approver",
             card_id,
@@ -386,6 +401,7 @@ class Attention:
         card stays open, and the refusal is logged as a refused press is."""
         if not is_instruction_request(request.event) or self._instructions(channel):
             return None
+        self.trail.refused(channel, card_id, user, request, "allow_instructions is off")
         log.warning(
             "refused an instruction to %s on %s from %s (%s): allow_instructions is off there",
             card_id,
@@ -447,6 +463,9 @@ class Attention:
         result = await self._send(session, command)
         current = self.get(request.id)
         if current is None or current.command_id != command.id or current.status != "sending":
+            if current is not None and current.command_id == command.id:  # it closed on it
+                self.trail.acknowledged(current, str(result.status), result.detail)
+                self.store.commit_group()
             return  # the agent moved on meanwhile (answered elsewhere, resolved, expired)
         recorded = json.loads(current.answer or "{}")
         outcome = Outcome(
@@ -458,6 +477,7 @@ class Attention:
         absent = result.code == "no-route" or (recovering and result.status == "timeout")
         if absent and time.time() < deadline:
             if not waited:
+                self.trail.acknowledged(current, str(result.code or result.status), WAITING)
                 log.info("answer to %s waits for its agent to reconnect", request.id)
                 self._show(current, replace(outcome, detail=WAITING))
             # shared by the session's waiting answers, listened for from now on (a `hello`
@@ -466,7 +486,10 @@ class Attention:
             self._park(self._wait_for_agent(session, current, command, deadline, recovering, back))
             return
         if result.status == "accepted":
-            self._set(current, status="answered")
+            with self.store.transaction():
+                self._set(current, status="answered")
+                self.trail.acknowledged(current, "accepted", None)
+            self.store.commit_group()  # the ack's record is durable before any card says so
             self._show(current, outcome)
             return
         said = None
@@ -484,6 +507,7 @@ class Attention:
             detail = "the agent did not acknowledge in time"
             status = OutcomeStatus.UNDELIVERED
         shown = replace(outcome, status=status, detail=detail, said=said)
+        self.trail.acknowledged(current, str(result.status), shown.detail_at(content=False))
         log.warning(
             "answer to %s was not taken: %s", request.id, shown.detail_at(content=True) or status
         )
@@ -551,7 +575,7 @@ class Attention:
         """Follow `attention.*` and `session.ended` from the agent."""
         if event.type == "session.ended":
             for request in self.open_requests(session.id):
-                self._close(request, "dismissed", Outcome(OutcomeStatus.DISMISSED))
+                self._close(request, "dismissed", Outcome(OutcomeStatus.DISMISSED), event)
             return
         if not event.type.startswith("attention.") or event.subject is None:
             return
@@ -565,13 +589,16 @@ class Attention:
             resolution = (event.data or {}).get("resolution")
             if request.status in PENDING:
                 if resolution == "dismissed":  # closed unanswered: a press says so
-                    self._close(request, "dismissed", Outcome(OutcomeStatus.DISMISSED))
+                    self._close(request, "dismissed", Outcome(OutcomeStatus.DISMISSED), event)
                 else:
-                    self._close(request, "resolved", Outcome(OutcomeStatus.ANSWERED_ELSEWHERE))
+                    outcome = Outcome(OutcomeStatus.ANSWERED_ELSEWHERE)
+                    self._close(request, "resolved", outcome, event)
             elif request.status == "answered":
-                self._set(request, status="resolved")
+                with self.store.transaction():
+                    self._set(request, status="resolved")
+                    self.trail.outcome(request, "resolved", request.answered_by, event)
         elif event.type == "attention.timeout" and request.status in PENDING:
-            self._close(request, "expired", Outcome(OutcomeStatus.EXPIRED))
+            self._close(request, "expired", Outcome(OutcomeStatus.EXPIRED), event)
 
     def _author(self, request: Request, command_id: str | None) -> str | None:
         """Who sent answer `command_id` to `request` from chat; None if it was not ours."""
@@ -597,6 +624,7 @@ class Attention:
                 request,
                 "answered",
                 Outcome(status, index, text if isinstance(text, str) else None, by),
+                event,
             )
 
     def _show(self, request: Request, outcome: Outcome) -> None:
@@ -605,8 +633,13 @@ class Attention:
         self.store.set_request_outcome(request.id, outcome.to_json())
         self._report(request, outcome)
 
-    def _close(self, request: Request, status: Status, outcome: Outcome) -> None:
-        closed = self._set(request, status=status)
+    def _close(
+        self, request: Request, status: Status, outcome: Outcome, event: Event | None = None
+    ) -> None:
+        """Close `request` (by the agent's `event`, or the bridge's own clock) and record it."""
+        with self.store.transaction():
+            closed = self._set(request, status=status)
+            self.trail.outcome(closed, status, outcome.by, event)
         timer = self._timers.pop(request.id, None)
         if timer is not None:
             timer.cancel()

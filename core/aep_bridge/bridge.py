@@ -37,6 +37,7 @@ from .aep.ids import source_uri
 from .aep.redaction import RedactionPolicy, Redactor
 from .aep.registry import CAPTURE_RANK
 from .attention import Attention
+from .audit import AuditLog
 from .away import AwayState
 from .channel_core import Channel, ChannelCore, PluginView
 from .chat import ChatCommands
@@ -122,12 +123,21 @@ class Bridge(EventMirror, QuestionCards):
         self.sessions = Sessions(self.store)
         self._withheld = Withheld(self.store)  # the capture notice's sessions (`withheld`)
         days = config.store.session_retention_days
-        self.retention = Retention(self.store, self.sessions, days, clock=clock)
         self.routing = Routes(config.routes)
         self.renderer = Renderer(
             Redactor(redaction_policy(config, self.plan, secrets)),
             vendor=self._vendor,
             tool=self._tool,
+        )
+        # an instruction's words are kept as the thread shows them: redacted
+        self.audit = AuditLog(self.store, clock=clock, redact=self.renderer.redactor.text)
+        self.retention = Retention(
+            self.store,
+            self.sessions,
+            days,
+            clock=clock,
+            audit=self.audit,
+            audit_days=config.audit.retention_days,
         )
         self.attention = Attention(
             self.store,
@@ -140,6 +150,8 @@ class Bridge(EventMirror, QuestionCards):
             hold=config.attention.answer_hold,
             describe=self.describe_outcome,
             instructions=self.allows_instructions,
+            audit=self.audit,
+            principal_of=self._principal_of,
         )
         self.away = AwayState(
             self.store,

@@ -278,6 +278,20 @@ class StoreConfig(BaseModel):
     )
 
 
+class AuditConfig(BaseModel):
+    """The audit trail (`aep-bridge audit`, docs/security.md): how long it is kept."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    retention_days: float = Field(
+        default=365.0,
+        gt=0,
+        description="days a record of the audit trail (questions, answers, refused presses, "
+        "instructions, tokens) is kept; older ones are deleted at start and once a minute "
+        "while the bridge runs. Nothing else ever deletes or changes a record",
+    )
+
+
 AgentCapture = Literal["metadata", "redacted", "full"]
 
 
@@ -311,6 +325,7 @@ class BridgeConfig(BaseModel):
     agents: AgentsConfig = Field(default_factory=AgentsConfig)
     away: AwayConfig = Field(default_factory=AwayConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
+    audit: AuditConfig = Field(default_factory=AuditConfig)
     routes: list[RouteConfig] | None = Field(
         default=None,
         description="which sessions go to which channels: a session goes to the channels of "

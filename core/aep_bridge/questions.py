@@ -205,6 +205,16 @@ class QuestionCards:
         running = self.channels.get(channel)
         return running is not None and running.config.instructions_allowed
 
+    def _principal_of(self, session: SessionRecord) -> str | None:
+        """Who sent `session`'s events, for the audit trail: its source's `principal_of` (the
+        embedded endpoint's, once tokens name principals), else None."""
+        source = self.sources.get(session.stream)
+        principal_of = getattr(source, "principal_of", None)
+        if not callable(principal_of):
+            return None
+        principal = principal_of(session.session)
+        return principal if isinstance(principal, str) else None
+
     def may_answer(self, channel: str, user: ChannelUser, request: Request | None) -> bool:
         """The approver policy, asked on every press: the `approver_decision` hook, whose
         last word is `aep_bridge.defaults` (the channel's `approvers` and `approver_roles`).
@@ -229,13 +239,15 @@ class QuestionCards:
         return decision is True
 
     def _sent(self, channel: str, job: Job) -> None:
-        """A card was posted: tell the agent's side, best effort (`attention.routed`)."""
+        """A card was posted: on the audit trail, and tell the agent's side, best effort
+        (`attention.routed`)."""
         if job.op != "send_permission_request":
             return
         request = self.attention.get(str(job.payload["request"]["id"]))
         session = self.sessions.get(request.session_id) if request else None
         if request is None or session is None:
             return
+        self.attention.trail.posted(request, channel)
         publish = getattr(self.sources.get(session.stream), "publish", None)
         if publish is None:
             return

@@ -2,9 +2,11 @@
 
 A session that ended longer ago than the retention is forgotten: its records in the store (its
 threads, questions, answers, cards, resume positions, any replay buffer) and the bridge's
-memory of it. At start (`forget_ended`, before anything reads the sessions) and, for a bridge
-that never restarts, once a minute while it runs (`Retention`), off the event path: in batches
-of `FORGET_BATCH` sessions, one short transaction each, the event loop free between two.
+memory of it. The audit trail's records older than `audit.retention_days` go in the same
+rounds (`AuditLog.prune`). At start (`forget_ended`, before anything reads the sessions)
+and, for a bridge that never restarts, once a minute while it runs (`Retention`), off the
+event path: in batches of `FORGET_BATCH` sessions, one short transaction each, the event
+loop free between two.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Final
 
+from .audit import AuditLog
 from .sessions import Sessions
 from .store import Store
 
@@ -51,13 +54,18 @@ class Retention:
         days: float,
         *,
         clock: Callable[[], float] = time.time,
+        audit: AuditLog | None = None,
+        audit_days: float = 365.0,
     ) -> None:
         """`clock`: the wall clock the retention counts on (the store's times are wall
-        clock times), a test's own."""
+        clock times), a test's own. `audit`: the audit trail, whose records older than
+        `audit_days` go in the same rounds (`audit.retention_days`)."""
         self.store = store
         self.sessions = sessions
         self.days = days
         self.clock = clock
+        self.audit = audit
+        self.audit_days = audit_days
 
     @property
     def interval(self) -> float:
@@ -79,6 +87,9 @@ class Retention:
             await asyncio.sleep(0)  # events go first
         if count:
             log.info("store: forgot %d session(s) that ended over %g days ago", count, self.days)
+        if self.audit is not None:
+            self.store.commit_group()
+            self.audit.prune(self.audit_days)
         return count
 
     async def run(self) -> None:

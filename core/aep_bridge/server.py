@@ -27,6 +27,7 @@ from pathlib import Path
 import uvicorn
 
 from . import __version__
+from .audit import AuditLog
 from .binding import CannotListen, bind_endpoint
 from .bridge import Bridge
 from .config import BridgeConfig
@@ -327,6 +328,7 @@ def _restore(config: BridgeConfig, store: Store) -> tuple[HubLimits, Hub]:
     forgotten = forget_ended(store, time.time() - days * 86400)  # and then while it runs
     if forgotten:
         log.info("store: forgot %d session(s) that ended over %g days ago", len(forgotten), days)
+    AuditLog(store).prune(config.audit.retention_days)
     limits = HubLimits(
         replay_buffer=intake.replay_buffer,
         queue_bytes=intake.max_queued_bytes,

@@ -110,6 +110,7 @@ class AttentionLoop(BridgeMachine):
         self.behaviour = "accepts"
         self.received: list[Event] = []
         self.said: list[str] = []  # the agent's replies, in the order it gave them
+        self.audit_ids: list[object] = []  # the audit trail's record ids seen so far
         # its `hello` names its process: after a restart, saying it again is enough
         self.agent = self.rig.agent(decide=self._decide, instance="test-host/4242")
         self.agent.participant.push = self._push
@@ -563,6 +564,25 @@ class AttentionLoop(BridgeMachine):
         asked.shown = asked.options[index].capitalize()
 
     # -- what everyone sees ------------------------------------------------------------------
+
+    @invariant()
+    def the_audit_trail_records_every_question_and_every_answer_sent_once(self) -> None:
+        """Issue 34: one `question.asked` per question; each answer the agent got is on the
+        trail once, by an approver, under the command's id; nothing on it ever goes away
+        (restarts, kills of answers in flight), and no refused press is an answer."""
+        rows = self.rig.store.execute("SELECT id, kind, command_id, actor_id FROM audit")
+        ids = [row[0] for row in rows]
+        assert ids[: len(self.audit_ids)] == self.audit_ids, "a record went away"
+        self.audit_ids = ids
+        assert [row[1] for row in rows].count("question.asked") == len(self.asked)
+        answered = [r for r in rows if r[1] in ("question.answered", "instruction.sent")]
+        by_command = [r[2] for r in answered]
+        assert len(by_command) == len(set(by_command)), answered
+        assert {r[3] for r in answered} <= set(APPROVERS), answered
+        got = {c.id for c in [*self.agent.commands, *self.received]}
+        assert got <= set(by_command), (got, answered)
+        refused = {r[3] for r in rows if r[1] == "press.refused"}
+        assert refused <= set(PEOPLE), refused
 
     @invariant()
     def one_thread_and_one_card_per_question_in_each_channel(self) -> None:

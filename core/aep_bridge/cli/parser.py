@@ -109,6 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
         client.add_argument("--token", help="the endpoint's token (default: this bridge's)")
         client.add_argument("--config", help=CONFIG_HELP + "; for listen and state_dir")
 
+    from .audit import add_parser as add_audit_parser
+
+    add_audit_parser(commands)
+
     secret = commands.add_parser("token", help="print the bridge's bearer token")
     secret.add_argument("--config", help=CONFIG_HELP + "; for its state_dir")
     secret.add_argument("--rotate", action="store_true", help="replace the token with a new one")

@@ -240,6 +240,49 @@ MIGRATIONS: Final[tuple[str, ...]] = (
 
     CREATE INDEX kv_by_session ON kv (session_id) WHERE session_id IS NOT NULL;
     """,
+    # 12: the audit trail (`audit.py`): append only. No statement may change a row, and a
+    # row may be deleted only when it is older than the cut the retention sets in
+    # `audit_cut` (`audit.retention_days`), so no other clean-up can take one by mistake.
+    """
+    CREATE TABLE audit (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        time        REAL NOT NULL,
+        kind        TEXT NOT NULL,
+        session_id  TEXT,
+        session     TEXT,
+        principal   TEXT,
+        channel     TEXT,
+        message_id  TEXT,
+        actor_id    TEXT,
+        actor_name  TEXT,
+        request_id  TEXT,
+        answer      TEXT,
+        command_id  TEXT,
+        ack         TEXT,
+        data        TEXT NOT NULL,
+        envelope    BLOB
+    );
+
+    CREATE INDEX audit_by_time ON audit (time);
+
+    CREATE INDEX audit_by_session ON audit (session_id);
+
+    CREATE TABLE audit_cut (
+        one    INTEGER PRIMARY KEY CHECK (one = 1),
+        before REAL NOT NULL
+    );
+
+    CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
+    BEGIN
+        SELECT RAISE(ABORT, 'the audit trail is append-only');
+    END;
+
+    CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
+    WHEN OLD.time >= coalesce((SELECT before FROM audit_cut WHERE one = 1), 0)
+    BEGIN
+        SELECT RAISE(ABORT, 'the audit trail is append-only: only retention deletes');
+    END;
+    """,
 )
 
 
