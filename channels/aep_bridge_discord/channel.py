@@ -159,7 +159,8 @@ HEADS_UP_CLOSED: Final = "✅"  # when the closing update does not say how (outc
 #: Discord's "Thread is archived": a message in an archived thread cannot be edited
 THREAD_ARCHIVED: Final = 50083
 #: Discord's "Cannot send messages to this user" (no shared server, DMs off, bot blocked)
-DM_REFUSED: Final = 50007
+#: Discord's "Missing Access": with a 404, what a DM channel kept from another bot answers
+MISSING_ACCESS: Final = 50001
 
 #: the slash commands, registered in the guild: /sessions here, the rest go to the core as
 #: a session's chat command (`core.handle_incoming_message`), which checks approvers
@@ -580,18 +581,23 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         except ValueError:
             self._unreachable_dm(recipient, "it is not a Discord user id (digits)")
             return None
+        key = f"dm:{user_id}"
         try:
-            known = await state.get(f"dm:{user_id}")
+            known = await state.get(key)
+            sent: discord.Message | None = None
+            if known is not None:
+                try:
+                    sent = await self._send_dm(int(known), text)
+                except discord.HTTPException as exc:
+                    if exc.status != 404 and exc.code != MISSING_ACCESS:
+                        raise
+                    known = None  # a DM channel kept from another bot: open it afresh
             if known is None:
                 opened = await self._call(self.client.create_dm(discord.Object(user_id)), raw=True)
                 known = str(opened.id)
-                await state.set(f"dm:{user_id}", known)
-            where = self.client.get_partial_messageable(
-                int(known), type=discord.ChannelType.private
-            )
-            sent = await self._call(
-                where.send(text, allowed_mentions=discord.AllowedMentions.none()), raw=True
-            )
+                await state.set(key, known)
+                sent = await self._send_dm(int(known), text)
+            assert sent is not None
         except discord.HTTPException as exc:
             if exc.status >= 500:
                 raise _mapped(exc) from None  # Discord's trouble: the outbox retries
@@ -599,6 +605,12 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
             return None
         self._unreachable.discard(recipient)
         return [int(known), sent.id]
+
+    async def _send_dm(self, channel_id: int, text: str) -> discord.Message:
+        where = self.client.get_partial_messageable(channel_id, type=discord.ChannelType.private)
+        return await self._call(
+            where.send(text, allowed_mentions=discord.AllowedMentions.none()), raw=True
+        )
 
     def _unreachable_dm(self, recipient: str, why: str) -> None:
         """One warning per person whose DM fails (until one reaches them): who, and the fix."""

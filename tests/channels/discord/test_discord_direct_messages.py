@@ -141,6 +141,20 @@ async def test_the_dm_channel_is_opened_once_per_person() -> None:
         assert len(fake.calls_to("POST", "/users/@me/channels")) == 1
 
 
+async def test_a_dm_channel_kept_from_another_bot_is_opened_afresh() -> None:
+    """The state outlived the bot (a new token, a copied store): the DM channel it names is
+    not this bot's, so the heads-up opens Alice's DM again instead of falling back."""
+    async with FakeDiscord(limits=Limits.loose()) as fake:
+        async with started(fake) as (adapter, core):
+            await core.create_thread(adapter, SESSION, "deploy")
+            await core.state(adapter.instance_name).set(f"dm:{ALICE['id']}", "1000000000000000777")
+            await adapter.send_notification(heads_up(ALICE))
+            await adapter.send_notification(heads_up(ALICE, request_id="cD2"))
+        assert len(fake.dms(ALICE)) == 2
+        assert len(fake.calls_to("POST", "/users/@me/channels")) == 1
+        assert fake.messages(NOTIFY_CHANNEL_ID) == []
+
+
 async def test_a_person_who_takes_no_dm_gets_it_in_the_notifications_channel_warned_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
