@@ -33,6 +33,17 @@ which are process-wide in discord.py: two Discord channels in one bridge share t
 the bot's permissions there, the notifications channel, each failure with its fix (REST only).
 A card's buttons and a form's modal are in `components.py`.
 
+Direct messages: a heads-up naming `recipients` (the session's owner, from `people`) goes to
+each of them in their DM with the bot (`Client.create_dm`, `POST /users/@me/channels`, once:
+the DM channel's id is kept in the state), linking to the card, instead of the notifications
+channel. One Discord refuses (50007: the person shares no server with the bot, turned off DMs
+from its members, or blocked it; or no such user) is warned about once, naming the user id
+and the fix, and gets the heads-up in the notifications channel instead: never a retry of
+the refusal, never a stuck outbox. A heads-up is one outbox job charged as one post (against
+the heads-ups' shared 5 per 5 s, stricter than each DM channel's own bucket); the DM
+channel's opening is one more call, once per person, within the global budget's margin.
+Which DMs went out is kept as they go, so a retry after a 5xx sends none twice.
+
 Slash commands: /sessions (a private list with links), and /status, /cancel, /pause,
 /resume, /away, /back in a session's thread, handed to the core as that session's chat
 command (the core checks approvers and answers in the thread); registered in the guild at
@@ -147,6 +158,9 @@ MAX_HEADS_UP_NAME: Final = 100
 HEADS_UP_CLOSED: Final = "✅"  # when the closing update does not say how (outcome_status)
 #: Discord's "Thread is archived": a message in an archived thread cannot be edited
 THREAD_ARCHIVED: Final = 50083
+#: Discord's "Cannot send messages to this user" (no shared server, DMs off, bot blocked)
+#: Discord's "Missing Access": with a 404, what a DM channel kept from another bot answers
+MISSING_ACCESS: Final = 50001
 
 #: the slash commands, registered in the guild: /sessions here, the rest go to the core as
 #: a session's chat command (`core.handle_incoming_message`), which checks approvers
@@ -230,6 +244,8 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         max_button_data=MAX_CUSTOM_ID,
         max_buttons=MAX_BUTTONS,
         updates_heads_ups=True,
+        # a heads-up with `recipients` goes to each by DM (the notifications channel as fallback)
+        direct_messages=True,
         # a card's message shows its context above it (`look.card_text`)
         card_context=True,
         # Discord's limits: 5 messages per 5 s in a channel or thread, 50 requests a second
@@ -251,6 +267,8 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Future[None]] = set()
         self._guild_ready = asyncio.Event()
+        #: recipients whose DM Discord refused, warned about once (until one reaches them)
+        self._unreachable: set[str] = set()
         if config.notifications_channel_id is None:  # nowhere to show a heads-up: the core
             # queues none (none spends a slot), and a question's card rings instead
             self.capabilities = self.capabilities.model_copy(update={"heads_ups": False})
@@ -502,8 +520,9 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
                 await self._delete(where, int(earlier))
 
     async def send_notification(self, notification: NotificationMessage) -> None:
-        """A heads-up in the notifications channel, linking to the card (or the thread).
-        One about a question is remembered, so its closing update edits it, silently."""
+        """A heads-up linking to the card (or the thread): to each of `recipients` by DM, in
+        the notifications channel when there are none or Discord refuses one. One about a
+        question is remembered where it went, so its closing update edits it, silently."""
         where_id = self.config.notifications_channel_id
         if where_id is None:
             return  # no heads-ups configured: the cards ring instead
@@ -512,7 +531,8 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
             return
         state = self._state()
         key = f"headsup:{notification.request_id}" if notification.request_id else None
-        if key is not None and await state.get(key) is not None:
+        earlier = _heads_up_record(await state.get(key)) if key is not None else None
+        if earlier is not None and earlier.get("done", True):
             return  # sent before (a retry after a restart): one question rings once
         # the session's name, then what happened; one of no session (an agent went offline)
         # is what happened alone
@@ -527,26 +547,106 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
             body = f"{where}: {what}"
         else:
             body = f"[{what}](<{url}>)" if url else what
-        channel = self.client.get_partial_messageable(
-            int(where_id), guild_id=int(self.config.guild_id)
-        )
-        sent = await self._call(
-            channel.send(f"{icon} {body}", allowed_mentions=discord.AllowedMentions.none())
-        )
+        text = f"{icon} {body}"
+        record: dict[str, Any] = earlier or {"sent": [], "to": [], "body": body}
+        fallback = not notification.recipients
+        for recipient in notification.recipients:
+            if recipient in record["to"]:
+                continue  # reached before a retry
+            dm = await self._direct(recipient, text)
+            if dm is None:
+                fallback = True
+                continue
+            record["sent"].append(dm)
+            record["to"].append(recipient)
+            if key is not None:
+                await state.set(key, json.dumps({**record, "done": False}))
+        if fallback:
+            channel = self.client.get_partial_messageable(
+                int(where_id), guild_id=int(self.config.guild_id)
+            )
+            sent = await self._call(
+                channel.send(text, allowed_mentions=discord.AllowedMentions.none())
+            )
+            record["sent"].append([int(where_id), sent.id])
         if key is not None:
-            await state.set(key, json.dumps({"message": sent.id, "body": body}))
+            await state.set(key, json.dumps({**record, "done": True}))
+
+    async def _direct(self, recipient: str, text: str) -> list[int] | None:
+        """Send `text` to `recipient` (a user id) in their DM with the bot: [DM channel id,
+        message id], or None when Discord refuses (warned about once: who, and the fix)."""
+        state = self._state()
+        try:
+            user_id = int(recipient)
+        except ValueError:
+            self._unreachable_dm(recipient, "it is not a Discord user id (digits)")
+            return None
+        key = f"dm:{user_id}"
+        try:
+            known = await state.get(key)
+            sent: discord.Message | None = None
+            if known is not None:
+                try:
+                    sent = await self._send_dm(int(known), text)
+                except discord.HTTPException as exc:
+                    if exc.status != 404 and exc.code != MISSING_ACCESS:
+                        raise
+                    known = None  # a DM channel kept from another bot: open it afresh
+            if known is None:
+                opened = await self._call(self.client.create_dm(discord.Object(user_id)), raw=True)
+                known = str(opened.id)
+                await state.set(key, known)
+                sent = await self._send_dm(int(known), text)
+            assert sent is not None
+        except discord.HTTPException as exc:
+            if exc.status >= 500:
+                raise _mapped(exc) from None  # Discord's trouble: the outbox retries
+            self._unreachable_dm(recipient, f"Discord said: {exc.text} (code {exc.code})")
+            return None
+        self._unreachable.discard(recipient)
+        return [int(known), sent.id]
+
+    async def _send_dm(self, channel_id: int, text: str) -> discord.Message:
+        where = self.client.get_partial_messageable(channel_id, type=discord.ChannelType.private)
+        return await self._call(
+            where.send(text, allowed_mentions=discord.AllowedMentions.none()), raw=True
+        )
+
+    def _unreachable_dm(self, recipient: str, why: str) -> None:
+        """One warning per person whose DM fails (until one reaches them): who, and the fix."""
+        if recipient in self._unreachable:
+            log.debug("discord %s: no DM to user %s: %s", self.instance_name, recipient, why)
+            return
+        self._unreachable.add(recipient)
+        log.warning(
+            "discord %s: cannot send a direct message to Discord user %s (%s); their "
+            "heads-ups go to the notifications channel instead. To get them privately, that "
+            "person must share the server with the bot, allow direct messages from its "
+            "members (the server's Privacy Settings > Direct Messages) and not block the "
+            "bot; check that people.<name>.discord is their user id (Developer Mode > Copy "
+            "User ID)",
+            self.instance_name,
+            recipient,
+            why,
+        )
 
     async def _close_heads_up(self, notification: NotificationMessage) -> None:
-        raw = await self._state().get(f"headsup:{notification.request_id}")
-        if raw is None or notification.outcome is None or not self.config.notifications_channel_id:
+        record = _heads_up_record(await self._state().get(f"headsup:{notification.request_id}"))
+        notifications = self.config.notifications_channel_id
+        if record is None or notification.outcome is None or not notifications:
             return  # none sent here: an answered question must not ring
-        sent = json.loads(raw)
         outcome = markdown.escape(shorten(notification.outcome, 200))
-        channel = self.client.get_partial_messageable(
-            int(self.config.notifications_channel_id), guild_id=int(self.config.guild_id)
-        )
         icon = OUTCOME_ICONS.get(str(notification.outcome_status), HEADS_UP_CLOSED)
-        await self._edit(channel, int(sent["message"]), f"{icon} {sent['body']} — {outcome}")
+        for channel_id, message_id in record["sent"]:
+            if channel_id is None or channel_id == int(notifications):
+                channel = self.client.get_partial_messageable(
+                    int(notifications), guild_id=int(self.config.guild_id)
+                )
+            else:  # a DM
+                channel = self.client.get_partial_messageable(
+                    channel_id, type=discord.ChannelType.private
+                )
+            await self._edit(channel, message_id, f"{icon} {record['body']} — {outcome}")
 
     async def _link(self, notification: NotificationMessage) -> str | None:
         """The card's message when it was sent here, else the session's thread."""
@@ -970,6 +1070,18 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
             return None
         raw = await self._state().get(f"card:{card_id}")
         return None if raw is None else dict(json.loads(raw))
+
+
+def _heads_up_record(raw: str | None) -> dict[str, Any] | None:
+    """A question's heads-up as the state keeps it: where it went (`sent`: [channel id,
+    message id] pairs), who was reached by DM (`to`), its text, and whether all went out.
+    One kept before DMs (`message`: in the notifications channel, None as its channel)."""
+    if raw is None:
+        return None
+    record: dict[str, Any] = json.loads(raw)
+    if "sent" not in record:
+        return {"sent": [[None, int(record["message"])]], "to": [], "body": record["body"]}
+    return record
 
 
 def _user(user: discord.User | discord.Member) -> ChannelUser:

@@ -60,6 +60,12 @@ every size limit and drops the rate limits):
   a deferred (type 5) answer fills the loading message, as Discord does.
 - Permissions of the bot in the channel (roles and overwrites; `set_role_permissions`,
   `set_overwrite`): 403 "Missing Permissions" (50013) or "Missing Access" (50001).
+- Direct messages: `POST /users/@me/channels` `{"recipient_id"}` opens (or returns the same)
+  DM channel (type 1) with a user Discord knows (`users`; another id: 400 "Invalid
+  Recipient(s)", 50033); a message there is 403 "Cannot send messages to this user" (50007)
+  when the person shares no server with the bot (`remove_member`) or does not take DMs from
+  it (`close_dms`: they turned off DMs from server members, or blocked the bot). DM messages
+  reach the gateway only with the DIRECT_MESSAGES intent, without a guild, as on Discord.
 - The privileged intents the application may use (`privileged_intents`): identifying with
   another one closes the gateway with 4014, a wrong token with 4004.
 
@@ -76,11 +82,13 @@ a well-behaved channel caused none. Injected failures (`fail_next`) are not viol
 Error texts are Discord's where known; the ones this fake had to invent say "(fake)".
 
 Inspection: `calls`, `calls_to()`, `channel()`, `threads()`, `messages()`, `message()`,
+`dm_channel()`, `dms()`,
 `ephemeral()`, `interactions`, `interaction()`, `responses`, `unanswered()`, `commands()`,
 `sessions`, `connected`, `heartbeats`, `gateway_closes`, `violations`, `violation_counts`.
 Injection: `press()` (a button or a select; `seen=` one a client still shows after an edit
 took it away), `submit_modal()`, `slash()`, `say()`,
-`fail_next()`, `set_role_permissions()`, `set_overwrite()`, `add_member()`, `reconnect()`,
+`fail_next()`, `set_role_permissions()`, `set_overwrite()`, `add_member()`,
+`remove_member()`, `close_dms()`, `reconnect()`,
 `join_guild()` (with `FakeDiscord(in_guild=False)`: the bot invited later; `other_guilds` are
 more servers it is in, listed and empty). GET `/channels/{id}/messages` pages with `after` and
 `before` as Discord does.
@@ -209,6 +217,7 @@ INTENT_GUILDS = 1 << 0
 INTENT_GUILD_MEMBERS = 1 << 1
 INTENT_GUILD_PRESENCES = 1 << 8
 INTENT_GUILD_MESSAGES = 1 << 9
+INTENT_DIRECT_MESSAGES = 1 << 12
 INTENT_MESSAGE_CONTENT = 1 << 15
 PRIVILEGED_INTENTS = {
     "members": INTENT_GUILD_MEMBERS,
@@ -220,6 +229,7 @@ _INTENT_APP_FLAGS = {"presences": 1 << 13, "members": 1 << 15, "message_content"
 
 # channel and message types
 GUILD_TEXT = 0
+DM_CHANNEL = 1
 GUILD_CATEGORY = 4
 PUBLIC_THREAD = 11
 PRIVATE_THREAD = 12
@@ -430,7 +440,8 @@ class Overwrite:
 
 @dataclass
 class FakeChannel:
-    """A guild channel: text (0), forum (15), or a thread (11 public, 12 private)."""
+    """A guild channel: text (0), forum (15), or a thread (11 public, 12 private); or a
+    direct message channel (1) between the bot and `recipient`."""
 
     id: int
     type: int
@@ -455,12 +466,24 @@ class FakeChannel:
     #: (old name, new name, time) of every rename
     renames: list[tuple[str, str, float]] = field(default_factory=list)
     deleted: bool = False
+    #: a DM channel's other end (a user object)
+    recipient: dict[str, Any] | None = None
 
     @property
     def is_thread(self) -> bool:
         return self.type in THREAD_TYPES
 
     def to_api(self) -> dict[str, Any]:
+        if self.type == DM_CHANNEL:  # no guild, no name: the person at the other end
+            return {
+                "id": str(self.id),
+                "type": DM_CHANNEL,
+                "last_message_id": (
+                    None if self.last_message_id is None else str(self.last_message_id)
+                ),
+                "flags": 0,
+                "recipients": [self.recipient],
+            }
         channel: dict[str, Any] = {
             "id": str(self.id),
             "type": self.type,
@@ -894,6 +917,12 @@ class FakeDiscord:
             FakeMember(MALLORY, []),
         ):
             self.members[member.id] = member
+        #: every user Discord knows (a DM may be opened with any): members, and those who left
+        self.users: dict[int, dict[str, Any]] = {m.id: m.user for m in self.members.values()}
+        #: users who take no DM from the bot (`close_dms`)
+        self.dms_closed: set[int] = set()
+        #: user id -> their DM channel's id
+        self._dms: dict[int, int] = {}
         self._channels: dict[int, FakeChannel] = {}
         for channel in default_channels() if channels is None else channels:
             self._channels[channel.id] = channel
@@ -1034,6 +1063,16 @@ class FakeDiscord:
             and (from_bot is None or m.from_bot == from_bot)
         ]
 
+    def dm_channel(self, user: dict[str, Any]) -> FakeChannel | None:
+        """The DM channel the bot opened with `user`, if it opened one."""
+        found = self._dms.get(int(user["id"]))
+        return None if found is None else self._channels[found]
+
+    def dms(self, user: dict[str, Any]) -> list[FakeMessage]:
+        """The messages the bot sent `user` privately, oldest first."""
+        channel = self.dm_channel(user)
+        return [] if channel is None else self.messages(channel.id)
+
     def message(self, message_id: int) -> FakeMessage:
         """One message (deleted ones too); KeyError if it never existed."""
         return self._messages[message_id]
@@ -1106,7 +1145,20 @@ class FakeDiscord:
     def add_member(self, user: dict[str, Any], roles: list[int] | None = None) -> FakeMember:
         member = FakeMember(user, list(roles or []))
         self.members[member.id] = member
+        self.users[member.id] = user
         return member
+
+    def remove_member(self, user: dict[str, Any]) -> None:
+        """`user` leaves the guild: they share no server with the bot, which may not DM them."""
+        self.members.pop(int(user["id"]), None)
+
+    def close_dms(self, user: dict[str, Any], closed: bool = True) -> None:
+        """`user` takes no DM from the bot (DMs from server members off, or the bot blocked);
+        `closed=False` opens them again."""
+        if closed:
+            self.dms_closed.add(int(user["id"]))
+        else:
+            self.dms_closed.discard(int(user["id"]))
 
     def join_guild(self) -> None:
         """The bot is added to the guild (someone opened its invite link): it is listed by
@@ -1349,6 +1401,8 @@ class FakeDiscord:
         return base if base & VIEW_CHANNEL else 0
 
     def _require(self, channel: FakeChannel, *needed: int) -> None:
+        if channel.type == DM_CHANNEL:
+            return  # no roles in a DM: whether the bot may write there is `_writable`'s
         have = self._permissions(BOT_ID, channel)
         if not have & VIEW_CHANNEL:
             raise _missing_access()
@@ -1561,6 +1615,10 @@ class FakeDiscord:
         if message.ephemeral_to is not None:
             return
         body = self._message_to_api(message)
+        channel = self._channels.get(message.channel_id)
+        if channel is not None and channel.type == DM_CHANNEL:
+            self._dispatch(event, body, INTENT_DIRECT_MESSAGES)
+            return
         body["guild_id"] = str(GUILD_ID)
         if int(message.author["id"]) in self.members:
             body["member"] = self._member(message.author).to_api(with_user=False)
@@ -1788,6 +1846,7 @@ class FakeDiscord:
         table: list[tuple[str, str, Callable[..., Any]]] = [
             ("GET", "/users/@me", self._get_me),
             ("GET", "/users/@me/guilds", self._my_guilds),
+            ("POST", "/users/@me/channels", self._open_dm),
             ("GET", "/oauth2/applications/@me", self._application),
             ("GET", "/applications/@me", self._application),
             ("GET", "/gateway", self._get_gateway),
@@ -2094,6 +2153,21 @@ class FakeDiscord:
             }
             for guild_id, name in [*mine, *self.other_guilds]
         ]
+
+    def _open_dm(self, body: Any, **_: Any) -> tuple[int, Any]:
+        """Open the DM channel with a user, or return the one open (its id never changes)."""
+        recipient = _snowflake(body.get("recipient_id") if isinstance(body, dict) else None)
+        user = self.users.get(recipient or 0)
+        if recipient is None or user is None or recipient == BOT_ID:
+            raise ApiError(400, "Invalid Recipient(s)", 50033)
+        channel_id = self._dms.get(recipient)
+        if channel_id is None:
+            channel_id = self._snowflake()
+            self._dms[recipient] = channel_id
+            self._channels[channel_id] = FakeChannel(
+                channel_id, DM_CHANNEL, "", recipient=user, time=self.clock()
+            )
+        return 200, self._channels[channel_id].to_api()
 
     def _application(self, **_: Any) -> tuple[int, Any]:
         return 200, {
@@ -2523,7 +2597,11 @@ class FakeDiscord:
         """The bot may post here: permissions, and an archived thread is unarchived first."""
         if channel.type == GUILD_FORUM:
             raise ApiError(400, "Cannot send messages in a non-text channel", 50008)
-        if channel.is_thread:
+        if channel.type == DM_CHANNEL:
+            person = int((channel.recipient or {}).get("id", 0))
+            if person not in self.members or person in self.dms_closed:
+                raise ApiError(403, "Cannot send messages to this user", 50007)
+        elif channel.is_thread:
             self._require(channel, SEND_MESSAGES_IN_THREADS)
             if channel.archived:
                 if channel.locked and not self._permissions(BOT_ID, channel) & MANAGE_THREADS:

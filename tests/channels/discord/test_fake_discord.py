@@ -764,3 +764,46 @@ async def test_followups_mentions_token_lifetime_and_injected_failures() -> None
             await notify.send("then fine")
         assert fake.messages(NOTIFY_CHANNEL_ID)[-1].content == "then fine"
         assert fake.violations == []
+
+
+# -- direct messages ----------------------------------------------------------------------------
+
+
+async def test_direct_messages_open_once_and_refuse_as_discord_does(fake: FakeDiscord) -> None:
+    """discord.py's `create_dm` and a send there: one DM channel per person (the same id
+    again), 50007 for a person who takes no DM or shares no server, 50033 for no such user;
+    the bot's DMs do not reach a gateway without the DIRECT_MESSAGES intent."""
+    fake.close_dms(BOB)
+    fake.remove_member(MALLORY)
+    async with connected(fake) as client:
+        dm = await client.create_dm(discord.Object(int(ALICE["id"])))
+        assert dm.type is discord.ChannelType.private
+        assert dm.recipient is not None
+        assert dm.recipient.id == int(ALICE["id"])
+        sent = await dm.send("hello Alice")
+        again = await client.http.start_private_message(int(ALICE["id"]))
+        assert again["id"] == str(dm.id)  # the same channel again
+        for person in (BOB, MALLORY):
+            closed = await client.create_dm(discord.Object(int(person["id"])))
+            with pytest.raises(discord.Forbidden) as refused:
+                await closed.send("hello")
+            assert (refused.value.code, refused.value.text) == (
+                50007,
+                "Cannot send messages to this user",
+            )
+        with pytest.raises(discord.HTTPException) as nobody:
+            await client.http.start_private_message(1000000000000000999)
+        assert (nobody.value.status, nobody.value.code) == (400, 50033)
+    channel = fake.dm_channel(ALICE)
+    assert channel is not None
+    assert channel.id == dm.id
+    assert [m.content for m in fake.dms(ALICE)] == ["hello Alice"]
+    assert fake.message(sent.id).channel_id == dm.id
+    assert fake.dms(BOB) == []
+    assert fake.dms(MALLORY) == []
+    assert all(
+        event != "MESSAGE_CREATE" or data.get("channel_id") != str(dm.id)
+        for session in fake.sessions
+        for _, frame in session.sent
+        for event, data in [(frame["t"], frame["d"])]
+    )
