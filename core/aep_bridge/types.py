@@ -244,6 +244,7 @@ class NotificationMessage(_Model):
     outcome: str | None = None
     #: with `outcome`: how the question closed (answered, expired, ...), for the channel's icon
     outcome_status: OutcomeStatus | None = None
+    recipients: tuple[str, ...] = ()
 
 
 class AgentCommand(_Model):
@@ -396,6 +397,7 @@ class ChannelCapabilities(_Model):
     #: `chat.update`, Tier 3): a call `ChannelAdapter.call_kind` calls an "edit" counts against
     #: these instead of `rate_limits`. None: every call counts against `rate_limits`
     edit_rate_limits: RateLimits | None = None
+    direct_messages: bool = False
 
 
 #: What may ring a phone (`ChannelConfig.notify`).
