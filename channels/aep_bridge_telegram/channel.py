@@ -424,6 +424,10 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         if chat is None:
             self._refusals.refused(recipient, "it is not a Telegram user id, a number")
             return None
+        shared = shared_id_reason(recipient)
+        if shared is not None:  # no one person reads it
+            self._refusals.refused(recipient, f"it is {shared}")
+            return None
         try:
             message: Message = await bot_call(
                 self.bot.send_message(

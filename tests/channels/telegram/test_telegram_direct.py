@@ -160,7 +160,7 @@ async def test_a_person_who_blocked_the_bot_gets_it_in_notifications(
     assert "blocked by the user" in warning
 
 
-async def test_an_id_that_is_no_telegram_user_is_said_and_falls_back(
+async def test_an_id_that_is_no_one_person_s_is_said_and_falls_back(
     forum: Chat, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING)
@@ -168,6 +168,11 @@ async def test_an_id_that_is_no_telegram_user_is_said_and_falls_back(
     assert len(notes(forum)) == 1
     [warning] = warnings(caplog)
     assert "not a Telegram user id" in warning
+    # Telegram's shared ids (anonymous admins) stand for no one person
+    await forum.adapter.send_notification(note(recipients=("1087968824",)))
+    assert len(notes(forum)) == 2
+    assert "GroupAnonymousBot" in warnings(caplog)[-1]
+    assert not forum.fake.calls_to("sendMessage", status=403)
 
 
 async def test_two_recipients_one_refused_each_hears_once(forum: Chat) -> None:
