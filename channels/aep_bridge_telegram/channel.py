@@ -65,6 +65,7 @@ from aep_bridge import (
 from . import html
 from .cards import CardRecord, Cards, parse_button
 from .config import TelegramConfig, shared_id_reason
+from .direct import Refusals, refused, user_chat
 from .doctor import diagnose, private_topics
 from .errors import MISSING, PollingErrors, bot_call, start_failed
 from .format import (
@@ -124,6 +125,8 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         card_context=True,
         # a question's heads-up is edited when the question closes (edits never ring)
         updates_heads_ups=True,
+        # a heads-up with recipients goes to each in their private chat with the bot
+        direct_messages=True,
         # Telegram's limits (1 a second per chat, 20 a minute per group, 30 a second in all),
         # each window a little wider: Telegram times a call when it arrives, and a request
         # sent exactly one window after the last can arrive a millisecond early
@@ -148,6 +151,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         self._lock = asyncio.Lock()  # card state: a press and an update may race
         self._tasks: set[asyncio.Future[None]] = set()
         self._polling_errors = PollingErrors(self.instance_name)
+        self._refusals = Refusals(self.instance_name)
         self._cards = Cards(self._state)
         self._forms = Forms(self._cards, self._answer_form, self._show_card)
         if config.chat_id > 0:  # a private chat: Telegram's 20 a minute is for groups
@@ -356,30 +360,91 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
                 )
 
     async def send_notification(self, notification: NotificationMessage) -> None:
-        """A heads-up in the Notifications topic (the chat itself, without topics). One about
-        a question (`request_id`) links to the card and is remembered, so that the question's
-        closing update (`outcome`) edits it, silently, instead of ringing again."""
+        """A heads-up in the Notifications topic (the chat itself, without topics), or, to
+        each of its `recipients`, in their private chat with the bot. One about a question
+        (`request_id`) links to the card and is remembered, so that the question's closing
+        update (`outcome`) edits it, silently, instead of ringing again.
+
+        A recipient Telegram refuses (they never sent the bot /start, or blocked it) is
+        warned about once and gets the heads-up in the Notifications topic instead: nothing
+        is retried for them, and nothing waits. The outbox counts this call against the
+        chat's limits, which paces the direct messages more tightly than Telegram asks (one a
+        second to each person, 30 a second in all).
+        """
         if notification.outcome is not None:
             await self._close_heads_up(notification)
             return
         state = self._state()
         key = f"headsup:{notification.request_id}" if notification.request_id else None
-        if key is not None and await state.get(key) is not None:
-            return  # sent before (a retry after a restart): one question rings once
+        record: dict[str, Any] = {}
+        if key is not None:
+            raw = await state.get(key)
+            record = json.loads(raw) if raw is not None else {}
+            if record and record.get("done", True):
+                return  # sent before (a retry after a restart): one question rings once
         url = await self._heads_up_link(notification)
         body, text = heads_up(notification, url)
-        topic = await self._notifications_topic()
-        sent: Message = await bot_call(
-            self.bot.send_message(
-                self.config.chat_id,
-                text,
-                parse_mode="HTML",
-                message_thread_id=topic,
-                link_preview_options=LinkPreviewOptions(is_disabled=True),
+        sent: list[list[int]] = record.get("sent", [])
+        record.update(body=body, sent=sent, done=False)
+        fallback = not notification.recipients
+        for recipient in dict.fromkeys(notification.recipients):
+            chat = user_chat(recipient)
+            if chat == self.config.chat_id:
+                fallback = True  # the bot's chat is this person's own: no second copy
+                continue
+            if chat is not None and any(where == chat for where, _ in sent):
+                continue  # reached before this retry
+            message = await self._direct(recipient, chat, text)
+            if message is None:
+                fallback = True
+                continue
+            sent.append([message.chat_id, message.message_id])
+            if key is not None:  # a retry after a failure below must not ring them twice
+                await state.set(key, json.dumps(record))
+        if fallback:
+            topic = await self._notifications_topic()
+            posted: Message = await bot_call(
+                self.bot.send_message(
+                    self.config.chat_id,
+                    text,
+                    parse_mode="HTML",
+                    message_thread_id=topic,
+                    link_preview_options=LinkPreviewOptions(is_disabled=True),
+                )
             )
-        )
+            sent.append([self.config.chat_id, posted.message_id])
         if key is not None:
-            await state.set(key, json.dumps({"message": sent.message_id, "body": body}))
+            record["done"] = True
+            await state.set(key, json.dumps(record))
+
+    async def _direct(self, recipient: str, chat: int | None, text: str) -> Message | None:
+        """A heads-up in `recipient`'s private chat with the bot; None when Telegram will not
+        take it (said once, see `Refusals`). A rate limit or a network failure raises as
+        any call does: the outbox waits and tries again."""
+        if chat is None:
+            self._refusals.refused(recipient, "it is not a Telegram user id, a number")
+            return None
+        shared = shared_id_reason(recipient)
+        if shared is not None:  # no one person reads it
+            self._refusals.refused(recipient, f"it is {shared}")
+            return None
+        try:
+            message: Message = await bot_call(
+                self.bot.send_message(
+                    chat,
+                    text,
+                    parse_mode="HTML",
+                    link_preview_options=LinkPreviewOptions(is_disabled=True),
+                )
+            )
+        except ChannelError as exc:
+            cause = exc.__cause__
+            if not isinstance(cause, TelegramError) or not refused(cause):
+                raise
+            self._refusals.refused(recipient, f"Telegram said: {cause.message}")
+            return None
+        self._refusals.delivered(recipient)
+        return message
 
     async def _heads_up_link(self, notification: NotificationMessage) -> str | None:
         """Where a heads-up leads: its card when it is about one and the card is out, else
@@ -413,18 +478,29 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         raw = await state.get(key)
         if raw is None:
             return
-        sent = json.loads(raw)
-        await bot_call(
-            self.bot.edit_message_text(
-                closed_heads_up(sent["body"], notification.outcome, notification.outcome_status),
-                chat_id=self.config.chat_id,
-                message_id=int(sent["message"]),
-                parse_mode="HTML",
-                link_preview_options=LinkPreviewOptions(is_disabled=True),
-            ),
-            unchanged_ok=True,
-            missing_ok=True,
-        )
+        record = json.loads(raw)
+        text = closed_heads_up(record["body"], notification.outcome, notification.outcome_status)
+        # a record from before direct messages names one message, in the bot's chat
+        places = record.get("sent") or [[self.config.chat_id, record["message"]]]
+        for chat, message in places:
+            try:
+                await bot_call(
+                    self.bot.edit_message_text(
+                        text,
+                        chat_id=int(chat),
+                        message_id=int(message),
+                        parse_mode="HTML",
+                        link_preview_options=LinkPreviewOptions(is_disabled=True),
+                    ),
+                    unchanged_ok=True,
+                    missing_ok=True,
+                )
+            except ChannelError as exc:
+                if exc.permanent and int(chat) != self.config.chat_id:
+                    # a person who blocked the bot since keeps the heads-up as it was
+                    log.debug("telegram %s: heads-up not edited: %s", self.instance_name, exc)
+                    continue
+                raise
 
     # -- cards -----------------------------------------------------------------------------
 

@@ -56,7 +56,9 @@ Inspection: `calls`, `messages()`, `message()`, `topics()`, `topic()`, `answers`
 `violations`, `violation_counts`, `allowed_updates`, `dropped_updates`, `conflicts`,
 `commands`. Injection: `press()` (a button press), `say()` (a user's message), `fail_next()`,
 `set_admin()`, `set_forum()`, `set_bot_status()`, `add_chat()`, `upgrade()` (a basic group
-becomes a supergroup with a new id). Waiting: `wait_until()`.
+becomes a supergroup with a new id), `start_private_chat()` (a person sends the bot /start;
+until then a sendMessage to a user the fake knows gets Telegram's 403 "bot can't initiate
+conversation with a user"). Waiting: `wait_until()`.
 """
 
 from __future__ import annotations
@@ -1041,6 +1043,19 @@ class FakeBotApi:
         chat.can_manage_topics = can_manage_topics
         chat.can_delete_messages = can_delete_messages
 
+    def start_private_chat(self, user: dict[str, Any]) -> FakeChat:
+        """`user` opens a private chat with the bot and presses Start: from now on the bot may
+        write to them (`chat_id` = their user id)."""
+        return self.add_chat(
+            FakeChat(
+                user["id"],
+                "private",
+                first_name=user.get("first_name"),
+                username=user.get("username"),
+                bot_status="member",
+            )
+        )
+
     def set_bot_status(self, chat_id: int, status: str) -> None:
         """administrator | member | left | kicked (left/kicked: sends get 403)."""
         self.chats[chat_id].bot_status = status
@@ -1429,6 +1444,7 @@ class FakeBotApi:
         return chat
 
     def _writable_chat(self, params: dict[str, Any]) -> FakeChat:
+        self._refuse_unstarted_private_chat(params)
         chat = self._chat(params)
         if chat.bot_status in ("left", "kicked"):
             if chat.type == "private":
@@ -1438,6 +1454,18 @@ class FakeBotApi:
                 raise ApiError(403, f"Forbidden: bot was kicked from the {where}")
             raise ApiError(403, f"Forbidden: bot is not a member of the {where}")
         return chat
+
+    def _refuse_unstarted_private_chat(self, params: dict[str, Any]) -> None:
+        """A person the bot knows (from a group) who never opened a private chat with it:
+        Telegram refuses to write to them first with 403 (a bot cannot start a conversation;
+        the person must send it /start). An id nobody knows stays 400 "chat not found"."""
+        try:
+            chat_id = int(params.get("chat_id") or 0)
+        except (TypeError, ValueError):
+            return
+        user = self.users.get(chat_id)
+        if chat_id > 0 and chat_id not in self.chats and user is not None and not user["is_bot"]:
+            raise ApiError(403, "Forbidden: bot can't initiate conversation with a user")
 
     def _text(self, params: dict[str, Any]) -> tuple[str, list[dict[str, Any]], str | None]:
         """Validate text + parse_mode (+ entities): (plain text, entities, html or None)."""

@@ -29,6 +29,7 @@ from telegram.error import (
     ChatMigrated,
     Conflict,
     EndPointNotFound,
+    Forbidden,
     InvalidToken,
     NetworkError,
     RetryAfter,
@@ -102,6 +103,22 @@ def seconds(error: RetryAfter) -> float:
 
 
 # -- wire format ----------------------------------------------------------------------------
+
+
+async def test_a_bot_cannot_write_first_to_a_person_until_they_start_it(
+    fake: FakeBotApi, bot: Bot
+) -> None:
+    """Telegram's rule for direct messages: a user the bot knows from a group but who never
+    opened a private chat with it gets 403; an id nobody knows is 400 "chat not found"."""
+    said = await refused(bot.send_message(BOB["id"], "hi"), Forbidden)
+    assert said == "Forbidden: bot can't initiate conversation with a user"
+    assert "Chat not found" in await refused(bot.send_message(987654321, "hi"))
+    fake.start_private_chat(BOB)  # Bob sends the bot /start
+    sent = await bot.send_message(BOB["id"], "hi")
+    assert (sent.chat.type, sent.chat.id) == ("private", BOB["id"])
+    fake.set_bot_status(BOB["id"], "kicked")  # and then blocks it
+    said = await refused(bot.send_message(BOB["id"], "again"), Forbidden)
+    assert said == "Forbidden: bot was blocked by the user"
 
 
 async def test_startup_calls_and_objects_parse_cleanly(fake: FakeBotApi, bot: Bot) -> None:
