@@ -244,6 +244,10 @@ class NotificationMessage(_Model):
     outcome: str | None = None
     #: with `outcome`: how the question closed (answered, expired, ...), for the channel's icon
     outcome_status: OutcomeStatus | None = None
+    #: platform user ids to tell privately (the session's owner): a channel declaring
+    #: `direct_messages` sends the heads-up to each of them instead of its notifications place
+    #: (there, for one who cannot be reached); any other channel ignores it
+    recipients: tuple[str, ...] = ()
 
 
 class AgentCommand(_Model):
@@ -296,8 +300,8 @@ class Resolution(_Model):
                 text = f"Already answered{who}"
             case ResolutionStatus.EXPIRED:
                 text = "This request has expired"
-            case ResolutionStatus.NOT_ALLOWED:
-                text = "Refused: you are not an approver for this channel"
+            case ResolutionStatus.NOT_ALLOWED:  # why, when the core says (the owner rule)
+                text = f"Refused: {self.reason or 'you are not an approver for this channel'}"
             case ResolutionStatus.INFORMATIONAL:
                 text = "This request is answered in the agent's own terminal"
             case ResolutionStatus.UNKNOWN:
@@ -396,6 +400,9 @@ class ChannelCapabilities(_Model):
     #: `chat.update`, Tier 3): a call `ChannelAdapter.call_kind` calls an "edit" counts against
     #: these instead of `rate_limits`. None: every call counts against `rate_limits`
     edit_rate_limits: RateLimits | None = None
+    #: whether the channel sends a heads-up with `NotificationMessage.recipients` to each of
+    #: them privately (a direct message), falling back to its notifications place
+    direct_messages: bool = False
 
 
 #: What may ring a phone (`ChannelConfig.notify`).
