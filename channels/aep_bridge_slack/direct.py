@@ -35,8 +35,7 @@ UNREACHABLE: Final = {
     "user_not_found": f"no such member in this workspace: put their member ID ({MEMBER_ID}) "
     f"in {WHERE}",
     "user_not_visible": f"the bot may not see this member: check the member ID in {WHERE}",
-    "cannot_dm_bot": f"that id is a bot's: put the person's own member ID ({MEMBER_ID}) in "
-    f"{WHERE}",
+    "cannot_dm_bot": f"that id is a bot's: put the person's own member ID ({MEMBER_ID}) in {WHERE}",
     "user_disabled": f"the account is deactivated: put their current member ID in {WHERE}",
     "messages_tab_disabled": "the app cannot message people: turn on App Home > Show Tabs > "
     "Messages Tab in the app's settings (api.slack.com/apps)",
