@@ -33,7 +33,9 @@ out); `sessions` lists them with links, the others go to the core as that sessio
 command (the core checks approvers and answers in the thread).
 
 Heads-ups go to `notifications_channel_id`, linking to the card by permalink (built from
-`auth.test`'s workspace URL: no extra call); the closing update edits the heads-up. Without
+`auth.test`'s workspace URL: no extra call); the closing update edits the heads-up. One with
+`recipients` (the session's owner) goes to each of them by direct message instead (`direct`),
+and to the notifications channel only for one Slack refuses. Without
 `notifications_channel_id` the channel declines heads-ups (`call_kind`): the core never
 queues one, so none takes a slot a card would wait for.
 
@@ -86,6 +88,7 @@ from aep_bridge import (
 
 from . import look, mrkdwn
 from .config import APP_TOKEN_FIX, BOT_TOKEN_FIX, SlackConfig
+from .direct import DirectMessages
 from .events import Listeners
 
 log = logging.getLogger(__name__)
@@ -172,6 +175,7 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         max_button_data=look.MAX_BUTTON_VALUE,
         max_buttons=look.MAX_BUTTONS,
         updates_heads_ups=True,
+        direct_messages=True,  # a heads-up to its `recipients` in the bot's DM with each
         # Slack: chat.postMessage about one a second in a channel (all its threads
         # together: `limit_keys`), chat.update Tier 3 (about 50 a minute for the workspace),
         # counted apart (`call_kind`); each window a little wider (Slack times a call when
@@ -191,10 +195,13 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Future[None]] = set()
         self._listeners = Listeners(self)
+        self._direct = DirectMessages(self)
         #: the keyed messages posted (their state keys), most recent last: `call_kind`
         self._posted: OrderedDict[str, None] = OrderedDict()
         if config.notifications_channel_id is None:  # nowhere to show a heads-up
-            self.capabilities = self.capabilities.model_copy(update={"heads_ups": False})
+            self.capabilities = self.capabilities.model_copy(
+                update={"heads_ups": False, "direct_messages": False}
+            )
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -492,9 +499,12 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
             self._remember_posted(key)
 
     async def send_notification(self, notification: NotificationMessage) -> None:
-        """A heads-up in the notifications channel, linking to the card (or the thread).
-        One about a question is remembered, so its closing update edits it. A run's end is
-        no heads-up: the session's parent, a message in the channel already, says it."""
+        """A heads-up linking to the card (or the thread): in the bot's DM with each of
+        `recipients` (the session's owner), and in the notifications channel when there are
+        none or Slack refuses one. One about a question is remembered (each message sent, as
+        it is sent), so a retry sends none twice and its closing update edits them all. A
+        run's end is no heads-up: the session's parent, a message in the channel already,
+        says it."""
         where = self.config.notifications_channel_id
         if where is None:
             return  # no heads-ups configured: the cards are in the thread
@@ -504,14 +514,46 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         if notification.outcome is not None:
             await self._close_heads_up(notification)
             return
-        state = self.state()
         key = f"headsup:{notification.request_id}" if notification.request_id else None
-        if key is not None and await state.get(key) is not None:
+        kept = await self._heads_up(key)
+        if kept is not None and kept["done"]:
             return  # sent before (a retry after a restart): one question rings once
         shown = look.heads_up_look(notification, await self._link(notification))
-        sent = await self._post(where, shown)
+        if kept is None:
+            kept = {"text": shown.text, "sent": [], "to": [], "fallback": False, "done": False}
+            kept["fallback"] = not notification.recipients
+        for user in notification.recipients:
+            if user in kept["to"]:
+                continue  # sent before this retry
+            sent = await self._direct.send(user, shown, where)
+            if sent is None:
+                kept["fallback"] = True  # refused (warned once): the channel says it
+            else:
+                kept["sent"].append(list(sent))
+            kept["to"].append(user)
+            await self._keep_heads_up(key, kept)
+        if kept["fallback"]:
+            kept["sent"].append([where, await self._post(where, shown)])
+        kept["done"] = True
+        await self._keep_heads_up(key, kept)
+
+    async def _heads_up(self, key: str | None) -> dict[str, Any] | None:
+        """What was sent of a question's heads-up: its `text`, the messages `sent` ([channel,
+        ts]), the recipients done (`to`), whether it goes to the notifications channel
+        (`fallback`) and whether it is all sent (`done`)."""
+        raw = await self.state().get(key) if key is not None else None
+        if raw is None:
+            return None
+        kept = dict(json.loads(raw))
+        if "sent" not in kept:  # kept before direct messages: one in the notifications channel
+            where = self.config.notifications_channel_id or self.config.channel_id
+            sent = [[where, kept["ts"]]]
+            kept = {"text": kept["text"], "sent": sent, "to": [], "fallback": True, "done": True}
+        return kept
+
+    async def _keep_heads_up(self, key: str | None, kept: dict[str, Any]) -> None:
         if key is not None:
-            await state.set(key, json.dumps({"ts": sent, "text": shown.text}))
+            await self.state().set(key, json.dumps(kept))
 
     async def _parent_finished(self, notification: NotificationMessage) -> None:
         """The run's end on the session's parent (an edit: the parent rang when it was
@@ -525,14 +567,15 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         await self._update_parent(session_id, thread, name, "finished", said=notification.summary)
 
     async def _close_heads_up(self, notification: NotificationMessage) -> None:
-        where = self.config.notifications_channel_id
-        raw = await self.state().get(f"headsup:{notification.request_id}")
-        if raw is None or notification.outcome is None or where is None:
+        """Every message of the question's heads-up (the DMs and the notifications
+        channel's) says how it closed: an edit each, silent."""
+        kept = await self._heads_up(f"headsup:{notification.request_id}")
+        if kept is None or notification.outcome is None:
             return  # none sent here: an answered question must not ring
-        sent = json.loads(raw)
         status = None if notification.outcome_status is None else str(notification.outcome_status)
-        shown = look.closed_heads_up_look(sent["text"], notification.outcome, status)
-        await self._update(where, sent["ts"], shown)
+        shown = look.closed_heads_up_look(kept["text"], notification.outcome, status)
+        for channel, ts in kept["sent"]:
+            await self._update(channel, ts, shown)
 
     async def _link(self, notification: NotificationMessage) -> str | None:
         """The card's message when it was sent here, else the session's thread."""
@@ -595,9 +638,11 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
 
     # -- platform calls --------------------------------------------------------------------
 
-    async def _post(self, channel: str, shown: look.Look, *, thread: str | None = None) -> str:
+    async def _post(
+        self, channel: str, shown: look.Look, *, thread: str | None = None, raw: bool = False
+    ) -> str:
         """Post a message (a reply when `thread`); its `ts`. Never a broadcast, never an
-        unfurl: a link the agent wrote stays a line."""
+        unfurl: a link the agent wrote stays a line. `raw`: as `_call`'s."""
         extra: dict[str, Any] = {"thread_ts": thread} if thread else {}
         if shown.blocks:
             extra["blocks"] = shown.blocks
@@ -608,9 +653,24 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
                 unfurl_links=False,
                 unfurl_media=False,
                 **extra,
-            )
+            ),
+            raw=raw,
         )
         return str(sent["ts"])
+
+    async def post_raw(self, channel: str, shown: look.Look) -> str:
+        """`_post`, Slack's refusal (other than a rate limit) raised as slack-sdk's own
+        (`direct`: a person the bot cannot write to is no error)."""
+        return await self._post(channel, shown, raw=True)
+
+    async def call_raw(self, call: Awaitable[T]) -> T:
+        """One slack-sdk call: a rate limit or a network failure as the outbox's errors,
+        Slack's other refusals as slack-sdk's own (`direct`)."""
+        return await self._call(call, raw=True)
+
+    def mapped(self, exc: SlackApiError) -> ChannelError:
+        """slack-sdk's refusal as the outbox's (`_mapped`), for `direct`."""
+        return self._mapped(exc)
 
     async def _update(self, channel: str, ts: str, shown: look.Look) -> bool:
         """Edit a message in place; False when it is gone."""

@@ -30,6 +30,7 @@ NEEDED_SCOPES: Final[tuple[tuple[str, str], ...]] = (
     ("commands", "take /aep"),
     ("usergroups:read", "read the members of approver_roles' user groups"),
     ("users:read", "name who answered"),
+    ("im:write", "send a session's owner their heads-ups by direct message"),
 )
 #: where the manifest is, from the repository's root (the fixes name it)
 MANIFEST: Final = "docs/channels/slack-app-manifest.json"

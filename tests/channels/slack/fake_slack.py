@@ -68,6 +68,15 @@ deadline and trigger expiry, and drops the rate limits):
 - Tokens: a wrong one is `invalid_auth`, none `not_authed`; the app token only opens Socket
   Mode, the bot token never does (`not_allowed_token_type`). Unknown methods: `unknown_method`.
 
+- Direct messages: `conversations.open` (`users`: one user id; scope `im:write`, Tier 3: 50
+  per 60 s) opens the bot's DM with a person (`fake.ims`: user id -> `D...`), answering
+  `already_open` the second time; `cannot_dm_bot` for a bot's id (the bot's own, or a user
+  with `is_bot`), `user_not_found` for an unknown id, `user_disabled` for one `deleted`.
+  A post in a DM counts against that DM's own one-a-second window; with
+  `fake.messages_tab = False` (App Home > Messages Tab off) it is `messages_tab_disabled`.
+  These refusals, which the bridge cannot foresee, are not violations. No `message.im`
+  events come back (the manifest subscribes to none).
+
 `apps.connections.open` with `fake.socket_mode = False` answers `socket_mode_not_enabled`, a
 code the fake invented (Slack's is not documented).
 
@@ -75,7 +84,7 @@ Every refusal above (not auth errors a test provokes on purpose, nor `fail_next`
 `Violation` in `fake.violations` (and `fake.violation_counts[kind]`), so a test can assert that a
 well-behaved channel caused none.
 
-Inspection: `calls`, `calls_to()`, `messages()`, `message()`, `thread()`, `ephemeral()`,
+Inspection: `calls`, `calls_to()`, `messages()`, `message()`, `thread()`, `dms()`, `ephemeral()`,
 `views`, `view()`, `envelopes`, `acks`, `unanswered()`, `connected`, `sockets`, `responses`
 (what came to a `response_url`: an ephemeral by default, `in_channel`, `replace_original`,
 `delete_original`, as Slack does), `violations`.
@@ -130,6 +139,7 @@ BOT_SCOPES: tuple[str, ...] = (
     "commands",
     "usergroups:read",
     "users:read",
+    "im:write",
 )
 
 #: an approver (in the user group S0OPS)
@@ -158,6 +168,7 @@ METHOD_SCOPES: Mapping[str, str] = {
     "users.conversations": "channels:read",
     "usergroups.users.list": "usergroups:read",
     "users.info": "users:read",
+    "conversations.open": "im:write",
 }
 
 
@@ -189,6 +200,7 @@ class Limits:
             "conversations.list": Window(20, 60.0),
             "users.conversations": Window(20, 60.0),
             "usergroups.users.list": Window(20, 60.0),
+            "conversations.open": Window(50, 60.0),
         }
     )
     text: int = 40_000
@@ -258,8 +270,22 @@ class FakeChannel:
     members: set[str]
     is_private: bool = False
     created: int = 1_700_000_000
+    #: a direct message between the bot and `user` (`conversations.open`)
+    is_im: bool = False
+    user: str | None = None
 
     def to_api(self) -> dict[str, Any]:
+        if self.is_im:  # as conversations.info gives an IM
+            return {
+                "id": self.id,
+                "created": self.created,
+                "is_im": True,
+                "is_org_shared": False,
+                "user": self.user,
+                "is_user_deleted": False,
+                "priority": 0,
+                "context_team_id": TEAM_ID,
+            }
         return {
             "id": self.id,
             "name": self.name,
@@ -774,6 +800,10 @@ class FakeSlack:
         }
         #: slash commands the app's manifest declares
         self.commands: set[str] = {"/aep"}
+        #: the app's App Home > Messages Tab (off: a post in a DM is `messages_tab_disabled`)
+        self.messages_tab = True
+        #: user id -> the bot's DM with them (`conversations.open`)
+        self.ims: dict[str, str] = {}
 
         self.calls: list[Call] = []
         self.violations: list[Violation] = []
@@ -808,6 +838,7 @@ class FakeSlack:
             "views.open": self._views_open,
             "users.info": self._users_info,
             "usergroups.users.list": self._group_users,
+            "conversations.open": self._conversations_open,
         }
         self.app = Starlette(
             routes=[
@@ -887,6 +918,11 @@ class FakeSlack:
     def message(self, channel: str, ts: str) -> FakeMessage:
         """A message by channel and ts; KeyError if there is none."""
         return self._messages[(channel, ts)]
+
+    def dms(self, user: dict[str, Any] | str) -> list[FakeMessage]:
+        """The bot's messages in its direct message with `user` (none if never opened)."""
+        im = self.ims.get(user if isinstance(user, str) else user["id"])
+        return [] if im is None else self.messages(im)
 
     def thread(self, channel: str, ts: str) -> list[FakeMessage]:
         """The replies under the parent message `ts`, oldest first (the parent not included)."""
@@ -1321,8 +1357,8 @@ class FakeSlack:
         """Tell the app about the bot's own message or edit, after the answer (as Slack does)."""
         if not self.bot_events or not self.connected:
             return
-        if BOT_USER_ID not in self.channels[channel].members:
-            return
+        if BOT_USER_ID not in self.channels[channel].members or self.channels[channel].is_im:
+            return  # the manifest subscribes to no `message.im`
         payload = self._event_payload(event, channel)
         task = asyncio.get_running_loop().create_task(
             self._quietly(self._send_envelope("events_api", payload, wait=False))
@@ -1553,6 +1589,7 @@ class FakeSlack:
             for c in self.channels.values()
             if ("private_channel" if c.is_private else "public_channel") in types
             and (not c.is_private or BOT_USER_ID in c.members)
+            and not c.is_im  # `im` is a type of its own, which the channel never lists
         ]
 
     def _conversations_list(self, args: dict[str, Any], method: str) -> dict[str, Any]:
@@ -1565,6 +1602,36 @@ class FakeSlack:
 
     def _conversations_members(self, args: dict[str, Any], method: str) -> dict[str, Any]:
         return self._page(sorted(self._channel(args).members), args, "members")
+
+    def _conversations_open(self, args: dict[str, Any], method: str) -> dict[str, Any]:
+        """Open (or find) the bot's DM with one user, as Slack answers: the IM's id, and
+        `already_open` when it was. Refusals the bridge cannot foresee (a person's id that
+        is wrong, a bot's, a deactivated account) are not violations."""
+        users = [u for u in str(args.get("users") or "").split(",") if u]
+        if not users:
+            raise SlackError("users_list_not_supplied")
+        if len(users) > 1:
+            raise SlackError("method_not_supported_for_channel_type", detail="the fake has no MPIM")
+        (user,) = users
+        known = self.users.get(user)
+        if user == BOT_USER_ID or (known is not None and known.get("is_bot")):
+            raise SlackError("cannot_dm_bot", violation=False, detail=user)
+        if known is None:
+            raise SlackError("user_not_found", violation=False, detail=user)
+        if known.get("deleted"):
+            raise SlackError("user_disabled", violation=False, detail=user)
+        already = user in self.ims
+        if not already:
+            im = self._new_id("D")
+            self.channels[im] = FakeChannel(im, im, {user, BOT_USER_ID}, is_im=True, user=user)
+            self.ims[user] = im
+        channel = self.channels[self.ims[user]]
+        shown = (
+            channel.to_api()
+            if str(args.get("return_im", "")).lower() in ("true", "1")
+            else {"id": channel.id}
+        )
+        return {"no_op": already, "already_open": already, "channel": shown}
 
     def _users_info(self, args: dict[str, Any], method: str) -> dict[str, Any]:
         user_id = str(args.get("user", ""))
@@ -1621,6 +1688,8 @@ class FakeSlack:
 
     def _post_message(self, args: dict[str, Any], method: str) -> dict[str, Any]:
         channel = self._channel(args, member=True)
+        if channel.is_im and not self.messages_tab:
+            raise SlackError("messages_tab_disabled", violation=False, detail=channel.id)
         thread_ts = str(args.get("thread_ts") or "") or None
         if thread_ts is not None:
             parent = self._messages.get((channel.id, thread_ts))

@@ -321,6 +321,7 @@ async def test_tier_limits_per_workspace(method: str) -> None:
             "conversations.list": lambda: client.conversations_list(),
             "users.conversations": lambda: client.users_conversations(),
             "usergroups.users.list": lambda: client.usergroups_users_list(usergroup=S0OPS),
+            "conversations.open": lambda: client.conversations_open(users=ALICE["id"]),
         }
         window = Limits.real().per_workspace[method]
         for _ in range(window.count):
@@ -328,6 +329,39 @@ async def test_tier_limits_per_workspace(method: str) -> None:
         error = await expect_error(calls[method](), "ratelimited")
         assert int(error.response.headers["Retry-After"]) > 1
         assert len(fake.violations) == 1
+
+
+async def test_a_dm_opens_once_takes_posts_in_its_own_window_and_refuses_as_slack_does() -> None:
+    async with FakeSlack(Limits.real()) as fake:
+        client = web(fake)
+        opened = await client.conversations_open(users=ALICE["id"])
+        im = opened["channel"]["id"]
+        assert im.startswith("D")
+        assert not opened.get("already_open")
+        again = await client.conversations_open(users=ALICE["id"], return_im=True)
+        assert again["already_open"]
+        assert again["channel"]["id"] == im
+        assert again["channel"]["is_im"]
+        assert again["channel"]["user"] == ALICE["id"]
+        await client.chat_postMessage(channel=C0AGENTS, text="in the channel")
+        await client.chat_postMessage(channel=im, text="privately")  # a window of its own
+        assert [m.text for m in fake.dms(ALICE)] == ["privately"]
+        await expect_error(client.chat_postMessage(channel=im, text="too soon"), "ratelimited")
+        assert im not in [c["id"] for c in (await client.conversations_list())["channels"]]
+        for user, code in (
+            ("U0NOBODY", "user_not_found"),
+            (BOT_USER_ID, "cannot_dm_bot"),
+        ):
+            await expect_error(client.conversations_open(users=user), code)
+        fake.users[BOB["id"]]["deleted"] = True
+        await expect_error(client.conversations_open(users=BOB["id"]), "user_disabled")
+        fake.messages_tab = False
+        await asyncio.sleep(1.05)
+        await expect_error(client.chat_postMessage(channel=im, text="x"), "messages_tab_disabled")
+        assert [v.kind for v in fake.violations] == ["ratelimited"]  # the others: people's
+        fake.scopes.discard("im:write")
+        error = await expect_error(client.conversations_open(users=ALICE["id"]), "missing_scope")
+        assert error.response["needed"] == "im:write"
 
 
 async def test_loose_limits_have_no_rate_limits() -> None:
