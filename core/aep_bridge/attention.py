@@ -38,6 +38,7 @@ from .attention_records import (
     request_of_row,
 )
 from .intake.source import CommandResult
+from .quorum import BUTTONS_ONLY, Tally, approver_of, denies, tally
 from .render import aep_form_values
 from .sessions import SessionRecord, Sessions
 from .steer import INSTRUCTIONS_OFF, is_instruction_request
@@ -76,10 +77,16 @@ Reporter = Callable[[Request, Outcome], None]
 Describer = Callable[[str, Request, Outcome], str | None]
 #: whether a channel allows instructions (its `allow_instructions`): `(channel) -> bool`
 InstructionPolicy = Callable[[str], bool]
+#: how many distinct approvers a request needs (`quorum.QuorumPolicy.needed`)
+ApprovalCount = Callable[[Event], int]
 
 
 def _no_instructions(channel: str) -> bool:
     return False
+
+
+def _one_approver(event: Event) -> int:
+    return 1
 
 
 class Attention:
@@ -98,10 +105,12 @@ class Attention:
         hold: float = ANSWER_HOLD,
         describe: Describer | None = None,
         instructions: InstructionPolicy = _no_instructions,
+        approvals: ApprovalCount = _one_approver,
     ) -> None:
         """`hold`: seconds an answer waits for its agent to reconnect (0: not at all).
         `describe`: a card's words for an outcome, told to whoever presses a closed card.
-        `instructions`: whether a channel allows instructions (none, unless told)."""
+        `instructions`: whether a channel allows instructions (none, unless told).
+        `approvals`: how many distinct approvers a request needs (one, unless told)."""
         self.store = store
         self.sessions = sessions
         self._approve = approve
@@ -109,6 +118,7 @@ class Attention:
         self._report = report
         self._describe = describe
         self._instructions = instructions
+        self._approvals = approvals
         self.source = source
         self.agent = agent
         self.hold = hold
@@ -215,6 +225,9 @@ class Attention:
                 request.status,
                 request.expires_at,
             ):
+                needed = self._approvals(event) if status == "open" else 1
+                if needed > 1:
+                    self.store.set_approvals_needed(request.id, needed)
                 self._keep_event(request)
                 self._schedule_expiry(request)
                 return request
@@ -289,21 +302,53 @@ class Attention:
         session = self.sessions.get(request.session_id)
         if session is None:
             return Resolution(status=ResolutionStatus.UNKNOWN)
-        command = make_respond_command(request.event, answer, source=self.source, agent=self.agent)
-        recorded = json.dumps({"option_index": index, "text": text, "values": values})
+        needed = self.store.approvals_needed(card_id)
+        if needed > 1 and index is None:  # two people must agree: on a button, not on words
+            return Resolution(
+                status=ResolutionStatus.REJECTED, reason=BUTTONS_ONLY.format(needed=needed)
+            )
+        counting = (
+            needed > 1 and index is not None and not denies(request.event, request.options, index)
+        )
+        by = user.display
         now = time.time()
         hold_until = now + self.hold
         if request.expires_at is not None:
             hold_until = min(hold_until, request.expires_at)
+        counted: Tally | None = None
         try:
             with self.store.transaction():
-                claimed = self.store.claim_request(
-                    card_id, recorded, user.display, command.id, command.raw, hold_until
+                if counting and index is not None:
+                    counted = tally(
+                        self.store,
+                        card_id,
+                        request.options,
+                        needed,
+                        approver_of(user),
+                        user.display,
+                        index,
+                    )
+                    if counted.met:  # the Nth distinct allow: the narrowest chosen goes
+                        index, by = counted.option_index, counted.answered_by()
+                        answer = Answer(option=request.options[index])
+                command = make_respond_command(
+                    request.event, answer, source=self.source, agent=self.agent
                 )
-            if claimed:  # durable before anything is sent or said, even inside a group
+                recorded = json.dumps({"option_index": index, "text": text, "values": values})
+                claimed = False
+                if counted is None or counted.met:
+                    claimed = self.store.claim_request(
+                        card_id, recorded, by, command.id, command.raw, hold_until
+                    )
+                    if claimed and needed > 1:
+                        self.store.clear_approvals(card_id)  # a reopened one needs them anew
+            if claimed or (counted is not None and counted.counted):
+                # durable before anything is sent or said, even inside a group
                 self.store.commit_group(strict=True)
         except sqlite3.Error as exc:
             return self._unrecorded(card_id, exc)
+        if counted is not None and not counted.met:
+            return self._counted(channel, request, counted)
         if self._unrecordable:
             self._unrecordable = False
             log.info("the store records answers again")
@@ -316,13 +361,23 @@ class Attention:
             request,
             status="sending",
             answer=recorded,
-            answered_by=user.display,
+            answered_by=by,
             command_id=command.id,
             command_raw=command.raw,
             hold_until=hold_until,
         )
         self._spawn(self._deliver(session, sending, command, deadline=hold_until))
         return Resolution(status=ResolutionStatus.ACCEPTED)
+
+    def _counted(self, channel: str, request: Request, counted: Tally) -> Resolution:
+        """An allow that does not complete the count: every card shows the progress, and
+        the person is told (that they were counted once, when they had approved already)."""
+        if counted.counted:
+            log.info("approval of %s counted: %s", request.id, counted.progress())
+            self._show(request, counted.outcome())
+        latest = None if counted.counted else self.get(request.id)
+        closed = self._closed_resolution(latest, channel) if latest is not None else None
+        return closed or counted.resolution()
 
     def _unrecorded(self, card_id: str, exc: sqlite3.Error) -> Resolution:
         """The claim could not be written (a full disk): it was rolled back, so nothing

@@ -46,6 +46,7 @@ from .mirror import PRUNE_EVERY, EventMirror
 from .outbox import Job, Outbox, Priority
 from .plugins import PluginHost
 from .questions import BRIDGE_AGENT, QuestionCards
+from .quorum import QuorumPolicy
 from .render import Renderer
 from .retention import Retention
 from .routing import Routes
@@ -140,6 +141,7 @@ class Bridge(EventMirror, QuestionCards):
             hold=config.attention.answer_hold,
             describe=self.describe_outcome,
             instructions=self.allows_instructions,
+            approvals=QuorumPolicy(config.routes, config.attention.require_approvals).needed,
         )
         self.away = AwayState(
             self.store,
