@@ -43,7 +43,7 @@ from .render import aep_form_values
 from .sessions import SessionRecord, Sessions
 from .steer import INSTRUCTIONS_OFF, is_instruction_request
 from .store import Store
-from .types import ChannelUser, OutcomeStatus, Resolution, ResolutionStatus
+from .types import NO_SUCH_OPTION, ChannelUser, OutcomeStatus, Resolution, ResolutionStatus
 
 log = logging.getLogger("aep_bridge.attention")
 
@@ -460,7 +460,7 @@ class Attention:
         if option is not None:
             index = _option_index(option, len(request.options))
             if index is None:
-                return Resolution(status=ResolutionStatus.REJECTED, reason="no such option")
+                return Resolution(status=ResolutionStatus.REJECTED, reason=NO_SUCH_OPTION)
             return Answer(option=request.options[index]), index
         if values is not None:
             fields = request.fields

@@ -272,6 +272,11 @@ class ResolutionStatus(StrEnum):
     COUNTED = "counted"  # an approval counted; the question needs more (reason: how many)
 
 
+#: a `rejected` press's reason when its option is not one of the request's (the console takes
+#: the digits it typed as words then)
+NO_SUCH_OPTION = "no such option"
+
+
 class Resolution(_Model):
     """The core's answer to a press: the adapter shows `message` to the person who pressed."""
 
