@@ -62,6 +62,9 @@ from aep_bridge import (
 from . import forms
 
 log = logging.getLogger("aep_bridge.console")
+#: the core's reason for a press on an option the request lacks (`types.NO_SUCH_OPTION`): then
+#: the digits typed are taken as words; any other refusal (an approval counted already) is said
+NO_SUCH_OPTION = "no such option"
 
 #: what short ids are made of: lower-case letters and digits that are not read as each
 #: other (no i, l, o, 0 or 1); each starts with a letter
@@ -349,7 +352,7 @@ class ConsoleChannel(ChannelAdapter[ConsoleConfig]):
             resolution = await self._fill(card, fields, answer)
         elif answer.isascii() and answer.isdigit():
             resolution = await self.core.resolve_permission(card, int(answer) - 1, self.user)
-            if resolution.status is ResolutionStatus.REJECTED:  # no such option
+            if resolution.reason == NO_SUCH_OPTION:  # words that look like a number
                 resolution = await self.core.answer_text(card, answer, self.user)
         else:
             resolution = await self.core.answer_text(card, answer, self.user)

@@ -39,11 +39,12 @@ from .attention_records import (
 )
 from .audit import AttentionTrail, AuditLog, PrincipalOf, no_principal
 from .intake.source import CommandResult
+from .quorum import BUTTONS_ONLY, Tally, approver_of, denies, tally
 from .render import aep_form_values
 from .sessions import SessionRecord, Sessions
 from .steer import INSTRUCTIONS_OFF, is_instruction_request
 from .store import Store
-from .types import ChannelUser, OutcomeStatus, Resolution, ResolutionStatus
+from .types import NO_SUCH_OPTION, ChannelUser, OutcomeStatus, Resolution, ResolutionStatus
 
 log = logging.getLogger("aep_bridge.attention")
 
@@ -77,10 +78,16 @@ Reporter = Callable[[Request, Outcome], None]
 Describer = Callable[[str, Request, Outcome], str | None]
 #: whether a channel allows instructions (its `allow_instructions`): `(channel) -> bool`
 InstructionPolicy = Callable[[str], bool]
+#: how many distinct approvers a request needs (`quorum.QuorumPolicy.needed`)
+ApprovalCount = Callable[[Event], int]
 
 
 def _no_instructions(channel: str) -> bool:
     return False
+
+
+def _one_approver(event: Event) -> int:
+    return 1
 
 
 class Attention:
@@ -101,13 +108,15 @@ class Attention:
         instructions: InstructionPolicy = _no_instructions,
         audit: AuditLog | None = None,
         principal_of: PrincipalOf = no_principal,
+        approvals: ApprovalCount = _one_approver,
     ) -> None:
         """`hold`: seconds an answer waits for its agent to reconnect (0: not at all).
         `describe`: a card's words for an outcome, told to whoever presses a closed card.
         `instructions`: whether a channel allows instructions (none, unless told).
         `audit`: where questions, answers, refusals and outcomes are recorded (`audit.py`),
         in the transaction of the change they record; `principal_of` names who sent a
-        session, for those records."""
+        session, for those records.
+        `approvals`: how many distinct approvers a request needs (one, unless told)."""
         self.store = store
         self.sessions = sessions
         self._approve = approve
@@ -116,6 +125,7 @@ class Attention:
         self._describe = describe
         self._instructions = instructions
         self.trail = AttentionTrail(audit, sessions, principal_of)
+        self._approvals = approvals
         self.source = source
         self.agent = agent
         self.hold = hold
@@ -224,6 +234,9 @@ class Attention:
                     request.expires_at,
                 )
                 if added:
+                    needed = self._approvals(event) if status == "open" else 1
+                    if needed > 1:
+                        self.store.set_approvals_needed(request.id, needed)
                     self.trail.asked(request, session)
             if added:
                 self._keep_event(request)
@@ -300,24 +313,56 @@ class Attention:
         session = self.sessions.get(request.session_id)
         if session is None:
             return Resolution(status=ResolutionStatus.UNKNOWN)
-        command = make_respond_command(request.event, answer, source=self.source, agent=self.agent)
-        recorded = json.dumps({"option_index": index, "text": text, "values": values})
+        needed = self.store.approvals_needed(card_id)
+        if needed > 1 and index is None:  # two people must agree: on a button, not on words
+            return Resolution(
+                status=ResolutionStatus.REJECTED, reason=BUTTONS_ONLY.format(needed=needed)
+            )
+        counting = (
+            needed > 1 and index is not None and not denies(request.event, request.options, index)
+        )
+        by = user.display
         now = time.time()
         hold_until = now + self.hold
         if request.expires_at is not None:
             hold_until = min(hold_until, request.expires_at)
+        counted: Tally | None = None
         try:
             with self.store.transaction():
-                claimed = self.store.claim_request(
-                    card_id, recorded, user.display, command.id, command.raw, hold_until
+                if counting and index is not None:
+                    counted = tally(
+                        self.store,
+                        card_id,
+                        request.options,
+                        needed,
+                        approver_of(user),
+                        user.display,
+                        index,
+                    )
+                    if counted.met:  # the Nth distinct allow: the narrowest chosen goes
+                        index, by = counted.option_index, counted.answered_by()
+                        answer = Answer(option=request.options[index])
+                command = make_respond_command(
+                    request.event, answer, source=self.source, agent=self.agent
                 )
-                if claimed:
-                    steer = text is not None and is_instruction_request(request.event)
-                    self.trail.answered(request, channel, user, recorded, command, steer)
-            if claimed:  # durable before anything is sent or said, even inside a group
+                recorded = json.dumps({"option_index": index, "text": text, "values": values})
+                claimed = False
+                if counted is None or counted.met:
+                    claimed = self.store.claim_request(
+                        card_id, recorded, by, command.id, command.raw, hold_until
+                    )
+                    if claimed and needed > 1:
+                        self.store.clear_approvals(card_id)  # a reopened one needs them anew
+                    if claimed:
+                        steer = text is not None and is_instruction_request(request.event)
+                        self.trail.answered(request, channel, user, recorded, command, steer)
+            if claimed or (counted is not None and counted.counted):
+                # durable before anything is sent or said, even inside a group
                 self.store.commit_group(strict=True)
         except sqlite3.Error as exc:
             return self._unrecorded(card_id, exc)
+        if counted is not None and not counted.met:
+            return self._counted(channel, request, counted)
         if self._unrecordable:
             self._unrecordable = False
             log.info("the store records answers again")
@@ -330,13 +375,23 @@ class Attention:
             request,
             status="sending",
             answer=recorded,
-            answered_by=user.display,
+            answered_by=by,
             command_id=command.id,
             command_raw=command.raw,
             hold_until=hold_until,
         )
         self._spawn(self._deliver(session, sending, command, deadline=hold_until))
         return Resolution(status=ResolutionStatus.ACCEPTED)
+
+    def _counted(self, channel: str, request: Request, counted: Tally) -> Resolution:
+        """An allow that does not complete the count: every card shows the progress, and
+        the person is told (that they were counted once, when they had approved already)."""
+        if counted.counted:
+            log.info("approval of %s counted: %s", request.id, counted.progress())
+            self._show(request, counted.outcome())
+        latest = None if counted.counted else self.get(request.id)
+        closed = self._closed_resolution(latest, channel) if latest is not None else None
+        return closed or counted.resolution()
 
     def _unrecorded(self, card_id: str, exc: sqlite3.Error) -> Resolution:
         """The claim could not be written (a full disk): it was rolled back, so nothing
@@ -421,7 +476,7 @@ class Attention:
         if option is not None:
             index = _option_index(option, len(request.options))
             if index is None:
-                return Resolution(status=ResolutionStatus.REJECTED, reason="no such option")
+                return Resolution(status=ResolutionStatus.REJECTED, reason=NO_SUCH_OPTION)
             return Answer(option=request.options[index]), index
         if values is not None:
             fields = request.fields

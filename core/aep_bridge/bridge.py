@@ -47,6 +47,7 @@ from .mirror import PRUNE_EVERY, EventMirror
 from .outbox import Job, Outbox, Priority
 from .plugins import PluginHost
 from .questions import BRIDGE_AGENT, QuestionCards
+from .quorum import QuorumPolicy
 from .render import Renderer
 from .retention import Retention
 from .routing import Routes
@@ -152,6 +153,7 @@ class Bridge(EventMirror, QuestionCards):
             instructions=self.allows_instructions,
             audit=self.audit,
             principal_of=self._principal_of,
+            approvals=QuorumPolicy(config.routes, config.attention.require_approvals).needed,
         )
         self.away = AwayState(
             self.store,

@@ -20,7 +20,15 @@ from pathlib import Path
 from typing import Any, Final, Literal
 from urllib.parse import parse_qsl, urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from .adapter import ChannelRegistration
 from .aep.errors import InvalidFilter
@@ -30,6 +38,13 @@ from .config_errors import explain
 from .plugins import PluginHost
 from .terminal import visible
 from .types import ChannelConfig
+
+#: the most approvers a question may need (more is a typo, and could never be met)
+MAX_APPROVALS: Final = 10
+#: envelope attributes that change from one event of a session to the next
+PER_EVENT_ATTRIBUTES: Final = frozenset(
+    {"id", "type", "subject", "run", "step", "cause", "severity", "capture"}
+)
 
 CONFIG_ENV: Final = "AEP_BRIDGE_CONFIG"
 #: the file name under `$XDG_CONFIG_HOME/aep-bridge` (`default_config_path`)
@@ -192,6 +207,13 @@ class RouteConfig(BaseModel):
     channels: list[str] = Field(
         min_length=1, description="the channel names (keys under channels) the session goes to"
     )
+    approvals: int = Field(
+        default=1,
+        ge=1,
+        le=MAX_APPROVALS,
+        description="how many distinct approvers every question of the route's sessions needs "
+        "before its answer goes to the agent (the two-person rule); one deny ends it at once",
+    )
 
     @field_validator("match")
     @classmethod
@@ -201,6 +223,47 @@ class RouteConfig(BaseModel):
         except InvalidFilter as exc:
             raise ValueError(f"not an attr-match filter: {exc}") from None
         return value
+
+    @model_validator(mode="after")
+    def _session_wide_match(self) -> RouteConfig:
+        """A route's approvals are found again for each question by matching the question
+        itself: its match must name only what every event of a session carries alike."""
+        varying = sorted(set(self.match) & PER_EVENT_ATTRIBUTES)
+        if self.approvals > 1 and varying:
+            raise ValueError(
+                f"approvals above 1 need a match on what every event of a session shares "
+                f"(agent, source, session or an extension), but it names {', '.join(varying)}: "
+                "drop those keys or put approvals on a route without them"
+            )
+        return self
+
+
+class ApprovalRule(BaseModel):
+    """`attention.require_approvals[]`: permission requests whose tool and command match
+    need `approvals` distinct approvers."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tool: str | None = Field(
+        default=None, min_length=1, description='a glob on the tool\'s name, such as "Bash"'
+    )
+    command: str | None = Field(
+        default=None,
+        min_length=1,
+        description='a glob on the command the tool would run, such as "git push --force*"',
+    )
+    approvals: int = Field(
+        ge=1, le=MAX_APPROVALS, description="how many distinct approvers such a request needs"
+    )
+
+    @model_validator(mode="after")
+    def _names_something(self) -> ApprovalRule:
+        if self.tool is None and self.command is None:
+            raise ValueError(
+                'a rule needs "tool", "command" or both (a rule for every question is a '
+                "route's approvals)"
+            )
+        return self
 
 
 class RedactionConfig(BaseModel):
@@ -228,6 +291,12 @@ class AttentionConfig(BaseModel):
         description="seconds an answer waits for its agent to reconnect when the agent is not "
         "connected (no-route), as after a restart of either; the request's expires_at ends "
         "the wait earlier; 0 opens the question again at once",
+    )
+    require_approvals: list[ApprovalRule] = Field(
+        default_factory=list,
+        description='permission requests that need several distinct approvers: each a "tool" '
+        'and/or "command" glob and "approvals"; the highest count that applies wins (a '
+        "route's approvals too)",
     )
 
 

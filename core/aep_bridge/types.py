@@ -186,9 +186,12 @@ class OutcomeStatus(StrEnum):
     DISMISSED = "dismissed"  # the agent closed it without an answer
     REFUSED = "refused"  # the agent refused the answer given; the request is open again
     UNDELIVERED = "undelivered"  # the answer did not reach the agent; open again
+    APPROVING = "approving"  # some of the approvals it needs are in (`detail`, `by`); open
 
 
-OPEN_AGAIN: frozenset[OutcomeStatus] = frozenset({OutcomeStatus.REFUSED, OutcomeStatus.UNDELIVERED})
+OPEN_AGAIN: frozenset[OutcomeStatus] = frozenset(
+    {OutcomeStatus.REFUSED, OutcomeStatus.UNDELIVERED, OutcomeStatus.APPROVING}
+)
 
 
 class PermissionOutcome(_Model):
@@ -224,6 +227,8 @@ class PermissionOutcome(_Model):
                 line = f"The agent refused the answer{by}: {answer}".rstrip(": ")
             case OutcomeStatus.UNDELIVERED:
                 line = "The answer did not reach the agent: answer again"
+            case OutcomeStatus.APPROVING:  # "1 of 2 approvals, by Ada"
+                return f"{self.detail or 'Approvals'}{by.replace(' by', ', by', 1)}"
         return f"{line} ({self.detail})" if self.detail else line
 
 
@@ -268,6 +273,12 @@ class ResolutionStatus(StrEnum):
     NOT_ALLOWED = "not_allowed"  # this person is not an approver here
     INFORMATIONAL = "informational"  # the request cannot be answered from chat
     UNKNOWN = "unknown"  # no such request (a card from a forgotten session)
+    COUNTED = "counted"  # an approval counted; the question needs more (reason: how many)
+
+
+#: a `rejected` press's reason when its option is not one of the request's (the console takes
+#: the digits it typed as words then)
+NO_SUCH_OPTION = "no such option"
 
 
 class Resolution(_Model):
@@ -306,6 +317,8 @@ class Resolution(_Model):
                 text = "This request is answered in the agent's own terminal"
             case ResolutionStatus.UNKNOWN:
                 text = "This request is no longer known to the bridge"
+            case ResolutionStatus.COUNTED:
+                text = f"Your approval is counted: {self.reason}" if self.reason else "Counted"
         return text[:200]
 
 

@@ -6,6 +6,7 @@ Nothing outside this package writes SQL: the rest of the core calls the typed me
 
 from __future__ import annotations
 
+from .approvals import ApprovalTables
 from .audit import AuditRow, AuditTables
 from .database import DB_NAME, Database, StoreError, default_state_dir, is_damage
 from .delivery import DeliveryTables, Floors, Position, floor_of
@@ -16,7 +17,15 @@ from .schema import MIGRATIONS
 from .sessions import SessionTables
 
 
-class Store(DeliveryTables, SessionTables, RequestTables, ReplayTables, KvTables, AuditTables):
+class Store(
+    DeliveryTables,
+    SessionTables,
+    RequestTables,
+    ApprovalTables,
+    ReplayTables,
+    KvTables,
+    AuditTables,
+):
     """The bridge's state on disk. Open it with `Store.open(state_dir)`; see `Database` for
     its transactions and each table family's module for its methods."""
 

@@ -283,6 +283,21 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         SELECT RAISE(ABORT, 'the audit trail is append-only: only retention deletes');
     END;
     """,
+    # 13: the two-person rule (issue 34, `quorum.py`): how many distinct approvers a request
+    # needs, fixed when it opens, and the approvals given so far, so a restart neither loses
+    # one nor counts one twice (one row per approver and request)
+    """
+    ALTER TABLE requests ADD COLUMN approvals_needed INTEGER NOT NULL DEFAULT 1;
+
+    CREATE TABLE approvals (
+        request_id   TEXT    NOT NULL,
+        approver     TEXT    NOT NULL,
+        display      TEXT    NOT NULL,
+        option_index INTEGER NOT NULL,
+        at           REAL    NOT NULL,
+        PRIMARY KEY (request_id, approver)
+    ) WITHOUT ROWID;
+    """,
 )
 
 

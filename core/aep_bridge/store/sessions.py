@@ -99,6 +99,7 @@ class SessionTables(ReplayTables):
             conn = self._conn
             conn.execute(f"DELETE FROM cards WHERE request_id IN ({asked})", ids)
             conn.execute(f"DELETE FROM answers WHERE request_id IN ({asked})", ids)
+            conn.execute(f"DELETE FROM approvals WHERE request_id IN ({asked})", ids)
             conn.execute(f"DELETE FROM requests WHERE session_id IN {among}", ids)
             conn.execute(f"DELETE FROM threads WHERE session_id IN {among}", ids)
             conn.execute(f"DELETE FROM kv WHERE session_id IN {among}", ids)  # channels'
