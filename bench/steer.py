@@ -4,42 +4,44 @@ The product runs as a user runs it: `aep-bridge run --config` as a child process
 core(s) this process does not use), its Slack channel (the real slack-bolt and slack-sdk,
 Socket Mode) pointed at the fake Slack (tests/channels/slack/fake_slack.py, at Slack's real
 limits), the session a thread in one channel, heads-ups in another, a fresh state directory;
-the person, alice, is an approver. The agent is a `TinyAgent` on the bridge's WebSocket, in
-this process, standing in for the agent daemon (the held Stop's question of issue 33's
-interface 3, built here as the daemon builds it at the default attention ceiling,
-`redacted`: `kind: "input"`, what Codex said last (its Stop payload's
-`last_assistant_message`, through the redaction pipeline) above "codex finished: what
-next?", one option, Done, over `control`, the envelope marked `aepbridgesteer: "stop"`), and
-turns the answer into the hook's output with `aep_bridge.agents.codex.stop_output`
-(`{"decision": "block", "reason": <the words>}`). Written against that interface: the
-daemon's held Stop was being built on another branch. The daemon's own legs (the hook
-process, its socket, the daemon's ack) are not in these figures: they are measured in "Agent
-hooks" (the held loop's added latency).
+the person, alice, is an approver. The agent's side is real too: a real
+`aep-bridge agentd` (its own process, connected to the bridge's WebSocket with the bridge's
+token), away mode switched on through the bridge's `/away` as `aep-bridge away on` does, and
+for each sample a real Claude Code Stop hook invocation: `aep-bridge hook claude-code` as a
+process, the documented Stop payload on stdin (tests/agents/payloads/claude_code/Stop.json,
+its `last_assistant_message` made per sample, `stop_hook_active` true after the first), with
+`CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=1000` in its environment (`install` writes 100: these are
+102 blocks in a row with no tool call between them). The daemon asks the bridge whether the
+session is away, holds the hook and emits the held Stop's question ("claude-code finished:
+what next?", one option, Done); the hook prints what the daemon answers.
 All times are `time.monotonic` (CLOCK_MONOTONIC, one clock for the machine), read here.
 
-(1) Stop -> card: from just before `agent.emit` of the question to the arrival, at the fake,
-of the card's accepted `chat.postMessage` (with its Done button) in the session's thread.
+(1) Stop -> card: from just before the hook process is spawned (Claude Code runs its Stop
+hook) to the arrival, at the fake, of the card's accepted `chat.postMessage` (with its Done
+button) in the session's thread: the hook's start-up, its socket to the daemon, the daemon's
+away question, its event over the WebSocket, the core and Slack's post.
 (2) Words -> answer: the card arrived, 0.5 s later alice writes her instruction in the
 session's thread (`fake.say`: a `message` envelope queued for the bridge's Socket Mode
-connection); from just before that to the moment the agent holds the hook's answer: the
-`control.attention.respond` read off its WebSocket, its `answer.text` the words as written,
-and `stop_output` of it Codex's block with those words. The agent then acks, reports
-`attention.answered` and `attention.resolved`, and the bridge closes the card (an update)
-and its heads-up. Each sample waits until its posts and updates fit Slack's limits as the
-channel counts them (1 post per 1.1 s a channel, 50 updates per 61 s), read off the fake's
-record, so the pacing is not in the figures. Two warm-up samples, then 100 counted; p99 is
+connection); from just before that to the hook process's exit with what it printed read:
+Claude Code's `{"decision": "block", "reason": <the words>}`. The daemon acks and reports the
+answer, and the bridge closes the card (an update) and its heads-up. Each sample waits until
+its posts and updates fit Slack's limits as the channel counts them (1 post per 1.1 s a
+channel, 50 updates per 61 s), read off the fake's record, so the pacing of the samples is
+not in the figures. Two warm-up samples, then 100 counted; p99 is
 the slowest of them (`_percentiles`: index int(0.99 n) of the sorted samples).
 
 The fake's own round trip, in the same run, after each sample, against a second fake of the
 same code: a card POSTed straight to it (until its answer is read), and a person's message
 in a thread to its arrival at a Socket Mode connection of this process's own (the fake's
 dispatch alone: the bridge's figure adds slack-bolt reading the envelope, the core deciding and
-recording the answer, and the command's way to the agent over the WebSocket, as a press does).
+recording the answer, the command's way to the daemon over the WebSocket, and the daemon's
+answer to the hook process and that process's exit).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 import tempfile
@@ -50,11 +52,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # for tests.*
 
+import httpx
+from tests.agents.live import payload
+from tests.agents.real import Daemon
 from tests.channels.slack.fake_slack import ALICE, FakeSlack
 
 import results
-from aep_bridge.agents.codex import AGENT, stop_output
-from aep_bridge.agents.mapping import DEFAULT_CEILING, Verdict, gated
+from aep_bridge.agents.paths import DIR_VARIABLE
 from discord_channel import _cores, _percentiles
 from slack_channel import (
     CHANNEL,
@@ -65,6 +69,7 @@ from slack_channel import (
     WAIT,
     WINDOW,
     Baseline,
+    Running,
     _budget_at,
     _card_post,
     _has_buttons_now,
@@ -81,22 +86,11 @@ WARMUP = 2
 GOALS = {"p99_ms": 50.0}
 #: each figure and the fake's own round trip for the same hop, held side by side
 AGAINST = {"stop -> card": "post round trip", "words -> answer": "message round trip"}
+#: Claude Code's cap on Stop blocks in a row, as the benchmark's hooks see it: above its
+#: samples, which are blocks in a row (`install` writes 100)
+BLOCK_CAP = "1000"
 
-
-QUESTION = f"{AGENT} finished: what next?"
-
-
-def _question(i: int) -> tuple[dict[str, Any], str]:
-    """The held Stop's question for Codex's turn `i`, at the default ceiling, and its capture
-    (what Codex said last is the prompt's first part at `redacted`, as the daemon does)."""
-    said = f"Turn {i}: the invoice totals round half-even now and the tests pass. Anything else?"
-    data = {
-        "kind": "input",
-        "prompt": f"{said}\n\n{QUESTION}",
-        "options": [{"id": "done", "label": "Done"}],
-        "respond_via": ["control"],
-    }
-    return gated("attention.requested", data, DEFAULT_CEILING)
+QUESTION = "claude-code finished: what next?"
 
 
 class MessageTrip:
@@ -122,88 +116,157 @@ class MessageTrip:
         self.times.append(arrived - said)
 
 
+def _base(r: Running) -> str:
+    """The bridge's HTTP address, beside its WebSocket."""
+    return r.url.replace("ws://", "http://", 1).removesuffix("/socket")
+
+
+async def _daemon(r: Running, root: Path) -> Daemon:
+    """A real `aep-bridge agentd` in its own directory, connected to the bridge."""
+    directory = root / "agent"
+    directory.mkdir(mode=0o700)
+    env = {
+        **r.process.env(),
+        DIR_VARIABLE: os.fspath(directory),
+        "AEP_BRIDGE_URL": _base(r),
+        "AEP_BRIDGE_TOKEN": r.token,
+        "CLAUDE_CODE_STOP_HOOK_BLOCK_CAP": BLOCK_CAP,
+    }
+    daemon = Daemon(directory, env, root / "agentd.err")
+    await daemon.start()
+    return daemon
+
+
+async def _hook(daemon: Daemon, body: dict[str, Any]) -> str:
+    """`aep-bridge hook claude-code` as Claude Code runs it: what it printed (it exits 0)."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "aep_bridge",
+        "hook",
+        "claude-code",
+        env=daemon.env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    out, _ = await process.communicate(json.dumps(body).encode())
+    if process.returncode != 0:
+        raise RuntimeError(f"the hook exited {process.returncode}: {out!r}")
+    return out.decode()
+
+
+async def _away_on(r: Running) -> None:
+    """`aep-bridge away on`, as the CLI asks the running bridge (its `/away`)."""
+    async with httpx.AsyncClient(timeout=WAIT) as client:
+        reply = await client.post(
+            f"{_base(r)}/away",
+            json={"on": True, "session": None},
+            headers={"Authorization": f"Bearer {r.token}"},
+        )
+    if reply.status_code != 200:
+        raise RuntimeError(f"away on: {reply.status_code} {reply.text}")
+
+
+def _parent(r: Running) -> Any:
+    """The session's parent message in the sessions channel (the only session)."""
+    return next((c for c in _posts(r.fake, CHANNEL) if not c.args.get("thread_ts")), None)
+
+
 async def _steer(root: Path) -> dict[str, Any]:
     async with (
         FakeSlack() as fake,
         FakeSlack() as other,  # the fake's own round trips, on a fake of their own
         # a shared channel takes instructions only where its config says so (issue 33)
         running(fake, root / "steer", allow_instructions=True) as r,
-        r.agent("steer") as agent,
         Baseline(other) as baseline,
     ):
         trip = MessageTrip(baseline)
-        await agent.emit(
-            "session.started", {"label": "steer", "cwd": "/work/app"}, capture="redacted"
-        )
-        parent = await r.until("the session's parent message", lambda: r.parent("steer"))
-        thread = parent.result["ts"]
-        card_in: list[float] = []
-        answer_in: list[float] = []
-        starts: list[float] = []
-        wrong: list[str] = []
-        for i in range(WARMUP + SAMPLES):
-            due = _budget_at(fake, (CHANNEL, NOTIFY), SAMPLE_EDITS)
-            await asyncio.sleep(max(0.0, due - time.monotonic()))
-            data, capture = _question(i)
-            agent.run = f"turn-{i}"
-            seen = len(fake.calls)
-            sent = time.monotonic()
-            starts.append(sent)
-            request = await agent.emit(
-                "attention.requested",
-                data,
-                capture=capture,
-                severity="notice",
-                extensions={"aepbridgesteer": "stop"},
-            )
-
-            def card(seen: int = seen) -> Any:
-                return _card_post(fake, seen, thread, QUESTION, buttons=True)
-
-            shown = await r.until(f"card {i}", card)
-            await asyncio.sleep(max(0.0, shown.time + PRESS_DELAY - time.monotonic()))
-            words = f"step {i}: run the tests again, then open a PR"
-            said = time.monotonic()
-            await fake.say(ALICE, CHANNEL, words, thread_ts=thread, wait=False)
-            command = await asyncio.wait_for(agent.next_command(), WAIT)
-            answer = (command.data or {}).get("answer") or {}
-            printed = stop_output(Verdict(option=answer.get("option"), text=answer.get("text")))
-            held = time.monotonic()
-            if command.type != "control.attention.respond" or command.subject != request.id:
-                raise RuntimeError(f"sample {i}: unexpected command {command.type}")
-            if printed != {"decision": "block", "reason": words}:
-                wrong.append(f"sample {i}: {answer!r} -> {printed!r}")
-            await agent.report_answer(command)
-
-            def closed(ts: str = shown.result["ts"]) -> bool:
-                return not _has_buttons_now(fake.message(CHANNEL, ts))
-
-            await r.until("the card to close", closed, WAIT + WINDOW)
-            link = "p" + shown.result["ts"].replace(".", "")  # the heads-up links to its card
-            notes = [c for c in _posts(fake, NOTIFY, shown.time - 5.0) if link in _text_of(c)]
-            if notes:
-
-                def edited(ts: str = notes[0].result["ts"]) -> Any:
-                    return fake.message(NOTIFY, ts).edits
-
-                await r.until("the heads-up's update", edited, WAIT + WINDOW)
-            if i >= WARMUP:
-                card_in.append(shown.time - sent)
-                answer_in.append(held - said)
-                await baseline.send_once()
-                await trip.sample(i)
+        daemon = await _daemon(r, root)
+        try:
+            await _away_on(r)
+            for name in ("SessionStart", "UserPromptSubmit"):
+                if (await _hook(daemon, payload("claude-code", name))).strip():
+                    raise RuntimeError(f"{name} printed something")
+            parent = await r.until("the session's parent message", lambda: _parent(r))
+            thread = parent.result["ts"]
+            figures = await _samples(r, daemon, thread, baseline, trip)
+        finally:
+            await daemon.stop()
         posts = [c for c in fake.calls if c.method == POST and c.ok]
         return {
-            "stop -> card": _percentiles(card_in),
-            "words -> answer": _percentiles(answer_in),
+            **figures,
             "post round trip": _percentiles(baseline.send),
             "message round trip": _percentiles(trip.times),
-            "span": starts[-1] - starts[0] if starts else 0.0,
             "posts": len(posts),
             "refused": len([c for c in fake.calls if c.status == 429]),
             "violations": [str(v) for v in fake.violations],
-            "wrong": wrong,
         }
+
+
+async def _samples(
+    r: Running, daemon: Daemon, thread: str, baseline: Baseline, trip: MessageTrip
+) -> dict[str, Any]:
+    fake = r.fake
+    card_in: list[float] = []
+    first_in: list[float] = []
+    answer_in: list[float] = []
+    starts: list[float] = []
+    wrong: list[str] = []
+    for i in range(WARMUP + SAMPLES):
+        due = _budget_at(fake, (CHANNEL, NOTIFY), SAMPLE_EDITS)
+        await asyncio.sleep(max(0.0, due - time.monotonic()))
+        said_last = f"Turn {i}: the invoice totals round half-even now and the tests pass."
+        body = payload(
+            "claude-code", "Stop", last_assistant_message=said_last, stop_hook_active=i > 0
+        )
+        seen = len(fake.calls)
+        sent = time.monotonic()
+        starts.append(sent)
+        held = asyncio.create_task(_hook(daemon, body))
+
+        def card(seen: int = seen, held: asyncio.Task[str] = held, i: int = i) -> Any:
+            if held.done():  # let go without a question: the error says why
+                raise RuntimeError(f"sample {i}: the Stop was not held: {held.result()!r}")
+            return _card_post(fake, seen, thread, QUESTION, buttons=True)
+
+        shown = await r.until(f"card {i}", card)
+        # the thread's first post since the stop: the turn's end ("Finished"), before the card
+        first = next(c for c in _posts(fake, CHANNEL, sent) if c.args.get("thread_ts") == thread)
+        await asyncio.sleep(max(0.0, shown.time + PRESS_DELAY - time.monotonic()))
+        words = f"step {i}: run the tests again, then open a PR"
+        said = time.monotonic()
+        await fake.say(ALICE, CHANNEL, words, thread_ts=thread, wait=False)
+        printed = await asyncio.wait_for(held, WAIT)
+        answered = time.monotonic()
+        if json.loads(printed or "null") != {"decision": "block", "reason": words}:
+            wrong.append(f"sample {i}: {printed!r}")
+
+        def closed(ts: str = shown.result["ts"]) -> bool:
+            return not _has_buttons_now(fake.message(CHANNEL, ts))
+
+        await r.until("the card to close", closed, WAIT + WINDOW)
+        link = "p" + shown.result["ts"].replace(".", "")  # the heads-up links to its card
+        notes = [c for c in _posts(fake, NOTIFY, shown.time - 5.0) if link in _text_of(c)]
+        if notes:
+
+            def edited(ts: str = notes[0].result["ts"]) -> Any:
+                return fake.message(NOTIFY, ts).edits
+
+            await r.until("the heads-up's update", edited, WAIT + WINDOW)
+        if i >= WARMUP:
+            card_in.append(shown.time - sent)
+            first_in.append(first.time - sent)
+            answer_in.append(answered - said)
+            await baseline.send_once()
+            await trip.sample(i)
+    return {
+        "stop -> card": _percentiles(card_in),
+        "stop -> first post": _percentiles(first_in),
+        "words -> answer": _percentiles(answer_in),
+        "span": starts[-1] - starts[0] if starts else 0.0,
+        "wrong": wrong,
+    }
 
 
 def main() -> dict[str, Any]:
@@ -213,7 +276,8 @@ def main() -> dict[str, Any]:
         figures = asyncio.run(_steer(Path(tmp)))
     figures["cores"] = (sorted(mine), sorted(theirs))
     figures["wall"] = time.monotonic() - started
-    for name in ("stop -> card", "post round trip", "words -> answer", "message round trip"):
+    names = ("stop -> card", "stop -> first post", "post round trip", "words -> answer")
+    for name in (*names, "message round trip"):
         p = figures[name]
         print(
             f"steer {name:<20} n={p['n']}  p50 {p['p50']:.1f} ms  p99 {p['p99']:.1f} ms  "
@@ -240,7 +304,7 @@ def section(r: dict[str, Any]) -> list[str]:
         "",
         " ".join(__doc__.strip().split("\n\n", 1)[1].split()) if __doc__ else "",
         "",
-        f"The bridge ran on core(s) {theirs}, the fakes and the agent on {mine}.",
+        f"The bridge ran on core(s) {theirs}, the fakes, the daemon and the hooks on {mine}.",
         "",
         f"| {r['stop -> card']['n']} samples | p50 ms | p99 ms | max ms | the fake's round trip "
         f"p50 / p99 ms | p50 / p99 vs the fake's | goal p99 <= {GOALS['p99_ms']:g} ms |",
@@ -254,9 +318,17 @@ def section(r: dict[str, Any]) -> list[str]:
             f"{p['p99'] / b['p99']:.1f}x | "
             f"{'PASS' if _meets(r, name) else 'FAIL'} |"
         )
+    first = r["stop -> first post"]
     lines += [
         "",
-        f"Every answer the agent held was Codex's block with the words as written: "
+        f"Where stop -> card goes: the thread's first post after the stop, the turn's end "
+        f'("Finished", posted as soon as the daemon reports the Stop), reached the fake at '
+        f"p50 {first['p50']:.1f} ms / p99 {first['p99']:.1f} ms (the hook's start-up, its "
+        f"socket to the daemon, the daemon's away question, the WebSocket and the core); the "
+        f"card, a second post in the same channel, then waits for Slack's pace of one post per "
+        f"1.1 s a channel. The words -> answer leg has no such wait (an answer is no post).",
+        "",
+        f"Every hook printed Claude Code's block with the words as written: "
         f"{'yes' if not r['wrong'] else 'no, ' + '; '.join(r['wrong'][:5])}. Slack refused "
         f"{r['refused']} calls (429) and recorded {len(r['violations'])} violations; "
         f"{r['posts']} posts in {r['span']:.0f} s of samples.",

@@ -228,7 +228,7 @@ def _hints(request: PermissionRequest) -> list[str]:
         hints.append("*This form is too long for Discord: answer it in the agent's terminal.*")
     elif request.fields:
         hints.append("*Press Fill in to answer.*")
-    elif request.accepts_text:
+    elif request.accepts_text and not request.says_how_to_answer:
         hints.append("*Reply to this message to answer in words.*")
     if request.expires_at is not None:
         try:

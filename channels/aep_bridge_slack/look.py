@@ -692,7 +692,12 @@ def _hints(request: PermissionRequest) -> list[str]:
             f"Only the first {MAX_BUTTONS * MAX_ACTIONS} of {len(request.options)} choices "
             "fit here: for another, answer in the agent's terminal."
         )
-    if request.accepts_text and not request.informational and not request.fields:
+    if (
+        request.accepts_text
+        and not request.informational
+        and not request.fields
+        and not request.says_how_to_answer
+    ):
         hints.append("Reply in this thread to answer in words.")
     if request.expires_at is not None:
         try:

@@ -170,7 +170,7 @@ def _hints(request: PermissionRequest) -> list[str]:
     hints: list[str] = []
     if request.informational:
         hints.append(html.italic("Answer it in the agent's own terminal."))
-    elif request.accepts_text and not request.fields:
+    elif request.accepts_text and not request.fields and not request.says_how_to_answer:
         hints.append(html.italic("Reply to this message to answer in words."))
     if request.expires_at is not None:
         try:

@@ -309,6 +309,21 @@ class Board:
             except asyncio.QueueFull:
                 queue.get_nowait()
 
+    @property
+    def watched(self) -> bool:
+        """Whether a page has its stream open (nothing to push otherwise)."""
+        return bool(self._watchers)
+
+    def notice(self, event: str, data: JSON) -> None:
+        """A change that belongs to no session (away mode), to every open page as it is: no
+        revision, nothing to save."""
+        snapshot = dict(data)
+        for queue in list(self._watchers):
+            try:
+                queue.put_nowait((event, snapshot))
+            except asyncio.QueueFull:  # too slow: it reconnects and fetches the state
+                self._end(queue)
+
     def _publish(self, event: str, data: JSON) -> None:
         self.rev += 1
         data["rev"] = self.rev

@@ -15,6 +15,7 @@ import contextlib
 import json
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 from aep_bridge import (
     BaseRoute,
@@ -40,6 +41,10 @@ log = logging.getLogger("aep_bridge.web")
 PRESS_TTL = 30 * 86_400.0
 #: seconds a change waits before it is saved, so that a burst is saved once
 SAVE_DELAY = 0.2
+#: how often, while a page is open, away mode is read again to push a change to the page:
+#: a switch anywhere (another channel's /away, `aep-bridge away`) or automatic away, which
+#: begins with the passing of time and no event
+AWAY_EVERY = 0.5
 
 
 class WebChannel(ChannelAdapter[WebConfig]):
@@ -80,6 +85,9 @@ class WebChannel(ChannelAdapter[WebConfig]):
         #: sessions changed since they were last saved, and the save on its way
         self._dirty: set[str] = set()
         self._saving: asyncio.Task[None] | None = None
+        #: the away state the open pages were last told, and the task that tells them
+        self._away_told: dict[str, Any] | None = None
+        self._away_task: asyncio.Task[None] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -92,6 +100,28 @@ class WebChannel(ChannelAdapter[WebConfig]):
             if saved is not None:
                 self.board.load(saved)
         self._dirty.clear()
+        self._away_task = asyncio.create_task(self._follow_away(), name="web-away")
+
+    def away_shown(self) -> dict[str, Any]:
+        """Away mode as the page shows it: the everywhere switch and this page's sessions."""
+        described = self.core.away_state()
+        shown = self.board.sessions
+        listed = [s for s in described.get("sessions", []) if s.get("id") in shown]
+        keep = ("everywhere", "by", "after_minutes", "hold_seconds")
+        return {**{k: described.get(k) for k in keep}, "sessions": listed}
+
+    async def _follow_away(self) -> None:
+        """Push away mode to the open pages (`event: away`) whenever it changes, however it
+        changed; read only while a page is open."""
+        while True:
+            await asyncio.sleep(AWAY_EVERY)
+            if not self.board.watched:
+                self._away_told = None
+                continue
+            now = self.away_shown()
+            if now != self._away_told:  # a page just opened is told too: it may have
+                self.board.notice("away", now)  # fetched the state just before a change
+                self._away_told = now
 
     def _changed(self, session_id: str) -> None:
         self._dirty.add(session_id)
@@ -159,6 +189,10 @@ class WebChannel(ChannelAdapter[WebConfig]):
             await self._save()
         self.board.close()
         self.signin.clear()
+        following, self._away_task = self._away_task, None
+        if following is not None:
+            following.cancel()
+            await asyncio.gather(following, return_exceptions=True)
         watch, self._watch = self._watch, None
         if watch is not None:
             watch.cancel()

@@ -55,6 +55,8 @@ class Served(Protocol):
 
     def is_bridge_token(self, value: str) -> bool: ...
 
+    def away_shown(self) -> dict[str, Any]: ...
+
     @property
     def address(self) -> str | None: ...
 
@@ -377,16 +379,10 @@ class Pages:
         return JSONResponse({**self.channel.board.state(), "away": self._away()})
 
     def _away(self) -> dict[str, Any]:
-        """Away mode as the page shows it: the everywhere switch and this page's sessions."""
-        described = self.channel.core.away_state()
-        shown = self.channel.board.sessions
-        listed = [s for s in described.get("sessions", []) if s.get("id") in shown]
-        keep = ("everywhere", "by", "after_minutes", "hold_seconds")
-        return {**{k: described.get(k) for k in keep}, "sessions": listed}
+        return self.channel.away_shown()
 
     async def away(self, request: Request, session: PageSession) -> Response:
-        """`GET api/away`: away mode now (the page asks again now and then: another channel,
-        `aep-bridge away` or automatic away may have switched it)."""
+        """`GET api/away`: away mode now (an open page is told each change on its stream)."""
         return JSONResponse(self._away())
 
     async def switch_away(self, request: Request, session: PageSession) -> Response:

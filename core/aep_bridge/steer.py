@@ -43,7 +43,9 @@ def steer_card(card: PermissionRequest, allowed: bool) -> PermissionRequest:
         return card
     hint = Paragraph(spans=(Span(text=REPLY_HINT if allowed else DONE_HINT, italic=True),))
     details = (*card.details, hint)
-    return card.model_copy(update={"details": details, "description": plain(details)})
+    return card.model_copy(
+        update={"details": details, "description": plain(details), "says_how_to_answer": True}
+    )
 
 
 def instruction_message(by: str, words: str) -> OutgoingMessage:

@@ -163,6 +163,9 @@ class PermissionRequest(_Model):
     options: tuple[PermissionOption, ...] = ()
     fields: tuple[FormField, ...] = ()
     accepts_text: bool = False
+    #: its `details` end with how to answer it (a held Stop's card, `steer.steer_card`): a
+    #: channel then adds no generic "reply to answer in words" hint of its own (said once)
+    says_how_to_answer: bool = False
     informational: bool = False
     expires_at: datetime | None = None
     #: whether the card itself should alert people; False when a heads-up for it rings in the

@@ -703,10 +703,9 @@ function fromHash() {
 
 // -- away mode -------------------------------------------------------------------------
 // One switch for everywhere (in the header) and one for the open session (in its header).
-// The state comes with /api/state and again from /api/away every AWAY_EVERY_MS: another
-// channel, `aep-bridge away` or automatic away may switch it meanwhile.
+// The state comes with /api/state, and each change on the stream (`event: away`), however
+// it was made: this page, another channel's /away, `aep-bridge away`, automatic away.
 
-const AWAY_EVERY_MS = 10000;
 let away = null; // the latest away state the bridge gave
 
 function showSwitch(button, on) {
@@ -740,19 +739,6 @@ function renderAway() {
   if (!mine.away && mine.switch !== false && automatic()) said.push(automatic());
   if (mine.switch !== null && mine.by) said.push(`by ${mine.by}`);
   document.getElementById("away-session-why").textContent = said.join(", ");
-}
-
-async function refreshAway() {
-  if (!key || signedOut) return;
-  try {
-    const reply = await fetch("api/away", authed());
-    if (reply.ok) {
-      away = await reply.json();
-      renderAway();
-    }
-  } catch (error) {
-    // the bridge cannot be reached: the stream says so
-  }
 }
 
 async function switchAway(button, sessionId) {
@@ -829,6 +815,9 @@ function changed(event, data) {
     newer(sessions, data);
     renderSessions();
     if (current === null && loaded && !signedOut) openSession(data.id); // the first session: shown at once
+  } else if (event === "away") {
+    away = data;
+    renderAway();
   } else if (event === "item") {
     placeItem(data);
   } else if (event === "card") {
@@ -943,6 +932,5 @@ document.getElementById("sign-out").addEventListener("click", signOut);
 document.getElementById("notify").addEventListener("click", toggleNotify);
 document.getElementById("away-all").addEventListener("click", (event) => switchAway(event.currentTarget, null));
 document.getElementById("away-session").addEventListener("click", (event) => switchAway(event.currentTarget, current));
-setInterval(refreshAway, AWAY_EVERY_MS);
 showNotifyButton();
 start();

@@ -73,3 +73,21 @@ async def test_the_session_switch_sets_that_session_away(web: Web):
         asking.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await asking
+
+
+async def test_a_switch_made_elsewhere_reaches_the_open_page_on_its_stream(web: Web):
+    """`aep-bridge away on` (the bridge's `/away`), then off, while the page is open: the page
+    shows each on its own, told on its live stream; it never asks `api/away` (it polled that
+    every 10 seconds before)."""
+    page = await web.signed_in()
+    await expect(page.locator("#connection")).to_have_text("Live")
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(r.url) if r.url.endswith("/api/away") else None)
+    switch = page.locator("#away-all")
+    await expect(switch).to_have_attribute("data-away", "off")
+    await bridge_away(web, "POST", on=True, session=None)
+    await expect(switch).to_have_attribute("data-away", "on")
+    await expect(page.locator("#away-all-why")).to_contain_text("away: everywhere")
+    await bridge_away(web, "POST", on=False, session=None)
+    await expect(switch).to_have_attribute("data-away", "off")
+    assert asked == []  # the stream told it, not a poll

@@ -90,8 +90,13 @@ class Reader:
     items: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     cards: dict[str, dict[str, Any]] = field(default_factory=dict)
     rev: int = 0
+    #: away mode as the stream last said it (`event: away`: no revision, not a session's)
+    away: dict[str, Any] | None = None
 
     def apply(self, event: str, data: dict[str, Any]) -> None:
+        if event == "away":
+            self.away = data
+            return
         self.rev = max(self.rev, int(data["rev"]))
         kinds: dict[str, dict[Any, dict[str, Any]]] = {
             "session": self.sessions,
