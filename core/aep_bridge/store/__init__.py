@@ -13,9 +13,10 @@ from .replay import ReplayTables
 from .requests import RequestTables
 from .schema import MIGRATIONS
 from .sessions import SessionTables
+from .tokens import TokenExists, TokenRow, TokenTables
 
 
-class Store(DeliveryTables, SessionTables, RequestTables, ReplayTables, KvTables):
+class Store(DeliveryTables, SessionTables, RequestTables, ReplayTables, KvTables, TokenTables):
     """The bridge's state on disk. Open it with `Store.open(state_dir)`; see `Database` for
     its transactions and each table family's module for its methods."""
 
@@ -30,6 +31,8 @@ __all__ = [
     "Store",
     "StoreError",
     "StoreState",
+    "TokenExists",
+    "TokenRow",
     "default_state_dir",
     "floor_of",
     "is_damage",
