@@ -212,3 +212,20 @@ async def test_a_revoked_token_is_refused_and_its_connections_closed(tmp_path):
             async with agent(served, ADA):
                 pass
         assert "403" in str(refused.value)
+
+
+async def test_a_token_revoked_behind_the_bridges_back_is_cut_within_a_minute(tmp_path):
+    """`token revoke` could not reach the bridge: its once-a-minute upkeep cuts the token."""
+    async with bridge_on(tmp_path) as served, agent(served, ADA) as ada:
+        await ada.emit("session.started", {})
+        async with asyncio.timeout(5):
+            while not served.hub.claimants("s-ada"):
+                await asyncio.sleep(0.01)
+        served.hub.maintain()  # a live token: nothing happens
+        assert served.hub.claimants("s-ada")
+        assert served.hub.store is not None
+        served.hub.store.revoke_token("ada")
+        served.hub.maintain()
+        with pytest.raises(AgentError) as closed:
+            await asyncio.wait_for(ada.next_command(), 5)
+        assert closed.value.code == "closed"

@@ -56,7 +56,7 @@ from .claimants import Claimants, identity_of
 from .dedupe import KeyWindow
 from .owners import Owners
 from .positions import rank, storable, unrank
-from .principals import Principal
+from .principals import RESERVED, Principal
 from .replay_buffer import Buffer, Replay, SessionKey, parse_positions
 from .subscription import (
     Delivery,
@@ -222,6 +222,7 @@ class Hub:
         self.flush()
         if self.store is not None:
             self.store.save_activity()
+            self.sweep_revoked()
 
     def _load(self, key: SessionKey) -> Buffer:
         """The buffer the store holds for `key`, as memory would hold it (flushed first)."""
@@ -664,6 +665,15 @@ class Hub:
                 participant.cut("the token was revoked")
             self.leave(participant)
         return len(gone)
+
+    def sweep_revoked(self) -> None:
+        """End the connections of named tokens the store no longer takes (revoked while
+        the bridge could not be told: `maintain` runs it once a minute)."""
+        assert self.store is not None
+        named = {p.principal.name for p in self._participants.values() if p.principal}
+        for name in sorted(named - RESERVED):
+            if not self.store.token_live(name):
+                log.info("token %s revoked: %d connection(s) closed", name, self.revoked(name))
 
     # -- introspection ----------------------------------------------------------------
 
