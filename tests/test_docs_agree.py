@@ -130,6 +130,7 @@ def check_command(
         if word.isupper() or word in ("...", "|"):  # a placeholder: NAME, FILE, ...
             return None
         if subcommands:
+            word = word.strip("[]") if word.startswith("[-") else word  # `token [--rotate]`
             if word.startswith("-"):
                 if word.split("=", 1)[0] not in _options(parser):
                     return f"`{' '.join(path)}` has no option {word}"

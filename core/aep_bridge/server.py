@@ -471,7 +471,7 @@ async def _serve(
         maintaining = asyncio.create_task(_maintain(hub))
         endpoint = Endpoint(
             hub,
-            AuthPolicy(token, open_without_token=open_without_token),
+            AuthPolicy(token, open_without_token=open_without_token, tokens=store),
             limits=IngestLimits(intake.max_body_bytes, intake.max_event_bytes),
             extra_routes=bridge.routes(),
             status=report,

@@ -118,6 +118,10 @@ def _command(argv: Sequence[str] | None) -> int:
 
             return audit(args)
         if args.command == "token":
+            if args.token_command is not None:
+                from . import tokens as token_commands
+
+                return token_commands.main(args)
             return token(args.config, rotate=args.rotate)
         if args.command == "emit":
             return emit(

@@ -116,6 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     secret = commands.add_parser("token", help="print the bridge's bearer token")
     secret.add_argument("--config", help=CONFIG_HELP + "; for its state_dir")
     secret.add_argument("--rotate", action="store_true", help="replace the token with a new one")
+    from . import tokens as token_commands
+
+    token_commands.add_parser(secret)  # `token create|list|revoke` (named tokens)
 
     configs = commands.add_parser(
         "config", help="where the config file is (`aep-bridge config path`)"

@@ -16,7 +16,9 @@ import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
+
+from .principals import LOCAL, ROLES, Principal, check_role, digest
 
 TOKEN_FILE: Final = "token"
 
@@ -187,16 +189,27 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+class TokenLookup(Protocol):
+    """Where named tokens are kept (`Store`): `(name, role)` of a live token's digest."""
+
+    def token_named(self, token_digest: str) -> tuple[str, str] | None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class AuthPolicy:
-    """Who may do what without presenting the token."""
+    """Who may do what without presenting the token, and whom each token names."""
 
     token: str
     #: ingest and consuming without the token (never control); only honoured on loopback
     open_without_token: bool = False
+    #: the named tokens (`aep-bridge token create`), read at each check: one created or
+    #: revoked by the CLI while the bridge runs counts at once
+    tokens: TokenLookup | None = None
 
-    def check(self, header: str | None, query_token: str | None) -> bool:
-        """Whether the request presented the token (`Authorization: Bearer` or `access_token`)."""
+    def principal(self, header: str | None, query_token: str | None) -> Principal | None:
+        """Whom the request's token (`Authorization: Bearer` or `access_token`) names: the
+        bridge's own token is `local` (admin), a live named token its name and role; None
+        when none was presented or it is not valid."""
         presented = None
         if header is not None:
             scheme, _, value = header.partition(" ")
@@ -204,6 +217,16 @@ class AuthPolicy:
                 presented = value.strip()
         if presented is None:
             presented = query_token
-        return presented is not None and hmac.compare_digest(
-            presented.encode(), self.token.encode()
-        )
+        if not presented:
+            return None
+        if hmac.compare_digest(presented.encode(), self.token.encode()):
+            return LOCAL
+        if self.tokens is not None:
+            named = self.tokens.token_named(digest(presented))
+            if named is not None and named[1] in ROLES:
+                return Principal(named[0], check_role(named[1]))
+        return None
+
+    def check(self, header: str | None, query_token: str | None) -> bool:
+        """Whether the request presented a valid token (the bridge's or a named one)."""
+        return self.principal(header, query_token) is not None

@@ -42,6 +42,7 @@ from .ingest import (
     version_supported,
 )
 from .liveness import Cut, Deadline, Timing
+from .principals import ANONYMOUS, LOCAL, Principal
 from .sse import last_event_id, sse_message
 from .websocket import Connection
 
@@ -119,6 +120,7 @@ class Endpoint:
                 Route("/status", self.status, methods=["GET"]),
                 Route("/away", self.away_state, methods=["GET"]),
                 Route("/away", self.away_switch, methods=["POST"]),
+                Route("/tokens/revoked", self.token_revoked, methods=["POST"]),
                 *extra_routes,
             ],
             middleware=[Middleware(_Guard, endpoint=self)],
@@ -155,18 +157,39 @@ class Endpoint:
 
     # -- authentication ---------------------------------------------------------------
 
-    def _authenticated(self, headers: Any, query: Any) -> bool:
+    def _principal(self, headers: Any, query: Any) -> Principal | None:
+        """Whom the request's token names (no `auth`: everyone is `local`); None: no valid
+        token."""
         if self.auth is None:
-            return True
-        return self.auth.check(headers.get("authorization"), query.get("access_token"))
+            return LOCAL
+        return self.auth.principal(headers.get("authorization"), query.get("access_token"))
+
+    def _authenticated(self, headers: Any, query: Any) -> bool:
+        return self._principal(headers, query) is not None
+
+    def _who(self, headers: Any, query: Any) -> Principal | None:
+        """The request's principal, `anonymous` where the policy admits it without a token,
+        or None (to be refused)."""
+        principal = self._principal(headers, query)
+        if principal is None and self._admitted_without_token():
+            return ANONYMOUS
+        return principal
 
     def _admitted_without_token(self) -> bool:
         return self.auth is None or self.auth.open_without_token
 
-    def _refuse(self, request: Request, *, always: bool = False) -> Response | None:
+    def _refuse(
+        self, request: Request, *, always: bool = False, admin: bool = False
+    ) -> Response | None:
         """401 (no token) or 403 (a wrong one), unless the request may go on; `always`:
-        the token is needed even where the policy admits requests without it."""
-        if self._authenticated(request.headers, request.query_params):
+        the token is needed even where the policy admits requests without it; `admin`: an
+        admin's token (the bridge's own), a named agent's or reader's is refused."""
+        principal = self._principal(request.headers, request.query_params)
+        if principal is not None:
+            if admin and principal.role != "admin":
+                return _problem(
+                    403, "unauthorized", f"this needs an admin token; {principal} is not"
+                )
             return None
         if self._admitted_without_token() and not always:
             return None
@@ -219,7 +242,7 @@ class Endpoint:
     async def status(self, request: Request) -> Response:
         """The bridge's sources, channels, pending questions and outboxes. Always needs the
         token (as control does), even where `open_on_loopback` admits events without it."""
-        refused = self._refuse_foreign(request) or self._refuse(request, always=True)
+        refused = self._refuse_foreign(request) or self._refuse(request, always=True, admin=True)
         if refused is not None:
             return refused
         if self.status_provider is None:
@@ -245,7 +268,7 @@ class Endpoint:
     async def away_switch(self, request: Request) -> Response:
         """`POST /away` `{"on": bool, "session": <id or null>}` (`aep-bridge away`): switch a
         session (the bridge's id or the AEP session id) or, with null, every session."""
-        refused = self._refuse_foreign(request) or self._refuse(request, always=True)
+        refused = self._refuse_foreign(request) or self._refuse(request, always=True, admin=True)
         if refused is not None:
             return refused
         if self.away is None:
@@ -271,6 +294,28 @@ class Endpoint:
             )
         return JSONResponse({**self.away.describe(), "switched": switched})
 
+    async def token_revoked(self, request: Request) -> Response:
+        """`POST /tokens/revoked` `{"name": ...}` (`aep-bridge token revoke`, which revoked
+        it in the store first): end that token's open connections now. An admin's token
+        only; a token still live in the store is not cut (409)."""
+        refused = self._refuse_foreign(request) or self._refuse(request, always=True, admin=True)
+        if refused is not None:
+            return refused
+        body = await read_body(request, MAX_AWAY_BODY)
+        try:
+            asked = json.loads(body) if body is not None else None
+        except ValueError:
+            asked = None
+        name = asked.get("name") if isinstance(asked, dict) else None
+        if not isinstance(name, str) or not name or len(name) > MAX_SESSION_PARAM:
+            return _problem(400, "bad-request", 'send {"name": the revoked token\'s name}')
+        store = self.hub.store
+        if store is not None and store.token_live(name):
+            return _problem(409, "token-live", f"token {name!r} is not revoked")
+        closed = self.hub.revoked(name)
+        log.info("token %s revoked: %d connection(s) closed", name, closed)
+        return JSONResponse({"name": name, "closed": closed})
+
     async def discovery(self, request: Request) -> Response:
         return JSONResponse({**self.hub.discovery(), "capabilities": self.capabilities()})
 
@@ -287,6 +332,12 @@ class Endpoint:
         refused = self._refuse(request)
         if refused is not None:
             return refused
+        principal = self._who(request.headers, request.query_params) or ANONYMOUS
+        if not principal.emits:
+            log.warning("events from %s refused: a reader token sends no events", principal)
+            return _problem(
+                403, "unauthorized", f"{principal} may not send events (a reader token)"
+            )
         if not version_supported(request.headers.get("aep-version")):
             return JSONResponse({"versions": [AEP_VERSION]}, status_code=426)
         content_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
@@ -312,17 +363,27 @@ class Endpoint:
                 line=line,
                 violations=[v.to_dict() for v in exc.violations],
             )
-        if not self._authenticated(request.headers, request.query_params):
-            for number, event in enumerate(events, 1):
-                if event.is_command:  # control always needs the token, even as history
-                    return _problem(
-                        403,
-                        "unauthorized",
-                        f"event {number} of the batch is a command ({event.type}): commands "
-                        "need the bridge's token; nothing of the batch was taken",
-                        index=number,
-                        id=event.id,
-                    )
+        for number, event in enumerate(events, 1):
+            if event.is_command and not principal.commands:
+                # control always needs an admin's token (the bridge's), even as history
+                return _problem(
+                    403,
+                    "unauthorized",
+                    f"event {number} of the batch is a command ({event.type}): commands "
+                    "need the bridge's token; nothing of the batch was taken",
+                    index=number,
+                    id=event.id,
+                )
+            taken_over = self.hub.owners.refusal(event.session, principal)
+            if taken_over is not None:
+                log.warning("events from %s refused: %s", principal, taken_over)
+                return _problem(
+                    403,
+                    "unauthorized",
+                    f"event {number} of the batch: {taken_over}; nothing of the batch was taken",
+                    index=number,
+                    id=event.id,
+                )
         # backpressure: each part of the batch waits until the bridge has room for it (a part
         # is at most half what its queue holds, in events and in bytes, so a large batch
         # never overflows it)
@@ -334,7 +395,7 @@ class Endpoint:
             if not await self.hub.room(len(part), self.timing.ingest_wait, size):
                 break
             # commands posted here are history, never delivered (AEP-0004 §4.1)
-            self.hub.admit(part)
+            self.hub.admit(part, by=principal)
             taken += len(part)
         self.hub.flush()  # 202 means kept: the batch survives a restart of the bridge
         if self.sink is not None and taken:
@@ -370,7 +431,8 @@ class Endpoint:
                 from_ = last_event_id(request.headers["last-event-id"])
         except (ValueError, RecursionError) as exc:  # JSONDecodeError, huge ints, deep nesting
             return _problem(400, "invalid-filter", f"filter and from are JSON: {exc}")
-        participant = self.hub.join(Participant("sse", self._authenticated(request.headers, query)))
+        principal = self._who(request.headers, query) or ANONYMOUS
+        participant = self.hub.join(Participant("sse", principal != ANONYMOUS, principal=principal))
         try:
             subscription = self.hub.subscribe(
                 participant,
@@ -385,6 +447,8 @@ class Endpoint:
         live = query.get("live", "1") != "0"
         deadline = Deadline(self, request.scope)
         subscription.on_overflow = deadline.arm
+        participant.cut = lambda reason: deadline.arm()  # ends, and is cut if it lingers
+        log.info("SSE stream opened by %s", principal)
         return StreamingResponse(
             self._sse_body(participant, subscription, live, deadline),
             media_type="text/event-stream",
@@ -421,8 +485,8 @@ class Endpoint:
     # -- WebSocket ------------------------------------------------------------------------
 
     async def socket(self, websocket: WebSocket) -> None:
-        authenticated = self._authenticated(websocket.headers, websocket.query_params)
-        if not authenticated and not self._admitted_without_token():
+        principal = self._who(websocket.headers, websocket.query_params)
+        if principal is None:
             presented = "authorization" in websocket.headers or (
                 "access_token" in websocket.query_params
             )
@@ -434,7 +498,8 @@ class Endpoint:
                 await websocket.close(code=1008, reason=error)
             return
         await websocket.accept()
-        connection = Connection(self, websocket, authenticated)
+        log.info("WebSocket connection opened by %s", principal)
+        connection = Connection(self, websocket, principal)
         await connection.run()
 
 

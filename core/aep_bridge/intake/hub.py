@@ -54,7 +54,9 @@ from ..aep.registry import AEP_VERSION, CAPTURE_ORDER, Capture
 from ..store import Floors, Position, floor_of
 from .claimants import Claimants, identity_of
 from .dedupe import KeyWindow
+from .owners import Owners
 from .positions import rank, storable, unrank
+from .principals import RESERVED, Principal
 from .replay_buffer import Buffer, Replay, SessionKey, parse_positions
 from .subscription import (
     Delivery,
@@ -157,6 +159,8 @@ class Hub:
         #: session -> the connection its claim was given back to by a `hello`, until an
         #: event of the session says who emits on it
         self._resumed: dict[str, Participant] = {}
+        #: which principal each session belongs to (no one else's events are taken on it)
+        self.owners = Owners(store, self.limits.max_buffered_sessions)
         #: called with the sessions a `hello` gave back to their claimant (the bridge's
         #: answers waiting for those sessions go at once: `LocalSource.watch_claims`)
         self.claim_watchers: list[Callable[[list[SessionKey]], None]] = []
@@ -191,6 +195,7 @@ class Hub:
         past their retention (`maintain` does it once a minute too, for a bridge that no event
         wakes)."""
         self._claimants.flush()
+        self.owners.flush()
         store = self.store
         if store is None:
             return
@@ -217,6 +222,7 @@ class Hub:
         self.flush()
         if self.store is not None:
             self.store.save_activity()
+            self.sweep_revoked()
 
     def _load(self, key: SessionKey) -> Buffer:
         """The buffer the store holds for `key`, as memory would hold it (flushed first)."""
@@ -274,13 +280,27 @@ class Hub:
 
     # -- ingest -----------------------------------------------------------------------
 
-    def admit(self, events: Iterable[Event], origin: Participant | None = None) -> None:
+    def admit(
+        self,
+        events: Iterable[Event],
+        origin: Participant | None = None,
+        *,
+        by: Principal | None = None,
+    ) -> None:
         """Take valid events from an emitter: claim, buffer (once), fan out (every time).
+        `by` (else `origin`'s principal) becomes the owner of the sessions it is the first
+        to emit on; the bindings refused what another's session would not take
+        (`owners.refusal`).
 
         A command admitted here is history (a replayed session log), shown to observers and
         never delivered to an agent: delivery is `route_command`'s, on a duplex connection.
         """
+        who = by
+        if who is None and origin is not None and origin.kind != "local":
+            who = origin.principal  # the bridge's own events (`publish`) own nothing
         for event in events:
+            if who is not None and event.session is not None:
+                self.owners.note(event.session, who)
             fresh = self._admitted.add(event.dedupe_key)
             if fresh:
                 self.stats["admitted"] += 1
@@ -331,7 +351,13 @@ class Hub:
             if other is not participant
             for session in other.claims
         }
-        given = [key for key in self._claimants.of(identity) if key[1] not in claimed]
+        principal = participant.principal
+        given = [
+            key
+            for key in self._claimants.of(identity)
+            if key[1] not in claimed
+            and (principal is None or self.owners.refusal(key[1], principal) is None)
+        ]
         for _, session in given:
             participant.claims.add(session)
             self._resumed[session] = participant
@@ -575,6 +601,10 @@ class Hub:
         """Deliver a command to its one claimant, or say why not (AEP-0004 §4)."""
         if not sender.authenticated:
             return Refusal("unauthorized", "control requires an authenticated connection")
+        if sender.principal is not None and not sender.principal.commands:
+            return Refusal(
+                "unauthorized", f"control requires an admin token; {sender.principal} is not"
+            )
         session = command.session
         assert session is not None
         targets = self.claimants(session)
@@ -622,6 +652,28 @@ class Hub:
             pending = self._pending.get((event.session or "", event.cause))
             if pending is not None and not pending.future.done():
                 pending.future.set_result(event)
+
+    def revoked(self, name: str) -> int:
+        """`name`'s token was revoked: end its connections now (WebSocket, SSE); how many."""
+        gone = [
+            p
+            for p in self._participants.values()
+            if p.principal is not None and p.principal.name == name and p.kind != "local"
+        ]
+        for participant in gone:
+            if participant.cut is not None:
+                participant.cut("the token was revoked")
+            self.leave(participant)
+        return len(gone)
+
+    def sweep_revoked(self) -> None:
+        """End the connections of named tokens the store no longer takes (revoked while
+        the bridge could not be told: `maintain` runs it once a minute)."""
+        assert self.store is not None
+        named = {p.principal.name for p in self._participants.values() if p.principal}
+        for name in sorted(named - RESERVED):
+            if not self.store.token_live(name):
+                log.info("token %s revoked: %d connection(s) closed", name, self.revoked(name))
 
     # -- introspection ----------------------------------------------------------------
 

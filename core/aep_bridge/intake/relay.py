@@ -485,6 +485,10 @@ class RelayClient:
         if waiter is not None and not waiter.done():
             waiter.set_result(list(self._roster))
 
+    def principal_of(self, session_id: str) -> str | None:
+        """None: these sessions came through no token of this bridge."""
+        return None
+
     async def roster(self) -> list[dict[str, Any]]:
         """A fresh snapshot of the relay's live claims (AEP-0003 §4.1).
 

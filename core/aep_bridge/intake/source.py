@@ -16,6 +16,7 @@ from typing import Any, Literal, Protocol
 from ..aep.envelope import Event
 from ..aep.registry import Capture
 from .hub import Delivery, Frame, Hub, Participant, Refusal
+from .principals import LOCAL
 
 ResumeFrom = Sequence[tuple[str, int, int]] | Literal["all"] | None
 
@@ -76,6 +77,11 @@ class EventSource(Protocol):
 
     async def roster(self) -> list[dict[str, Any]]: ...
 
+    def principal_of(self, session_id: str) -> str | None:
+        """The name of the principal whose connection emitted the session (its owner), or
+        None when this source does not know (a relay, a log)."""
+        ...
+
     async def close(self) -> None: ...
 
 
@@ -90,7 +96,9 @@ class LocalSource:
     def __init__(self, hub: Hub, name: str = "embedded") -> None:
         self.hub = hub
         self.name = name
-        self._participant = hub.join(Participant("local", authenticated=True, role="consumer"))
+        self._participant = hub.join(
+            Participant("local", authenticated=True, role="consumer", principal=LOCAL)
+        )
         self._closed = asyncio.Event()
         self._watchers: list[Callable[[list[tuple[str, str]]], None]] = []
 
@@ -136,6 +144,9 @@ class LocalSource:
 
     async def roster(self) -> list[dict[str, Any]]:
         return self.hub.roster()
+
+    def principal_of(self, session_id: str) -> str | None:
+        return self.hub.owners.of(session_id)
 
     @property
     def closed(self) -> bool:

@@ -19,6 +19,7 @@ from ..aep.filters import Filter
 from ..aep.registry import SEVERITY_RANK, Capture
 from ..store import Position
 from .positions import MAX_STORED, rank, unrank
+from .principals import Principal
 
 #: `notice` and above may never be dropped toward a slow consumer (AEP-0003 §8.4).
 _DROPPABLE_BELOW: Final = SEVERITY_RANK["notice"]
@@ -66,6 +67,11 @@ class Participant:
     #: have (None: no byte budget, for the in-process consumer)
     queued_bytes: int = 0
     byte_budget: int | None = None
+    #: whom its token names (`principals`); None: the hub's own tests, which check
+    #: `authenticated` alone
+    principal: Principal | None = None
+    #: how the hub ends this connection at once (its token was revoked)
+    cut: Callable[[str], None] | None = None
     id: int = field(default_factory=itertools.count(1).__next__)
 
     @property

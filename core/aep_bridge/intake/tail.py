@@ -489,6 +489,10 @@ class LogSource:
             detail="sessions read from log files cannot be answered through the bridge",
         )
 
+    def principal_of(self, session_id: str) -> str | None:
+        """None: these sessions came through no token of this bridge."""
+        return None
+
     async def roster(self) -> list[dict[str, Any]]:
         return []
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import time
 from typing import Any, Protocol
 
@@ -19,6 +20,12 @@ from . import bounds
 from .hub import Frame, Hub, Outbound, Participant, SubscribeError, Subscription
 from .ingest import EventSink, IngestLimits
 from .liveness import Deadline, Owner
+from .principals import ANONYMOUS, Principal
+
+log = logging.getLogger("aep_bridge.intake")
+
+#: refused events and commands one connection logs; the rest are refused as quietly as they are sent
+MAX_LOGGED_REFUSALS = 5
 
 
 class Host(Owner, Protocol):
@@ -41,21 +48,25 @@ class Host(Owner, Protocol):
 class Connection:
     """One WebSocket: the hello, then events, commands and frames until it closes."""
 
-    def __init__(self, endpoint: Host, websocket: WebSocket, authenticated: bool) -> None:
+    def __init__(self, endpoint: Host, websocket: WebSocket, principal: Principal) -> None:
         self.endpoint = endpoint
         self.hub = endpoint.hub
         self.websocket = websocket
-        self.participant = Participant("ws", authenticated)
+        self.principal = principal
+        self.participant = Participant("ws", principal != ANONYMOUS, principal=principal)
         self.outbox: asyncio.Queue[Outbound | None] = asyncio.Queue()
         self.participant.push = self.outbox.put_nowait
+        self.participant.cut = self._cut
         self.subscriptions: dict[str, Subscription] = {}
         self.pumps: dict[str, asyncio.Task[None]] = {}
         self.last_pong = time.monotonic()
         self.closing = False
         self._send_lock = asyncio.Lock()
         self.deadline = Deadline(endpoint, websocket.scope)
-        #: dropped as a slow consumer (`_overflowed`)
+        #: dropped as a slow consumer (`_overflowed`), or its token revoked (`_cut`)
         self.dropped = False
+        #: events and commands refused on this connection
+        self.refusals = 0
 
     async def run(self) -> None:
         writer = asyncio.create_task(self._write(), name="ws-writer")
@@ -111,6 +122,13 @@ class Connection:
                 self._close("no pong within the liveness timeout")
                 return
             self.send({"type": "ping", "t": int(time.time() * 1000)})
+
+    def _cut(self, reason: str) -> None:
+        """The hub ends this connection (its token was revoked): a `closing` frame, then
+        the socket is cut if the peer does not close within `Timing.drop_after`."""
+        self.dropped = True
+        self._close(reason)
+        self.deadline.arm()
 
     def _close(self, reason: str) -> None:
         if self.closing:
@@ -268,7 +286,34 @@ class Connection:
         if event.is_command:
             refusal = self.hub.route_command(event, self.participant)
             if refusal is not None:
+                self.refusals += 1
+                if self.refusals <= MAX_LOGGED_REFUSALS:  # a peer cannot flood the log
+                    log.warning(
+                        "command %s for session %r from %s refused: %s",
+                        event.type,
+                        event.session,
+                        self.principal,
+                        refusal.code,
+                    )
                 self.outbox.put_nowait(refusal.frame(event.id))
+            else:
+                log.info(
+                    "command %s for session %r from %s delivered",
+                    event.type,
+                    event.session,
+                    self.principal,
+                )
+            return
+        refused = None
+        if not self.principal.emits:
+            refused = f"{self.principal} may not send events (a reader token)"
+        else:
+            refused = self.hub.owners.refusal(event.session, self.principal)
+        if refused is not None:
+            self.refusals += 1
+            if self.refusals <= MAX_LOGGED_REFUSALS:  # a peer cannot flood the log
+                log.warning("event from %s refused: %s", self.principal, refused)
+            self.send({"type": "error", "code": "unauthorized", "id": event.id, "detail": refused})
             return
         if not self.participant.emits:
             self.send(

@@ -15,6 +15,7 @@ from .replay import ReplayTables
 from .requests import RequestTables
 from .schema import MIGRATIONS
 from .sessions import SessionTables
+from .tokens import TokenExists, TokenRow, TokenTables
 
 
 class Store(
@@ -25,6 +26,7 @@ class Store(
     ReplayTables,
     KvTables,
     AuditTables,
+    TokenTables,
 ):
     """The bridge's state on disk. Open it with `Store.open(state_dir)`; see `Database` for
     its transactions and each table family's module for its methods."""
@@ -41,6 +43,8 @@ __all__ = [
     "Store",
     "StoreError",
     "StoreState",
+    "TokenExists",
+    "TokenRow",
     "default_state_dir",
     "floor_of",
     "is_damage",

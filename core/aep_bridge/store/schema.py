@@ -298,6 +298,25 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         PRIMARY KEY (request_id, approver)
     ) WITHOUT ROWID;
     """,
+    # 14: named bearer tokens (`aep-bridge token create`), kept as their sha256 only; and the
+    # principal whose connection emitted each session first (no other agent may take it over)
+    """
+    CREATE TABLE tokens (
+        name TEXT PRIMARY KEY,
+        role TEXT NOT NULL,
+        digest TEXT NOT NULL,
+        created REAL NOT NULL,
+        revoked REAL
+    ) WITHOUT ROWID;
+
+    CREATE TABLE session_owners (
+        session TEXT PRIMARY KEY,
+        principal TEXT NOT NULL,
+        at REAL NOT NULL
+    );
+
+    CREATE INDEX session_owners_by_age ON session_owners (at);
+    """,
 )
 
 
