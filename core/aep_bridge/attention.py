@@ -342,6 +342,9 @@ class Attention:
                     if counted.met:  # the Nth distinct allow: the narrowest chosen goes
                         index, by = counted.option_index, counted.answered_by()
                         answer = Answer(option=request.options[index])
+                    elif counted.counted:  # on the trail with the approval it keeps
+                        option = str(request.options[index])
+                        self.trail.approved(request, channel, user, option, counted.progress())
                 command = make_respond_command(
                     request.event, answer, source=self.source, agent=self.agent
                 )

@@ -37,6 +37,7 @@ QUESTION_ACKNOWLEDGED: Final = "question.acknowledged"
 QUESTION_OUTCOME: Final = "question.outcome"
 PRESS_REFUSED: Final = "press.refused"
 INSTRUCTION_SENT: Final = "instruction.sent"
+QUESTION_APPROVED: Final = "question.approved"
 TOKEN_CREATED: Final = "token.created"
 TOKEN_REVOKED: Final = "token.revoked"
 
@@ -335,6 +336,26 @@ class AttentionTrail:
                 instruction=instruction,
             )
 
+    def approved(
+        self, request: Request, channel: str, user: ChannelUser, option: str, progress: str
+    ) -> None:
+        """One approval of a question that needs several (the two-person rule, `quorum.py`),
+        counted in the transaction that keeps it; the Nth is `answered`."""
+        if self.audit is not None:
+            self.audit.record(
+                QUESTION_APPROVED,
+                session_id=request.session_id,
+                principal=self._principal(request),
+                data={
+                    "request_id": request.id,
+                    "session": request.event.session,
+                    "channel": channel,
+                    "actor_id": user.id,
+                    "actor_name": user.display,
+                    "answer": {"option": option, "progress": progress},
+                },
+            )
+
     def acknowledged(self, request: Request, ack: str, detail: str | None) -> None:
         if self.audit is not None:
             self.audit.acknowledged(request, ack, detail, self._principal(request))
@@ -364,6 +385,7 @@ __all__ = [
     "QUESTION_ASKED",
     "QUESTION_OUTCOME",
     "QUESTION_POSTED",
+    "QUESTION_APPROVED",
     "TOKEN_CREATED",
     "TOKEN_REVOKED",
     "AttentionTrail",

@@ -220,3 +220,32 @@ async def test_the_running_bridge_deletes_only_records_past_audit_retention(tmp_
         now[0] += 2 * 86_400  # past the retention: gone, in the once-a-minute round
         await rig.bridge.retention.forget()
         assert _records(rig.store) == []
+
+
+async def test_each_approval_of_a_two_person_question_is_on_the_trail(tmp_path):
+    """Under the two-person rule, the first approval is on the trail when it is counted, not
+    only the second one that sent the command: "who approved" names both."""
+    from .rig import BOB
+
+    routes = [{"match": {}, "channels": ["alpha", "beta"], "approvals": 2}]
+    async with Rig(tmp_path, routes=routes) as rig:
+        agent = rig.agent()
+        agent.start()
+        agent.ask()
+        await rig.settle()
+        first = await rig.channel("alpha").press(rig.buttons("alpha")[0][1], ALICE)
+        assert first.status is ResolutionStatus.COUNTED
+        assert not agent.commands
+        second = await rig.channel("beta").press(rig.buttons("beta")[0][1], BOB)
+        assert second.status is ResolutionStatus.ACCEPTED
+        await rig.settle()
+        [command] = agent.commands
+        records = _records(rig.store)
+    [approval] = [r for r in records if r["kind"] == "question.approved"]
+    assert approval["actor"] == {"id": "alice", "name": "Alice"}
+    assert (approval["channel"], approval["answer"]["progress"]) == ("alpha", "1 of 2 approvals")
+    [answer] = [r for r in records if r["kind"] == "question.answered"]
+    assert answer["actor"]["id"] == "bob"
+    assert answer["command_id"] == command.id
+    kinds = [r["kind"] for r in records]
+    assert kinds.index("question.approved") < kinds.index("question.answered")

@@ -103,3 +103,33 @@ def test_a_name_that_breaks_the_rule_is_refused_with_the_rule(tmp_path: Path):
     assert bad.stdout == ""
     assert cli(bridge, "create", "local").returncode == 2
     assert cli(bridge, "revoke", "nobody").returncode == 1
+
+
+def test_creating_and_revoking_a_token_is_on_the_audit_trail(tmp_path: Path):
+    """Who made or revoked which token, and when, is on the trail (`aep-bridge audit`); a
+    refused create (a live name) adds nothing, and the token itself is never recorded."""
+    import getpass
+    import json
+
+    bridge = BridgeProcess(write_config(tmp_path, free_port()), tmp_path / "bridge.log")
+    made = cli(bridge, "create", "ada", "--role", "reader")
+    assert made.returncode == 0
+    assert cli(bridge, "create", "ada").returncode == 1
+    assert cli(bridge, "revoke", "ada").returncode == 0
+    export = subprocess.run(
+        [sys.executable, "-m", "aep_bridge", "audit", "--config", str(bridge.config)],
+        cwd=ROOT,
+        env=bridge.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert export.returncode == 0, export.stderr
+    assert made.stdout.strip() not in export.stdout
+    records = [json.loads(line) for line in export.stdout.splitlines()]
+    assert [(r["kind"], r["data"]["token"], r["data"]["role"]) for r in records] == [
+        ("token.created", "ada", "reader"),
+        ("token.revoked", "ada", None),
+    ]
+    assert {r["principal"] for r in records} == {"local"}
+    assert {r["actor"]["id"] for r in records} == {getpass.getuser()}

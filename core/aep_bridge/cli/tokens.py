@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import getpass
 import sys
 from pathlib import Path
 from typing import TextIO
 
 from ..config import ConfigError, config_path, read_config
-from ..intake.principals import ROLES, BadName, check_name, check_role, digest, new_token
+from ..intake.principals import LOCAL, ROLES, BadName, check_name, check_role, digest, new_token
 from .common import CONFIG_HELP, EXIT_OK, EXIT_USAGE, EXIT_VIOLATIONS
 
 
@@ -56,6 +57,7 @@ def _when(stamp: float | None) -> str:
 
 def main(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Run `token create|list|revoke`; 0 done, 1 refused (a name taken or unknown), 2 usage."""
+    from ..audit import TOKEN_CREATED, TOKEN_REVOKED, AuditLog
     from ..store import Store, StoreError, TokenExists
 
     out = out or sys.stdout
@@ -73,10 +75,13 @@ def main(args: argparse.Namespace, out: TextIO | None = None) -> int:
         print(f"aep-bridge token {action}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     with store:
+        audit = AuditLog(store)
         if action == "create":
             secret = new_token()
             try:
-                store.create_token(name, role, digest(secret), None)
+                with store.transaction():  # the token and its record, or neither
+                    store.create_token(name, role, digest(secret), None)
+                    audit.record(TOKEN_CREATED, principal=LOCAL.name, data=_operator(name, role))
             except TokenExists:
                 print(
                     f"aep-bridge token create: a token named {name!r} exists; revoke it first "
@@ -99,7 +104,11 @@ def main(args: argparse.Namespace, out: TextIO | None = None) -> int:
                 revoked = f"revoked {_when(row.revoked)}" if row.revoked is not None else "live"
                 print(f"{row.name}\t{row.role}\tcreated {_when(row.created)}\t{revoked}", file=out)
             return EXIT_OK
-        if not store.revoke_token(name):
+        with store.transaction():
+            revoked = store.revoke_token(name)
+            if revoked:
+                audit.record(TOKEN_REVOKED, principal=LOCAL.name, data=_operator(name, None))
+        if not revoked:
             print(
                 f"aep-bridge token revoke: no live token named {name!r} (`aep-bridge token list`)",
                 file=sys.stderr,
@@ -108,6 +117,13 @@ def main(args: argparse.Namespace, out: TextIO | None = None) -> int:
     print(f"token {name} revoked: it is refused from now on", file=out)
     _close_connections(state_dir, name, out)
     return EXIT_OK
+
+
+def _operator(name: str, role: str | None) -> dict[str, str | None]:
+    """What the audit trail keeps of a token's creation or revocation: the token's name and
+    role, and who ran the command on this machine (the OS user; the command acts with the
+    state directory, as the bridge's own token does)."""
+    return {"token": name, "role": role, "actor_id": getpass.getuser(), "actor_name": None}
 
 
 def _close_connections(state_dir: Path, name: str, out: TextIO) -> None:
