@@ -27,6 +27,8 @@ from .aep.errors import InvalidFilter
 from .aep.filters import Filter
 from .aep.registry import Capture
 from .config_errors import explain
+from .intake.auth import split_host
+from .intake.proxy import networks
 from .plugins import PluginHost
 from .terminal import visible
 from .types import ChannelConfig
@@ -60,6 +62,18 @@ class ListenConfig(BaseModel):
         description="host names (no port) a request may give as Host besides the loopback "
         "names and the listen address; a web page on them is the bridge's own origin",
     )
+    public_url: str | None = Field(
+        default=None,
+        description="the bridge's address as agents and browsers reach it through a reverse "
+        "proxy, such as https://bridge.example.com: its host and origin are the bridge's own, "
+        "and the web page's links and the URLs the bridge prints use it",
+    )
+    trusted_proxies: list[str] = Field(
+        default_factory=list,
+        description="addresses or networks (127.0.0.1, 10.0.0.0/8) of the reverse proxies whose "
+        "X-Forwarded-For/-Proto/-Host and Forwarded headers are believed; from any other "
+        "peer they are ignored",
+    )
     max_connections: int = Field(
         default=1000,
         ge=1,
@@ -84,6 +98,35 @@ class ListenConfig(BaseModel):
                     "with no scheme, port or path"
                 )
         return names
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, url: str | None) -> str | None:
+        """An origin with an optional path prefix, never credentials, a query or a fragment:
+        the bridge compares browsers' `Origin` with it and prints it in links."""
+        if url is None:
+            return None
+        scheme, sep, rest = url.partition("://")
+        authority = rest.split("/", 1)[0]
+        if (
+            not sep
+            or scheme.lower() not in ("http", "https")
+            or not authority
+            or "@" in authority
+            or any(c in rest for c in "?# ")
+            or split_host(authority) is None
+        ):
+            raise ValueError(
+                f"{url!r} is not a public URL: write the scheme and host the proxy serves, "
+                "such as https://bridge.example.com (no user, query or fragment)"
+            )
+        return url.rstrip("/")
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxies(cls, entries: list[str]) -> list[str]:
+        networks(entries)  # raises naming the entry that is not an address or network
+        return entries
 
 
 class RelaySourceConfig(BaseModel):
