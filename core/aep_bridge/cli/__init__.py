@@ -113,6 +113,10 @@ def _command(argv: Sequence[str] | None) -> int:
             from ..agents import daemon as agent_daemon
 
             return agent_daemon.main(args)
+        if args.command == "agent":
+            from . import agent
+
+            return agent.main(args)
         if args.command == "token":
             return token(args.config, rotate=args.rotate)
         if args.command == "emit":
