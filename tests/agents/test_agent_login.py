@@ -131,3 +131,38 @@ def test_agent_login_in_process_reads_stdin(agent_home: Path, monkeypatch: pytes
     monkeypatch.setattr(sys, "stdin", io.StringIO(TOKEN + "\n"))
     assert main(["agent", "login", "https://bridge.example.com", "--no-check"]) == 0
     assert load() == Login("https://bridge.example.com", TOKEN)
+
+
+def test_install_says_which_bridge_the_daemon_will_send_to(agent_home: Path, tmp_path: Path):
+    from aep_bridge.agents import install
+
+    project = tmp_path / "project"
+    project.mkdir()
+    config = os.fspath(tmp_path / "config.json")
+    save(Login("https://bridge.example.com", TOKEN))
+    out, err = io.StringIO(), io.StringIO()
+    done = install.main(
+        "claude-code",
+        project=os.fspath(project),
+        capture="metadata",
+        config=config,
+        out=out,
+        err=err,
+    )
+    assert done == 0, err.getvalue()
+    assert "the agent daemon sends to https://bridge.example.com (aep-bridge agent login)" in (
+        out.getvalue()
+    )
+    agent_home.chmod(0o640)  # a login the daemon would refuse is said at install
+    out, err = io.StringIO(), io.StringIO()
+    install.main(
+        "claude-code",
+        project=os.fspath(project),
+        capture="metadata",
+        config=config,
+        out=out,
+        err=err,
+    )
+    assert "the agent daemon cannot start" in err.getvalue()
+    assert "chmod 600" in err.getvalue()
+    assert TOKEN not in out.getvalue() + err.getvalue()
