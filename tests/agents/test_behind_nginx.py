@@ -26,6 +26,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from aep_bridge.aep.build import make_event
 from aep_bridge.agents.login import LOGIN_VARIABLE
 from aep_bridge.agents.paths import DIR_VARIABLE
 from tests.agents.live import payload
@@ -245,3 +246,33 @@ async def test_through_nginx_a_rebound_name_is_still_refused(tmp_path: Path):
         )
         assert foreign.status_code == 403
         assert foreign.json()["error"] == "forbidden-origin"
+
+
+async def test_the_stream_through_nginx_is_not_buffered(tmp_path: Path):
+    """An SSE consumer through nginx gets an event while the stream stays open (buffered,
+    it would wait for kilobytes more or the end). Two things keep nginx from buffering:
+    docs/deploy.md's `proxy_buffering off` and the bridge's own `X-Accel-Buffering: no`;
+    either alone passes this test."""
+    async with behind_nginx(tmp_path) as (running, _cert):
+        bearer = {"Authorization": f"Bearer {running.token}"}
+        event = make_event(
+            "progress.status",
+            source="aep://localhost/agent/tester",
+            agent="tester",
+            session="s-nginx",
+            seq=0,
+            data={"percent": 1},
+        )
+        posted = await running.client.post(
+            f"{running.base}/events",
+            content=event.raw,
+            headers={**bearer, "AEP-Version": "0.1", "content-type": "application/json"},
+        )
+        assert posted.status_code == 202, posted.text
+        url = f"{running.base}/stream?from=all"
+        async with running.client.stream("GET", url, headers=bearer) as stream:
+            assert stream.status_code == 200
+            async with asyncio.timeout(WAIT):
+                async for line in stream.aiter_lines():
+                    if event.id in line:
+                        break
