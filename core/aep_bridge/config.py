@@ -570,4 +570,14 @@ def resolve_channels(
                         f"use a key under channels ({known})",
                     )
                 )
+    public = config.listen.public_url
+    if public and public.lower().startswith("https://") and not config.listen.trusted_proxies:
+        plan.warnings.append(
+            ConfigProblem(
+                "listen.trusted_proxies",
+                "is empty while listen.public_url is https: the proxy's X-Forwarded-Proto is "
+                "not believed, so the web page behind it refuses its own requests",
+                "list the proxy's address, such as 127.0.0.1",
+            )
+        )
     return plan

@@ -155,3 +155,17 @@ def test_the_config_names_the_key_and_the_fix():
         ListenConfig(trusted_proxies=["127.0.0.1", "nginx"])
     listen = ListenConfig(public_url="https://Bridge.example.com/", trusted_proxies=["::1"])
     assert listen.public_url == "https://Bridge.example.com"
+
+
+def test_an_https_public_url_without_a_trusted_proxy_is_warned_of():
+    """Without it the proxy's https is not believed, and the web page behind the proxy
+    would refuse its own requests: `check` and the start say so, naming the fix."""
+    from aep_bridge.config import BridgeConfig, resolve_channels
+    from aep_bridge.plugins import PluginHost
+
+    lone = BridgeConfig.model_validate({"listen": {"public_url": PUBLIC}})
+    [warning] = resolve_channels(lone, PluginHost(), {}).warnings
+    assert warning.key == "listen.trusted_proxies"
+    assert "list the proxy's address" in (warning.fix or "")
+    trusted = BridgeConfig.model_validate({"listen": BEHIND})
+    assert resolve_channels(trusted, PluginHost(), {}).warnings == []
