@@ -102,10 +102,12 @@ class ListenConfig(BaseModel):
     @field_validator("public_url")
     @classmethod
     def _public_url(cls, url: str | None) -> str | None:
-        """An origin with an optional path prefix, never credentials, a query or a fragment:
-        the bridge compares browsers' `Origin` with it and prints it in links."""
+        """An origin (scheme, host, optional port), never a path, credentials, a query or a
+        fragment: the bridge compares browsers' `Origin` with it and prints it in links, and
+        its pages link from the root."""
         if url is None:
             return None
+        url = url.rstrip("/")
         scheme, sep, rest = url.partition("://")
         authority = rest.split("/", 1)[0]
         if (
@@ -113,14 +115,15 @@ class ListenConfig(BaseModel):
             or scheme.lower() not in ("http", "https")
             or not authority
             or "@" in authority
-            or any(c in rest for c in "?# ")
+            or any(c in rest for c in "?#/ ")
             or split_host(authority) is None
         ):
             raise ValueError(
                 f"{url!r} is not a public URL: write the scheme and host the proxy serves, "
-                "such as https://bridge.example.com (no user, query or fragment)"
+                "such as https://bridge.example.com (no user, path, query or fragment: the "
+                "proxy serves the bridge at the root of a name)"
             )
-        return url.rstrip("/")
+        return url
 
     @field_validator("trusted_proxies")
     @classmethod

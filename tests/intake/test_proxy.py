@@ -151,6 +151,8 @@ def test_the_config_names_the_key_and_the_fix():
         ListenConfig(public_url="bridge.example.com")
     with pytest.raises(ValidationError, match=r"public_url[\s\S]*no user"):
         ListenConfig(public_url="https://ada:secret@bridge.example.com")
+    with pytest.raises(ValidationError, match=r"public_url[\s\S]*at the root of a name"):
+        ListenConfig(public_url="https://example.com/aep")
     with pytest.raises(ValidationError, match=r"trusted_proxies[\s\S]*'nginx' is not an address"):
         ListenConfig(trusted_proxies=["127.0.0.1", "nginx"])
     listen = ListenConfig(public_url="https://Bridge.example.com/", trusted_proxies=["::1"])
