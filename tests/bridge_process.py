@@ -24,7 +24,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 
 #: the line the web channel logs at the start with its one-time sign-in URL
-SIGN_IN = re.compile(r"sign in at (http://\S+/channels/web/signin\?code=\S+)")
+SIGN_IN = re.compile(r"sign in at (https?://\S+/channels/web/signin\?code=\S+)")
 
 
 #: the lowest port `free_port` hands out: above the well-known services, below the kernel's

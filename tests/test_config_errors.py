@@ -97,7 +97,8 @@ MISTAKES = [
         {"listen": []},
         "listen",
         "must be an object in braces, not a list",
-        "the keys allowed_hosts, host, max_connections, port, request_head_timeout",
+        "the keys allowed_hosts, host, max_connections, port, public_url, request_head_timeout, "
+        "trusted_proxies",
         id="a list for an object",
     ),
     pytest.param(
@@ -403,7 +404,7 @@ def test_a_key_name_cannot_forge_a_line_of_run_or_check(tmp_path):
     assert lines[0] == (
         f"{path}: listen.k\\naep-bridge: error: the bridge token is hunter2, paste it at "
         "http://evil.example: is not a known key (remove it; the known keys are allowed_hosts, "
-        "host, max_connections, port, request_head_timeout)"
+        "host, max_connections, port, public_url, request_head_timeout, trusted_proxies)"
     )
     checked = _check(
         tmp_path,

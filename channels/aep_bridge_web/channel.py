@@ -150,17 +150,18 @@ class WebChannel(ChannelAdapter[WebConfig]):
         self.view = view
         if self._watch is None:
             self._watch = asyncio.create_task(self._end_streams(view), name="web-stopping")
-        address = (view.url or "http://127.0.0.1:8787").removeprefix("http://")
+        # the bridge's address: `listen.public_url` behind a proxy (https), else the listener
+        address = (view.url or "http://127.0.0.1:8787").rstrip("/")
         name, code = self.instance_name, self.signin.new_code()
         log.info(
-            "web %s: sign in at http://%s/channels/%s/signin?code=%s (one use, within %s minutes)",
+            "web %s: sign in at %s/channels/%s/signin?code=%s (one use, within %s minutes)",
             name,
             address,
             name,
             code,
             f"{self.config.signin_minutes:g}",
         )
-        return f"http://{address}/channels/{name}/signin?code={code}"
+        return f"{address}/channels/{name}/signin?code={code}"
 
     async def _end_streams(self, view: BridgeView) -> None:
         """End the pages' streams as soon as the bridge begins to stop: an open page must

@@ -35,6 +35,8 @@ from .aep.errors import InvalidFilter
 from .aep.filters import Filter
 from .aep.registry import Capture
 from .config_errors import explain
+from .intake.auth import split_host
+from .intake.proxy import networks
 from .plugins import PluginHost
 from .terminal import visible
 from .types import ChannelConfig
@@ -75,6 +77,18 @@ class ListenConfig(BaseModel):
         description="host names (no port) a request may give as Host besides the loopback "
         "names and the listen address; a web page on them is the bridge's own origin",
     )
+    public_url: str | None = Field(
+        default=None,
+        description="the bridge's address as agents and browsers reach it through a reverse "
+        "proxy, such as https://bridge.example.com: its host and origin are the bridge's own, "
+        "and the web page's links and the URLs the bridge prints use it",
+    )
+    trusted_proxies: list[str] = Field(
+        default_factory=list,
+        description="addresses or networks (127.0.0.1, 10.0.0.0/8) of the reverse proxies whose "
+        "X-Forwarded-For/-Proto/-Host and Forwarded headers are believed; from any other "
+        "peer they are ignored",
+    )
     max_connections: int = Field(
         default=1000,
         ge=1,
@@ -99,6 +113,38 @@ class ListenConfig(BaseModel):
                     "with no scheme, port or path"
                 )
         return names
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, url: str | None) -> str | None:
+        """An origin (scheme, host, optional port), never a path, credentials, a query or a
+        fragment: the bridge compares browsers' `Origin` with it and prints it in links, and
+        its pages link from the root."""
+        if url is None:
+            return None
+        url = url.rstrip("/")
+        scheme, sep, rest = url.partition("://")
+        authority = rest.split("/", 1)[0]
+        if (
+            not sep
+            or scheme.lower() not in ("http", "https")
+            or not authority
+            or "@" in authority
+            or any(c in rest for c in "?#/ ")
+            or split_host(authority) is None
+        ):
+            raise ValueError(
+                f"{url!r} is not a public URL: write the scheme and host the proxy serves, "
+                "such as https://bridge.example.com (no user, path, query or fragment: the "
+                "proxy serves the bridge at the root of a name)"
+            )
+        return url
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxies(cls, entries: list[str]) -> list[str]:
+        networks(entries)  # raises naming the entry that is not an address or network
+        return entries
 
 
 class RelaySourceConfig(BaseModel):
@@ -611,4 +657,14 @@ def resolve_channels(
                         f"use a key under channels ({known})",
                     )
                 )
+    public = config.listen.public_url
+    if public and public.lower().startswith("https://") and not config.listen.trusted_proxies:
+        plan.warnings.append(
+            ConfigProblem(
+                "listen.trusted_proxies",
+                "is empty while listen.public_url is https: the proxy's X-Forwarded-Proto is "
+                "not believed, so the web page behind it refuses its own requests",
+                "list the proxy's address, such as 127.0.0.1",
+            )
+        )
     return plan

@@ -385,7 +385,12 @@ async def _serve(
     with _damage_ends_the_start(store):
         limits, hub = _restore(config, store)
         bridge = Bridge(
-            config, plugins, store=store, secrets=[token], url=_page_url(host, port), token=token
+            config,
+            plugins,
+            store=store,
+            secrets=[token],
+            url=config.listen.public_url or _page_url(host, port),
+            token=token,
         )
         sources = sources_of(config, hub, store)
     for source in sources:
@@ -406,6 +411,14 @@ async def _serve(
             bound,
             "; open on loopback" if open_without_token else "",
         )
+        public = config.listen.public_url
+        if public:
+            log.info(
+                "public URL: %s/events and %s/socket (forwarded headers believed from: %s)",
+                public,
+                public.replace("http", "ws", 1),
+                ", ".join(config.listen.trusted_proxies) or "no proxy",
+            )
         log.info(
             "aep-bridge %s running: %d source(s), %d channel(s); Ctrl-C stops",
             __version__,
@@ -477,6 +490,8 @@ async def _serve(
             status=report,
             listen_host=host,
             allowed_hosts=config.listen.allowed_hosts,
+            public_url=config.listen.public_url,
+            trusted_proxies=config.listen.trusted_proxies,
             cut=guard.cut,
             away=bridge.away,
         )
@@ -490,6 +505,9 @@ async def _serve(
                 log_config=None,
                 log_level=None,
                 access_log=False,
+                # forwarded headers are the endpoint's to believe, from listen.trusted_proxies
+                # only (uvicorn's own default believes any local process)
+                proxy_headers=False,
                 ws_max_size=intake.max_event_bytes + 4096,
                 backlog=BACKLOG,
             ),

@@ -32,6 +32,7 @@ import logging
 import os
 import signal
 import socket
+import ssl
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -55,6 +56,8 @@ from .emitter import LOG_DIR, Emitter, SessionState, log_name
 from .held import AttentionLoop
 from .ledger import Ledger, Left
 from .link import BridgeLink
+from .login import CA_VARIABLE, Login, LoginError, ssl_context
+from .login import load as load_login
 from .mapping import ALLOW, ALLOW_SESSION, Ceiling, Emission, Verdict
 from .paths import agentd_dir, check_private, socket_path
 from .shim import BLOCK_CAP_VARIABLE, DEFAULT_HOLD, HELD_HOOKS, MAX_HOLD, MAX_PAYLOAD
@@ -103,10 +106,14 @@ class AgentDaemon:
         *,
         ceiling: Ceiling | None = None,
         default_hold: float = DEFAULT_HOLD,
+        trust: ssl.SSLContext | None = None,
     ) -> None:
+        """`trust`: the certificates of a `wss://` bridge (`agent login --ca-file`); None:
+        the system's."""
         self.ceiling = ceiling or Ceiling()
         self.default_hold = default_hold
         self.token = token
+        self.trust = trust
         #: where the daemon asks whether a session is away (steer.py)
         self.away_url = steer.away_url(url)
         #: the hold of a Stop in `session` while its person is away, None when not away
@@ -120,6 +127,7 @@ class AgentDaemon:
             instance=f"{socket.gethostname()}/agentd/{self.emitter.instance}",
             replay=self.emitter.recent,
             dropped=self._dropped,
+            trust=trust,
         )
         self.loop = AttentionLoop(self._emit, self.link.send, self._find, self.ceiling)
         self._heads = _Heads()
@@ -162,7 +170,7 @@ class AgentDaemon:
         return event
 
     async def _ask_bridge(self, session: str) -> float | None:
-        return await steer.hold_if_away(self.away_url, self.token, session)
+        return await steer.hold_if_away(self.away_url, self.token, session, trust=self.trust)
 
     def _close_left_open(self) -> int:
         """Close, as dismissed, every request the last daemon left open: it was killed, and
@@ -605,6 +613,12 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--token", help="the bridge's token (default: this machine's bridge's)")
     parser.add_argument("--dir", help="its directory (socket, epoch, session logs)")
     parser.add_argument(
+        "--ca-file",
+        metavar="PEM",
+        help="certificates to trust for a wss:// bridge besides the system's (default: "
+        "$AEP_BRIDGE_CA_FILE, else the one `agent login` kept)",
+    )
+    parser.add_argument(
         "--capture",
         choices=CAPTURE_ORDER[1:],
         help="the highest capture level of events other than attention.* (default: the "
@@ -620,9 +634,15 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--config", help="the bridge's config file (default: as `run` finds it)")
 
 
-def _address(url: str | None, token: str | None, config: str | None) -> tuple[str, str | None]:
+def _address(
+    url: str | None, token: str | None, config: str | None, stored: Login | None = None
+) -> tuple[str, str | None]:
+    """The bridge's WebSocket and token: the flags, else `AEP_BRIDGE_URL`/`_TOKEN`, else
+    `agent login`'s (`stored`), else this machine's bridge (its `listen.json` and token)."""
     url = url or os.environ.get("AEP_BRIDGE_URL")
     token = token or os.environ.get("AEP_BRIDGE_TOKEN")
+    if stored is not None and url is None:
+        url, token = stored.url, token or stored.token
     if url is None or token is None:
         from ..client_endpoint import endpoint
 
@@ -631,6 +651,13 @@ def _address(url: str | None, token: str | None, config: str | None) -> tuple[st
     if url.startswith(("http://", "https://")):
         url = url.replace("http", "ws", 1).rstrip("/") + "/socket"
     return url, token
+
+
+def _trust(flag: str | None, stored: Login | None) -> ssl.SSLContext:
+    """The certificates the daemon trusts for a `wss://` bridge: the system's (which honour
+    `SSL_CERT_FILE`) plus `--ca-file`, else `AEP_BRIDGE_CA_FILE`, else the login's."""
+    chosen = flag or os.environ.get(CA_VARIABLE) or (stored.ca_file if stored else None)
+    return ssl_context(chosen)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -680,7 +707,13 @@ def _run(args: argparse.Namespace, directory: Path) -> int:
     except ConfigError as exc:
         print(f"aep-bridge agentd: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    url, token = _address(args.url, args.token, args.config)
+    try:
+        stored = load_login()
+        url, token = _address(args.url, args.token, args.config, stored)
+        trust = _trust(args.ca_file, stored)
+    except LoginError as exc:
+        print(f"aep-bridge agentd: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     secrets = [*secrets_in(config), *([token] if token else [])]
     register(secrets)  # never in a line it writes, whatever the line quotes (a URL, an error)
     for handler in logging.getLogger().handlers:
@@ -695,7 +728,7 @@ def _run(args: argparse.Namespace, directory: Path) -> int:
         redactor=Redactor(policy),
     )
     try:
-        daemon = AgentDaemon(directory, url, token, ceiling=ceiling)
+        daemon = AgentDaemon(directory, url, token, ceiling=ceiling, trust=trust)
     except OSError as exc:  # its epoch or instance file a folder, a disk that is full
         where = exc.filename2 or exc.filename or directory
         print(

@@ -67,6 +67,8 @@ from typing import Any, Final, TextIO
 from .. import capture_choice
 from ..config_write import ConfigWriteError, indent_of, target_path
 from ..exit_status import EXIT_OK, EXIT_USAGE
+from .login import LoginError
+from .login import load as load_login
 from .shim import (
     BLOCK_CAP_VARIABLE,
     DEFAULT_HOLD,  # how long a held hook waits for a human by default
@@ -546,10 +548,23 @@ def _install(
             "(pipx install, or the virtualenv's bin folder on PATH)",
             file=err,
         )
+    _say_bridge(out, err)
     if agent is CODEX:
         for line in _codex_reminders(change):
             print(line, file=out)
     return EXIT_OK
+
+
+def _say_bridge(out: TextIO, err: TextIO) -> None:
+    """Where the hooks' daemon will send, when `agent login` chose a bridge elsewhere; a
+    login the daemon would refuse is said now, not at the agent's first hook."""
+    try:
+        stored = load_login()
+    except LoginError as exc:
+        print(f"aep-bridge install: warning: the agent daemon cannot start: {exc}", file=err)
+        return
+    if stored is not None:
+        print(f"the agent daemon sends to {stored.url} (aep-bridge agent login)", file=out)
 
 
 def _uninstall(agent: Agent, path: Path, where: str, loaded: Loaded, out: TextIO) -> int:

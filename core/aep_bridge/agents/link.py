@@ -25,6 +25,7 @@ import contextlib
 import json
 import logging
 import random
+import ssl
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Final
@@ -78,8 +79,11 @@ class BridgeLink:
         instance: str = "agentd",
         replay: Callable[[], Iterable[Event]] = tuple,
         dropped: Callable[[Event], None] = lambda event: None,
+        trust: ssl.SSLContext | None = None,
     ) -> None:
         self.url = url
+        #: the certificates of a `wss://` bridge; None: the system's
+        self._trust = trust
         self._token = token
         self._on_command = on_command
         self._agent = agent
@@ -180,8 +184,13 @@ class BridgeLink:
 
     async def _connect(self) -> ClientConnection:
         headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
+        secure = self.url.startswith("wss://")
         connection = await websockets.connect(
-            self.url, additional_headers=headers, open_timeout=5, max_size=4 * 1024 * 1024
+            self.url,
+            additional_headers=headers,
+            open_timeout=5,
+            max_size=4 * 1024 * 1024,
+            ssl=self._trust if secure and self._trust is not None else None,
         )
         await connection.send(json.dumps(self._hello()))
         while True:

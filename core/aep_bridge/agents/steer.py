@@ -14,6 +14,7 @@ agent stops as it always did. A bridge that is slow never holds the agent longer
 from __future__ import annotations
 
 import logging
+import ssl
 from typing import Any, Final
 
 import httpx
@@ -59,12 +60,16 @@ def away_url(socket_url: str) -> str:
     return base + "/away"
 
 
-async def hold_if_away(url: str, token: str | None, session: str) -> float | None:
+async def hold_if_away(
+    url: str, token: str | None, session: str, *, trust: ssl.SSLContext | None = None
+) -> float | None:
     """The hold in seconds when the bridge says `session` is away; None otherwise (not away,
-    or no usable answer within `AWAY_WAIT`: fail open)."""
+    or no usable answer within `AWAY_WAIT`: fail open). `trust`: an https bridge's
+    certificates (`agent login --ca-file`)."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
+    verify: ssl.SSLContext | bool = trust if trust is not None else True
     try:
-        async with httpx.AsyncClient(timeout=AWAY_WAIT, trust_env=False) as client:
+        async with httpx.AsyncClient(timeout=AWAY_WAIT, trust_env=False, verify=verify) as client:
             response = await client.get(url, params={"session": session}, headers=headers)
     except (httpx.HTTPError, OSError) as exc:
         log.info("away mode unknown (%s): the agent stops", type(exc).__name__)

@@ -117,6 +117,10 @@ def _command(argv: Sequence[str] | None) -> int:
             from .audit import audit
 
             return audit(args)
+        if args.command == "agent":
+            from . import agent
+
+            return agent.main(args)
         if args.command == "token":
             if args.token_command is not None:
                 from . import tokens as token_commands

@@ -182,6 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
     from ..agents import daemon as agent_daemon
 
     agent_daemon.add_parser(commands)
+    from . import agent as agent_login
+
+    agent_login.add_parser(commands)  # `agent login` (issue 34)
 
     show = commands.add_parser(
         "preview",

@@ -110,29 +110,43 @@ class HostPolicy:
     listener, but its requests carry that domain in `Host`. Admitted: the loopback names
     and addresses, the listen address itself when it is an address, and the address the
     connection came in on (`local`, when the listener is `0.0.0.0` or `::`); and the names
-    in `listen.allowed_hosts`. The port does not matter in `Host` (a port forwarder's is
-    another); in `Origin` it does (see `origin_is_own`).
+    in `listen.allowed_hosts`, and `listen.public_url`'s host (behind a proxy, whose
+    forwarded `Host` `proxy.ProxyHeaders` applies first). The port does not matter in `Host`
+    (a port forwarder's is another); in `Origin` it does (see `origin_is_own`).
     """
 
     #: `listen.host`
     listen_host: str | None = None
     #: `listen.allowed_hosts`: names (or addresses) besides the listener's own
     allowed: frozenset[str] = frozenset()
+    #: `listen.public_url`'s origin (`https://bridge.example.com`), normalised: a page from
+    #: exactly this origin is the bridge's own
+    public_origin: str | None = None
+    #: `listen.public_url`'s host, admitted in `Host`
+    public_host: str | None = None
 
     @classmethod
-    def of(cls, listen_host: str | None, allowed_hosts: Iterable[str] = ()) -> HostPolicy:
+    def of(
+        cls,
+        listen_host: str | None,
+        allowed_hosts: Iterable[str] = (),
+        public_url: str | None = None,
+    ) -> HostPolicy:
         names = set()
         for name in allowed_hosts:
             split = split_host(name)
             if split is not None:
                 names.add(split[0])
-        return cls(listen_host, frozenset(names))
+        public = origin_of(public_url) if public_url else None
+        if public is None:
+            return cls(listen_host, frozenset(names))
+        return cls(listen_host, frozenset(names), _origin_text(public), public[1])
 
     def admits(self, host: str, *, local: str | None = None) -> bool:
         """Whether `host` names this bridge, at any port (a port forwarder's, a proxy's: a
         rebound name is refused whatever its port); `local`: the address the connection
         came in on, when the server says (ASGI `server`)."""
-        if host in self.allowed:
+        if host in self.allowed or host == self.public_host:
             return True
         if is_loopback_name(host):
             return True
@@ -155,20 +169,38 @@ class HostPolicy:
 
     def origin_is_own(self, origin: str, *, local: str | None = None, bound: int | None) -> bool:
         """Whether a browser's `Origin` is the bridge's own: `http://` a name `Host` may give,
-        at the listening port (an allowed name: `http` or `https`, any port). An unknown
+        at the listening port (an allowed name: `http` or `https`, any port), or exactly
+        `listen.public_url`'s origin (its scheme and port too). An unknown
         listening port, `null` and anything malformed are not."""
-        scheme, sep, authority = origin.strip().lower().partition("://")
-        if not sep or scheme not in ("http", "https"):
+        parsed = origin_of(origin)
+        if parsed is None:
             return False
-        split = split_host(authority)
-        if split is None:
-            return False
-        host, port = split
+        if self.public_origin is not None and _origin_text(parsed) == self.public_origin:
+            return True
+        scheme, host, port = parsed
         if host in self.allowed:
             return True
         if scheme != "http" or bound is None or (80 if port is None else port) != bound:
             return False  # another port on this machine is another site (a dev server's)
         return self.admits(host, local=local)
+
+
+def origin_of(url: str) -> tuple[str, str, int | None] | None:
+    """(scheme, host, port) of an `http(s)://` origin or URL (a path is ignored), lower
+    case; None when it is not one."""
+    scheme, sep, rest = url.strip().lower().partition("://")
+    if not sep or scheme not in ("http", "https"):
+        return None
+    split = split_host(rest.split("/", 1)[0])
+    if split is None:
+        return None
+    return scheme, split[0], split[1]
+
+
+def _origin_text(origin: tuple[str, str, int | None]) -> str:
+    """An origin as one comparable string, the scheme's default port written out."""
+    scheme, host, port = origin
+    return f"{scheme}://{host}:{port or (443 if scheme == 'https' else 80)}"
 
 
 def host_allowed(

@@ -43,6 +43,7 @@ from .ingest import (
 )
 from .liveness import Cut, Deadline, Timing
 from .principals import ANONYMOUS, LOCAL, Principal
+from .proxy import ProxyHeaders, networks
 from .sse import last_event_id, sse_message
 from .websocket import Connection
 
@@ -91,12 +92,17 @@ class Endpoint:
         status: StatusProvider | None = None,
         listen_host: str | None = None,
         allowed_hosts: Sequence[str] = (),
+        public_url: str | None = None,
+        trusted_proxies: Sequence[str] = (),
         cut: Cut | None = None,
         away: AwayProvider | None = None,
     ) -> None:
         """`status` answers `GET /status`; `listen_host` (`listen.host`) and `allowed_hosts`
         (`listen.allowed_hosts`): what a request may give as `Host` besides the loopback
         names (see `HostPolicy`); the guard applies to every route, `extra_routes` too.
+        `public_url` (`listen.public_url`): the bridge's address behind a proxy, its host and
+        origin the bridge's own; `trusted_proxies` (`listen.trusted_proxies`): the peers whose
+        forwarded headers are believed (`proxy.ProxyHeaders`).
         `cut` aborts a connection: without it a dropped consumer whose socket takes nothing
         more keeps its connection (its memory is bounded all the same). `away` answers
         `/away` (away mode: the agent daemon's question, `aep-bridge away`)."""
@@ -108,7 +114,7 @@ class Endpoint:
         self.status_provider = status
         self.cut = cut
         self.away = away
-        self.hosts = HostPolicy.of(listen_host, allowed_hosts)
+        self.hosts = HostPolicy.of(listen_host, allowed_hosts, public_url)
         self._flush_handle: asyncio.TimerHandle | None = None
         self.app = Starlette(
             routes=[
@@ -123,7 +129,11 @@ class Endpoint:
                 Route("/tokens/revoked", self.token_revoked, methods=["POST"]),
                 *extra_routes,
             ],
-            middleware=[Middleware(_Guard, endpoint=self)],
+            middleware=[
+                # outermost: the guard judges the scheme and Host a trusted proxy forwarded
+                Middleware(ProxyHeaders, trusted=networks(trusted_proxies)),
+                Middleware(_Guard, endpoint=self),
+            ],
             # the handler takes a request or a WebSocket, as Starlette hands it either
             exception_handlers={sqlite3.DatabaseError: cast(Any, self._store_failed)},
         )
