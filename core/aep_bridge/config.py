@@ -667,4 +667,20 @@ def resolve_channels(
                 "list the proxy's address, such as 127.0.0.1",
             )
         )
+    if config.intake.open_on_loopback and behind_proxy(config.listen):
+        plan.warnings.append(
+            ConfigProblem(
+                "intake.open_on_loopback",
+                "is ignored behind a proxy (listen.public_url or listen.trusted_proxies is set): "
+                "every connection through the proxy comes from loopback, so anyone who reaches "
+                "the proxy would send events without a token",
+                "remove intake.open_on_loopback; agents present a token (aep-bridge token create)",
+            )
+        )
     return plan
+
+
+def behind_proxy(listen: ListenConfig) -> bool:
+    """Whether the bridge is reached through a reverse proxy, so that a connection from
+    loopback may be anyone's: then nothing is open without the token."""
+    return bool(listen.public_url or listen.trusted_proxies)

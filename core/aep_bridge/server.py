@@ -30,7 +30,7 @@ from . import __version__
 from .audit import AuditLog
 from .binding import CannotListen, bind_endpoint
 from .bridge import Bridge
-from .config import BridgeConfig
+from .config import BridgeConfig, behind_proxy
 from .exit_status import EXIT_BUSY, EXIT_CANNOT_LISTEN, EXIT_STATE_DIR, EXIT_STORE
 from .intake.auth import AuthPolicy, is_loopback, load_or_create_token
 from .intake.connections import BACKLOG, ConnectionGuard, descriptor_cap
@@ -377,9 +377,11 @@ async def _serve(
         token = load_or_create_token(state_dir)
     except OSError as exc:
         raise _unusable(state_dir, exc) from None
-    open_without_token = intake.open_on_loopback and is_loopback(host)
+    proxied = behind_proxy(config.listen)
+    open_without_token = intake.open_on_loopback and is_loopback(host) and not proxied
     if intake.open_on_loopback and not open_without_token:
-        log.warning("intake.open_on_loopback is ignored: %s is not a loopback address", host)
+        why = "the bridge is behind a proxy" if proxied else f"{host} is not a loopback address"
+        log.warning("intake.open_on_loopback is ignored: %s", why)
     store = _open_store(state_dir)
     log.info("store: %s (schema %d)", store.path, store.schema_version)
     with _damage_ends_the_start(store):

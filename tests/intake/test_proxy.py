@@ -171,3 +171,67 @@ def test_an_https_public_url_without_a_trusted_proxy_is_warned_of():
     assert "list the proxy's address" in (warning.fix or "")
     trusted = BridgeConfig.model_validate({"listen": BEHIND})
     assert resolve_channels(trusted, PluginHost(), {}).warnings == []
+
+
+def test_open_on_loopback_is_ignored_behind_a_proxy():
+    """Behind nginx on the same machine, every connection comes from loopback: a bridge that
+    kept `open_on_loopback` would let anyone who reaches the proxy send events without a
+    token. `check` warns, naming the key and the fix, and `run` ignores it (see
+    test_the_real_bridge_behind_a_proxy_wants_the_token_from_loopback)."""
+    from aep_bridge.config import BridgeConfig, resolve_channels
+    from aep_bridge.plugins import PluginHost
+
+    config = BridgeConfig.model_validate({"listen": BEHIND, "intake": {"open_on_loopback": True}})
+    [warning] = resolve_channels(config, PluginHost(), {}).warnings
+    assert warning.key == "intake.open_on_loopback"
+    assert "aep-bridge token create" in (warning.fix or "")
+    alone = BridgeConfig.model_validate({"intake": {"open_on_loopback": True}})
+    assert resolve_channels(alone, PluginHost(), {}).warnings == []
+
+
+async def test_the_real_bridge_behind_a_proxy_wants_the_token_from_loopback(tmp_path):
+    """`aep-bridge run` with `open_on_loopback` and a trusted proxy: an event posted from
+    loopback without the token (as anyone on the internet would, through nginx) is refused;
+    with the token it is taken; the log says why the option is ignored."""
+    import json as json_module
+
+    import httpx as httpx_module
+
+    from aep_bridge.aep.ids import new_id
+    from tests.bridge_process import BridgeProcess, free_port, write_config
+
+    port = free_port()
+    config = write_config(tmp_path, port)
+    block = json_module.loads(config.read_text())
+    block["listen"].update(BEHIND)
+    block["intake"] = {"open_on_loopback": True}
+    config.write_text(json_module.dumps(block))
+    bridge = BridgeProcess(config, tmp_path / "bridge.log")
+    base = f"http://127.0.0.1:{port}"
+    await bridge.start(base)
+    try:
+        event = {
+            "aep": "0.1",
+            "id": new_id(),
+            "type": "session.started",
+            "source": "test://proxy",
+            "agent": "claude-code",
+            "session": "s-proxy",
+            "seq": 1,
+            "time": "2026-12-06T18:00:00Z",
+            "data": {},
+        }
+        async with httpx_module.AsyncClient(base_url=base) as client:
+            version = {"AEP-Version": "0.1"}
+            refused = await client.post("/events", json=event, headers=version)
+            assert refused.status_code == 401
+            taken = await client.post(
+                "/events",
+                json=event,
+                headers={**version, "Authorization": f"Bearer {bridge.token()}"},
+            )
+            assert taken.status_code < 300, taken.text
+    finally:
+        bridge.stop()
+    log = (tmp_path / "bridge.log").read_text()
+    assert "intake.open_on_loopback is ignored: the bridge is behind a proxy" in log
