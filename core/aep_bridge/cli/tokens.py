@@ -105,10 +105,10 @@ def main(args: argparse.Namespace, out: TextIO | None = None) -> int:
                 print(f"{row.name}\t{row.role}\tcreated {_when(row.created)}\t{revoked}", file=out)
             return EXIT_OK
         with store.transaction():
-            revoked = store.revoke_token(name)
-            if revoked:
+            was_live = store.revoke_token(name)
+            if was_live:
                 audit.record(TOKEN_REVOKED, principal=LOCAL.name, data=_operator(name, None))
-        if not revoked:
+        if not was_live:
             print(
                 f"aep-bridge token revoke: no live token named {name!r} (`aep-bridge token list`)",
                 file=sys.stderr,
