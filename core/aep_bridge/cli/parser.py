@@ -116,9 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     secret = commands.add_parser("token", help="print the bridge's bearer token")
     secret.add_argument("--config", help=CONFIG_HELP + "; for its state_dir")
     secret.add_argument("--rotate", action="store_true", help="replace the token with a new one")
-    from . import tokens as token_commands
+    from .tokens import add_parser as add_token_parser
 
-    token_commands.add_parser(secret)  # `token create|list|revoke` (named tokens)
+    add_token_parser(secret)  # `token create|list|revoke` (named tokens)
 
     configs = commands.add_parser(
         "config", help="where the config file is (`aep-bridge config path`)"
@@ -182,9 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
     from ..agents import daemon as agent_daemon
 
     agent_daemon.add_parser(commands)
-    from . import agent as agent_login
+    from .agent import add_parser as add_agent_parser
 
-    agent_login.add_parser(commands)  # `agent login` (issue 34)
+    add_agent_parser(commands)  # `agent login` (issue 34)
 
     show = commands.add_parser(
         "preview",
