@@ -62,6 +62,8 @@ async def test_away_a_text_answer_is_claude_codes_next_instruction(tmp_path: Pat
             "attention.answered",
             "attention.resolved",
         ]
+        # the turn goes on: no "finished" line before the question, nor after the instruction
+        assert "run.finished" not in types
         assert "Answered" in await running.closed(card)
         # the bridge was asked about this session, with the token
         assert stub.asked == [(SESSION, f"Bearer {TOKEN}")]
@@ -78,6 +80,12 @@ async def test_done_lets_claude_code_stop_and_the_card_says_so(tmp_path: Path):
         assert "Done" in await running.closed(card)
         answered = [e for e in running.events(CC) if e["type"] == "attention.answered"]
         assert answered[-1]["data"]["answer"] == {"option": "done"}
+        # the turn ends once the agent does stop: after the question, not before it, so the
+        # question is the thread's next message and no slot goes to a "finished" line first
+        types = [e["type"] for e in running.events(CC)]
+        assert types.count("run.finished") == 1
+        assert types.index("attention.requested") < types.index("run.finished")
+        assert types[-1] == "run.finished"
 
 
 async def test_the_word_done_typed_in_the_chat_is_done_not_an_instruction(tmp_path: Path):
@@ -97,7 +105,10 @@ async def test_no_answer_within_the_hold_lets_claude_code_stop(tmp_path: Path):
         done = await hook
         assert (done.status, done.stdout) == (0, "")
         assert "Expired" in await running.closed(card)
-        assert running.events(CC)[-1]["type"] == "attention.timeout"
+        assert [e["type"] for e in running.events(CC)][-2:] == [
+            "attention.timeout",
+            "run.finished",  # the agent stops: its turn ends after the question
+        ]
         pressed = await running.press(card, "Done")
         assert pressed.status is ResolutionStatus.EXPIRED
 

@@ -95,6 +95,8 @@ builds): the daemon opens a run at `UserPromptSubmit` and closes it at
 | Notification (`notification_type`, `message`)        | see below                      |
 | Stop (`last_assistant_message`)                      | run.finished; while away, the  |
 |                                                      |   held "what next?" (steer.py) |
+|                                                      |   first, run.finished only if  |
+|                                                      |   the agent then stops         |
 | StopFailure (`error`, `error_details`)               | run.failed                     |
 | SubagentStart / SubagentStop (`agent_id`,            | delegation.subagent.started /  |
 |   `agent_type`)                                      |   .stopped, subject agent_id   |

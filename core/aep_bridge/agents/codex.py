@@ -63,7 +63,8 @@ Deviations from a strict Annex A reading, all deliberate:
 - At a `metadata` attention ceiling the prompt is synthesized from structure ("codex requests
   permission: Bash", AEP-0003 §9.2), never the command; the labels "Allow" / "Deny" are ours,
   structural, and stay.
-- The held Stop (issue 33, away mode): besides `run.finished`, a Stop the daemon holds
+- The held Stop (issue 33, away mode): besides `run.finished` (emitted once the agent does
+  stop, after Done or the hold's end, never before the question), a Stop the daemon holds
   (`STEERED_HOOKS`) asks the chat "codex finished: what next?" (the daemon's question, the
   same for every agent: Codex's Stop input names `last_assistant_message` as Claude Code's
   does, nullable), and the answer goes back as Codex's Stop output (`stop_output`). Wire

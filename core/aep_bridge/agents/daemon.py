@@ -67,6 +67,8 @@ log = logging.getLogger("aep_bridge.agentd")
 MAPPINGS: Final[dict[str, ModuleType]] = {"claude-code": claude_code, "codex": codex}
 #: hooks after which an open request about the same tool is moot: the agent went on
 _TOOL_MOVED_ON: Final = frozenset({"PostToolUse", "PostToolUseFailure", "PermissionDenied"})
+#: what a held Stop maps to that ends the turn: said only once the agent does stop
+_TURN_ENDS: Final = frozenset({"run.finished"})
 #: hooks after which every open request of the session is moot
 _SESSION_MOVED_ON: Final = frozenset({"UserPromptSubmit", "Stop", "StopFailure", "SessionEnd"})
 #: hooks that close a heads-up ("the agent waits for you"): the person is back
@@ -281,8 +283,19 @@ class AgentDaemon:
             if rule is not None and rule in state.allowed:
                 return mapping.hook_output(payload, Verdict(option=ALLOW))  # type: ignore[no-any-return]
         self._settle(agent, state, hook, payload)
+        steer_hold: float | None = None
+        if hook in getattr(mapping, "STEERED_HOOKS", ()):
+            steer_hold = await self._steer_hold(agent, state, session, block_cap)
+        emissions = mapping.map_hook(payload, self.ceiling)
+        ends: list[Emission] = []
+        if steer_hold is not None:
+            # while the chat is asked what next the turn is not over: its end is said once
+            # the agent does stop (Done, no answer), and not at all if an instruction carries
+            # it on; so the question is the thread's next message, not a "finished" line
+            ends = [e for e in emissions if e.type in _TURN_ENDS]
+            emissions = [e for e in emissions if e.type not in _TURN_ENDS]
         held: tuple[Event, str | None] | None = None
-        for emission in mapping.map_hook(payload, self.ceiling):
+        for emission in emissions:
             try:
                 event = self._emit_one(state, hook, emission, payload, expires)
             except InvalidEvent as exc:  # a mapping fault: lose this event, not the hook
@@ -297,25 +310,23 @@ class AgentDaemon:
                     held = (event, emission.subject)
                 else:
                     self._heads.open.setdefault((agent, session), []).append(event)
-        if held is None and hook in getattr(mapping, "STEERED_HOOKS", ()):
-            return await self._steer(agent, state, payload, session, gone, block_cap)
+        if held is None and steer_hold is not None:
+            output = await self._steer(agent, state, payload, gone, steer_hold)
+            if output is None:  # the agent stops after all: its turn ends now
+                for end in ends:
+                    self._emit_end(state, hook, end, payload)
+            return output
         if held is None:
             return None
         request, subject = held
         return await self._hold(agent, state, payload, request, subject, deadline, gone)
 
-    async def _steer(
-        self,
-        agent: str,
-        state: SessionState,
-        payload: dict[str, Any],
-        session: str,
-        gone: asyncio.Future[None] | None,
-        block_cap: int,
-    ) -> dict[str, Any] | None:
-        """A Stop while the person is away: ask the chat what next, and hold the hook until
-        an instruction, Done, the hold's end, or the agent moving on (steer.py). Not away (or
-        no answer from the bridge): None at once, the agent stops as it always did.
+    async def _steer_hold(
+        self, agent: str, state: SessionState, session: str, block_cap: int
+    ) -> float | None:
+        """Whether a Stop is held (the person is away): the hold's seconds, or None when the
+        agent stops as it always did (not away, no answer from the bridge, the daemon
+        stopping).
 
         The agent ignores a block past its cap on blocks in a row: a question whose answer
         would be dropped is not asked (the agent stops; the person's next prompt resets it)."""
@@ -334,6 +345,19 @@ class AgentDaemon:
         hold = await self.ask_away(session)
         if hold is None or self._stopping:
             return None
+        return hold
+
+    async def _steer(
+        self,
+        agent: str,
+        state: SessionState,
+        payload: dict[str, Any],
+        gone: asyncio.Future[None] | None,
+        hold: float,
+    ) -> dict[str, Any] | None:
+        """A Stop while the person is away (`_steer_hold`): ask the chat what next, and hold
+        the hook until an instruction, Done, the hold's end, or the agent moving on
+        (steer.py). None: the agent stops."""
         clock = asyncio.get_running_loop()
         deadline = clock.time() + hold
         emission = steer.stop_request(agent, payload, self.ceiling)
@@ -356,6 +380,15 @@ class AgentDaemon:
         if output is not None:  # an instruction: the agent goes on, one more block in a row
             state.blocks += 1
         return output
+
+    def _emit_end(
+        self, state: SessionState, hook: Any, emission: Emission, payload: dict[str, Any]
+    ) -> None:
+        """Emit a held Stop's own end of the turn, once the agent does stop."""
+        try:
+            self._emit_one(state, hook, emission, payload)
+        except (InvalidEvent, TooLarge) as exc:
+            log.warning("dropped a %s event: %s", emission.type, exc)
 
     async def _hold(
         self,
