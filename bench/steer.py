@@ -210,6 +210,7 @@ async def _samples(
     fake = r.fake
     card_in: list[float] = []
     first_in: list[float] = []
+    card_first = 0  # samples whose thread's first post after the stop was the card itself
     answer_in: list[float] = []
     starts: list[float] = []
     wrong: list[str] = []
@@ -231,7 +232,8 @@ async def _samples(
             return _card_post(fake, seen, thread, QUESTION, buttons=True)
 
         shown = await r.until(f"card {i}", card)
-        # the thread's first post since the stop: the turn's end ("Finished"), before the card
+        # the thread's first post since the stop: the card itself, since the daemon holds the
+        # turn's end ("Finished") until the agent does stop (before, it took the free slot)
         first = next(c for c in _posts(fake, CHANNEL, sent) if c.args.get("thread_ts") == thread)
         await asyncio.sleep(max(0.0, shown.time + PRESS_DELAY - time.monotonic()))
         words = f"step {i}: run the tests again, then open a PR"
@@ -257,12 +259,14 @@ async def _samples(
         if i >= WARMUP:
             card_in.append(shown.time - sent)
             first_in.append(first.time - sent)
+            card_first += first.result["ts"] == shown.result["ts"]
             answer_in.append(answered - said)
             await baseline.send_once()
             await trip.sample(i)
     return {
         "stop -> card": _percentiles(card_in),
         "stop -> first post": _percentiles(first_in),
+        "card first": card_first,
         "words -> answer": _percentiles(answer_in),
         "span": starts[-1] - starts[0] if starts else 0.0,
         "wrong": wrong,
@@ -318,15 +322,15 @@ def section(r: dict[str, Any]) -> list[str]:
             f"{p['p99'] / b['p99']:.1f}x | "
             f"{'PASS' if _meets(r, name) else 'FAIL'} |"
         )
-    first = r["stop -> first post"]
     lines += [
         "",
-        f"Where stop -> card goes: the thread's first post after the stop, the turn's end "
-        f'("Finished", posted as soon as the daemon reports the Stop), reached the fake at '
-        f"p50 {first['p50']:.1f} ms / p99 {first['p99']:.1f} ms (the hook's start-up, its "
-        f"socket to the daemon, the daemon's away question, the WebSocket and the core); the "
-        f"card, a second post in the same channel, then waits for Slack's pace of one post per "
-        f"1.1 s a channel. The words -> answer leg has no such wait (an answer is no post).",
+        f"The thread's first post after the stop was the card itself in {r['card first']} of "
+        f'{r["stop -> card"]["n"]} samples: the daemon holds the turn\'s end ("Finished") '
+        f"until the agent does stop, so the card takes the thread's free slot (before, the "
+        f"turn's end took it and the card waited Slack's pace of one post per 1.1 s a "
+        f"channel). Stop -> card is the hook's start-up, its socket to the daemon, the "
+        f"daemon's away question, the WebSocket, the core and one post; the words -> answer "
+        f"leg has no post at all.",
         "",
         f"Every hook printed Claude Code's block with the words as written: "
         f"{'yes' if not r['wrong'] else 'no, ' + '; '.join(r['wrong'][:5])}. Slack refused "
