@@ -15,11 +15,11 @@ from collections.abc import Awaitable, Callable
 from typing import Final
 
 from .aep.envelope import Event
-from .attention import Approver, Attention
+from .attention import Attention
 from .away import AwayState
 from .intake.source import CommandResult
 from .sessions import SessionRecord, Sessions
-from .types import IncomingMessage
+from .types import ChannelUser, IncomingMessage
 
 #: A line from the bridge in one channel's thread of a session: (channel, session id, text).
 Replier = Callable[[str, str, str], None]
@@ -71,7 +71,7 @@ class ChatCommands:
         sessions: Sessions,
         attention: Attention,
         *,
-        approve: Approver,
+        approve: Callable[[str, ChannelUser, SessionRecord], str | None],
         reply: Replier,
         command: CommandMaker,
         send: Sender,
@@ -123,20 +123,20 @@ class ChatCommands:
     def _refused(
         self, channel: str, session: SessionRecord, verb: str, message: IncomingMessage
     ) -> bool:
-        """Whether `/verb` is refused: its sender is no approver here (logged, and the thread
-        is told). Checked before anything is written or sent."""
-        if self._approve(channel, message.user, None):
+        """Whether `/verb` is refused: its sender may not act on this session here (logged,
+        and the thread is told why). Checked before anything is written or sent."""
+        why = self._approve(channel, message.user, session)
+        if why is None:
             return False
         log.warning(
-            "refused /%s on %s from %s (%s): not an approver",
+            "refused /%s on %s from %s (%s): %s",
             verb,
             channel,
             message.user.id,
             message.user.display,
+            why,
         )
-        self._reply(
-            channel, session.id, f"/{verb}: refused: you are not an approver for this channel"
-        )
+        self._reply(channel, session.id, f"/{verb}: refused: {why}")
         return True
 
     def switch_away(
