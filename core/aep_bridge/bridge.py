@@ -166,6 +166,7 @@ class Bridge(EventMirror, QuestionCards):
             after_minutes=config.away.after_minutes,
             hold_minutes=config.away.hold_minutes,
             clock=clock,
+            people=config.people,
         )
         self.chat = ChatCommands(
             self.sessions,
@@ -176,6 +177,7 @@ class Bridge(EventMirror, QuestionCards):
             send=self.send_command,
             shows_content=self.shows_content,
             away=self.away,
+            person_of=self.people.person_of,
         )
         self.channels: dict[str, Channel] = {}
         #: channels that could not be built or started, with the reason

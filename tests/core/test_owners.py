@@ -235,3 +235,70 @@ def test_approvers_on_a_route_matching_an_extension_is_refused():
         BridgeConfig.model_validate(
             {"routes": [{"match": {"team": "x"}, "channels": ["a"], "approvers": "owner"}]}
         )
+
+
+# -- per-person away (issue 33, item 1: a switch per person) --------------------------------
+
+
+def _plain_rig(tmp_path: Any) -> Rig:
+    """No owner route: the channels' approvers answer, and a person's `/away` is theirs."""
+    return Rig(tmp_path, channels=_channels(), people=PEOPLE)
+
+
+async def test_away_from_a_mapped_person_switches_the_sessions_they_own(tmp_path):
+    async with _plain_rig(tmp_path) as rig:
+        rig.agent("ada-1", principal=ADA).start()
+        rig.agent("ada-2", principal=ADA).start()
+        rig.agent("bob-1", principal=Principal("bob", "agent")).start()
+        await rig.settle()
+        thread = rig.thread_of("alpha", "ada-1")
+        await rig.channel("alpha").reply(thread, "/away", ADA_ALPHA, None)
+        await rig.settle()
+        assert any(t.startswith("/away: ada is away") for t in rig.thread_texts("alpha", "ada-1"))
+        away = rig.bridge.away
+        assert [away.query(s)["away"] for s in ("ada-1", "ada-2", "bob-1")] == [True, True, False]
+        state = away.describe()
+        assert state["people"] == {"ada": {"away": True, "by": "Ada on alpha"}}
+        assert {s["session"]: s["why"] for s in state["sessions"]}["ada-2"] == "person"
+        # a session's own switch wins over its owner's
+        ada_2 = rig.bridge.sessions.find_by_session("ada-2")
+        assert ada_2 is not None
+        away.set(False, session_id=ada_2.id, by="test")
+        assert away.query("ada-2")["away"] is False
+        # /back from her Telegram-side identity (beta) switches the same person
+        await rig.channel("beta").reply(rig.thread_of("beta", "ada-1"), "/back", ADA_BETA, None)
+        await rig.settle()
+        assert away.query("ada-1")["away"] is False
+        # the everywhere switch clears the people's switches too
+        away.set(True, session_id=None, person="bob", by="test")
+        assert away.query("bob-1")["away"] is True
+        away.set(False, session_id=None, by="aep-bridge away")
+        assert away.describe()["people"] == {}
+        assert away.query("bob-1")["away"] is False
+
+
+async def test_away_for_a_person_through_the_endpoint_and_status_lines(tmp_path):
+    import httpx
+
+    from aep_bridge.cli.away import away_lines
+    from aep_bridge.intake.auth import AuthPolicy
+    from aep_bridge.intake.endpoint import Endpoint
+
+    token = "t" * 40
+    async with _plain_rig(tmp_path) as rig:
+        rig.agent("ada-1", principal=ADA).start()
+        await rig.settle()
+        app = Endpoint(rig.hub, AuthPolicy(token), away=rig.bridge.away).app
+        transport = httpx.ASGITransport(app=app)
+        headers = {"Authorization": f"Bearer {token}"}
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8787") as c:
+            unknown = await c.post("/away", json={"on": True, "person": "zed"}, headers=headers)
+            assert (unknown.status_code, unknown.json()["error"]) == (404, "unknown-person")
+            both = {"on": True, "person": "ada", "session": "ada-1"}
+            assert (await c.post("/away", json=both, headers=headers)).status_code == 400
+            ok = await c.post("/away", json={"on": True, "person": "ada"}, headers=headers)
+            assert ok.status_code == 200
+        assert rig.bridge.away.query("ada-1")["away"] is True
+        lines = away_lines(rig.bridge.away.describe())
+        assert "  ada: away (their switch)" in lines
+        assert any(line.endswith("away (ada's switch)") for line in lines), lines
