@@ -175,6 +175,7 @@ class AwayState:
                     "switch": None if own is None else own["on"],
                     "by": None if own is None else own.get("by"),
                     "owner": None if record.owner is None else record.owner.principal,
+                    "owned_by": None if record.owner is None else record.owner.describe(),
                 }
             )
         return {

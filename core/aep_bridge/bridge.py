@@ -411,6 +411,7 @@ class Bridge(EventMirror, QuestionCards):
                     "session": record.session if record else session_id,
                     "agent": record.agent if record else "",
                     "name": record.name if record else "",
+                    "owner": record.owner.describe() if record and record.owner else None,
                     "count": len(asked),
                     "oldest_age": round(max(0.0, now - min(asked)), 1),
                 }

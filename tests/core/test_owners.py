@@ -302,3 +302,19 @@ async def test_away_for_a_person_through_the_endpoint_and_status_lines(tmp_path)
         lines = away_lines(rig.bridge.away.describe())
         assert "  ada: away (their switch)" in lines
         assert any(line.endswith("away (ada's switch)") for line in lines), lines
+
+
+async def test_status_names_each_sessions_owner(tmp_path):
+    from aep_bridge.cli.away import away_lines
+
+    async with _plain_rig(tmp_path) as rig:
+        agent = rig.agent("ada-1", principal=ADA, os_user="ada", host="ada-laptop")
+        agent.start()
+        agent.ask()
+        await rig.settle()
+        report = rig.bridge.status()
+        [waiting] = report["pending"]["sessions"]
+        assert waiting["owner"] == "ada (ada@ada-laptop)"
+        rig.bridge.away.set(True, session_id=None, person="ada", by="test")
+        lines = away_lines(rig.bridge.away.describe())
+        assert any("owner ada (ada@ada-laptop)" in line for line in lines), lines

@@ -38,6 +38,8 @@ def away_lines(state: dict[str, Any]) -> list[str]:
             continue
         name = session.get("name")
         named = f" {name!r}" if name and name != session.get("session") else ""
+        if session.get("owned_by"):
+            named += f", owner {session.get('owned_by')}"
         why = {
             "session": "its own switch",
             "person": f"{session.get('owner')}'s switch",
