@@ -39,7 +39,7 @@ from .attention_records import (
 )
 from .audit import AttentionTrail, AuditLog, PrincipalOf, no_principal
 from .intake.source import CommandResult
-from .quorum import BUTTONS_ONLY, Tally, approver_of, denies, tally
+from .quorum import BUTTONS_ONLY, ApproverKey, Tally, approver_of, denies, tally
 from .render import aep_form_values
 from .sessions import SessionRecord, Sessions
 from .steer import INSTRUCTIONS_OFF, is_instruction_request
@@ -70,7 +70,7 @@ def new_card_id() -> str:
     return "c" + secrets.token_hex(8)
 
 
-Approver = Callable[[str, ChannelUser, Request | None], bool]
+Approver = Callable[[str, ChannelUser, Request | None], str | None]  # why not, or None
 Sender = Callable[[SessionRecord, Event], Awaitable[CommandResult]]
 Reporter = Callable[[Request, Outcome], None]
 #: what a request's card in a channel says of an outcome (its one line): `(channel, request,
@@ -109,6 +109,7 @@ class Attention:
         audit: AuditLog | None = None,
         principal_of: PrincipalOf = no_principal,
         approvals: ApprovalCount = _one_approver,
+        approver_key: ApproverKey = approver_of,
     ) -> None:
         """`hold`: seconds an answer waits for its agent to reconnect (0: not at all).
         `describe`: a card's words for an outcome, told to whoever presses a closed card.
@@ -126,6 +127,7 @@ class Attention:
         self._instructions = instructions
         self.trail = AttentionTrail(audit, sessions, principal_of)
         self._approvals = approvals
+        self._approver_key = approver_key
         self.source = source
         self.agent = agent
         self.hold = hold
@@ -335,7 +337,7 @@ class Attention:
                         card_id,
                         request.options,
                         needed,
-                        approver_of(user),
+                        self._approver_key(channel, user),
                         user.display,
                         index,
                     )
@@ -439,17 +441,13 @@ class Attention:
         self, channel: str, card_id: str, user: ChannelUser, request: Request | None
     ) -> Resolution | None:
         """The approver check every answer passes first, whatever became of the card."""
-        if self._approve(channel, user, request):
+        why = self._approve(channel, user, request)
+        if why is None:
             return None
-        self.trail.refused(channel, card_id, user, request, "not an approver")
-        log.warning(
-            "refused an answer to %s on %s from %s (%s): not an approver",
-            card_id,
-            channel,
-            user.id,
-            user.display,
-        )
-        return Resolution(status=ResolutionStatus.NOT_ALLOWED)
+        self.trail.refused(channel, card_id, user, request, why)
+        line = "refused an answer to %s on %s from %s (%s): %s"
+        log.warning(line, card_id, channel, user.id, user.display, why)
+        return Resolution(status=ResolutionStatus.NOT_ALLOWED, reason=why)
 
     def _instruction_refusal(
         self, channel: str, card_id: str, user: ChannelUser, request: Request

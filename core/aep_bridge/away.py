@@ -1,15 +1,17 @@
 """Away mode: whether the person is away from a session's terminal, so that the agent daemon
 holds the agent's stop and asks the chat what next (issue 33, docs/agents.md).
 
-A session is away if its own switch says so (on or off), else if the everywhere switch is
-on, else if automatic away applies (`away.after_minutes`: no prompt typed in its terminal,
-`message.user.submitted` or a `run.started` by the user, for that long, counted from the
-session's first event when none was typed). Switching everywhere clears the sessions' own
-switches: `aep-bridge away off` means nothing is held, whatever was said in a thread.
+A session is away if its own switch says so (on or off), else if its owner's switch says so
+(a person's, `people`: `/away` from their chat identity, `aep-bridge away --person NAME`),
+else if the everywhere switch is on, else if automatic away applies (`away.after_minutes`: no
+prompt typed in its terminal, `message.user.submitted` or a `run.started` by the user, for
+that long, counted from the session's first event when none was typed). Switching
+everywhere clears the sessions' and the people's own switches: `aep-bridge away off` means
+nothing is held, whatever was said.
 
 The switches and each session's last terminal prompt are kept in the store (`kv`), a
-session's keys named by its id so that they go with its records (store/kv.py). The bridge
-has no session owners yet: the switches are the bridge operator's, set by any approver.
+session's keys named by its id so that they go with its records (store/kv.py). A person's
+switch applies to the sessions they own (`SessionRecord.owner`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, Final, Literal
 
 from .aep.envelope import Event
@@ -34,7 +36,7 @@ MAX_LISTED: Final = 200
 #: The most characters of who switched that are kept.
 MAX_BY: Final = 120
 
-Why = Literal["session", "everywhere", "automatic"]
+Why = Literal["session", "person", "everywhere", "automatic"]
 
 
 def _clip(text: str, limit: int) -> str:
@@ -43,6 +45,10 @@ def _clip(text: str, limit: int) -> str:
 
 def _switch_key(session_id: str) -> str:
     return f"switch:{session_id}"
+
+
+def _person_key(person: str) -> str:
+    return f"person:{person}"
 
 
 def _prompt_key(session_id: str) -> str:
@@ -72,7 +78,10 @@ class AwayState:
         after_minutes: float | None = None,
         hold_minutes: float = 30.0,
         clock: Callable[[], float] = time.time,
+        people: Collection[str] = (),
     ) -> None:
+        """`people`: the names a person's switch may be set for (the config's `people`)."""
+        self.people = frozenset(people)
         self.store = store
         self.sessions = sessions
         self.after_minutes = after_minutes
@@ -103,6 +112,11 @@ class AwayState:
         own = self._switch(_switch_key(session_id))
         if own is not None:
             return "session" if own["on"] else None
+        record = self.sessions.get(session_id)
+        owner = None if record is None or record.owner is None else record.owner.principal
+        person = None if owner is None else self._switch(_person_key(owner))
+        if person is not None:
+            return "person" if person["on"] else None
         everywhere = self._switch(EVERYWHERE)
         if everywhere is not None and everywhere["on"]:
             return "everywhere"
@@ -135,11 +149,16 @@ class AwayState:
         is away and why."""
         everywhere = self._switch(EVERYWHERE) or {"on": False}
         switches: dict[str, dict[str, Any]] = {}
+        people: dict[str, dict[str, Any]] = {}
         for key, _ in self.store.kv_items(NAMESPACE):
             if key.startswith("switch:"):
                 found = self._switch(key)
                 if found is not None:
                     switches[key.removeprefix("switch:")] = found
+            elif key.startswith("person:"):
+                found = self._switch(key)
+                if found is not None:
+                    people[key.removeprefix("person:")] = found
         listed: list[dict[str, Any]] = []
         records = [r for r in self.sessions.all() if r.state == "open" or r.id in switches]
         for record in records[-MAX_LISTED:]:
@@ -155,6 +174,8 @@ class AwayState:
                     "why": why,
                     "switch": None if own is None else own["on"],
                     "by": None if own is None else own.get("by"),
+                    "owner": None if record.owner is None else record.owner.principal,
+                    "owned_by": None if record.owner is None else record.owner.describe(),
                 }
             )
         return {
@@ -162,39 +183,52 @@ class AwayState:
             "by": everywhere.get("by"),
             "after_minutes": self.after_minutes,
             "hold_seconds": self.hold_seconds,
+            "people": {
+                name: {"away": bool(found["on"]), "by": found.get("by")}
+                for name, found in sorted(people.items())
+            },
             "sessions": listed,
             "more_sessions": max(0, len(records) - MAX_LISTED),
         }
 
     # -- switching -------------------------------------------------------------------------
 
-    def set(self, on: bool, *, session_id: str | None, by: str) -> None:
-        """Switch one session (its bridge id) or, with None, every session (which clears the
-        sessions' own switches). `by` says who, for the log and `describe`. Raises
-        `KeyError` for a session the bridge does not know."""
+    def set(self, on: bool, *, session_id: str | None, by: str, person: str | None = None) -> None:
+        """Switch one session (its bridge id), one person (`person`: the sessions they own)
+        or, with neither, every session (which clears the sessions' and people's own
+        switches). `by` says who, for the log and `describe`. Raises `KeyError` for a
+        session the bridge does not know."""
         if session_id is not None and self.sessions.get(session_id) is None:
             raise KeyError(session_id)
         value = json.dumps({"on": on, "by": _clip(by, MAX_BY), "at": round(self._clock(), 3)})
         with self.store.transaction():
-            if session_id is None:
+            if session_id is not None:
+                self.store.channel_kv_set(NAMESPACE, _switch_key(session_id), value)
+            elif person is not None:
+                self.store.kv_set(NAMESPACE, _person_key(person), value)
+            else:
                 for key, _ in self.store.kv_items(NAMESPACE):
-                    if key.startswith("switch:"):
+                    if key.startswith(("switch:", "person:")):
                         self.store.kv_delete(NAMESPACE, key)
                 self.store.kv_set(NAMESPACE, EVERYWHERE, value)
-            else:
-                self.store.channel_kv_set(NAMESPACE, _switch_key(session_id), value)
         self.store.commit_group()
-        log.info(
-            "away %s %s by %s",
-            "on" if on else "off",
-            f"for session {session_id}" if session_id else "everywhere",
-            _clip(by, MAX_BY),
-        )
+        where = "everywhere"
+        if session_id is not None or person is not None:
+            where = f"for session {session_id}" if session_id else f"for {person}'s sessions"
+        log.info("away %s %s by %s", "on" if on else "off", where, _clip(by, MAX_BY))
 
-    def switch(self, on: bool, session: str | None, by: str) -> list[str]:
+    def switch(
+        self, on: bool, session: str | None, by: str, person: str | None = None
+    ) -> list[str]:
         """`POST /away`: switch a session named by the bridge's id or by its AEP session id
-        (every source's session of that id), or every session with None. Returns the bridge
-        ids switched ([] for everywhere); raises `KeyError` for a session nobody knows."""
+        (every source's session of that id), a person (the sessions they own), or every
+        session with neither. Returns the bridge ids switched ([] for a person or
+        everywhere); raises `KeyError` for a session or a person nobody knows."""
+        if person is not None and session is None:
+            if person not in self.people:
+                raise KeyError(person)
+            self.set(on, session_id=None, person=person, by=by)
+            return []
         if session is None:
             self.set(on, session_id=None, by=by)
             return []

@@ -36,6 +36,7 @@ from .aep.envelope import Event
 from .aep.ids import source_uri
 from .aep.redaction import RedactionPolicy, Redactor
 from .aep.registry import CAPTURE_RANK
+from .approvers import RouteApprovers
 from .attention import Attention
 from .audit import AuditLog
 from .away import AwayState
@@ -45,6 +46,7 @@ from .config import BridgeConfig, ChannelPlan, resolve_channels
 from .intake.source import CommandResult, EventSource
 from .mirror import PRUNE_EVERY, EventMirror
 from .outbox import Job, Outbox, Priority
+from .people import People
 from .plugins import PluginHost
 from .questions import BRIDGE_AGENT, QuestionCards
 from .quorum import QuorumPolicy
@@ -125,6 +127,8 @@ class Bridge(EventMirror, QuestionCards):
         self._withheld = Withheld(self.store)  # the capture notice's sessions (`withheld`)
         days = config.store.session_retention_days
         self.routing = Routes(config.routes)
+        self.people = People(config.people)
+        self.approvers = RouteApprovers(config.routes, self.people)
         self.renderer = Renderer(
             Redactor(redaction_policy(config, self.plan, secrets)),
             vendor=self._vendor,
@@ -143,7 +147,7 @@ class Bridge(EventMirror, QuestionCards):
         self.attention = Attention(
             self.store,
             self.sessions,
-            approve=self.may_answer,
+            approve=self.refusal,
             send=self.send_command,
             report=self._show_outcome,
             source=self.identity,
@@ -154,6 +158,7 @@ class Bridge(EventMirror, QuestionCards):
             audit=self.audit,
             principal_of=self._principal_of,
             approvals=QuorumPolicy(config.routes, config.attention.require_approvals).needed,
+            approver_key=self.approvers.approver_key,
         )
         self.away = AwayState(
             self.store,
@@ -161,16 +166,18 @@ class Bridge(EventMirror, QuestionCards):
             after_minutes=config.away.after_minutes,
             hold_minutes=config.away.hold_minutes,
             clock=clock,
+            people=config.people,
         )
         self.chat = ChatCommands(
             self.sessions,
             self.attention,
-            approve=self.may_answer,
+            approve=self.session_refusal,
             reply=self.reply,
             command=self.control,
             send=self.send_command,
             shows_content=self.shows_content,
             away=self.away,
+            person_of=self.people.person_of,
         )
         self.channels: dict[str, Channel] = {}
         #: channels that could not be built or started, with the reason
@@ -404,6 +411,7 @@ class Bridge(EventMirror, QuestionCards):
                     "session": record.session if record else session_id,
                     "agent": record.agent if record else "",
                     "name": record.name if record else "",
+                    "owner": record.owner.describe() if record and record.owner else None,
                     "count": len(asked),
                     "oldest_age": round(max(0.0, now - min(asked)), 1),
                 }

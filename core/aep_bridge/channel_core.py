@@ -18,6 +18,7 @@ from .attention_records import Request
 from .away import AwayState
 from .chat import ChatCommands
 from .outbox import Outbox, Priority
+from .sessions import SessionRecord, Sessions
 from .types import (
     ChannelConfig,
     ChannelError,
@@ -92,18 +93,18 @@ class ChannelCore:
     async def set_away(
         self, on: bool, user: ChannelUser, *, session_id: str | None = None
     ) -> Resolution:
-        if not self._bridge.may_answer(self._channel, user, None):  # before anything changes
+        session = None if session_id is None else self._bridge.sessions.get(session_id)
+        why = self._bridge.refusal(self._channel, user, None, session)  # before any change
+        if why is not None:
             log.warning(
-                "refused away %s on %s from %s (%s): not an approver",
+                "refused away %s on %s from %s (%s): %s",
                 "on" if on else "off",
                 self._channel,
                 user.id,
                 user.display,
+                why,
             )
-            return Resolution(
-                status=ResolutionStatus.NOT_ALLOWED,
-                reason="you are not an approver for this channel",
-            )
+            return Resolution(status=ResolutionStatus.NOT_ALLOWED, reason=why)
         try:
             self._bridge.away.set(
                 on, session_id=session_id, by=f"{user.display} on {self._channel}"
@@ -201,6 +202,7 @@ class _Bridge(Protocol):
 
     attention: Attention
     away: AwayState
+    sessions: Sessions
     chat: ChatCommands
     stopping: asyncio.Event
     url: str | None
@@ -223,6 +225,14 @@ class _Bridge(Protocol):
     def is_bridge_token(self, value: str) -> bool: ...
 
     def may_answer(self, channel: str, user: ChannelUser, request: Request | None) -> bool: ...
+
+    def refusal(
+        self,
+        channel: str,
+        user: ChannelUser,
+        request: Request | None,
+        session: SessionRecord | None = None,
+    ) -> str | None: ...
 
 
 if TYPE_CHECKING:

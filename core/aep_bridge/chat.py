@@ -15,11 +15,11 @@ from collections.abc import Awaitable, Callable
 from typing import Final
 
 from .aep.envelope import Event
-from .attention import Approver, Attention
+from .attention import Attention
 from .away import AwayState
 from .intake.source import CommandResult
 from .sessions import SessionRecord, Sessions
-from .types import IncomingMessage
+from .types import ChannelUser, IncomingMessage
 
 #: A line from the bridge in one channel's thread of a session: (channel, session id, text).
 Replier = Callable[[str, str, str], None]
@@ -71,13 +71,16 @@ class ChatCommands:
         sessions: Sessions,
         attention: Attention,
         *,
-        approve: Approver,
+        approve: Callable[[str, ChannelUser, SessionRecord], str | None],
         reply: Replier,
         command: CommandMaker,
         send: Sender,
         shows_content: Callable[[str], bool],
         away: AwayState | None = None,
+        person_of: Callable[[str, str], str | None] = lambda _channel, _user: None,
     ) -> None:
+        """`person_of(channel, user_id)`: the person `people` maps a chat identity to, whose
+        `/away` and `/back` switch their own sessions (the ones they own)."""
         self.sessions = sessions
         self.attention = attention
         self._approve = approve
@@ -86,6 +89,7 @@ class ChatCommands:
         self._send = send
         self._shows_content = shows_content
         self._away = away
+        self._person_of = person_of
 
     async def handle(self, channel: str, message: IncomingMessage) -> None:
         sessions = self.sessions
@@ -123,20 +127,20 @@ class ChatCommands:
     def _refused(
         self, channel: str, session: SessionRecord, verb: str, message: IncomingMessage
     ) -> bool:
-        """Whether `/verb` is refused: its sender is no approver here (logged, and the thread
-        is told). Checked before anything is written or sent."""
-        if self._approve(channel, message.user, None):
+        """Whether `/verb` is refused: its sender may not act on this session here (logged,
+        and the thread is told why). Checked before anything is written or sent."""
+        why = self._approve(channel, message.user, session)
+        if why is None:
             return False
         log.warning(
-            "refused /%s on %s from %s (%s): not an approver",
+            "refused /%s on %s from %s (%s): %s",
             verb,
             channel,
             message.user.id,
             message.user.display,
+            why,
         )
-        self._reply(
-            channel, session.id, f"/{verb}: refused: you are not an approver for this channel"
-        )
+        self._reply(channel, session.id, f"/{verb}: refused: {why}")
         return True
 
     def switch_away(
@@ -147,11 +151,24 @@ class ChatCommands:
         message: IncomingMessage,
         away: AwayState,
     ) -> None:
-        """`/away` or `/back`: this session's own switch, from an approver only (checked
-        before anything is written)."""
+        """`/away` or `/back`: from a person `people` maps, their own switch (the sessions
+        they own); else this session's own switch. From an approver only (checked before
+        anything is written)."""
         if self._refused(channel, session, verb, message):
             return
         on = verb == "away"
+        person = self._person_of(channel, message.user.id)
+        if person is not None:
+            away.set(on, session_id=None, person=person, by=f"{message.user.display} on {channel}")
+            self._reply(
+                channel,
+                session.id,
+                f"/away: {person} is away: when one of their agents finishes, it asks in its "
+                "thread what next"
+                if on
+                else f"/back: {person} is back: their agents stop as usual when they finish",
+            )
+            return
         away.set(on, session_id=session.id, by=f"{message.user.display} on {channel}")
         minutes = max(1, round(away.hold_seconds / 60))
         self._reply(

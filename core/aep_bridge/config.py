@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import (
@@ -37,6 +37,8 @@ from .aep.registry import Capture
 from .config_errors import explain
 from .intake.auth import split_host
 from .intake.proxy import networks
+from .people import OWNER, PersonConfig, approver_names
+from .people import problems as people_problems
 from .plugins import PluginHost
 from .terminal import visible
 from .types import ChannelConfig
@@ -47,6 +49,9 @@ MAX_APPROVALS: Final = 10
 PER_EVENT_ATTRIBUTES: Final = frozenset(
     {"id", "type", "subject", "run", "step", "cause", "severity", "capture"}
 )
+#: what the bridge keeps of every session, so a route's `approvers` apply to its session
+#: control as to its questions
+SESSION_ATTRIBUTES: Final = frozenset({"agent", "source", "session"})
 
 CONFIG_ENV: Final = "AEP_BRIDGE_CONFIG"
 #: the file name under `$XDG_CONFIG_HOME/aep-bridge` (`default_config_path`)
@@ -260,6 +265,12 @@ class RouteConfig(BaseModel):
         description="how many distinct approvers every question of the route's sessions needs "
         "before its answer goes to the agent (the two-person rule); one deny ends it at once",
     )
+    approvers: Literal["owner"] | Annotated[list[str], Field(min_length=1)] | None = Field(
+        default=None,
+        description="who may answer the questions of the route's sessions, instead of each "
+        "channel's approvers and approver_roles: \"owner\" (the session's owner, by their "
+        'identities under people), or a list of people\'s names that may hold "owner"',
+    )
 
     @field_validator("match")
     @classmethod
@@ -280,6 +291,13 @@ class RouteConfig(BaseModel):
                 f"approvals above 1 need a match on what every event of a session shares "
                 f"(agent, source, session or an extension), but it names {', '.join(varying)}: "
                 "drop those keys or put approvals on a route without them"
+            )
+        other = sorted(set(self.match) - SESSION_ATTRIBUTES)
+        if self.approvers is not None and other:
+            raise ValueError(
+                f"approvers need a match on what the bridge keeps of every session (agent, "
+                f"source or session), but it names {', '.join(other)}: drop those keys or put "
+                "approvers on a route without them"
             )
         return self
 
@@ -450,6 +468,12 @@ class BridgeConfig(BaseModel):
     #: where SQLite and the token live; default `$XDG_STATE_HOME/aep-bridge`
     state_dir: str | None = None
     channels: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    people: dict[str, PersonConfig] = Field(
+        default_factory=dict,
+        description="each person (a principal's name: a token's NAME, local for the bridge's "
+        "own token) and their user id on each channel (keys under channels), such as "
+        '{"ada": {"telegram": "123456", "slack": "U024BE7LH"}}',
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -655,6 +679,20 @@ def resolve_channels(
                         f"routes[{index}].channels[{position}]",
                         f"names no channel: {target!r}",
                         f"use a key under channels ({known})",
+                    )
+                )
+    for key, message, fix in people_problems(config.people, config.channels):
+        plan.problems.append(ConfigProblem(key, message, fix))
+    for index, route in enumerate(config.routes or ()):
+        for position, name in enumerate(approver_names(route.approvers)):
+            if name != OWNER and name not in config.people:
+                plan.problems.append(
+                    ConfigProblem(
+                        f"routes[{index}].approvers"
+                        + ("" if isinstance(route.approvers, str) else f"[{position}]"),
+                        f"names no person: {name!r}",
+                        'use "owner" or a name under people '
+                        f"({', '.join(config.people) or 'none'})",
                     )
                 )
     public = config.listen.public_url

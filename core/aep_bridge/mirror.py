@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .aep.envelope import Event
+from .approvers import RouteApprovers, owner_of
 from .attention import Attention
 from .away import AwayState
 from .channel_core import Channel
@@ -40,6 +41,7 @@ class EventMirror:
     store: Store
     sessions: Sessions
     attention: Attention
+    approvers: RouteApprovers
     away: AwayState
     renderer: Renderer
     routing: Routes
@@ -58,6 +60,10 @@ class EventMirror:
     if TYPE_CHECKING:
 
         def _create_threads(self, pending: list[tuple[str, str]]) -> None: ...
+
+        def _principal_in(self, stream: str, session: str) -> str | None: ...
+
+        def _recipients(self, channel: Channel, session_id: str) -> tuple[str, ...]: ...
 
         def _open_request(
             self, session: SessionRecord, event: Event, targets: list[Channel]
@@ -128,7 +134,13 @@ class EventMirror:
             key = event.session_key
             assert key is not None
             return self.sessions.find(*key) or self.sessions.find_by_session(key[1])
-        session, created = self.sessions.get_or_create(event, stream, event.session or "")
+        key = event.session_key
+        assert key is not None
+        known = self.sessions.find(*key)
+        if known is not None:
+            return known
+        owner = owner_of(self._principal_in(stream, key[1]), event)  # its first event
+        session, created = self.sessions.get_or_create(event, stream, key[1], owner)
         if created:
             self._withheld.created(session.id)
             for name in self.routing.channels_for(event, list(self.channels)):
@@ -191,6 +203,7 @@ class EventMirror:
                         "session_id": session.id,
                         "session_name": thread.name if thread else None,
                         "request_id": asked,
+                        "recipients": self._recipients(channel, session.id),
                     }
                 )
                 key = None if asked is None else heads_up_key(asked)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from .aep.build import make_routed
 from .aep.envelope import Event
+from .approvers import NOT_APPROVER, RouteApprovers
 from .attention import Attention
 from .attention_records import Outcome, Request
 from .channel_core import Channel
@@ -24,6 +25,7 @@ from .steer import instruction_message, is_instruction_request, steer_card
 from .store import Store
 from .types import (
     OPEN_AGAIN,
+    ChannelConfig,
     ChannelUser,
     NotificationMessage,
     OutcomeStatus,
@@ -43,6 +45,7 @@ class QuestionCards:
     store: Store
     sessions: Sessions
     attention: Attention
+    approvers: RouteApprovers
     renderer: Renderer
     host: PluginHost
     channels: dict[str, Channel]
@@ -125,8 +128,17 @@ class QuestionCards:
                         request_id=request.id,
                         outcome=shown.summary(),
                         outcome_status=shown.status,
+                        recipients=self._recipients(channel, request.session_id),
                     )
                     channel.outbox.submit(Job.notification(closing))
+
+    def _recipients(self, channel: Channel, session_id: str) -> tuple[str, ...]:
+        """Who `channel` tells a session's heads-ups privately: its owner, when mapped under
+        `people` and the channel has direct messages (`approvers.recipients`)."""
+        session = self.sessions.get(session_id)
+        if session is None or not channel.adapter.capabilities.direct_messages:
+            return ()
+        return self.approvers.recipients(channel.name, session)
 
     def _post_instruction(self, request: Request, outcome: Outcome) -> None:
         """The agent took a person's instruction (a text answer to a steerable request, its
@@ -208,21 +220,53 @@ class QuestionCards:
     def _principal_of(self, session: SessionRecord) -> str | None:
         """Who sent `session`'s events, for the audit trail: its source's `principal_of` (the
         embedded endpoint's, once tokens name principals), else None."""
-        source = self.sources.get(session.stream)
+        return self._principal_in(session.stream, session.session)
+
+    def _principal_in(self, stream: str, session: str) -> str | None:
+        """The principal `stream`'s source says emitted AEP session `session`, or None."""
+        source = self.sources.get(stream)
         principal_of = getattr(source, "principal_of", None)
         if not callable(principal_of):
             return None
-        principal = principal_of(session.session)
+        principal = principal_of(session)
         return principal if isinstance(principal, str) else None
 
     def may_answer(self, channel: str, user: ChannelUser, request: Request | None) -> bool:
-        """The approver policy, asked on every press: the `approver_decision` hook, whose
-        last word is `aep_bridge.defaults` (the channel's `approvers` and `approver_roles`).
-        No decision, or a failing hook, refuses (fail closed)."""
+        """Whether `user` may answer `request` on `channel` (`refusal` says why not)."""
+        return self.refusal(channel, user, request) is None
+
+    def session_refusal(
+        self, channel: str, user: ChannelUser, session: SessionRecord
+    ) -> str | None:
+        """Why `user` may not control `session` from `channel` (`/cancel`, `/away`), or None."""
+        return self.refusal(channel, user, None, session)
+
+    def refusal(
+        self,
+        channel: str,
+        user: ChannelUser,
+        request: Request | None,
+        session: SessionRecord | None = None,
+    ) -> str | None:
+        """The approver policy, asked on every press, answer and session control before
+        anything changes: why `user` may not, or None if they may. The session's routes'
+        `approvers` decide when one sets them (`approvers.py`: the owner rule); else the
+        `approver_decision` hook, whose last word is `aep_bridge.defaults` (the channel's
+        `approvers` and `approver_roles`). No decision, or a failing hook, refuses."""
         running = self.channels.get(channel)
         if running is None:
-            return False
-        config = running.config
+            return NOT_APPROVER
+        if session is None and request is not None:
+            session = self.sessions.get(request.session_id)
+        names = None if session is None else self.approvers.names_for(session)
+        if session is not None and names is not None:
+            return self.approvers.refusal(channel, user, session, names)
+        allowed = self._hook_allows(channel, user, request, running.config)
+        return None if allowed else NOT_APPROVER
+
+    def _hook_allows(
+        self, channel: str, user: ChannelUser, request: Request | None, config: ChannelConfig
+    ) -> bool:
         if request is not None:
             card, _ = self.renderer.permission_request(
                 request.event, request.id, ceiling=config.capture

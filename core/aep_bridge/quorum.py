@@ -12,7 +12,7 @@ never counted: it ends the question at once, as an answer does without the rule.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Final
@@ -114,10 +114,15 @@ def denies(event: Event, options: Sequence[str], index: int) -> bool:
     return False
 
 
-def approver_of(user: ChannelUser) -> str:
+#: who counts as one approver: `(channel, user)` -> a key (`approver_of`, or the person
+#: `people` maps the user to: `approvers.RouteApprovers.approver_key`)
+ApproverKey = Callable[[str, ChannelUser], str]
+
+
+def approver_of(channel: str, user: ChannelUser) -> str:
     """Who counts as one approver: a chat user id, whichever channel it pressed in (one
     person in two channels of one workspace counts once; accounts on two platforms are two
-    ids until the config links them to one person)."""
+    ids until the config links them to one person, `people`)."""
     return user.id
 
 
@@ -202,6 +207,7 @@ def narrowest(options: Sequence[str], chosen: Sequence[int]) -> int:
 __all__ = [
     "BUTTONS_ONLY",
     "NARROWED",
+    "ApproverKey",
     "QuorumPolicy",
     "Tally",
     "approver_of",

@@ -9,6 +9,7 @@ unless the bridge died during the very platform call that was creating it.
 
 from __future__ import annotations
 
+import json
 import secrets
 import sys
 from dataclasses import dataclass, replace
@@ -27,6 +28,40 @@ def new_session_id() -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class Owner:
+    """Who a session is: the principal whose token sent its first event (its owner), and the
+    OS user and host its daemon reported (the `osuser` extension, the source's host)."""
+
+    principal: str
+    os_user: str | None = None
+    host: str | None = None
+
+    def describe(self) -> str:
+        """`ada (ada@laptop)`, as `status` and the web page show it."""
+        where = "@".join(part for part in (self.os_user, self.host) if part)
+        return f"{self.principal} ({where})" if where else self.principal
+
+    def to_json(self) -> str:
+        return json.dumps({"principal": self.principal, "os_user": self.os_user, "host": self.host})
+
+    @classmethod
+    def from_json(cls, text: str) -> Owner | None:
+        """The owner a row keeps, or None for one this bridge cannot read."""
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return None
+        if not isinstance(value, dict) or not isinstance(value.get("principal"), str):
+            return None
+        os_user, host = value.get("os_user"), value.get("host")
+        return cls(
+            value["principal"],
+            os_user if isinstance(os_user, str) else None,
+            host if isinstance(host, str) else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class SessionRecord:
     id: str
     source: str
@@ -35,6 +70,8 @@ class SessionRecord:
     agent: str
     name: str
     state: Literal["open", "ended"]
+    #: who the session is (set at its first event, when its source names principals)
+    owner: Owner | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +106,10 @@ class Sessions:
     def _load(self) -> None:
         for row in self.store.session_rows():
             self._remember(_session_record(row))
+        for session_id, text in self.store.session_owner_rows():
+            known = self._by_id.get(session_id)
+            if known is not None:
+                self._remember(replace(known, owner=Owner.from_json(text)))
         for session_id, channel, thread_id, state, name in self.store.thread_rows():
             known = self._by_id.get(session_id)
             self._put_thread(
@@ -147,8 +188,11 @@ class Sessions:
         """Every known session, the oldest first (as loaded, then as created)."""
         return list(self._by_id.values())
 
-    def get_or_create(self, event: Event, stream: str, name: str) -> tuple[SessionRecord, bool]:
-        """The session `event` belongs to, created on its first event (exactly once)."""
+    def get_or_create(
+        self, event: Event, stream: str, name: str, owner: Owner | None = None
+    ) -> tuple[SessionRecord, bool]:
+        """The session `event` belongs to, created on its first event (exactly once), with
+        `owner` then."""
         key = event.session_key
         assert key is not None, "agent-scoped events have no session"
         known = self.find(*key)
@@ -162,10 +206,17 @@ class Sessions:
             sys.intern(event.agent),
             name,
             "open",
+            owner,
         )
         with self.store.transaction():
             row = self.store.add_session(
-                record.id, record.source, record.session, stream, record.agent, name
+                record.id,
+                record.source,
+                record.session,
+                stream,
+                record.agent,
+                name,
+                None if owner is None else owner.to_json(),
             )
         created = row[0] == record.id
         stored = record if created else _session_record(row)

@@ -48,3 +48,19 @@ def test_after_a_reconnect_only_recent_sessions_are_sent_again(tmp_path: Path):
     emitter.build(new, "run.finished", {})
     emitter.session("codex", "new")
     assert [e.session for e in emitter.recent()] == ["new"]
+
+
+def test_a_sessions_first_event_names_the_os_user_and_the_bridge_shows_the_owner(tmp_path: Path):
+    """Issue 34: the daemon reports who runs the agent (the `osuser` extension on a session's
+    first event, the host in its source), which the bridge keeps as the session's owner."""
+    from aep_bridge.approvers import owner_of
+    from aep_bridge.sessions import Owner
+
+    emitter = Emitter(tmp_path, host="ada-laptop", user="ada")
+    state = emitter.session("claude-code", "s1")
+    first = emitter.build(state, "session.started", {"client": {"name": "claude-code"}})
+    second = emitter.build(state, "run.finished", {})
+    assert first.extensions == {"osuser": "ada"}
+    assert second.extensions == {}  # once a session, not on every event
+    assert owner_of("ada", first) == Owner("ada", "ada", "ada-laptop")
+    assert owner_of(None, first) is None  # no named token: no owner

@@ -27,8 +27,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import invariant, precondition, rule
 
 from aep_bridge.aep import Event
+from aep_bridge.approvers import NOT_OWNER
 from aep_bridge.intake.hub import Delivery
-from aep_bridge.types import ResolutionStatus
+from aep_bridge.intake.principals import Principal
+from aep_bridge.types import ChannelUser, ResolutionStatus
 
 from .rig import ALICE, BOB, MALLORY, BridgeMachine, machine_settings, two_channels
 
@@ -36,7 +38,10 @@ from .rig import ALICE, BOB, MALLORY, BridgeMachine, machine_settings, two_chann
 WAITING = "waiting for the agent to reconnect"
 
 CHANNELS = ("alpha", "beta")
-PEOPLE = {"alice": ALICE, "bob": BOB, "mallory": MALLORY}
+#: an approver of both channels in the owner model only, where the route admits the owner
+#: (alice) and bob alone: refused there before anything changes, as mallory is everywhere
+CAROL = ChannelUser(id="carol", name="Carol")
+PEOPLE = {"alice": ALICE, "bob": BOB, "carol": CAROL, "mallory": MALLORY}
 APPROVERS = ("alice", "bob")  # on both channels (`two_channels`)
 REPLY = "only the staging one"
 #: the words of an instruction (a text answer to a held Stop)
@@ -101,6 +106,9 @@ class AttentionLoop(BridgeMachine):
     #: beta shows a card's context (Telegram, Discord and Slack do): what its session said
     #: just before a card goes in the card's message there, as its own messages in alpha
     carrying: ClassVar[frozenset[str]] = frozenset({"beta"})
+    #: whose token the agent emits with (its session's owner), and what a refusal says
+    principal: ClassVar[Principal | None] = None
+    refusal: ClassVar[str] = "you are not an approver for this channel"
 
     def __init__(self) -> None:
         super().__init__()
@@ -112,7 +120,9 @@ class AttentionLoop(BridgeMachine):
         self.said: list[str] = []  # the agent's replies, in the order it gave them
         self.audit_ids: list[object] = []  # the audit trail's record ids seen so far
         # its `hello` names its process: after a restart, saying it again is enough
-        self.agent = self.rig.agent(decide=self._decide, instance="test-host/4242")
+        self.agent = self.rig.agent(
+            decide=self._decide, instance="test-host/4242", principal=self.principal
+        )
         self.agent.participant.push = self._push
         self.agent.start()
         self._settle()
@@ -289,7 +299,7 @@ class AttentionLoop(BridgeMachine):
         else:
             assert result.outcome is None, result
         if result.status is ResolutionStatus.NOT_ALLOWED:
-            assert result.message == "Refused: you are not an approver for this channel"
+            assert result.message == f"Refused: {self.refusal}"
 
     @precondition(lambda self: self.asked)
     @rule(data=st.data(), **ANSWERING)
@@ -682,3 +692,26 @@ async def _until(check: Any, seconds: float = 5.0) -> None:
 
 TestAttentionLoop = AttentionLoop.TestCase
 TestAttentionLoop.settings = machine_settings(examples=60, steps=25)
+
+
+class OwnerAttentionLoop(AttentionLoop):
+    """The same loop on a team's bridge (issue 34): the session is alice's (her token sent
+    it), its route's approvers are "owner" and bob, and carol approves in both channels but
+    is neither: her presses, replies and instructions are refused with the owner rule's
+    reason before anything changes, and nothing is answered twice."""
+
+    rig_options: ClassVar[dict[str, Any]] = {
+        **AttentionLoop.rig_options,
+        "channels": {
+            name: {**block, "approvers": [*block["approvers"], "carol"]}
+            for name, block in AttentionLoop.rig_options["channels"].items()
+        },
+        "people": {who: dict.fromkeys(CHANNELS, who) for who in ("alice", "bob", "carol")},
+        "routes": [{"match": {}, "channels": list(CHANNELS), "approvers": ["owner", "bob"]}],
+    }
+    principal = Principal("alice", "agent")
+    refusal = NOT_OWNER
+
+
+TestOwnerAttentionLoop = OwnerAttentionLoop.TestCase
+TestOwnerAttentionLoop.settings = machine_settings(examples=30, steps=25)

@@ -58,7 +58,10 @@ async def test_a_question_its_answer_and_a_refused_press_are_on_the_trail(tmp_pa
     assert posted == ["alpha", "beta"]
     [refusal] = [r for r in records if r["kind"] == "press.refused"]
     assert refusal["actor"] == {"id": "mallory", "name": "Mallory"}
-    assert (refusal["channel"], refusal["data"]["reason"]) == ("alpha", "not an approver")
+    assert (refusal["channel"], refusal["data"]["reason"]) == (
+        "alpha",
+        "you are not an approver for this channel",
+    )
     [answer] = [r for r in records if r["kind"] == "question.answered"]
     assert answer["actor"] == {"id": "alice", "name": "Alice"}
     assert (answer["channel"], answer["request_id"]) == ("beta", card_id)

@@ -322,7 +322,7 @@ async def test_a_non_approver_is_refused_without_learning_what_became_of_the_car
             assert "Alice" not in resolution.message
         refused = [r.getMessage() for r in caplog.records if "refused an answer" in r.getMessage()]
         assert len(refused) == 3
-        assert all("mallory (Mallory): not an approver" in line for line in refused)
+        assert all("mallory (Mallory): you are not an approver" in line for line in refused)
 
 
 async def test_a_channel_without_approvers_answers_nothing(tmp_path):

@@ -300,6 +300,7 @@ async def test_status_shows_channels_and_the_pending_question_then_ask_gets_its_
     assert "  embedded: consuming\n" in out
     assert "pending questions: 1 in 1 session(s), oldest waiting " in out
     assert f"  aep-bridge-ask {session['session']}: 1 waiting, the oldest for " in out
+    assert "; owner local (" in out  # whose token sent it, and its host (issue 34)
 
     token = bridge.token()
     async with connect(

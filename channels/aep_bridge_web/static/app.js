@@ -732,12 +732,14 @@ function renderAway() {
   showSwitch(document.getElementById("away-session"), mine.away);
   const why = {
     session: "away: this session's own switch",
+    person: `away: ${mine.owner}'s switch`,
     everywhere: "away: everywhere",
     automatic: `away: automatic (no prompt typed in its terminal for ${away.after_minutes} min)`,
   }[mine.why];
   const said = mine.away ? [why || "away"] : [mine.switch === false ? "not away: its own switch" : "not away"];
   if (!mine.away && mine.switch !== false && automatic()) said.push(automatic());
   if (mine.switch !== null && mine.by) said.push(`by ${mine.by}`);
+  if (mine.owned_by) said.push(`owner ${mine.owned_by}`);
   document.getElementById("away-session-why").textContent = said.join(", ");
 }
 

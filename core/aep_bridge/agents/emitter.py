@@ -9,6 +9,7 @@ and a history consumer can replay, whatever happened to the connection.
 
 from __future__ import annotations
 
+import getpass
 import hashlib
 import re
 import secrets
@@ -88,6 +89,24 @@ class SessionState:
     #: instructions given in a row from the chat at a held Stop with no tool call between
     #: them: what Claude Code counts against CLAUDE_CODE_STOP_HOOK_BLOCK_CAP (steer.py)
     blocks: int = 0
+    #: whether an event of it named the OS user yet (`osuser`, on its first events only)
+    told_user: bool = False
+
+
+#: the extension attribute naming the OS user the daemon runs as: with the source's host,
+#: the bridge shows a session's owner as `ada (ada@laptop)` (`approvers.owner_of`)
+OS_USER: Final = "osuser"
+#: the longest OS user name sent (a longer one is not sent)
+MAX_OS_USER: Final = 64
+
+
+def os_user() -> str | None:
+    """The OS user the daemon runs as, or None when it cannot be told (no passwd entry)."""
+    try:
+        name = getpass.getuser()
+    except (KeyError, OSError):
+        return None
+    return name if 0 < len(name) <= MAX_OS_USER and name.isprintable() else None
 
 
 class Emitter:
@@ -101,9 +120,12 @@ class Emitter:
     #: sessions whose recent events are re-sent after a reconnect
     REPLAYED: Final = 32
 
-    def __init__(self, directory: Path, *, host: str | None = None) -> None:
+    def __init__(
+        self, directory: Path, *, host: str | None = None, user: str | None = None
+    ) -> None:
         self.directory = directory
         self.host = host or socket.gethostname()
+        self.user = user or os_user()
         self.epoch = next_epoch(directory)
         self.instance = instance_id(directory)
         self.sessions: OrderedDict[tuple[str, str], SessionState] = OrderedDict()
@@ -163,6 +185,8 @@ class Emitter:
         counted = type_ == "run.started" and run is None  # a run the daemon names
         if counted:
             run = f"run-{state.runs + 1}-{new_id().lower()}"
+        if self.user and not state.told_user:  # the owner's OS user, once a session
+            extensions = {**(extensions or {}), OS_USER: self.user}
 
         def made(payload: dict[str, Any] | None, **same: Any) -> Event:
             return make_event(
@@ -195,6 +219,7 @@ class Emitter:
             state.runs += counted
             state.run = run
         state.seq += 1
+        state.told_user = True
         if type_ in _RUN_ENDS:
             state.run = None
         if state.log is not None:

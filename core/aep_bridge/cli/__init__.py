@@ -68,6 +68,7 @@ def _command(argv: Sequence[str] | None) -> int:
             return away(
                 args.state == "on",
                 session=args.session,
+                person=args.person,
                 config_file=args.config,
                 url=args.url,
                 token=args.token,

@@ -27,6 +27,10 @@ def away_lines(state: dict[str, Any]) -> list[str]:
         head += f"; automatic after {after:g} min without a prompt in the terminal"
     head += f"; a held stop waits up to {minutes} min"
     lines = [head]
+    people = state.get("people")
+    for name, switch in people.items() if isinstance(people, dict) else []:
+        if isinstance(switch, dict):
+            lines.append(f"  {name}: {'away' if switch.get('away') else 'back'} (their switch)")
     for session in state.get("sessions") or []:
         if not isinstance(session, dict):
             continue
@@ -34,7 +38,14 @@ def away_lines(state: dict[str, Any]) -> list[str]:
             continue
         name = session.get("name")
         named = f" {name!r}" if name and name != session.get("session") else ""
-        why = {"session": "its own switch", "everywhere": "everywhere", "automatic": "automatic"}
+        if session.get("owned_by"):
+            named += f", owner {session.get('owned_by')}"
+        why = {
+            "session": "its own switch",
+            "person": f"{session.get('owner')}'s switch",
+            "everywhere": "everywhere",
+            "automatic": "automatic",
+        }
         said = why.get(str(session.get("why")), "") if session.get("away") else "its own switch"
         lines.append(
             f"  {session.get('agent')} {session.get('session')}{named} ({session.get('id')}): "
@@ -48,6 +59,7 @@ def away(
     *,
     session: str | None,
     config_file: str | None,
+    person: str | None = None,
     url: str | None,
     token: str | None,
     out: TextIO | None = None,
@@ -65,7 +77,7 @@ def away(
     try:
         reply = httpx.post(
             f"{base}/away",
-            json={"on": on, "session": session},
+            json={"on": on, "session": session, "person": person},
             headers={"Authorization": f"Bearer {secret}"},
             timeout=10.0,
         )
@@ -93,7 +105,9 @@ def away(
             file=sys.stderr,
         )
         return EXIT_VIOLATIONS if reply.status_code == 404 else EXIT_USAGE
-    if session is None:
+    if person is not None:
+        said = f"{person}'s sessions are " + ("away" if on else "back")
+    elif session is None:
         said = "every session is away" if on else "every session is back: no stop is held"
     else:
         said = f"session {session} is " + ("away" if on else "back")

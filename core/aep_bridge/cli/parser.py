@@ -100,6 +100,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ID",
         help="one session: its AEP session id or the bridge's id (`aep-bridge status`)",
     )
+    switch.add_argument(
+        "--person",
+        metavar="NAME",
+        help="one person's switch (a name under people): the sessions they own",
+    )
     for client in (sender, question, player, report, switch):
         client.add_argument(
             "--url",

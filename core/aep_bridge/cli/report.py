@@ -174,9 +174,10 @@ def status(
         who = " ".join(str(part) for part in (session.get("agent"), session.get("session")) if part)
         name = session.get("name")
         named = f" {name!r}" if name and name != session.get("session") else ""
+        owner = session.get("owner")
         _line(
             f"  {who}{named}: {session.get('count')} waiting, the oldest for "
-            f"{_age(session.get('oldest_age'))}",
+            f"{_age(session.get('oldest_age'))}" + (f"; owner {owner}" if owner else ""),
             out,
         )
     if isinstance(report.get("away"), dict):

@@ -70,7 +70,9 @@ class AwayProvider(Protocol):
 
     def describe(self) -> dict[str, Any]: ...
 
-    def switch(self, on: bool, session: str | None, by: str) -> list[str]: ...
+    def switch(
+        self, on: bool, session: str | None, by: str, person: str | None = None
+    ) -> list[str]: ...
 
 
 def _problem(status: int, error: str, detail: str, **extra: Any) -> JSONResponse:
@@ -290,15 +292,22 @@ class Endpoint:
             asked = json.loads(body)
         except ValueError:
             asked = None
-        usage = 'send {"on": true or false, "session": an id or null}'
+        usage = 'send {"on": true or false, "session": an id or null, "person": a name or null}'
         if not isinstance(asked, dict) or not isinstance(asked.get("on"), bool):
             return _problem(400, "bad-request", usage)
-        session = asked.get("session")
-        if session is not None and (not isinstance(session, str) or not session):
-            return _problem(400, "bad-request", usage)
+        session, person = asked.get("session"), asked.get("person")
+        for given in (session, person):
+            if given is not None and (not isinstance(given, str) or not given):
+                return _problem(400, "bad-request", usage)
+        if session is not None and person is not None:
+            return _problem(400, "bad-request", "name a session or a person, not both")
         try:
-            switched = self.away.switch(asked["on"], session, "aep-bridge away")
+            switched = self.away.switch(asked["on"], session, "aep-bridge away", person)
         except KeyError:
+            if person is not None:
+                return _problem(
+                    404, "unknown-person", "the config's people has no such name (`people`)"
+                )
             return _problem(
                 404, "unknown-session", "the bridge knows no such session (`aep-bridge status`)"
             )

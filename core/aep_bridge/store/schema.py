@@ -317,6 +317,11 @@ MIGRATIONS: Final[tuple[str, ...]] = (
 
     CREATE INDEX session_owners_by_age ON session_owners (at);
     """,
+    # 15: each session's owner as the bridge shows it (`sessions.Owner`, JSON): its principal,
+    # and the OS user and host its daemon reported, set once at its first event
+    """
+    ALTER TABLE sessions ADD COLUMN owner TEXT;
+    """,
 )
 
 

@@ -42,16 +42,30 @@ class SessionTables(ReplayTables):
                 str(name or ""),
             )
 
+    def session_owner_rows(self) -> Iterator[tuple[str, str]]:
+        """`(id, owner)` of every session with an owner (`sessions.Owner` as JSON)."""
+        for id_, owner in self._conn.execute(
+            "SELECT id, owner FROM sessions WHERE owner IS NOT NULL"
+        ):
+            yield str(id_), str(owner)
+
     def add_session(
-        self, id_: str, source: str, session: str, stream: str, agent: str, name: str
+        self,
+        id_: str,
+        source: str,
+        session: str,
+        stream: str,
+        agent: str,
+        name: str,
+        owner: str | None = None,
     ) -> SessionRow:
         """Record a new session (state `open`) unless `(source, session)` has one; return
-        the stored one (this one, or the one recorded first)."""
+        the stored one (this one, or the one recorded first). `owner`: as JSON."""
         now = time.time()
         cursor = self._conn.execute(
             "INSERT OR IGNORE INTO sessions (id, source, session, stream, agent, name, state, "
-            "created, updated) VALUES (?, ?, ?, ?, ?, ?, 'open', ?, ?)",
-            (id_, source, session, stream, agent, name, now, now),
+            "created, updated, owner) VALUES (?, ?, ?, ?, ?, ?, 'open', ?, ?, ?)",
+            (id_, source, session, stream, agent, name, now, now, owner),
         )
         if cursor.rowcount == 1:
             self._undo_sql("DELETE FROM sessions WHERE id = ?", (id_,))

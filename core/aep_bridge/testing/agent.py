@@ -11,6 +11,7 @@ from ..aep.build import make_event
 from ..aep.envelope import Event
 from ..aep.ids import source_uri
 from ..intake.hub import Delivery, Hub, Participant
+from ..intake.principals import Principal
 
 
 class ScriptedAgent:
@@ -42,12 +43,18 @@ class ScriptedAgent:
         decide: Any = None,
         host: str = "test-host",
         instance: str | None = None,
+        principal: Principal | None = None,
+        os_user: str | None = None,
     ) -> None:
         self.hub = hub
         self.agent = agent
         self.session = session
         self.source = source_uri(host, agent, session)
         self.decide = decide
+        #: whose token it emits with (a named one: `aep-bridge token create`), and the OS
+        #: user its events name (the daemon's `osuser`), for the owner of its session
+        self.principal = principal
+        self.os_user = os_user
         self.commands: list[Event] = []
         self.acks: dict[str, Event] = {}
         self._seq = 0
@@ -76,6 +83,8 @@ class ScriptedAgent:
     def emit(self, type_: str, data: dict[str, Any] | None = None, **envelope: Any) -> Event:
         """Emit the session's next event (its `seq` follows on)."""
         self._seq += 1
+        if self.os_user:
+            envelope.setdefault("extensions", {"osuser": self.os_user})
         event = make_event(
             type_,
             source=self.source,
@@ -85,7 +94,7 @@ class ScriptedAgent:
             data=data if data is not None else {},
             **envelope,
         )
-        self.hub.admit([event], origin=self.participant)
+        self.hub.admit([event], origin=self.participant, by=self.principal)
         return event
 
     def start(self, label: str = "fix the tests", cwd: str = "/work/app") -> Event:

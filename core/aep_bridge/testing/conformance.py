@@ -621,6 +621,40 @@ class ChannelConformance:
         assert any("claude-code went offline" in t for t in texts)
         assert not any("a session" in t for t in texts)
 
+    async def test_a_heads_up_goes_privately_to_its_recipients(self, harness: Harness) -> None:
+        """A channel declaring `direct_messages` tells a heads-up with `recipients` (the
+        session's owner) privately, naming its session and linking to the card, instead
+        of posting it in the notifications place. (Issue 34.)"""
+        h = harness
+        if not h.adapter.capabilities.direct_messages:
+            pytest.skip("this channel declares no direct messages")
+        direct = getattr(h.probe, "direct_messages", None)
+        assert direct is not None, (
+            "a channel declaring direct_messages needs a probe with "
+            "`async def direct_messages(user_id) -> list[MessageView]`"
+        )
+        await self._thread(h)
+        card = await self._card(h, _request("c1dm", [("allow", "Allow"), ("deny", "Deny")]))
+        before = await h.probe.messages()
+        await h.adapter.send_notification(
+            NotificationMessage(
+                session_id=SESSION,
+                session_name="Fix invoice rounding",
+                type="permission",
+                summary="claude-code is waiting for you",
+                request_id="c1dm",
+                recipients=(h.approver.id,),
+            )
+        )
+        private = await direct(h.approver.id)
+        assert len(private) == 1
+        text = _visible(f"{private[0].title}\n{private[0].text}")
+        assert "Fix invoice rounding" in text
+        assert "claude-code is waiting for you" in text
+        assert card.id in text or "c1dm" in text or "://" in text  # its link to the card
+        after = await h.probe.messages()
+        assert not any("claude-code is waiting for you" in m.text for m in after[len(before) :])
+
     async def test_every_call_says_what_it_costs(self, harness: Harness) -> None:
         """`call_kind` answers for every call the core makes: a post, an edit, both, or None
         (the channel will not make it); a channel without heads-ups declines them all, and

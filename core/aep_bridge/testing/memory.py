@@ -234,6 +234,7 @@ class MemoryChannel(ChannelAdapter):
         max_message_length=500,
         max_button_data=64,
         max_buttons=8,
+        direct_messages=True,
     )
 
     def __init__(self, core: Any, config: ChannelConfig | None = None) -> None:
@@ -247,6 +248,12 @@ class MemoryChannel(ChannelAdapter):
         ] = {}  # card -> (session, req, msg)
         self._by_key: dict[tuple[str, str], str] = {}
         self._ids = itertools.count(1)
+        #: heads-ups told privately (`NotificationMessage.recipients`): user id -> messages,
+        #: each ending with its link to the card (`memory://card/<id>`)
+        self.direct: dict[str, list[_Stored]] = {}
+        #: user ids the "platform" refuses to message privately (never opened the bot): their
+        #: heads-ups go to the notifications place instead
+        self.unreachable: set[str] = set()
 
     async def start(self) -> None:
         self.started = True
@@ -307,7 +314,17 @@ class MemoryChannel(ChannelAdapter):
 
     async def send_notification(self, notification: NotificationMessage) -> None:
         name = notification.session_name
-        self._post(None, f"{name}: {notification.summary}" if name else notification.summary)
+        text = f"{name}: {notification.summary}" if name else notification.summary
+        fallback = not notification.recipients
+        for user_id in notification.recipients:
+            if user_id in self.unreachable:
+                fallback = True
+                continue
+            link = f"memory://card/{notification.request_id}" if notification.request_id else ""
+            said = f"{text}\n{link}" if link else text
+            self.direct.setdefault(user_id, []).append(_Stored(f"dm{next(self._ids)}", None, said))
+        if fallback:
+            self._post(None, text)
 
     async def create_session_thread(self, session_id: str, name: str) -> str:
         thread = f"t{next(self._ids)}"
@@ -384,6 +401,9 @@ class MemoryProbe:
 
     async def press(self, message: MessageView, button: ButtonView, user: ChannelUser) -> None:
         await self.channel.press(button.data.decode(), user)
+
+    async def direct_messages(self, user_id: str) -> list[MessageView]:
+        return [MessageView(m.id, None, m.text) for m in self.channel.direct.get(user_id, [])]
 
     async def reply(
         self,

@@ -105,6 +105,13 @@ class DiscordProbe:
         )
         return MessageView(str(message.id), str(message.channel_id), shown(message), buttons)
 
+    async def direct_messages(self, user_id: str) -> list[MessageView]:
+        """The bot's DMs to `user_id`: as drawn, then the raw content (its link to the card)."""
+        return [
+            MessageView(str(m.id), None, f"{shown(m)}\n{m.content}")
+            for m in self.fake.dms({"id": user_id})
+        ]
+
     async def press(self, message: MessageView, button: ButtonView, user: ChannelUser) -> None:
         pressed = self.fake.press(
             int(message.id), button.data.decode(), discord_user(self.fake, user)

@@ -63,7 +63,8 @@ async def _stranger_and_alice(fake: FakeDiscord, running: Any, caplog: Any) -> N
     assert fake.ephemeral(MALLORY)[-1].content == REFUSED
     assert pressed.modal is None
     assert any(
-        r.getMessage().endswith("(Mallory (@mallory)): not an approver") for r in caplog.records
+        r.getMessage().endswith("(Mallory (@mallory)): you are not an approver for this channel")
+        for r in caplog.records
     ), [r.getMessage() for r in caplog.records]
     assert fake.message(card.id).edits == []
 

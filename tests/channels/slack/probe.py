@@ -112,6 +112,15 @@ class SlackProbe:
             f"{message.channel}/{message.ts}", message.thread_ts, shown(message), buttons
         )
 
+    async def direct_messages(self, user_id: str) -> list[MessageView]:
+        """The bot's messages in its DM with `user_id`: as shown, then the raw text (its
+        link to the card)."""
+        return [
+            MessageView(f"{m.channel}/{m.ts}", None, f"{shown(m)}\n{m.text}")
+            for m in self.fake.dms(user_id)
+            if m.from_bot
+        ]
+
     async def press(self, message: MessageView, button: ButtonView, user: ChannelUser) -> None:
         channel, ts = message.id.split("/")
         found = self.fake.message(channel, ts)

@@ -55,6 +55,18 @@ class TelegramProbe:
         thread = None if message.message_thread_id is None else str(message.message_thread_id)
         return MessageView(str(message.message_id), thread, message.text, buttons)
 
+    async def direct_messages(self, user_id: str) -> list[MessageView]:
+        """The bot's messages in `user_id`'s private chat with it, their links in the text."""
+        found = [m for m in self.fake.messages(int(user_id), from_bot=True) if m.text]
+        return [
+            MessageView(
+                str(m.message_id),
+                None,
+                "\n".join([m.text, *(e["url"] for e in m.entities if e["type"] == "text_link")]),
+            )
+            for m in found
+        ]
+
     async def press(self, message: MessageView, button: ButtonView, user: ChannelUser) -> None:
         query = self.fake.press(
             self.chat_id, int(message.id), button.data.decode(), telegram_user(user)

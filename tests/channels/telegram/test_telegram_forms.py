@@ -145,7 +145,7 @@ async def _stranger_and_alice(fake: FakeBotApi, running: Any, caplog: Any) -> No
         if r.getMessage().startswith(f"refused an answer to {card_id} on telegram from 333")
     ]
     assert len(refusals) == 3, [r.getMessage() for r in caplog.records]
-    assert all(r.endswith("(Mallory): not an approver") for r in refusals)
+    assert all(r.endswith("(Mallory): you are not an approver for this channel") for r in refusals)
     assert agent.commands == []
 
     # Alice goes on from where she was: nothing of Mallory's is in her form

@@ -91,3 +91,20 @@ async def test_a_switch_made_elsewhere_reaches_the_open_page_on_its_stream(web: 
     await bridge_away(web, "POST", on=False, session=None)
     await expect(switch).to_have_attribute("data-away", "off")
     assert asked == []  # the stream told it, not a poll
+
+
+async def test_the_session_line_names_its_owner(web: Web):
+    """Issue 34: the page says whose session it is: the principal whose token sent it (the
+    bridge's own is `local`) and the host its agent runs on."""
+    page = await web.signed_in()
+    async with web.agent(host="ada-laptop") as agent:
+        asking = await ask(agent)
+        link = page.locator("#sessions a.session[data-session-id]")
+        await expect(link).to_have_count(1)
+        await link.click()
+        await expect(page.locator("#away-session-why")).to_contain_text("owner local (ada-laptop)")
+        [session] = (await bridge_away(web))["sessions"]
+        assert session["owned_by"] == "local (ada-laptop)"
+        asking.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asking
