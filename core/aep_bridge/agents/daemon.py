@@ -388,7 +388,7 @@ class AgentDaemon:
         try:
             self._emit_one(state, hook, emission, payload)
         except (InvalidEvent, TooLarge) as exc:
-            log.warning("dropped a %s event: %s", emission.type, exc)
+            log.warning("dropped an event: %s", exc)
 
     async def _hold(
         self,
