@@ -80,6 +80,7 @@ def test_the_goals_fail_on_a_lost_reply_a_copy_a_429_or_a_late_card() -> None:
         "commands": 2,
         "questions": 2,
         "twice": 0,
+        "dropped": [],
     }
     assert all(load.goals_met(good).values())
     for key, bad, goal in (
@@ -94,6 +95,8 @@ def test_the_goals_fail_on_a_lost_reply_a_copy_a_429_or_a_late_card() -> None:
         assert not load.goals_met(broken)[goal], key
     twice = {**good, "twice": 1}
     assert not load.goals_met(twice)["answers"]
+    dropped = {**good, "dropped": ["dev-03: sent 1011 (internal error) keepalive ping timeout"]}
+    assert not load.goals_met(dropped)["dropped"]
 
 
 def test_the_quick_run_answers_every_question_once_and_finds_every_reply() -> None:
@@ -108,6 +111,7 @@ def test_the_quick_run_answers_every_question_once_and_finds_every_reply() -> No
         assert platform["lost"] == 0, (name, platform)
         assert platform["duplicated"] == 0, (name, platform["twice_in"])
         assert platform["429"] == 0, (name, platform["violations"])
+    assert found["dropped"] == []
     assert found["hwm"] > 0
     assert found["load_cpu"] > 0
     lines = load.section(found)
