@@ -402,7 +402,7 @@ class Watch:
                 call.method == "POST"
                 and call.status == 200
                 and call.path.endswith("/messages")
-                and '"components"' in (text := _discord_text(call))
+                and '"custom_id"' in (text := _discord_text(call))  # buttons, not []
             ):
                 found = QUESTION_MARK.search(text)
                 if found:
@@ -424,6 +424,9 @@ class Watch:
                 await self.slack.press(SLACK_ALICE, message, "aep_answer_0", wait=False)
             else:
                 message = self.discord.message(int(call.result["id"]))
+                if not message.custom_ids:  # its buttons gone already (the card closed)
+                    self.pressed -= 1
+                    continue
                 self.discord.press(message, message.custom_ids[0], DISCORD_ALICE)
 
     async def run(self, stop: asyncio.Event) -> None:
