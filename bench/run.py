@@ -102,6 +102,9 @@ def main() -> None:
     import web_channel  # the web channel in a real browser: request to card, click to command
 
     lines += web_channel.section(web_channel.main())
+    import team_load  # a bridge a team shares: 50 agent connections, 500 sessions
+
+    lines += team_load.section(team_load.main())
     import store_soak  # the store's disk use under a soak of short sessions
 
     lines += store_soak.section(store_soak.main())

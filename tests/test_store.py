@@ -762,3 +762,39 @@ def test_the_wal_file_is_cut_back_after_a_burst(store, state_dir):
         time.sleep(0.1)
     assert wal.stat().st_size <= limit  # before: 12 MB, for good
     assert store.kv_get("ns", "k2999") == "x" * 4000
+
+
+def test_a_writer_holding_the_lock_does_not_stop_the_checkpoint(tmp_path, monkeypatch, caplog):
+    """Issue 34 (the team load): under a long burst the bridge's connection holds the write
+    lock nearly all the time. Giving free pages back needs that lock and waited for it in
+    vain ("database is locked", a warning every round), and the failure skipped the round's
+    checkpoint too, which does not need the lock: the WAL was never copied back and grew.
+    Now the pages wait for a later round and the checkpoint runs."""
+    monkeypatch.setattr(checkpoint, "BUSY_TIMEOUT_MS", 50)
+    path = tmp_path / "state.db"
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("PRAGMA auto_vacuum = INCREMENTAL")
+    writer.execute("PRAGMA journal_mode = WAL")
+    writer.execute("PRAGMA wal_autocheckpoint = 0")  # as the bridge's connection
+    writer.execute("CREATE TABLE t (v BLOB)")
+    writer.execute("CREATE TABLE gone (v BLOB)")
+    for table in ("gone", "t"):
+        writer.execute(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 750) "
+            f"INSERT INTO {table} SELECT randomblob(4000) FROM n"
+        )
+    writer.execute("DELETE FROM gone")  # 3 MB of free pages for `give_back`
+    small = path.stat().st_size  # all of it still in the WAL
+    writer.execute("BEGIN IMMEDIATE")  # the bridge's open group: the write lock, held
+    writer.execute("INSERT INTO t VALUES (x'00')")
+    checkpointer = checkpoint.Checkpointer(path, interval=0.05)
+    try:
+        deadline = time.monotonic() + 30  # a wait for the thread, not a measure of it
+        while path.stat().st_size < small + 2_000_000 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert path.stat().st_size >= small + 2_000_000  # copied back from the WAL
+    finally:
+        checkpointer.stop()
+        writer.execute("COMMIT")
+        writer.close()
+    assert not [r for r in caplog.records if "failed" in r.getMessage()]

@@ -255,6 +255,9 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
             per_chat=RateLimit(count=5, per_seconds=5 + LIMIT_MARGIN),
             global_=RateLimit(count=GLOBAL_BUDGET, per_seconds=1 + LIMIT_MARGIN),
         ),
+        # and 10 new threads per 10 s in the parent channel (`POST /channels/{id}/threads`,
+        # a bucket of its own): every session's thread is made there (`limit_keys`' group)
+        thread_rate_limit=RateLimit(count=10, per_seconds=10 + LIMIT_MARGIN),
     )
     config_model: ClassVar[type[ChannelConfig]] = DiscordConfig
     contract_version: ClassVar[str] = "1.2"

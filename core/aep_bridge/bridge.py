@@ -73,6 +73,10 @@ START_RETRY_FIRST = 5.0
 START_RETRY_CAP = 300.0
 #: Seconds the intake waits for a channel that is behind before it says so in the log.
 PACE_WARNING = 30.0
+#: seconds of handling after which the read loop lets the loop run its other tasks (the
+#: outboxes, the platforms' SDKs, the endpoint's readers): a queued backlog is handled in
+#: slices of this much, not in one go that starves them all (issue 34's team load)
+READ_SLICE = 0.005
 #: The most of an agent's (or a relay's) refusal text a card or a reply shows.
 MAX_REFUSAL = 200
 _REDACTED_RANK = CAPTURE_RANK["redacted"]
@@ -543,11 +547,19 @@ class Bridge(EventMirror, QuestionCards):
         Backpressure: after each event, a channel whose outbox is `behind` (no declared limit,
         too many jobs queued) is waited for until it has `caught_up`; meanwhile the events
         wait in the source, and the endpoint holds its emitters back (docs/architecture.md).
+        Fairness: a backlog is handled in slices of `READ_SLICE` seconds, the loop given away
+        between them, so the outboxes and the platforms' heartbeats run under any backlog.
         """
         log.info("consuming events from %s", source.name)
         while True:
             try:
+                turn = time.monotonic()
                 async for event in source.events(from_="all"):
+                    if time.monotonic() - turn >= READ_SLICE:
+                        # a queued backlog never suspends `events()`: give the loop away
+                        # once a slice of handling has passed (one clock read an event)
+                        await asyncio.sleep(0)
+                        turn = time.monotonic()
                     self._group_commit()
                     try:
                         self.handle_event(source.name, event)

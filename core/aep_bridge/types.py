@@ -416,6 +416,11 @@ class ChannelCapabilities(_Model):
     #: `chat.update`, Tier 3): a call `ChannelAdapter.call_kind` calls an "edit" counts against
     #: these instead of `rate_limits`. None: every call counts against `rate_limits`
     edit_rate_limits: RateLimits | None = None
+    #: the limit on making session threads (`create_session_thread`), where the platform
+    #: counts it apart from the channel's messages: one per group of `limit_keys` (Discord:
+    #: 10 threads per 10 s in a parent channel). A thread's creation counts against it as
+    #: well as against `rate_limits`. None: it counts against `rate_limits` only
+    thread_rate_limit: RateLimit | None = None
     #: whether the channel sends a heads-up with `NotificationMessage.recipients` to each of
     #: them privately (a direct message), falling back to its notifications place
     direct_messages: bool = False

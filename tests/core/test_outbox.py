@@ -1270,3 +1270,43 @@ async def test_a_questions_heads_up_goes_only_once_its_card_has_gone(
     assert started["Run make test?"] == 0.0
     assert started["asks permission"] >= 2.0  # once the card's call returned
     assert started["finished"] == 0.0  # a heads-up that follows nothing does not wait
+
+
+async def test_threads_made_in_one_group_keep_the_thread_limit_across_a_restart(
+    vt: VirtualTime, store: Store
+) -> None:
+    """Issue 34: Discord makes 10 threads per 10 s in a parent channel, a limit of its own
+    (`thread_rate_limit`). A burst of new sessions' threads is paced by it, their messages
+    are not, and a bridge started again within the window still counts the threads made."""
+    adapter = Recorder(vt, RateLimits())
+    adapter.capabilities = adapter.capabilities.model_copy(
+        update={"thread_rate_limit": RateLimit(count=3, per_seconds=10)}
+    )
+    before = outbox_for(adapter, store)
+    await before.start()
+    for n in range(4):
+        before.submit(message("g/s0", f"said {n}"))  # no thread limit on messages
+    made = await asyncio.wait_for(
+        asyncio.gather(
+            *(
+                before.call("create_session_thread", f"g/s{n}", f"t{n}", session_id=f"g/s{n}")
+                for n in range(6)
+            )
+        ),
+        HANG,
+    )
+    await drain(before)
+    await before.stop()
+    after = outbox_for(adapter, store)
+    await after.start()
+    await asyncio.wait_for(
+        after.call("create_session_thread", "g/s9", "t9", session_id="g/s9"), HANG
+    )
+    await after.stop()
+    assert len(made) == 6
+    threads = [c.at for c in adapter.calls if c.op == "create_session_thread"]
+    assert threads[:6] == [0.0, 0.0, 0.0, 10.0, 10.0, 10.0]
+    # the seventh, after the restart, waits for the window the last three opened (and the
+    # restored calls' `RESTORE_SLACK`)
+    assert 20.0 <= threads[6] <= 20.1
+    assert [c.at for c in adapter.calls if c.op == "send_message"] == [0.0] * 4

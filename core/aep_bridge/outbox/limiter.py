@@ -2,8 +2,10 @@
 
 A `Limiter` keeps one declared `RateLimit`; `Limits` holds a channel's: one per chat, one per
 group of chats, one for the channel (and the same again for edits, where the platform counts
-them apart from posts: Slack's `chat.update`), and saves the calls still inside their windows
-(in wall-clock time) so that the next start counts them again.
+them apart from posts: Slack's `chat.update`; and one per group for making threads, where the
+platform counts that apart: Discord's thread creation in a parent channel), and saves the
+calls still inside their windows (in wall-clock time) so that the next start counts them
+again.
 
 A window of `per_seconds` is half-open: a call at `t` counts against the calls in
 `(t - per_seconds, t]`, so the next call after a full window may go at exactly
@@ -141,9 +143,20 @@ class Limits:
     """A channel's limiters: per chat and per group (made on first use, forgotten when idle)
     and the channel's own; `wall` is the wall clock the saved calls are kept in. `edits`
     are the limiters of edits in place, where the platform counts them apart from posts
-    (`ChannelCapabilities.edit_rate_limits`), else None."""
+    (`ChannelCapabilities.edit_rate_limits`), else None; `threads` those of making threads,
+    one per group (`ChannelCapabilities.thread_rate_limit`)."""
 
-    __slots__ = ("any", "chats", "declared", "edits", "global_", "groups", "wall")
+    __slots__ = (
+        "any",
+        "chats",
+        "declared",
+        "edits",
+        "global_",
+        "groups",
+        "thread_limit",
+        "threads",
+        "wall",
+    )
 
     def __init__(
         self,
@@ -151,15 +164,20 @@ class Limits:
         wall: Callable[[], float] = time.time,
         *,
         edits: RateLimits | None = None,
+        threads: RateLimit | None = None,
     ) -> None:
         self.declared = declared
+        self.thread_limit = threads
+        self.threads: dict[str, Limiter] = {}
         self.chats: dict[str, Limiter] = {}
         self.groups: dict[str, Limiter] = {}
         self.global_ = Limiter(declared.global_) if declared.global_ else None
         self.edits = Limits(edits, wall) if edits is not None else None
         #: whether anything is declared at all
         declares = any((declared.per_chat, declared.per_group, declared.global_))
-        self.any: bool = declares or (self.edits is not None and self.edits.any)
+        self.any: bool = (
+            declares or threads is not None or (self.edits is not None and self.edits.any)
+        )
         self.wall = wall
 
     def of(self, chat: str, group: str, kind: CallKind | None = "post") -> tuple[Limiter, ...]:
@@ -173,6 +191,16 @@ class Limits:
         if kind == "edit":
             return self.edits._of(chat, group)
         return self._of(chat, group) + self.edits._of(chat, group)
+
+    def of_thread(self, group: str) -> tuple[Limiter, ...]:
+        """The limiter making a thread in `group` counts against besides a post's (none
+        where the platform does not count it apart)."""
+        if self.thread_limit is None:
+            return ()
+        limiter = self.threads.get(group)
+        if limiter is None:
+            limiter = self.threads[group] = Limiter(self.thread_limit)
+        return (limiter,)
 
     def _of(self, chat: str, group: str) -> tuple[Limiter, ...]:
         limiters: list[Limiter] = []
@@ -193,7 +221,7 @@ class Limits:
 
     def prune(self, now: float) -> None:
         """Forget idle per-chat and per-group limiters (they would be rebuilt full)."""
-        for limiters in (self.chats, self.groups):
+        for limiters in (self.chats, self.groups, self.threads):
             for key in [k for k, v in limiters.items() if v.idle(now)]:
                 del limiters[key]
         if self.edits is not None:
@@ -212,6 +240,8 @@ class Limits:
             "group": {k: recent(v) for k, v in self.groups.items() if recent(v)},
             "global": recent(self.global_) if self.global_ is not None else [],
         }
+        if self.threads:
+            saved["threads"] = {k: recent(v) for k, v in self.threads.items() if recent(v)}
         if self.edits is not None:
             saved["edits"] = self.edits._recent(now, wall)
         return saved
@@ -239,6 +269,7 @@ class Limits:
         for kind, limiters, limit in (
             ("chat", self.chats, self.declared.per_chat),
             ("group", self.groups, self.declared.per_group),
+            ("threads", self.threads, self.thread_limit),
         ):
             for key, times in dict(saved.get(kind) or {}).items():
                 if limit is not None:

@@ -104,7 +104,10 @@ class Outbox(Queue):
         self._channel = adapter.instance_name
         capabilities = adapter.capabilities
         self._limits = Limits(
-            capabilities.rate_limits, _wall_clock(clock), edits=capabilities.edit_rate_limits
+            capabilities.rate_limits,
+            _wall_clock(clock),
+            edits=capabilities.edit_rate_limits,
+            threads=capabilities.thread_rate_limit,
         )
         #: whether the adapter may decline a call (`call_kind` None): an adapter that keeps
         #: the default and shows heads-ups makes every call, and is not asked
@@ -515,6 +518,8 @@ class Outbox(Queue):
             return (), None, self._paused_all
         chat, group = self._keys(entry)
         limiters = self._limits.of(chat, group, self._kind(entry))
+        if entry.op == "create_session_thread":  # where the platform counts it apart too
+            limiters += self._limits.of_thread(group)
         return limiters, chat, max(self._paused_all, self._paused.get(chat, -math.inf))
 
     def _kind(self, entry: Entry) -> CallKind | None:

@@ -67,12 +67,12 @@ class Checkpointer:
                     version = conn.execute("PRAGMA data_version").fetchone()[0]
                     if version == seen and not left:
                         continue  # nothing committed since the last round
-                    left = give_back(conn, self._stopping) > VACUUM_KEEP
+                    left = _give_back_now(conn, self._stopping)
                     busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
                     seen = version
                     if not busy and frames > 0 and copied == frames:
-                        _restart(conn)
-                except sqlite3.Error as exc:  # busy or I/O: the next round tries again
+                        _restart_now(conn)
+                except sqlite3.Error as exc:  # I/O: the next round tries again
                     log.warning("WAL checkpoint of %s failed: %s", path, exc)
         finally:
             conn.close()
@@ -80,6 +80,36 @@ class Checkpointer:
     def stop(self) -> None:
         self._stopping.set()
         self._thread.join(timeout=10)
+
+
+def _give_back_now(conn: sqlite3.Connection, stopping: threading.Event) -> bool:
+    """`give_back`, unless the bridge holds the write lock for all of `BUSY_TIMEOUT_MS` (a
+    long burst of events, each group of them one write transaction): then the pages wait
+    for the next round, and this round's checkpoint still runs (PASSIVE does not need the
+    lock). Before issue 34 the lock's "database is locked" skipped the checkpoint too, a
+    warning a second under load while the WAL grew. Returns whether free pages are left."""
+    try:
+        return give_back(conn, stopping) > VACUUM_KEEP
+    except sqlite3.OperationalError as exc:
+        if not _locked(exc):
+            raise
+        log.debug("giving free pages back waits for the next round: %s", exc)
+        return True
+
+
+def _restart_now(conn: sqlite3.Connection) -> None:
+    """`_restart`, unless the bridge holds the write lock: then the bridge's next commit
+    starts the WAL afresh itself, as SQLite does without this thread."""
+    try:
+        _restart(conn)
+    except sqlite3.OperationalError as exc:
+        if not _locked(exc):
+            raise
+        log.debug("the WAL is started afresh by the next commit: %s", exc)
+
+
+def _locked(exc: sqlite3.OperationalError) -> bool:
+    return "locked" in str(exc) or "busy" in str(exc)
 
 
 def give_back(conn: sqlite3.Connection, stopping: threading.Event | None = None) -> int:

@@ -381,3 +381,28 @@ async def test_a_ten_session_flood_meets_no_429(tmp_path):
             await r.until("every reply", lambda: arrived() == 60, timeout=90)
         assert len(r.fake.threads(TEXT_CHANNEL_ID)) == 10
         assert r.fake.calls_to("POST", "/channels/{channel_id}/messages", status=429) == []
+
+
+async def test_sessions_started_at_once_get_their_threads_without_a_429(tmp_path):
+    """Issue 34 (the team load): Discord makes at most 10 threads per 10 s in a parent
+    channel. 15 sessions starting at once all get their thread, the last ones when the
+    window allows, and Discord refuses none (`running` asserts no violation at its end)."""
+    sessions = 15
+    async with running(tmp_path) as r, contextlib.AsyncExitStack() as stack:
+        agents = [
+            await stack.enter_async_context(r.agent(session=f"s{n}")) for n in range(sessions)
+        ]
+        await asyncio.gather(
+            *(
+                agent.emit("session.started", {"label": f"task {n}"}, capture="redacted")
+                for n, agent in enumerate(agents)
+            )
+        )
+        await r.until(
+            "every session's thread",
+            lambda: all(r.thread(f"task {n}") for n in range(sessions)),
+            timeout=60.0,
+        )
+        made = r.fake.calls_to("POST", "/channels/{channel_id}/threads")
+        assert [c for c in made if c.status == 429] == []
+        assert len(r.fake.threads(TEXT_CHANNEL_ID)) == sessions  # one thread each, no more
