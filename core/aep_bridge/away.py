@@ -217,6 +217,25 @@ class AwayState:
             where = f"for session {session_id}" if session_id else f"for {person}'s sessions"
         log.info("away %s %s by %s", "on" if on else "off", where, _clip(by, MAX_BY))
 
+    def refusal(self, name: str, session: str | None, person: str | None) -> str | None:
+        """Why a named token that is not an admin's (its principal `name`) may not make this
+        switch, or None when it may: only its own person's switch (`people.<name>`), or a
+        session it owns. An unknown session is refused as another's is (no oracle)."""
+        if name not in self.people:
+            return (
+                f"this needs an admin token, or a token named after a person: {name} is not "
+                f"under people (add people.{name})"
+            )
+        if person is not None and person != name:
+            return f"a token switches its own person's away ({name}), not {person}'s"
+        if session is not None:
+            known = self.sessions.get(session)
+            records = [known] if known is not None else self.sessions.find_all(session)
+            owners = {None if r.owner is None else r.owner.principal for r in records}
+            if owners != {name}:
+                return f"session {session} is not {name}'s (its owner or an admin switches it)"
+        return None
+
     def switch(
         self, on: bool, session: str | None, by: str, person: str | None = None
     ) -> list[str]:

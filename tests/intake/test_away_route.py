@@ -5,6 +5,7 @@ bridge (`Rig`: who is refused, and how; what is switched), then the commands aga
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -182,3 +183,121 @@ async def test_away_on_then_status_then_the_daemons_question(bridge):  # noqa: F
     async with httpx.AsyncClient() as http:
         asked = await http.get(f"{base}/away", params={"session": "s_8f2c"}, headers=headers)
         assert asked.json()["away"] is False  # its own switch was cleared
+
+
+# -- a person's named token switches its own away (issue 33, issue 34) ------------------------
+
+ADA_TOKEN, BOB_TOKEN, CI_TOKEN = "a" * 43, "b" * 43, "c" * 43
+
+
+def _as(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+async def test_a_persons_token_switches_its_own_away_and_nothing_else(tmp_path):
+    from aep_bridge.intake.principals import Principal, digest
+
+    people = {"ada": {"alpha": "u-ada"}, "bob": {"alpha": "u-bob"}}
+    async with Rig(tmp_path, people=people) as rig:
+        for name, token, role in (
+            ("ada", ADA_TOKEN, "agent"),
+            ("bob", BOB_TOKEN, "agent"),
+            ("ci", CI_TOKEN, "agent"),
+        ):
+            rig.store.create_token(name, role, digest(token), None)
+        rig.agent("ada-1", principal=Principal("ada", "agent")).start()
+        rig.agent("bob-1", principal=Principal("bob", "agent")).start()
+        rig.agent("ci-1", principal=Principal("ci", "agent")).start()
+        await rig.settle()
+        app = Endpoint(rig.hub, AuthPolicy(TOKEN, tokens=rig.store), away=rig.bridge.away).app
+        away = rig.bridge.away
+
+        def states() -> list[bool]:
+            return [away.query(s)["away"] for s in ("ada-1", "bob-1", "ci-1")]
+
+        # {"on": true} from Ada's token is Ada's switch: her sessions, nobody else's
+        mine = await call(app, "POST", "/away", _as(ADA_TOKEN), json={"on": True})
+        assert mine.status_code == 200, mine.text
+        assert (mine.json()["person"], mine.json()["everywhere"]) == ("ada", False)
+        assert states() == [True, False, False]
+        assert away.describe()["people"]["ada"] == {"away": True, "by": "aep-bridge away (ada)"}
+
+        # another person, another's session, an unknown one, a token that is nobody: refused
+        before = away.describe()
+        for token, body, words in (
+            (ADA_TOKEN, {"on": False, "person": "bob"}, "not bob's"),
+            (ADA_TOKEN, {"on": True, "session": "bob-1"}, "session bob-1 is not ada's"),
+            (ADA_TOKEN, {"on": True, "session": "never-seen"}, "is not ada's"),
+            (CI_TOKEN, {"on": True}, "ci is not under people (add people.ci)"),
+            (CI_TOKEN, {"on": True, "session": "ci-1"}, "needs an admin token"),
+        ):
+            refused = await call(app, "POST", "/away", _as(token), json=body)
+            assert refused.status_code == 403, (body, refused.text)
+            assert refused.json()["error"] == "unauthorized"
+            assert words in refused.json()["detail"]
+            assert away.describe() == before
+        assert states() == [True, False, False]
+
+        # a session she owns, by its AEP id: its own switch
+        back = await call(
+            app, "POST", "/away", _as(ADA_TOKEN), json={"on": False, "session": "ada-1"}
+        )
+        assert back.status_code == 200
+        assert states() == [False, False, False]
+        # her own name, said
+        assert (
+            await call(app, "POST", "/away", _as(BOB_TOKEN), json={"on": True, "person": "bob"})
+        ).status_code == 200
+        assert states() == [False, True, False]
+
+        # the admin keeps every power: another person, everywhere
+        admin = await call(app, "POST", "/away", BEARER, json={"on": False, "person": "bob"})
+        assert admin.status_code == 200
+        everywhere = await call(app, "POST", "/away", BEARER, json={"on": True})
+        assert everywhere.json()["everywhere"] is True
+        assert states() == [True, True, True]
+
+
+@pytest.fixture
+async def team_bridge(tmp_path):
+    """A real bridge whose config maps the person `ada` (the console's `local`)."""
+    from tests.bridge_process import free_port, write_config
+
+    from .test_status import CONSOLE, PortBridge
+
+    port = free_port()
+    config = write_config(tmp_path, free_port(), CONSOLE)
+    block = json.loads(config.read_text())
+    config.write_text(json.dumps({**block, "people": {"ada": {"console": "local"}}}))
+    process = PortBridge(config, tmp_path / "bridge.log", port)
+    await process.start(f"http://127.0.0.1:{port}")
+    yield process
+    await process.aclose()
+
+
+async def test_away_with_a_persons_token_switches_that_person(team_bridge):
+    status, out, err = await client(team_bridge, "token", "create", "ada")
+    assert status == 0, err
+    ada = out.splitlines()[0].strip()
+    # session s_8f2c, sent with Ada's token (an agent's: the commands left out)
+    golden = AEP_FIXTURES / "golden" / "golden.jsonl"
+    events = team_bridge.config.parent / "ada.jsonl"
+    lines = golden.read_text().splitlines()
+    events.write_text("\n".join(x for x in lines if '"type":"control.' not in x) + "\n")
+    status, _, err = await client(team_bridge, "emit", str(events), "--token", ada)
+    assert status == 0, err
+
+    status, out, err = await client(team_bridge, "away", "on", "--token", ada)
+    assert status == 0, err
+    assert "ada's sessions are away" in out
+    assert "  ada: away (their switch)" in out
+    status, out, _ = await client(team_bridge, "status")
+    assert "away: off" in out  # not everywhere
+    assert "away (ada's switch)" in out
+
+    status, out, err = await client(team_bridge, "away", "off", "--token", ada, "--person", "bob")
+    assert status == 2
+    assert "a token switches its own person's away (ada), not bob's" in err
+    status, out, err = await client(team_bridge, "away", "off", "--token", ada)
+    assert status == 0, err
+    assert "ada's sessions are back" in out

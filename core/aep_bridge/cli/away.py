@@ -105,6 +105,8 @@ def away(
             file=sys.stderr,
         )
         return EXIT_VIOLATIONS if reply.status_code == 404 else EXIT_USAGE
+    switched = state.get("person")
+    person = person or (switched if isinstance(switched, str) else None)
     if person is not None:
         said = f"{person}'s sessions are " + ("away" if on else "back")
     elif session is None:

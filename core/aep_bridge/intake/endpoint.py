@@ -74,6 +74,8 @@ class AwayProvider(Protocol):
         self, on: bool, session: str | None, by: str, person: str | None = None
     ) -> list[str]: ...
 
+    def refusal(self, name: str, session: str | None, person: str | None) -> str | None: ...
+
 
 def _problem(status: int, error: str, detail: str, **extra: Any) -> JSONResponse:
     return JSONResponse({"error": error, "detail": detail, **extra}, status_code=status)
@@ -279,10 +281,15 @@ class Endpoint:
 
     async def away_switch(self, request: Request) -> Response:
         """`POST /away` `{"on": bool, "session": <id or null>}` (`aep-bridge away`): switch a
-        session (the bridge's id or the AEP session id) or, with null, every session."""
-        refused = self._refuse_foreign(request) or self._refuse(request, always=True, admin=True)
+        session (the bridge's id or the AEP session id) or, with null, every session. A
+        named token that is not an admin's switches only its own person (`people`), which
+        is what null means for it, or a session it owns (`AwayState.refusal`)."""
+        refused = self._refuse_foreign(request) or self._refuse(request, always=True)
         if refused is not None:
             return refused
+        principal = self._principal(request.headers, request.query_params)
+        if principal is None:  # `_refuse(always=True)` let nobody through without a token
+            return _problem(403, "forbidden", "the token is not valid for this bridge")
         if self.away is None:
             return _problem(404, "not-found", "this endpoint has no bridge behind it")
         body = await read_body(request, MAX_AWAY_BODY)
@@ -301,8 +308,16 @@ class Endpoint:
                 return _problem(400, "bad-request", usage)
         if session is not None and person is not None:
             return _problem(400, "bad-request", "name a session or a person, not both")
+        by = "aep-bridge away"
+        if principal.role != "admin":
+            why = self.away.refusal(principal.name, session, person)
+            if why is not None:
+                return _problem(403, "unauthorized", why)
+            by = f"aep-bridge away ({principal.name})"
+            if session is None:
+                person = principal.name
         try:
-            switched = self.away.switch(asked["on"], session, "aep-bridge away", person)
+            switched = self.away.switch(asked["on"], session, by, person)
         except KeyError:
             if person is not None:
                 return _problem(
@@ -311,7 +326,7 @@ class Endpoint:
             return _problem(
                 404, "unknown-session", "the bridge knows no such session (`aep-bridge status`)"
             )
-        return JSONResponse({**self.away.describe(), "switched": switched})
+        return JSONResponse({**self.away.describe(), "switched": switched, "person": person})
 
     async def token_revoked(self, request: Request) -> Response:
         """`POST /tokens/revoked` `{"name": ...}` (`aep-bridge token revoke`, which revoked
