@@ -103,11 +103,12 @@ class WebChannel(ChannelAdapter[WebConfig]):
         self._away_task = asyncio.create_task(self._follow_away(), name="web-away")
 
     def away_shown(self) -> dict[str, Any]:
-        """Away mode as the page shows it: the everywhere switch and this page's sessions."""
-        described = self.core.away_state()
+        """Away mode as the page shows it: the everywhere switch, the signed-in person's own
+        (`person`, when `people` maps the page's user) and this page's sessions."""
+        described = self.core.away_state(self.user)
         shown = self.board.sessions
         listed = [s for s in described.get("sessions", []) if s.get("id") in shown]
-        keep = ("everywhere", "by", "after_minutes", "hold_seconds")
+        keep = ("everywhere", "by", "after_minutes", "hold_seconds", "person")
         return {**{k: described.get(k) for k in keep}, "sessions": listed}
 
     async def _follow_away(self) -> None:

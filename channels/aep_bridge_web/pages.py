@@ -408,10 +408,14 @@ class Pages:
         code = {ResolutionStatus.NOT_ALLOWED: 403, ResolutionStatus.UNKNOWN: 404}.get(
             resolution.status, 200
         )
+        away = self._away()
+        person = away.get("person")
         where = "everywhere" if target is None else "for this session"
+        if target is None and isinstance(person, dict):
+            where = f"for {person.get('name')}'s sessions"  # `people` maps the page's user
         message = f"Away {'on' if on else 'off'} {where}." if code == 200 else resolution.message
         return JSONResponse(
-            {"status": str(resolution.status), "message": message, "away": self._away()}, code
+            {"status": str(resolution.status), "message": message, "away": away}, code
         )
 
     async def session(self, request: Request, session: PageSession) -> Response:

@@ -107,20 +107,23 @@ class BridgeCore(Protocol):
         """The platform thread this channel created for a session, if any."""
         ...
 
-    def away_state(self) -> dict[str, Any]:
+    def away_state(self, user: ChannelUser | None = None) -> dict[str, Any]:
         """Away mode (docs/agents.md#steer-from-your-phone), as `GET /away` gives it:
         `everywhere`, `after_minutes`, `hold_seconds`, and `sessions`, each with its `id`
-        (the session id this channel is given), `away`, `why` and its own `switch`.
-        (Contract 1.2.)"""
+        (the session id this channel is given), `away`, `why` and its own `switch`; for a
+        `user` the config's `people` maps to a person, `person`: `{"name", "switch": null |
+        bool, "by"}`, that person's own switch. (Contract 1.2.)"""
         ...
 
     async def set_away(
         self, on: bool, user: ChannelUser, *, session_id: str | None = None
     ) -> Resolution:
         """Switch away mode for one session, or with None every session (which clears the
-        sessions' own switches), for `user`: only an approver of this channel may
-        (`not_allowed` otherwise, logged as a refused press, nothing changed); `unknown` for
-        a session the bridge does not know; `accepted` when done. (Contract 1.2.)"""
+        sessions' own switches) or, for a `user` the config's `people` maps to a person,
+        that person's own switch (the sessions they own), for `user`: only an approver of
+        this channel may (`not_allowed` otherwise, logged as a refused press, nothing
+        changed); `unknown` for a session the bridge does not know; `accepted` when done.
+        (Contract 1.2.)"""
         ...
 
     def state(self, channel: str) -> ChannelState:

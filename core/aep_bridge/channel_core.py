@@ -18,6 +18,7 @@ from .attention_records import Request
 from .away import AwayState
 from .chat import ChatCommands
 from .outbox import Outbox, Priority
+from .people import People
 from .sessions import SessionRecord, Sessions
 from .types import (
     ChannelConfig,
@@ -87,8 +88,17 @@ class ChannelCore:
     def thread_id(self, channel: str, session_id: str) -> str | None:
         return self._bridge.thread_id(channel, session_id)
 
-    def away_state(self) -> dict[str, Any]:
-        return self._bridge.away.describe()
+    def away_state(self, user: ChannelUser | None = None) -> dict[str, Any]:
+        described = self._bridge.away.describe()
+        person = None if user is None else self._bridge.people.person_of(self._channel, user.id)
+        if person is not None:
+            own = described["people"].get(person)
+            described["person"] = {
+                "name": person,
+                "switch": None if own is None else own["away"],
+                "by": None if own is None else own["by"],
+            }
+        return described
 
     async def set_away(
         self, on: bool, user: ChannelUser, *, session_id: str | None = None
@@ -105,9 +115,13 @@ class ChannelCore:
                 why,
             )
             return Resolution(status=ResolutionStatus.NOT_ALLOWED, reason=why)
+        # the everywhere switch of someone `people` maps is their own switch (as /away is)
+        person = None
+        if session_id is None:
+            person = self._bridge.people.person_of(self._channel, user.id)
         try:
             self._bridge.away.set(
-                on, session_id=session_id, by=f"{user.display} on {self._channel}"
+                on, session_id=session_id, by=f"{user.display} on {self._channel}", person=person
             )
         except KeyError:
             return Resolution(status=ResolutionStatus.UNKNOWN, reason="no such session")
@@ -202,6 +216,7 @@ class _Bridge(Protocol):
 
     attention: Attention
     away: AwayState
+    people: People
     sessions: Sessions
     chat: ChatCommands
     stopping: asyncio.Event

@@ -721,9 +721,15 @@ function automatic() {
 function renderAway() {
   if (!away) return;
   document.getElementById("away-all-box").hidden = false;
-  showSwitch(document.getElementById("away-all"), away.everywhere);
-  const all = away.everywhere ? ["away: everywhere"] : [automatic() || "not away"];
-  if (away.everywhere && away.by) all.push(`by ${away.by}`);
+  // signed in as a person (`people`): the header's switch is theirs, for the sessions they own
+  const person = away.person && away.person.switch !== null ? away.person : null;
+  const on = person ? person.switch : away.everywhere;
+  showSwitch(document.getElementById("away-all"), on);
+  const all = person
+    ? [`${on ? "away" : "not away"}: ${person.name}'s switch`]
+    : away.everywhere ? ["away: everywhere"] : [automatic() || "not away"];
+  if (person && person.by) all.push(`by ${person.by}`);
+  else if (!person && away.everywhere && away.by) all.push(`by ${away.by}`);
   document.getElementById("away-all-why").textContent = all.join(", ");
   const box = document.getElementById("away-session-box");
   const mine = current ? away.sessions.find((s) => s.id === current) : null;

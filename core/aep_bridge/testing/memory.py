@@ -145,8 +145,9 @@ class FakeCore:
     def thread_id(self, channel: str, session_id: str) -> str | None:
         return self.threads.get((channel, session_id))
 
-    def away_state(self) -> dict[str, Any]:
-        """The shape of the real core's (`AwayState.describe`), for the sessions switched."""
+    def away_state(self, user: ChannelUser | None = None) -> dict[str, Any]:
+        """The shape of the real core's (`AwayState.describe`), for the sessions switched
+        (no `people` here: `user` changes nothing)."""
         sessions = [
             {"id": sid, "away": on, "why": "session" if on else None, "switch": on}
             for sid, on in self.away_sessions.items()

@@ -652,3 +652,29 @@ async def test_a_signed_in_non_approver_cannot_switch_away_mode(
     assert reply.json()["status"] == "not_allowed"
     assert _bridge_away(running)["everywhere"] is False
     assert "refused away on on web from local" in caplog.text
+
+
+async def test_a_page_signed_in_as_a_person_switches_that_persons_away(
+    bridge: BridgeFixture, caplog: pytest.LogCaptureFixture, client: httpx.AsyncClient
+) -> None:
+    """`people` maps the page's user (`local`) to ada: the header's switch is hers, not
+    everywhere's (as her `/away` in a chat is)."""
+    caplog.set_level(logging.INFO, logger="aep_bridge.web")
+    people = {"ada": {"web": "local"}}
+    running = await bridge.start("web", {"approvers": ["local"]}, settings={"people": people})
+    match = SIGN_IN.search(caplog.text)
+    assert match
+    page = Page(running, client)
+    await page.sign_in(match.group(1))
+    reply = await _switch(page, {"on": True})
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["message"] == "Away on for ada's sessions."
+    bridge_away = _bridge_away(running)
+    assert bridge_away["everywhere"] is False  # nobody else's agents are held
+    assert bridge_away["people"] == {"ada": {"away": True, "by": "you on web"}}
+    away = (await page.get("api/away")).json()
+    assert (away["everywhere"], away["person"]["switch"]) == (False, True)
+
+    reply = await _switch(page, {"on": False})
+    assert reply.json()["message"] == "Away off for ada's sessions."
+    assert _bridge_away(running)["people"] == {"ada": {"away": False, "by": "you on web"}}
