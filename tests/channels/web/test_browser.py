@@ -119,9 +119,19 @@ class Web:
 
 @pytest.fixture
 async def web(tmp_path: Path) -> AsyncIterator[Web]:
+    async with running_web(tmp_path) as running:
+        yield running
+
+
+@contextlib.asynccontextmanager
+async def running_web(tmp_path: Path, **settings: Any) -> AsyncIterator[Web]:
+    """The bridge with the web channel and a browser; `settings` more of the config file."""
     port = free_port()
     channels = {"web": {"approvers": ["local"], "capture": "redacted"}}
-    bridge = BridgeProcess(write_config(tmp_path, port, channels), tmp_path / "bridge.log")
+    config = write_config(tmp_path, port, channels)
+    if settings:
+        config.write_text(json.dumps({**json.loads(config.read_text()), **settings}))
+    bridge = BridgeProcess(config, tmp_path / "bridge.log")
     base = f"http://127.0.0.1:{port}"
     await bridge.start(base)
     try:
@@ -815,3 +825,27 @@ async def test_the_demo_is_answered_in_the_browser(web: Web, tmp_path: Path):
         if demo.returncode is None:
             demo.kill()
             await demo.wait()
+
+
+# -- away mode, signed in as a person (issue 33, issue 34) -----------------------------------
+
+
+async def test_the_header_switch_of_a_person_s_page_is_their_own(tmp_path: Path):
+    async with running_web(tmp_path, people={"ada": {"web": "local"}}) as web:
+        page = await web.signed_in()
+        switch = page.locator("#away-all")
+        await expect(switch).to_have_text("Away: off")
+        await switch.click()
+        await expect(switch).to_have_text("Away: on")
+        await expect(page.locator("#away-all-why")).to_have_text(
+            "away: ada's switch, by you on web"
+        )
+        state = httpx.get(
+            f"{web.base}/away", headers={"Authorization": f"Bearer {web.token}"}
+        ).json()
+        assert (state["everywhere"], state["people"]["ada"]["away"]) == (False, True)
+        await switch.click()
+        await expect(switch).to_have_text("Away: off")
+        await expect(page.locator("#away-all-why")).to_have_text(
+            "not away: ada's switch, by you on web"
+        )
