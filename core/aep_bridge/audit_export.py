@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import IO, Any, Final, Literal
 
 from .store import AuditRow, Store
+from .store.audit import AUDIT_COLUMNS
 
 Format = Literal["jsonl", "csv", "ocsf"]
 FORMATS: Final = ("jsonl", "csv", "ocsf")
@@ -37,24 +38,8 @@ _ACTIVITY: Final = {
 #: AEP-0005 §4.4
 _SEVERITY: Final = {"debug": 1, "info": 1, "notice": 2, "warning": 3, "error": 4, "critical": 5}
 _CAPTURE_RANK: Final = {"none": 0, "metadata": 1, "redacted": 2, "full": 3}
-CSV_COLUMNS: Final = (
-    "id",
-    "time",
-    "kind",
-    "session_id",
-    "session",
-    "principal",
-    "channel",
-    "message_id",
-    "actor_id",
-    "actor_name",
-    "request_id",
-    "answer",
-    "command_id",
-    "ack",
-    "data",
-    "envelope",
-)
+#: the CSV header: the record's id, then the columns as the store keeps them
+CSV_COLUMNS: Final = ("id", *AUDIT_COLUMNS)
 
 
 class AuditUsageError(ValueError):
