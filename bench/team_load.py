@@ -866,8 +866,8 @@ def section(r: dict[str, Any]) -> list[str]:
     lines = [
         HEADING,
         "",
-        "Provisional, measured beside other work (five engineers' builds and tests on the "
-        "same two cores); the merge re-runs it on a quiet machine. "
+        "Two cores and nothing else running: the bridge on one, the load generator (the agents) "
+        "and the fakes on the other. "
         f"{shape.connections} agent connections, {shape.sessions} sessions, "
         f"{shape.seconds:.0f} s of load, agents at `{r['target']}`: "
         f"{r['sent']:,} events sent ({r['rate']:,.0f} a second of the {r['intended']:,.0f} "
