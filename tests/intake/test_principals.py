@@ -229,3 +229,31 @@ async def test_a_token_revoked_behind_the_bridges_back_is_cut_within_a_minute(tm
         with pytest.raises(AgentError) as closed:
             await asyncio.wait_for(ada.next_command(), 5)
         assert closed.value.code == "closed"
+
+
+async def test_a_token_revoked_and_made_again_under_its_name_cuts_the_old_ones_connections(
+    tmp_path,
+):
+    """`token revoke ada` then `token create ada` before the bridge hears of it: the old
+    token's connection is cut (by the upkeep and by the revoke request alike), the new
+    token's is not: a connection answers for the token it presented, not for its name."""
+    async with bridge_on(tmp_path) as served, agent(served, ADA) as old:
+        await old.emit("session.started", {})
+        store = served.hub.store
+        assert store is not None
+        assert store.revoke_token("ada")
+        again = "ada-token-" + "c" * 32
+        store.create_token("ada", "agent", digest(again), None)
+        served.hub.maintain()
+        with pytest.raises(AgentError) as closed:
+            await asyncio.wait_for(old.next_command(), 5)
+        assert closed.value.code == "closed"
+        async with agent(served, again) as new:
+            await new.emit("session.started", {})
+            async with httpx.AsyncClient() as client:
+                asked = await client.post(
+                    f"{served.http}/tokens/revoked",
+                    json={"name": "ada"},
+                    headers={"Authorization": f"Bearer {TOKEN}"},
+                )
+            assert asked.json() == {"name": "ada", "closed": 0}  # the live one stays

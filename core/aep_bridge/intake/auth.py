@@ -254,9 +254,10 @@ class AuthPolicy:
         if hmac.compare_digest(presented.encode(), self.token.encode()):
             return LOCAL
         if self.tokens is not None:
-            named = self.tokens.token_named(digest(presented))
+            presented_digest = digest(presented)
+            named = self.tokens.token_named(presented_digest)
             if named is not None and named[1] in ROLES:
-                return Principal(named[0], check_role(named[1]))
+                return Principal(named[0], check_role(named[1]), presented_digest)
         return None
 
     def check(self, header: str | None, query_token: str | None) -> bool:

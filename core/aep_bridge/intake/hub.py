@@ -654,11 +654,16 @@ class Hub:
                 pending.future.set_result(event)
 
     def revoked(self, name: str) -> int:
-        """`name`'s token was revoked: end its connections now (WebSocket, SSE); how many."""
+        """`name`'s token was revoked: end now the connections (WebSocket, SSE) that came
+        in with a token of that name the store no longer takes (a token made again under
+        the same name keeps its own); how many."""
         gone = [
             p
             for p in self._participants.values()
-            if p.principal is not None and p.principal.name == name and p.kind != "local"
+            if p.principal is not None
+            and p.principal.name == name
+            and p.kind != "local"
+            and not self._token_live(p.principal.token_digest)
         ]
         for participant in gone:
             if participant.cut is not None:
@@ -666,14 +671,23 @@ class Hub:
             self.leave(participant)
         return len(gone)
 
+    def _token_live(self, token_digest: str | None) -> bool:
+        """Whether the named token a connection presented is still taken (no store, or no
+        named token: nothing to revoke)."""
+        if token_digest is None or self.store is None:
+            return True
+        return self.store.token_named(token_digest) is not None
+
     def sweep_revoked(self) -> None:
         """End the connections of named tokens the store no longer takes (revoked while
         the bridge could not be told: `maintain` runs it once a minute)."""
-        assert self.store is not None
-        named = {p.principal.name for p in self._participants.values() if p.principal}
+        named = {
+            p.principal.name
+            for p in self._participants.values()
+            if p.principal is not None and not self._token_live(p.principal.token_digest)
+        }
         for name in sorted(named - RESERVED):
-            if not self.store.token_live(name):
-                log.info("token %s revoked: %d connection(s) closed", name, self.revoked(name))
+            log.info("token %s revoked: %d connection(s) closed", name, self.revoked(name))
 
     # -- introspection ----------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, Literal
 
 Role = Literal["agent", "reader", "admin"]
@@ -35,6 +35,9 @@ class Principal:
 
     name: str
     role: Literal["agent", "reader", "admin"]
+    #: the digest of the named token presented (None: the bridge's own, or none): a
+    #: connection is cut when this token is no longer live, even if its name is live again
+    token_digest: str | None = field(default=None, compare=False)
 
     @property
     def emits(self) -> bool:
