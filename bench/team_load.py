@@ -867,7 +867,7 @@ def section(r: dict[str, Any]) -> list[str]:
         HEADING,
         "",
         "Two cores and nothing else running: the bridge on one, the load generator (the agents) "
-        "and the fakes on the other. "
+        "and the fakes on the other (provisional until the generator has cores of its own). "
         f"{shape.connections} agent connections, {shape.sessions} sessions, "
         f"{shape.seconds:.0f} s of load, agents at `{r['target']}`: "
         f"{r['sent']:,} events sent ({r['rate']:,.0f} a second of the {r['intended']:,.0f} "
