@@ -64,7 +64,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -827,12 +827,12 @@ def main(
     url: str | None = None,
     port: int | None = None,
     ca_file: str | None = None,
+    shape: Shape | None = None,
 ) -> dict[str, Any]:
     started = time.monotonic()
+    shape = shape or (QUICK if quick else FULL)
     with tempfile.TemporaryDirectory(prefix="aep-bench-team-") as tmp:
-        found = asyncio.run(
-            run(Path(tmp), QUICK if quick else FULL, url=url, port=port, ca_file=ca_file)
-        )
+        found = asyncio.run(run(Path(tmp), shape, url=url, port=port, ca_file=ca_file))
     print(f"team load benchmark: {time.monotonic() - started:.0f} s", flush=True)
     print("the bridge's log, its end:\n" + found["tail"])
     for name, x in found["platforms"].items():
@@ -949,13 +949,35 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--url", help="where the agents connect (default: the bridge's socket)")
     parser.add_argument("--port", type=int, help="the bridge's port (for a proxy in front)")
     parser.add_argument("--ca-file", help="a CA certificate to trust for a wss:// --url")
+    parser.add_argument(
+        "--connections", type=int, help="agent connections of 10 sessions (printed, not recorded)"
+    )
+    parser.add_argument("--seconds", type=float, help="seconds of load (printed, not recorded)")
+    parser.add_argument("--drain", type=float, help="seconds the channels may take after it")
     return parser.parse_args()
+
+
+def _shape(arguments: argparse.Namespace) -> Shape | None:
+    """The full run's shape with what the command line changed, or None when it changed
+    nothing (a run of another size is printed, never recorded)."""
+    changes = {
+        name: value
+        for name, value in (
+            ("connections", arguments.connections),
+            ("seconds", arguments.seconds),
+            ("drain", arguments.drain),
+        )
+        if value is not None
+    }
+    return replace(FULL, **changes) if changes else None
 
 
 if __name__ == "__main__":
     arguments = _arguments()
-    if arguments.quick:  # a smoke test: printed, not recorded
-        print("\n".join(section(main(True, arguments.url, arguments.port, arguments.ca_file))))
+    resized = _shape(arguments)
+    if arguments.quick or resized is not None:  # a smoke test or another size: printed only
+        found = main(arguments.quick, arguments.url, arguments.port, arguments.ca_file, resized)
+        print("\n".join(section(found)))
         sys.exit(0)
     results.run_alone(
         HEADING,

@@ -228,7 +228,12 @@ class Bridge(EventMirror, QuestionCards):
             except Exception as exc:
                 self._start_failed(resolved.name, exc)
                 continue
-            outbox = Outbox(adapter, self.store, on_sent=self._sent, **self._outbox_options)
+            outbox = Outbox(
+                adapter,
+                self.store,
+                on_sent=self._sent,
+                **{"merge_waiting": True, **self._outbox_options},
+            )
             channel = Channel(resolved.name, adapter, resolved.config, outbox)
             try:
                 await adapter.start()

@@ -994,6 +994,139 @@ async def test_droppable_jobs_go_oldest_first_and_only_over_the_backlog_limit(
     assert adapter.texts() == [f"keep {n}" for n in range(12)]
 
 
+async def test_a_streamed_message_edited_in_place_costs_the_shedding_heap_one_item(
+    vt: VirtualTime, store: Store
+) -> None:
+    """A text streamed in 3,000 edits of one keyed, droppable message is one job: the heap of
+    what may be shed keeps one item for it. Each edit used to push another, and past the
+    backlog mark the heap was rebuilt, still too big, at every submit: the team load bench's
+    bridge spent more than half of its core there (bench/RESULTS.md, team load)."""
+    adapter = Recorder(vt, RateLimits(per_chat=RateLimit(count=1, per_seconds=1)))
+    outbox = outbox_for(adapter, store, max_backlog=100)
+    for n in range(3_000):
+        outbox.submit(message("g/s", f"streamed {n}", key="reply-1", droppable=True))
+    assert outbox.backlog == 1
+    assert len(outbox._droppable) == 1  # the heap behind `_shed` (private: no public measure)
+    await outbox.start()
+    await drain(outbox)
+    assert adapter.texts() == ["streamed 2999"]
+    await outbox.stop()
+
+
+async def test_a_call_that_arrives_late_spaces_the_next_from_its_arrival(
+    vt: VirtualTime, store: Store
+) -> None:
+    """The platform counts a call when it arrives. The first post here reaches the platform
+    0.4 s after the outbox sent it (a busy loop, a slow link): the next must still arrive a
+    whole window after it, or Slack answers 429 (the team load bench met three)."""
+    slack = RateLimits(per_chat=RateLimit(count=1, per_seconds=1.1))
+    adapter = Recorder(vt, slack)
+    arrived: list[float] = []
+
+    async def late_then_on_time(call: Call) -> None:
+        if not arrived:
+            await vt.sleep(0.4)
+        arrived.append(vt.now)
+
+    adapter.block = late_then_on_time
+    outbox = outbox_for(adapter, store)
+    for n in range(3):
+        outbox.submit(message("g/s", f"post {n}"))
+    await outbox.start()
+    await drain(outbox)
+    await outbox.stop()
+    assert adapter.texts() == ["post 0", "post 1", "post 2"]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(arrived)]
+    assert min(gaps) >= 1.1 - 1e-9, arrived
+
+
+# -- what waits merges when its slot comes (`merge_waiting`) --------------------------------
+
+SLACK_PACE = RateLimits(per_chat=RateLimit(count=1, per_seconds=1.1))
+
+
+async def test_a_busy_thread_s_lines_go_together_when_their_slot_comes(
+    vt: VirtualTime, store: Store
+) -> None:
+    """An agent replying five times a second into a channel that takes one post a 1.1 s:
+    each post carries every line that waited for it, in order, so the thread keeps up
+    instead of falling a slot a line behind. Nothing lost, nothing twice."""
+    adapter = Recorder(vt, SLACK_PACE, max_length=4_000)
+    outbox = outbox_for(adapter, store, merge_waiting=True)
+    await outbox.start()
+    lines = [f"line {n}" for n in range(50)]
+    for n, line in enumerate(lines):
+        vt.at(n * 0.2, lambda line=line: outbox.submit(message("g/s", line)))
+    await asyncio.wait_for(vt.sleep(11.0), HANG)
+    await drain(outbox)
+    await outbox.stop()
+    shown = [line for call in adapter.calls for line in call.text.split("\n\n")]
+    assert shown == lines
+    assert len(adapter.calls) <= 11  # 10 s of lines at the platform's pace, not 50 posts
+    assert adapter.calls[-1].at <= 10.0 + 1.1  # the last line waited one slot at most
+    assert busiest(adapter.calls, lambda c: c.chat, 1.1) <= 1
+
+
+async def test_lines_of_other_kinds_and_keyed_messages_keep_their_own_posts(
+    vt: VirtualTime, store: Store
+) -> None:
+    """Only alike plain messages merge: a thought, a keyed (later edited) tool line and a
+    notifying reply each keep a post of their own, in their place."""
+    adapter = Recorder(vt, SLACK_PACE, max_length=4_000)
+    outbox = outbox_for(adapter, store, merge_waiting=True)
+    outbox.submit(message("g/s", "reply 1"))
+    outbox.submit(message("g/s", "reply 2"))
+    outbox.submit(message("g/s", "thinking", type="thought"))
+    outbox.submit(message("g/s", "tool: running", key="tool-1"))
+    outbox.submit(message("g/s", "reply 3"))
+    outbox.submit(message("g/s", "reply 4"))
+    await outbox.start()
+    await drain(outbox)
+    await outbox.stop()
+    assert adapter.texts() == [
+        "reply 1\n\nreply 2",
+        "thinking",
+        "tool: running",
+        "reply 3\n\nreply 4",
+    ]
+
+
+async def test_a_merged_post_killed_in_flight_is_sent_once_as_merged_after_a_restart(
+    vt: VirtualTime, store: Store
+) -> None:
+    """The merge is written before the call goes: a process killed mid-call sends the
+    merged post again after its restart, never its lines one by one as well."""
+    first = Recorder(vt, SLACK_PACE, max_length=4_000)
+    hang = asyncio.Event()
+    first.block = lambda call: hang.wait()
+    outbox = outbox_for(first, store, merge_waiting=True)
+    for n in range(4):
+        outbox.submit(message("g/s", f"line {n}"))
+    await outbox.start()
+    await asyncio.wait_for(_until(lambda: len(first.attempts) == 1), HANG)
+    await outbox.stop(flush_timeout=0)
+    assert rows(store) == 1  # the merged post, in the first line's row
+    second = Recorder(vt, SLACK_PACE, max_length=4_000)
+    restarted = outbox_for(second, store, merge_waiting=True)
+    await restarted.start()
+    await drain(restarted)
+    await restarted.stop()
+    assert second.texts() == ["line 0\n\nline 1\n\nline 2\n\nline 3"]
+
+
+async def test_a_channel_without_limits_shows_each_message_as_sent(
+    vt: VirtualTime, store: Store
+) -> None:
+    adapter = Recorder(vt, RateLimits())
+    outbox = outbox_for(adapter, store, merge_waiting=True)
+    for n in range(4):
+        outbox.submit(message("g/s", f"line {n}"))
+    await outbox.start()
+    await drain(outbox)
+    await outbox.stop()
+    assert adapter.texts() == [f"line {n}" for n in range(4)]
+
+
 # -- immediate calls -------------------------------------------------------------------
 
 
@@ -1070,8 +1203,9 @@ async def test_a_heads_up_and_chatter_wait_while_cards_of_the_session_are_still_
     vt: VirtualTime, store: Store
 ) -> None:
     """Telegram, a slow network: each card takes 1.5 s to post, longer than the chat's 1 s
-    slot. The slot that frees while a card is in flight is the next card's, not the
-    heads-up's or the chatter's."""
+    slot. The platform may count a card as late as its answer, so the next call goes a slot
+    after that answer; the slot that frees is the next card's, not the heads-up's or the
+    chatter's."""
     adapter = Recorder(vt, forum=True)
     adapter.block = lambda call: vt.sleep(1.5) if call.op == "send_permission_request" else None
     outbox = outbox_for(adapter, store)
@@ -1088,7 +1222,7 @@ async def test_a_heads_up_and_chatter_wait_while_cards_of_the_session_are_still_
     await drain(outbox)
     made = adapter.attempts  # in the order the calls were made (a card returns 1.5 s later)
     assert [c.text for c in made[:4]] == ["card 0", "card 1", "card 2", "asks permission"]
-    assert [c.at for c in made[:4]] == [0.0, 1.5, 3.0, 4.0]
+    assert [c.at for c in made[:4]] == [0.0, 2.5, 5.0, 6.0]
     assert len(adapter.calls) == 10
     assert busiest(adapter.attempts, lambda c: c.chat, 1) <= 1
 

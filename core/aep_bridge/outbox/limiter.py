@@ -97,6 +97,25 @@ class Limiter:
             self.tokens = max(0.0, self._tokens(now) - 1)
             self.updated = now
 
+    def settle(self, sent: float, now: float) -> None:
+        """Count the call taken at `sent` as made at `now`, when its answer came.
+
+        The platform counts a call when it arrives, which is at most when it answers: a call
+        that waited on a busy loop or a slow connection between its send and its arrival would
+        otherwise leave the next one too close behind it, and meet a 429. Counting from the
+        answer makes the pace exact whatever the lag, at the cost of one round trip a window.
+        """
+        log = self.log
+        for index in range(len(log) - 1, -1, -1):
+            if log[index] == sent:
+                if now > sent:
+                    log[index] = now
+                    if index + 1 < len(log) and log[index + 1] < now:
+                        self.log = deque(sorted(log), maxlen=log.maxlen)
+                return
+            if log[index] < sent:
+                return  # aged out of the log already (a later call filled the window)
+
     def delays(self, now: float, waiting: list[float]) -> bool:
         """Whether a call now makes any of the calls `waiting` (each wanting a slot from the
         time given, served earliest first) go later than it would without it."""

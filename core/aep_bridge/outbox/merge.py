@@ -1,6 +1,8 @@
-"""What a card's thread says before it, in as few calls as fit: the plain messages queued
-ahead of a card are merged into one where the platform's one-message limit allows, so the
-context a person reads above a question costs about one call, not one per line.
+"""What a thread says, in as few calls as fit: plain messages queued one after another in a
+session's lane are merged into one where the platform's one-message limit allows. Ahead of a
+card (`plan`), so the context a person reads above a question costs about one call, not one
+per line; and when a message's slot comes (`at_head`), so a busy agent's lines that waited for
+the platform's pace go out together rather than one a slot, falling ever further behind.
 
 Only messages that look alike on every channel merge: `send_message` jobs of one type (a
 reply, a thought, a system line or an unkeyed tool line: `MERGING`), with the same
@@ -115,3 +117,27 @@ def plan(
         run.append((entry, message))
     close()
     return merges
+
+
+#: how far into a lane `at_head` looks for messages to merge into the one going out
+HEAD_SCAN: Final = 64
+
+
+def at_head(
+    entries: Iterable[Entry], limit: int, unit: LengthUnit, size: markup.Measure
+) -> Merge | None:
+    """The merge of the first of `entries` (a lane's, in order: the one whose slot came)
+    with the alike messages queued right behind it, or None when nothing merges into it."""
+    run: list[Entry] = []
+    for entry in entries:
+        if entry.dead:
+            continue
+        if _message(entry) is None or len(run) == HEAD_SCAN:
+            break
+        run.append(entry)
+    if len(run) < 2:
+        return None
+    merges = plan(run, limit, unit, size)
+    if not merges or merges[0].into is not run[0]:
+        return None
+    return merges[0]

@@ -194,11 +194,17 @@ class Queue:
         if not self._sheds:
             return
         if len(self._droppable) > 2 * self._queued + 64:  # forget stale heap items
-            self._droppable = [
-                item
-                for item in self._droppable
-                if item[2].droppable and not item[2].dead and not item[2].in_flight
-            ]
+            # once each: with a duplicate left in, the heap could stay over the mark, and
+            # this pass would run again at every submit (it took most of a loaded core)
+            seen: set[int] = set()
+            kept = []
+            for item in self._droppable:
+                entry = item[2]
+                live = entry.droppable and not entry.dead and not entry.in_flight
+                if live and id(entry) not in seen:
+                    seen.add(id(entry))
+                    kept.append(item)
+            self._droppable = kept
             heapq.heapify(self._droppable)
         over = self._queued - self._max_backlog
         if over <= 0:
@@ -206,10 +212,12 @@ class Queue:
             self._report_shed()
             return
         victims: list[Entry] = []
+        chosen: set[int] = set()
         while over > 0 and self._droppable:
             _, _, entry = heapq.heappop(self._droppable)
-            if entry.dead or entry.in_flight or not entry.droppable or entry in victims:
+            if entry.dead or entry.in_flight or not entry.droppable or id(entry) in chosen:
                 continue
+            chosen.add(id(entry))
             victims.append(entry)
             over -= 1
         if victims:
@@ -285,9 +293,10 @@ class Queue:
 
             def merge() -> None:
                 assert target is not None
+                queued = target.droppable  # already in the heap: a second item would be stale
                 target.job, target.args = job, args
                 target.group = group
-                if job.droppable:
+                if job.droppable and not queued:
                     self._push_droppable(target)
                 self._stats["coalesced"] += 1
 

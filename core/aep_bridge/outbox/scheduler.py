@@ -34,7 +34,7 @@ from .jobs import Job, Priority, arguments, card_key, fit, outcome_key
 from .journal import Journal
 from .lanes import Entry, Lane, LaneKey
 from .limiter import Limiter, Limits, owe, spare
-from .merge import plan
+from .merge import at_head, plan
 from .queue import HIGH_WATER, LOW_WATER, Queue
 
 log = logging.getLogger(__name__)
@@ -78,6 +78,9 @@ class Outbox(Queue):
     `clock` and `sleep` are injectable so that tests and benchmarks run on simulated time.
     `concurrency` bounds the calls in flight at once (each thread still has at most one);
     `rng` drives the backoff jitter; `on_sent(channel, job)` is told of every job delivered.
+    With `merge_waiting` (the bridge sets it), on a channel that declares a limit on posts,
+    the plain messages waiting behind one whose slot came go in it (`merge.at_head`): a busy
+    agent's thread keeps up with the platform's pace instead of falling a slot a line behind.
     """
 
     def __init__(
@@ -92,6 +95,7 @@ class Outbox(Queue):
         concurrency: int = 8,
         rng: random.Random | None = None,
         on_sent: Callable[[str, Job], None] | None = None,
+        merge_waiting: bool = False,
     ) -> None:
         if max_backlog < 0 or max_attempts < 1 or concurrency < 1:
             raise ValueError("max_backlog >= 0, max_attempts >= 1 and concurrency >= 1")
@@ -101,6 +105,8 @@ class Outbox(Queue):
         self._concurrency = concurrency
         self._rng = rng or random.Random()
         self._on_sent = on_sent
+        #: merge the messages waiting behind one whose slot came (`_merge_behind`)
+        self._merge_waiting = merge_waiting and self._may_merge(adapter)
         self._channel = adapter.instance_name
         capabilities = adapter.capabilities
         self._limits = Limits(
@@ -696,6 +702,8 @@ class Outbox(Queue):
     def _dispatch(self, entry: Entry, now: float, *, helper: bool = False) -> None:
         """Send `entry` now: count it, mark its lane busy, and hand it to a runner (to the
         one picking it, for a `helper`)."""
+        if self._merge_waiting and entry.op == "send_message" and entry.row is not None:
+            self._merge_behind(entry)  # a platform's pace is the limit: its slots carry more
         if entry.group is not None and entry.group == self._store.group:
             if self._journal.pending:  # the deletes of settled calls ride on this commit
                 self._forget_rows()
@@ -727,6 +735,27 @@ class Outbox(Queue):
         self._dispatched += 1
         if self._dispatched % _PRUNE_EVERY == 0:
             self._prune(now)
+
+    @staticmethod
+    def _may_merge(adapter: ChannelAdapter[Any]) -> bool:
+        """Whether a platform's pace binds this channel: it declares a limit on posts."""
+        declared = adapter.capabilities.rate_limits
+        return any((declared.per_chat, declared.per_group, declared.global_))
+
+    def _merge_behind(self, entry: Entry) -> None:
+        """Take the alike messages queued right behind `entry` in its lane into it, as far as
+        one message holds (`merge.at_head`): its slot carries them all. Only where the
+        channel declares a limit: one without shows each message as it was sent. Written before the
+        call goes (the dispatch commits it), so a restart never sends a merged line twice."""
+        lane = self._lanes.get(entry.lane)
+        if lane is None or len(lane.queue) < 2:
+            return
+        merge = at_head(lane.queue, self._max_length, self._unit, self._adapter.measure)
+        if merge is None or merge.into is not entry:
+            return
+        with self._store.transaction(savepoint=False):
+            apply = self._merge([merge])
+        apply()
 
     def _prune(self, now: float) -> None:
         """Forget idle per-chat and per-group limiters and ended pauses."""
@@ -785,6 +814,10 @@ class Outbox(Queue):
             self._sent(entry, lane, result)
         finally:
             if not cancelled:
+                if entry.limiters:  # counted from its answer, not its send (`Limiter.settle`)
+                    now = self._clock()
+                    for limiter in entry.limiters:
+                        limiter.settle(entry.sent_at, now)
                 lane.busy = False
                 self._busy_lanes.discard(entry.lane)
                 self._in_flight -= 1
