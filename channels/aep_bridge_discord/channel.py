@@ -100,6 +100,7 @@ from aep_bridge import (
     OutgoingMessage,
     PermissionOutcome,
     PermissionRequest,
+    Posted,
     PreviewDialect,
     RateLimit,
     RateLimited,
@@ -662,10 +663,11 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
 
     # -- cards -----------------------------------------------------------------------------
 
-    async def send_permission_request(self, session_id: str, request: PermissionRequest) -> None:
+    async def send_permission_request(self, session_id: str, request: PermissionRequest) -> Posted:
         state = self._state()
-        if await self._card(request.id) is not None:
-            return  # sent before (a retry after a restart): do not repeat it
+        known = await self._card(request.id)
+        if known is not None:
+            return self._where(known)  # sent before (a retry after a restart): not again
         text = card_text(request)
         # quiet when its heads-up rings in the notifications channel: one question, one ping
         notify = request.notify or self.config.notifications_channel_id is None
@@ -690,6 +692,14 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
             await state.set(f"cardkey:{card_key(request.id)}", request.id)
         if request.accepts_text and not request.informational:
             await self._open_cards(session_id, add=request.id)
+        return self._where(card)
+
+    def _where(self, card: dict[str, Any]) -> Posted:
+        """Where a card is, for the audit trail: its thread, its message and the link
+        Discord opens it by (`_link`'s)."""
+        thread, message = str(card["thread"]), str(card["message"])
+        link = f"https://discord.com/channels/{self.config.guild_id}/{thread}/{message}"
+        return Posted(chat=thread, message=message, link=link)
 
     async def update_permission_request(
         self, session_id: str, request: PermissionRequest, outcome: PermissionOutcome

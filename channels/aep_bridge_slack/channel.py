@@ -80,6 +80,7 @@ from aep_bridge import (
     OutgoingMessage,
     PermissionOutcome,
     PermissionRequest,
+    Posted,
     PreviewDialect,
     RateLimit,
     RateLimited,
@@ -600,10 +601,11 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         in the card as posted and in every update."""
         return look.measure_card(request)
 
-    async def send_permission_request(self, session_id: str, request: PermissionRequest) -> None:
+    async def send_permission_request(self, session_id: str, request: PermissionRequest) -> Posted:
         state = self.state()
-        if await self.card(request.id) is not None:
-            return  # sent before (a retry after a restart): do not repeat it
+        known = await self.card(request.id)
+        if known is not None:
+            return self._where(known)  # sent before (a retry after a restart): not again
         thread = self._thread(session_id)
         sent = await self._post(self.config.channel_id, look.card_look(request), thread=thread)
         card = {
@@ -619,6 +621,14 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
             await state.set(f"cardkey:{key}", request.id)
         if request.accepts_text and not request.informational:
             await self.open_cards(session_id, add=request.id)
+        return self._where(card)
+
+    def _where(self, card: dict[str, Any]) -> Posted:
+        """Where a card is, for the audit trail: its channel, its `ts`, and its permalink,
+        built without a call (none before `auth.test` gave the workspace's URL)."""
+        channel, ts = str(card["channel"]), str(card["ts"])
+        link = self.permalink(channel, ts, card.get("thread")) if self._url else None
+        return Posted(chat=channel, message=ts, link=link)
 
     async def update_permission_request(
         self, session_id: str, request: PermissionRequest, outcome: PermissionOutcome

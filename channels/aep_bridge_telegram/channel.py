@@ -55,6 +55,7 @@ from aep_bridge import (
     OutgoingMessage,
     PermissionOutcome,
     PermissionRequest,
+    Posted,
     PreviewDialect,
     RateLimit,
     RateLimits,
@@ -504,10 +505,10 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
 
     # -- cards -----------------------------------------------------------------------------
 
-    async def send_permission_request(self, session_id: str, request: PermissionRequest) -> None:
+    async def send_permission_request(self, session_id: str, request: PermissionRequest) -> Posted:
         known = await self._cards.get(request.id)
         if known is not None:  # sent before (a retry after a restart): show it, do not repeat
-            return
+            return self._where(known)
         text = _with_context(request, _card_html(request))  # what led to it, then the card
         keyboard = _keyboard(request, None)
         # quiet when a heads-up for it rings in the Notifications topic: one question, one ping
@@ -516,6 +517,19 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         await self._cards.sent(request.id, card)
         if request.accepts_text or request.fields:
             await self._cards.open_cards(session_id, add=request.id)
+        return self._where(card)
+
+    def _where(self, card: CardRecord) -> Posted:
+        """Where a card is, for the audit trail: its chat and message, and the message's
+        link in a supergroup (`_heads_up_link`'s form; none in a basic group or a DM)."""
+        link = None
+        if self._chat_link is not None:
+            thread = self._thread(card.session)
+            if self._topics and thread is not None:
+                link = f"{self._chat_link}/{thread}/{card.message}"
+            elif not self._topics:
+                link = f"{self._chat_link}/{card.message}"
+        return Posted(chat=str(self.config.chat_id), message=str(card.message), link=link)
 
     async def update_permission_request(
         self, session_id: str, request: PermissionRequest, outcome: PermissionOutcome

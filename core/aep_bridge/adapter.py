@@ -32,6 +32,7 @@ from .types import (
     OutgoingMessage,
     PermissionOutcome,
     PermissionRequest,
+    Posted,
     Resolution,
     SignedPress,
 )
@@ -247,8 +248,13 @@ class ChannelAdapter(ABC, Generic[ConfigT]):
         """Show one message in the session's thread; same `key` means update that card."""
 
     @abstractmethod
-    async def send_permission_request(self, session_id: str, request: PermissionRequest) -> None:
-        """Show a request as a card with one button per option (none if informational)."""
+    async def send_permission_request(
+        self, session_id: str, request: PermissionRequest
+    ) -> Posted | None:
+        """Show a request as a card with one button per option (none if informational).
+        Return where the card is (`Posted`) if you know it, for the audit trail: optional,
+        None is valid. A card sent before (a retry after a restart) is not sent again: return
+        where it is if the channel keeps that, else None."""
 
     @abstractmethod
     async def send_notification(self, notification: NotificationMessage) -> None:

@@ -25,7 +25,7 @@ from .scrub import scrub
 from .sessions import SessionRecord, Sessions
 from .steer import is_instruction_request
 from .store import Store
-from .types import ChannelUser
+from .types import ChannelUser, Posted
 
 log = logging.getLogger("aep_bridge.audit")
 
@@ -71,6 +71,12 @@ def _cut(value: object) -> object:
     return value
 
 
+def _column(data: dict[str, Any], key: str, message_id: str | None) -> object:
+    if key == "message_id" and message_id is not None:
+        return message_id
+    return data.get(key)
+
+
 def _text(value: object) -> str | None:
     if value is None:
         return None
@@ -112,10 +118,12 @@ class AuditLog:
         principal: str | None = None,
         data: dict[str, Any],
         envelope: dict[str, Any] | None = None,
+        message_id: str | None = None,
     ) -> None:
         """Append one record, in the caller's transaction where it has one. The `data` keys
         `channel`, `message_id`, `actor_id`, `actor_name`, `request_id`, `answer`,
-        `command_id`, `ack` and `session` (the AEP session id) are columns too."""
+        `command_id`, `ack` and `session` (the AEP session id) are columns too;
+        `message_id`, when given, fills its column (a posted card's `data.message`)."""
         kept = _cut(data)
         encoded = json.dumps(kept, sort_keys=True, default=str)
         if len(encoded) > MAX_DATA:
@@ -130,7 +138,7 @@ class AuditLog:
             session_id,
             _text(session),
             _text(principal),
-            *(_text(data.get(key)) for key in _COLUMNS),
+            *(_text(_column(data, key, message_id)) for key in _COLUMNS),
             encoded,
             raw,
         )
@@ -182,13 +190,24 @@ class AuditLog:
             envelope=event.to_dict(),
         )
 
-    def posted(self, request: Request, channel: str) -> None:
-        """Its card was posted in `channel` (the platform took it). The platform's message id
-        is the channel's own state, which the core does not see."""
+    def posted(self, request: Request, channel: str, where: Posted | None = None) -> None:
+        """Its card was posted in `channel` (the platform took it), and `where` it is when the
+        channel said (`chat`, `message` (also the `message_id` column), `link`); a channel
+        that returns nothing leaves them out."""
+        data: dict[str, Any] = {
+            "request_id": request.id,
+            "session": request.event.session,
+            "channel": channel,
+        }
+        if where is not None:
+            data.update(chat=where.chat, message=where.message)
+            if where.link is not None:
+                data["link"] = where.link
         self.record(
             QUESTION_POSTED,
             session_id=request.session_id,
-            data={"request_id": request.id, "session": request.event.session, "channel": channel},
+            data=data,
+            message_id=None if where is None else where.message,
         )
 
     def answered(
@@ -304,12 +323,12 @@ class AttentionTrail:
         if self.audit is not None:
             self.audit.asked(request, session, self.principal_of(session))
 
-    def posted(self, request: Request, channel: str) -> None:
+    def posted(self, request: Request, channel: str, where: Posted | None = None) -> None:
         """Told after the platform took the card: a failed write is logged, nothing else."""
         if self.audit is None:
             return
         try:
-            self.audit.posted(request, channel)
+            self.audit.posted(request, channel, where)
         except sqlite3.Error as exc:
             log.error("cannot write to the audit trail: %s", exc)
 

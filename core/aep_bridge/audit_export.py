@@ -3,7 +3,9 @@
 The OCSF form is AEP-0005 §4's projection of the attention lifecycle: a record whose source
 envelope is an `attention.*` event becomes a Detection Finding (2004), built from the envelope
 and, within the metadata capture ceiling (§4.6), its payload; the bridge's own facts (who
-answered in chat, with what command, the agent's acknowledgement) ride `unmapped.aep_bridge`.
+answered in chat, with what command, the agent's acknowledgement) ride `unmapped.aep_bridge`;
+a question's finding (`attention.requested`) lists there the cards its question was shown as
+(`posted`: channel, chat, message, link), from the `question.posted` records.
 Records with no such envelope (a refused press, the answer's command: the control plane,
 which §4.1 does not project, a token) are in the JSON lines and CSV forms only.
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 import csv
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import IO, Any, Final, Literal
 
@@ -38,8 +40,10 @@ _ACTIVITY: Final = {
 #: AEP-0005 §4.4
 _SEVERITY: Final = {"debug": 1, "info": 1, "notice": 2, "warning": 3, "error": 4, "critical": 5}
 _CAPTURE_RANK: Final = {"none": 0, "metadata": 1, "redacted": 2, "full": 3}
-#: the CSV header: the record's id, then the columns as the store keeps them
-CSV_COLUMNS: Final = ("id", *AUDIT_COLUMNS)
+#: where a posted card is (`question.posted`'s data): `message` is the `message_id` column
+_WHERE: Final = ("chat", "link")
+#: the CSV header: the record's id, the columns as the store keeps them, then where a card is
+CSV_COLUMNS: Final = ("id", *AUDIT_COLUMNS, *_WHERE)
 
 
 class AuditUsageError(ValueError):
@@ -72,6 +76,8 @@ def as_json(row: AuditRow) -> dict[str, Any]:
     """One record as the JSON lines form shows it."""
     (rid, when, kind, session_id, session, principal, channel, message_id, actor_id) = row[:9]
     actor_name, request_id, answer, command_id, ack, data, envelope = row[9:]
+    facts = _maybe_json(data)
+    where = facts if isinstance(facts, dict) else {}
     return {
         "id": rid,
         "time": _iso(when),
@@ -81,12 +87,14 @@ def as_json(row: AuditRow) -> dict[str, Any]:
         "principal": principal,
         "channel": channel,
         "message_id": message_id,
+        "chat": where.get("chat"),
+        "link": where.get("link"),
         "actor": {"id": actor_id, "name": actor_name} if actor_id or actor_name else None,
         "request_id": request_id,
         "answer": _maybe_json(answer),
         "command_id": command_id,
         "ack": ack,
-        "data": _maybe_json(data),
+        "data": facts,
         "envelope": None if envelope is None else json.loads(envelope),
     }
 
@@ -105,9 +113,12 @@ def _cell(value: object) -> str:
     return "'" + text if text.startswith(_FORMULA) else text
 
 
-def as_ocsf(row: AuditRow) -> dict[str, Any] | None:
+def as_ocsf(
+    row: AuditRow, posted: Mapping[str, list[dict[str, Any]]] | None = None
+) -> dict[str, Any] | None:
     """One record as an OCSF Detection Finding (AEP-0005 §4), or None when its source
-    envelope is not an attention event (§4.1 projects nothing else of it)."""
+    envelope is not an attention event (§4.1 projects nothing else of it). `posted`: where
+    each question's cards are, by request id (`_posted`), for its `attention.requested`."""
     envelope_raw = row[15]
     if envelope_raw is None:
         return None
@@ -156,8 +167,25 @@ def as_ocsf(row: AuditRow) -> dict[str, Any] | None:
         for key in ("status", "actor_name"):
             if facts["data"].get(key) is not None:
                 unmapped["aep_bridge"][key] = facts["data"][key]
+    cards = (posted or {}).get(facts["request_id"] or "")
+    if kind == "attention.requested" and cards:
+        unmapped["aep_bridge"]["posted"] = cards
     record["unmapped"] = unmapped
     return record
+
+
+def _posted(rows: Iterator[AuditRow]) -> dict[str, list[dict[str, Any]]]:
+    """Where each question's cards went, by request id, from its `question.posted` records:
+    the channel and, when the channel said, the chat, message and link."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        if row[2] != "question.posted" or row[10] is None:
+            continue
+        facts = as_json(row)
+        card = {"channel": facts["channel"], "message": facts["message_id"]}
+        card.update((key, facts[key]) for key in _WHERE)
+        found.setdefault(row[10], []).append({k: v for k, v in card.items() if v is not None})
+    return found
 
 
 def _seconds(iso: str) -> float:
@@ -184,24 +212,31 @@ def export(
     rows = store.audit_rows(since=since, session=session)
     count = 0
     if fmt == "csv":
-        writer = csv.writer(out)
+        # "\n" ends a row: the command's output shows a "\r" as the two characters `\r`
+        # (`terminal.safe_output`), which would end every row's last cell
+        writer = csv.writer(out, lineterminator="\n")
         writer.writerow(CSV_COLUMNS)
         for row in rows:
             cells = list(row)
             cells[1] = _iso(row[1])
             cells[15] = None if row[15] is None else row[15].decode()
+            facts = as_json(row)
+            cells += [facts[key] for key in _WHERE]
             writer.writerow([_cell(cell) for cell in cells])
             count += 1
         return count
-    for record in _records(rows, fmt):
+    posted = _posted(store.audit_rows(since=since, session=session)) if fmt == "ocsf" else {}
+    for record in _records(rows, fmt, posted):
         out.write(json.dumps(record, sort_keys=True) + "\n")
         count += 1
     return count
 
 
-def _records(rows: Iterator[AuditRow], fmt: Format) -> Iterator[dict[str, Any]]:
+def _records(
+    rows: Iterator[AuditRow], fmt: Format, posted: Mapping[str, list[dict[str, Any]]]
+) -> Iterator[dict[str, Any]]:
     for row in rows:
-        record = as_ocsf(row) if fmt == "ocsf" else as_json(row)
+        record = as_ocsf(row, posted) if fmt == "ocsf" else as_json(row)
         if record is not None:
             yield record
 

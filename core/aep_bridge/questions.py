@@ -31,6 +31,7 @@ from .types import (
     OutcomeStatus,
     PermissionOutcome,
     PermissionRequest,
+    Posted,
 )
 
 log = logging.getLogger("aep_bridge")
@@ -282,16 +283,17 @@ class QuestionCards:
             return False
         return decision is True
 
-    def _sent(self, channel: str, job: Job) -> None:
-        """A card was posted: on the audit trail, and tell the agent's side, best effort
-        (`attention.routed`)."""
+    def _sent(self, channel: str, job: Job, result: object = None) -> None:
+        """A card was posted: on the audit trail (with where it is, when the channel's call
+        returned a `Posted`), and tell the agent's side, best effort (`attention.routed`)."""
         if job.op != "send_permission_request":
             return
         request = self.attention.get(str(job.payload["request"]["id"]))
         session = self.sessions.get(request.session_id) if request else None
         if request is None or session is None:
             return
-        self.attention.trail.posted(request, channel)
+        where = result if isinstance(result, Posted) else None
+        self.attention.trail.posted(request, channel, where)
         publish = getattr(self.sources.get(session.stream), "publish", None)
         if publish is None:
             return

@@ -180,6 +180,21 @@ class PermissionRequest(_Model):
     context: tuple[OutgoingMessage, ...] = ()
 
 
+class Posted(_Model):
+    """Where a card is on the platform, as `send_permission_request` may return it (contract
+    1.2, optional: None stays valid), so the audit trail says in which chat and message the
+    question was shown. Each is the platform's own id as text; `link` only where the channel
+    builds one without a call of its own."""
+
+    #: the chat, channel or thread the card is in (Telegram's chat id, Discord's thread id,
+    #: Slack's channel id)
+    chat: str = Field(min_length=1, max_length=256)
+    #: the card's message (Telegram's message id, Discord's message id, Slack's `ts`)
+    message: str = Field(min_length=1, max_length=256)
+    #: a link that opens the message, or None
+    link: str | None = Field(default=None, max_length=2048)
+
+
 class OutcomeStatus(StrEnum):
     """What became of a request, as a card shows it."""
 

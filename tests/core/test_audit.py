@@ -252,3 +252,31 @@ async def test_each_approval_of_a_two_person_question_is_on_the_trail(tmp_path):
     assert answer["command_id"] == command.id
     kinds = [r["kind"] for r in records]
     assert kinds.index("question.approved") < kinds.index("question.answered")
+
+
+async def test_a_channel_that_says_nothing_of_its_card_still_has_it_on_the_trail(tmp_path):
+    """Issue 34, item 5: `send_permission_request` may return where the card is; the memory
+    channels return None, as a channel written for the older contract does. Their cards are
+    on the trail all the same, naming only the channel, in every format."""
+    async with Rig(tmp_path) as rig:
+        agent = rig.agent()
+        agent.start()
+        agent.ask()
+        await rig.settle()
+        records = _records(rig.store)
+        out = io.StringIO()
+        export(rig.store, out, fmt="csv")
+        findings = _records(rig.store, fmt="ocsf")
+    posted = [r for r in records if r["kind"] == "question.posted"]
+    assert sorted(r["channel"] for r in posted) == ["alpha", "beta"]
+    for record in posted:
+        assert (record["message_id"], record["chat"], record["link"]) == (None, None, None)
+        assert not {"chat", "message", "link"} & set(record["data"])
+    rows = [
+        r for r in csv.DictReader(io.StringIO(out.getvalue())) if r["kind"] == "question.posted"
+    ]
+    assert [(r["message_id"], r["chat"], r["link"]) for r in rows] == [("", "", "")] * 2
+    [created] = [f for f in findings if f["activity_id"] == 1]
+    cards = created["unmapped"]["aep_bridge"]["posted"]
+    assert sorted(c["channel"] for c in cards) == ["alpha", "beta"]
+    assert all(set(c) == {"channel"} for c in cards)

@@ -77,7 +77,8 @@ class Outbox(Queue):
 
     `clock` and `sleep` are injectable so that tests and benchmarks run on simulated time.
     `concurrency` bounds the calls in flight at once (each thread still has at most one);
-    `rng` drives the backoff jitter; `on_sent(channel, job)` is told of every job delivered.
+    `rng` drives the backoff jitter; `on_sent(channel, job, result)` is told of every job
+    delivered, with what the adapter's call returned (a card's `Posted`, or None).
     With `merge_waiting` (the bridge sets it), on a channel that declares a limit on posts,
     the plain messages waiting behind one whose slot came go in it (`merge.at_head`): a busy
     agent's thread keeps up with the platform's pace instead of falling a slot a line behind.
@@ -94,7 +95,7 @@ class Outbox(Queue):
         max_attempts: int = 8,
         concurrency: int = 8,
         rng: random.Random | None = None,
-        on_sent: Callable[[str, Job], None] | None = None,
+        on_sent: Callable[[str, Job, Any], None] | None = None,
         merge_waiting: bool = False,
     ) -> None:
         if max_backlog < 0 or max_attempts < 1 or concurrency < 1:
@@ -839,7 +840,7 @@ class Outbox(Queue):
             log.debug("outbox %s: sent %s", self._channel, entry.describe())
         if self._on_sent is not None and entry.job is not None:
             try:
-                self._on_sent(self._channel, entry.job)
+                self._on_sent(self._channel, entry.job, result)
             except Exception:
                 log.exception("outbox %s: the on_sent callback failed", self._channel)
 

@@ -797,7 +797,7 @@ class ChannelConformance:
             store,
             clock=vt.clock,
             sleep=vt.sleep,
-            on_sent=lambda _, job: calls.append(job.op),
+            on_sent=lambda _, job, __: calls.append(job.op),
         )
         await outbox.start()
         try:

@@ -8,9 +8,13 @@ who answered, with what, the command's id and the agent's acknowledgement.
 from __future__ import annotations
 
 import asyncio
+import csv
+import io
 import json
+import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.bridge_process import ROOT
 
@@ -19,6 +23,10 @@ from .test_telegram_end_to_end import WAIT, running, start_and_ask
 
 
 def _audit(r, *args: str) -> list[dict]:
+    return [json.loads(line) for line in _audit_text(r, *args).splitlines()]
+
+
+def _audit_text(r, *args: str) -> str:
     out = subprocess.run(
         [sys.executable, "-m", "aep_bridge", "audit", "--config", str(r.bridge.config), *args],
         cwd=ROOT,
@@ -28,7 +36,17 @@ def _audit(r, *args: str) -> list[dict]:
         check=False,
     )
     assert out.returncode == 0, out.stderr
-    return [json.loads(line) for line in out.stdout.splitlines()]
+    return out.stdout
+
+
+def _kinds(tmp_path: Path) -> list[str]:
+    """The kinds of record the running bridge committed (its store read-only)."""
+    db = tmp_path / "state" / "state.db"
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return [kind for (kind,) in conn.execute("SELECT kind FROM audit ORDER BY id")]
+    finally:
+        conn.close()
 
 
 async def test_an_acknowledged_answer_is_on_the_trail_after_a_sigkill(tmp_path):
@@ -62,3 +80,37 @@ async def test_an_acknowledged_answer_is_on_the_trail_after_a_sigkill(tmp_path):
         findings = _audit(r, "--format", "ocsf", "--session", "s1")
         assert findings[0]["finding_info"]["uid"] == request.id
         assert all(f["class_uid"] == 2004 for f in findings)
+
+
+async def test_the_trail_names_the_message_the_card_is_in(tmp_path):
+    """Issue 34, item 5: `question.posted` says in which chat and message the card was shown,
+    as the platform numbered it, in every export format."""
+    async with running(tmp_path) as r, r.agent() as agent:
+        _, card = await start_and_ask(r, agent)
+        await r.until("the card's record", lambda: "question.posted" in _kinds(tmp_path))
+        link = f"https://t.me/c/{str(FORUM_ID)[4:]}/{card.message_thread_id}/{card.message_id}"
+
+        [posted] = [x for x in _audit(r) if x["kind"] == "question.posted"]
+        assert posted["channel"] == "telegram"
+        assert posted["message_id"] == str(card.message_id)  # the fake's own number
+        assert (posted["chat"], posted["link"]) == (str(FORUM_ID), link)
+        assert posted["data"]["message"] == str(card.message_id)
+
+        rows = csv.DictReader(io.StringIO(_audit_text(r, "--format", "csv")))
+        [row] = [x for x in rows if x["kind"] == "question.posted"]
+        # the chat id starts with "-": kept from a spreadsheet's formulas, as every cell
+        assert (row["message_id"], row["chat"], row["link"]) == (
+            str(card.message_id),
+            "'" + str(FORUM_ID),
+            link,
+        )
+
+        [created] = [f for f in _audit(r, "--format", "ocsf") if f["activity_id"] == 1]
+        assert created["unmapped"]["aep_bridge"]["posted"] == [
+            {
+                "channel": "telegram",
+                "chat": str(FORUM_ID),
+                "message": str(card.message_id),
+                "link": link,
+            }
+        ]
