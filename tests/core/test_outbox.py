@@ -1040,6 +1040,37 @@ async def test_a_call_that_arrives_late_spaces_the_next_from_its_arrival(
     assert min(gaps) >= 1.1 - 1e-9, arrived
 
 
+async def test_a_call_still_unanswered_after_a_window_holds_its_slot(
+    vt: VirtualTime, store: Store
+) -> None:
+    """A post that takes 2 s to answer may reach the platform just before its answer: the
+    next may not go a window after its send while it is still in flight, only a window
+    after its answer (the team load bench's last Slack 429: a call held up 0.4 s on a busy
+    loop, the next sent 1.1 s after the first's send)."""
+    slack = RateLimits(per_chat=RateLimit(count=1, per_seconds=1.1))
+    adapter = Recorder(vt, slack, forum=True)  # two threads of one channel
+
+    arrived: dict[str, float] = {}
+
+    async def slow_first(call: Call) -> None:
+        if call.text == "slow":
+            await vt.sleep(1.9)  # it reaches the platform at 1.9 s, answered at 2.0 s
+            arrived[call.text] = vt.now
+            await vt.sleep(0.1)
+            return
+        arrived[call.text] = vt.now
+
+    adapter.block = slow_first
+    outbox = outbox_for(adapter, store)
+    outbox.submit(message("s1", "slow"))
+    outbox.submit(message("s2", "next"))
+    await outbox.start()
+    await drain(outbox)
+    await outbox.stop()
+    assert sorted(adapter.texts()) == ["next", "slow"]
+    assert arrived["next"] - arrived["slow"] >= 1.1 - 1e-9, arrived
+
+
 # -- what waits merges when its slot comes (`merge_waiting`) --------------------------------
 
 SLACK_PACE = RateLimits(per_chat=RateLimit(count=1, per_seconds=1.1))
@@ -1222,7 +1253,7 @@ async def test_a_heads_up_and_chatter_wait_while_cards_of_the_session_are_still_
     await drain(outbox)
     made = adapter.attempts  # in the order the calls were made (a card returns 1.5 s later)
     assert [c.text for c in made[:4]] == ["card 0", "card 1", "card 2", "asks permission"]
-    assert [c.at for c in made[:4]] == [0.0, 2.5, 5.0, 6.0]
+    assert [c.at for c in made[:4]] == [0.0, 2.5, 5.0, 7.5]
     assert len(adapter.calls) == 10
     assert busiest(adapter.attempts, lambda c: c.chat, 1) <= 1
 

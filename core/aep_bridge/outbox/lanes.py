@@ -64,6 +64,8 @@ class Entry:
     chat: str | None = None  # the chat it counts against, once looked up (`_gates`)
     group: int | None = None  # the store group its row was written in, if still open
     sent_at: float = -math.inf  # when its current attempt was dispatched
+    #: when each of `limiters` counted that attempt (`Limiter.settle` moves it to its answer)
+    counted: tuple[float, ...] = ()
     #: a keyed message whose key its session never posted before (`context.FirstPosts`):
     #: a card may carry it; any later one with its key is an edit of a message shown
     first: bool = False

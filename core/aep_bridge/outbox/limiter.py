@@ -32,6 +32,9 @@ log = logging.getLogger(__name__)
 _NAMESPACE: Final = "outbox-limits"
 #: restored calls count as this much later than they were made (the wall clock is not exact)
 RESTORE_SLACK: Final = 0.05
+#: seconds an unanswered call holds its slot at most (as long as a card's call holds the
+#: slots of the cards behind it: `scheduler.OWED_WHILE`)
+HOLD_WHILE: Final = 30.0
 
 
 class Limiter:
@@ -44,7 +47,7 @@ class Limiter:
     back can only make it wait longer, never forget a call.
     """
 
-    __slots__ = ("bucket", "log", "rate", "tokens", "updated", "window")
+    __slots__ = ("bucket", "flying", "log", "rate", "tokens", "updated", "window")
 
     def __init__(self, limit: RateLimit) -> None:
         self.window = float(limit.per_seconds)
@@ -54,6 +57,8 @@ class Limiter:
         self.bucket = limit.burst
         self.tokens = float(limit.burst or 0)
         self.updated = -math.inf
+        #: the times in `log` of calls made and not answered yet (`settle`)
+        self.flying: list[float] = []
 
     def _tokens(self, now: float) -> float:
         assert self.bucket is not None
@@ -66,6 +71,12 @@ class Limiter:
         ready = now
         if len(self.log) == self.log.maxlen:
             ready = self.log[0] + self.window
+            if self.flying and self.flying[0] <= self.log[0]:
+                # the oldest call of the full window has not been answered: the platform may
+                # count it any moment now, so its slot stays taken until it is (`settle`
+                # wakes the outbox), or until it has hung for `HOLD_WHILE`, when it is taken
+                # to have arrived: a call that never returns must not stop the channel
+                ready = max(ready, min(now + self.window, self.flying[0] + HOLD_WHILE))
         if self.bucket is not None:
             tokens = self._tokens(now)
             if tokens < 1:
@@ -88,14 +99,19 @@ class Limiter:
                 ready = max(ready, now + (1 - tokens) / self.rate)
         return ready
 
-    def take(self, now: float) -> None:
-        """Count one call made at `now` (never earlier than the last one counted)."""
+    def take(self, now: float, *, answered: bool = False) -> float:
+        """Count one call made at `now` (never earlier than the last one counted), in flight
+        until `settle` unless `answered` (a call of the last run, or one played forward).
+        Returns the time it is counted at: the one to `settle`."""
         if self.log and now < self.log[-1]:
             now = self.log[-1]
         self.log.append(now)
+        if not answered:
+            self.flying.append(now)
         if self.bucket is not None:
             self.tokens = max(0.0, self._tokens(now) - 1)
             self.updated = now
+        return now
 
     def settle(self, sent: float, now: float) -> None:
         """Count the call taken at `sent` as made at `now`, when its answer came.
@@ -105,6 +121,8 @@ class Limiter:
         otherwise leave the next one too close behind it, and meet a 429. Counting from the
         answer makes the pace exact whatever the lag, at the cost of one round trip a window.
         """
+        if sent in self.flying:
+            self.flying.remove(sent)
         log = self.log
         for index in range(len(log) - 1, -1, -1):
             if log[index] == sent:
@@ -120,13 +138,13 @@ class Limiter:
         """Whether a call now makes any of the calls `waiting` (each wanting a slot from the
         time given, served earliest first) go later than it would without it."""
         without, taken = self._copy(), self._copy()
-        taken.take(now)
+        taken.take(now, answered=True)
         for want in sorted(waiting)[: self.log.maxlen]:  # one window's worth is enough
             first, then = without.free_at(want), taken.free_at(want)
             if then > first + 1e-9:
                 return True
-            without.take(first)
-            taken.take(then)
+            without.take(first, answered=True)
+            taken.take(then, answered=True)
         return False
 
     def _copy(self) -> Limiter:
@@ -134,6 +152,7 @@ class Limiter:
         twin.window, twin.rate, twin.bucket = self.window, self.rate, self.bucket
         twin.log = deque(self.log, maxlen=self.log.maxlen)
         twin.tokens, twin.updated = self.tokens, self.updated
+        twin.flying = list(self.flying)
         return twin
 
     def idle(self, now: float) -> bool:
@@ -294,9 +313,9 @@ class Limits:
                 if limit is not None:
                     limiter = limiters.setdefault(str(key), Limiter(limit))
                     for t in sorted(times):
-                        limiter.take(restored(t))
+                        limiter.take(restored(t), answered=True)
         if self.global_ is not None:
             for t in sorted(saved.get("global") or []):
-                self.global_.take(restored(t))
+                self.global_.take(restored(t), answered=True)
         if self.edits is not None and saved.get("edits"):
             self.edits._restore(saved["edits"], now, wall)

@@ -711,8 +711,7 @@ class Outbox(Queue):
             self._store.commit_group()  # its row is durable before the platform sees it
         if entry.limiters:
             self._stats["charged"] += 1
-            for limiter in entry.limiters:
-                limiter.take(now)
+            entry.counted = tuple(limiter.take(now) for limiter in entry.limiters)
         entry.in_flight = True
         entry.sent_at = now
         lane = self._lanes[entry.lane]
@@ -815,10 +814,11 @@ class Outbox(Queue):
             self._sent(entry, lane, result)
         finally:
             if not cancelled:
-                if entry.limiters:  # counted from its answer, not its send (`Limiter.settle`)
+                if entry.counted:  # counted from its answer, not its send (`Limiter.settle`)
                     now = self._clock()
-                    for limiter in entry.limiters:
-                        limiter.settle(entry.sent_at, now)
+                    for limiter, counted in zip(entry.limiters, entry.counted, strict=True):
+                        limiter.settle(counted, now)
+                    entry.counted = ()
                 lane.busy = False
                 self._busy_lanes.discard(entry.lane)
                 self._in_flight -= 1
