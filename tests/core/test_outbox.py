@@ -30,6 +30,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aep_bridge.outbox import OWED_WHILE, Job, Outbox, Priority, card_key, split_markdown
+from aep_bridge.outbox.limiter import Limiter
 from aep_bridge.store import Store
 from aep_bridge.testing import FakeCore, MemoryChannel
 from aep_bridge.text import LengthUnit, measure
@@ -1069,6 +1070,18 @@ async def test_a_call_still_unanswered_after_a_window_holds_its_slot(
     await outbox.stop()
     assert sorted(adapter.texts()) == ["next", "slow"]
     assert arrived["next"] - arrived["slow"] >= 1.1 - 1e-9, arrived
+
+
+def test_a_limiter_with_a_call_unanswered_is_never_forgotten_as_idle() -> None:
+    """Idle limiters are pruned and rebuilt empty; one whose call has not answered yet is
+    not idle, however long ago it was sent: its answer counts it again, and a rebuilt
+    limiter would let the next call go at once."""
+    limiter = Limiter(RateLimit(count=1, per_seconds=1.0))
+    sent = limiter.take(0.0)
+    assert not limiter.idle(5.0)  # unanswered for 5 windows
+    limiter.settle(sent, 5.0)
+    assert limiter.free_at(5.0) == 6.0
+    assert limiter.idle(6.0)
 
 
 # -- what waits merges when its slot comes (`merge_waiting`) --------------------------------

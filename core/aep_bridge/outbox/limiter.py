@@ -156,8 +156,9 @@ class Limiter:
         return twin
 
     def idle(self, now: float) -> bool:
-        """Whether forgetting this limiter changes nothing (it would be rebuilt full)."""
-        if self.log and self.log[-1] + self.window > now:
+        """Whether forgetting this limiter changes nothing (it would be rebuilt full): not
+        while a call it counted is unanswered (its answer moves it into the window again)."""
+        if self.flying or (self.log and self.log[-1] + self.window > now):
             return False
         return self.bucket is None or self._tokens(now) >= self.bucket
 
