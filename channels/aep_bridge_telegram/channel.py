@@ -460,11 +460,8 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         card = await self._cards.get(notification.request_id or "")
         session = card.session if card is not None else notification.session_id
         thread = self._thread(session) if session else None
-        if card is not None:
-            if self._topics and thread is not None:
-                return f"{self._chat_link}/{thread}/{card.message}"
-            if not self._topics:
-                return f"{self._chat_link}/{card.message}"
+        if card is not None and (link := self._card_link(card)) is not None:
+            return link
         if self._topics and thread is not None:
             return f"{self._chat_link}/{thread}"
         return None
@@ -521,15 +518,20 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
 
     def _where(self, card: CardRecord) -> Posted:
         """Where a card is, for the audit trail: its chat and message, and the message's
-        link in a supergroup (`_heads_up_link`'s form; none in a basic group or a DM)."""
-        link = None
-        if self._chat_link is not None:
-            thread = self._thread(card.session)
-            if self._topics and thread is not None:
-                link = f"{self._chat_link}/{thread}/{card.message}"
-            elif not self._topics:
-                link = f"{self._chat_link}/{card.message}"
+        link in a supergroup (none in a basic group or a DM)."""
+        link = self._card_link(card)
         return Posted(chat=str(self.config.chat_id), message=str(card.message), link=link)
+
+    def _card_link(self, card: CardRecord) -> str | None:
+        """A card's message link (`_heads_up_link` says the forms), None where there is none."""
+        if self._chat_link is None:
+            return None
+        thread = self._thread(card.session)
+        if self._topics and thread is not None:
+            return f"{self._chat_link}/{thread}/{card.message}"
+        if not self._topics:
+            return f"{self._chat_link}/{card.message}"
+        return None
 
     async def update_permission_request(
         self, session_id: str, request: PermissionRequest, outcome: PermissionOutcome
