@@ -192,6 +192,7 @@ class Limits:
         "edits",
         "global_",
         "groups",
+        "posts",
         "thread_limit",
         "threads",
         "wall",
@@ -212,10 +213,10 @@ class Limits:
         self.groups: dict[str, Limiter] = {}
         self.global_ = Limiter(declared.global_) if declared.global_ else None
         self.edits = Limits(edits, wall) if edits is not None else None
-        #: whether anything is declared at all
-        declares = any((declared.per_chat, declared.per_group, declared.global_))
+        #: whether posts have a declared limit; whether anything is declared at all
+        self.posts = any((declared.per_chat, declared.per_group, declared.global_))
         self.any: bool = (
-            declares or threads is not None or (self.edits is not None and self.edits.any)
+            self.posts or threads is not None or (self.edits is not None and self.edits.any)
         )
         self.wall = wall
 

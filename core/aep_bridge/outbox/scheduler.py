@@ -106,8 +106,6 @@ class Outbox(Queue):
         self._concurrency = concurrency
         self._rng = rng or random.Random()
         self._on_sent = on_sent
-        #: merge the messages waiting behind one whose slot came (`_merge_behind`)
-        self._merge_waiting = merge_waiting and self._may_merge(adapter)
         self._channel = adapter.instance_name
         capabilities = adapter.capabilities
         self._limits = Limits(
@@ -116,6 +114,9 @@ class Outbox(Queue):
             edits=capabilities.edit_rate_limits,
             threads=capabilities.thread_rate_limit,
         )
+        #: merge the messages waiting behind one whose slot came (`_merge_behind`), where the
+        #: platform's pace on posts binds
+        self._merge_waiting = merge_waiting and self._limits.posts
         #: whether the adapter may decline a call (`call_kind` None): an adapter that keeps
         #: the default and shows heads-ups makes every call, and is not asked
         self._may_decline = (
@@ -735,12 +736,6 @@ class Outbox(Queue):
         self._dispatched += 1
         if self._dispatched % _PRUNE_EVERY == 0:
             self._prune(now)
-
-    @staticmethod
-    def _may_merge(adapter: ChannelAdapter[Any]) -> bool:
-        """Whether a platform's pace binds this channel: it declares a limit on posts."""
-        declared = adapter.capabilities.rate_limits
-        return any((declared.per_chat, declared.per_group, declared.global_))
 
     def _merge_behind(self, entry: Entry) -> None:
         """Take the alike messages queued right behind `entry` in its lane into it, as far as
