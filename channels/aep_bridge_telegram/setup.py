@@ -12,15 +12,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import re
-from pathlib import Path
 from typing import Any, ClassVar
 
 from telegram import Bot, Chat, ChatFullInfo, User
 from telegram.error import ChatMigrated, Conflict, Forbidden, InvalidToken, TelegramError
 
-from aep_bridge import SetupContext, SetupError, SetupOption, SetupWizard
+from aep_bridge import (
+    SetupContext,
+    SetupError,
+    SetupOption,
+    SetupWizard,
+    ask_token,
+    check_token,
+    check_with_doctor,
+    clean_error,
+    human_duration,
+    keep_tokens,
+    token_env_option,
+    wait_option,
+    write_channel_block,
+)
 
 from .config import shared_id_reason
 
@@ -30,8 +42,6 @@ DEFAULT_API = "https://api.telegram.org/bot"
 DEFAULT_WAIT = 300.0
 #: a bot token: the bot's id, a colon, then letters, digits, `_` and `-`
 _TOKEN = re.compile(r"\d+:[A-Za-z0-9_-]+")
-#: tries at a typed token before giving up
-_TRIES = 3
 #: seconds of one getUpdates long poll while waiting for the message
 _POLL = 30
 
@@ -50,12 +60,7 @@ class TelegramSetup(SetupWizard):
     #: what the wizard decides; over an existing block (--force) its other keys are kept
     block_keys: ClassVar = frozenset({"token", "chat_id", "approvers", "topics", "api_base_url"})
     options: ClassVar = (
-        SetupOption(
-            "--token-env",
-            "read the bot token from this environment variable (the config then reads it from "
-            f"there too) instead of asking; default: ask, or use ${TOKEN_ENV}",
-            metavar="VAR",
-        ),
+        token_env_option(TOKEN_ENV),
         SetupOption(
             "--chat-id",
             "the group's id (-100...), or your user id for a private chat, instead of waiting "
@@ -95,17 +100,28 @@ class TelegramSetup(SetupWizard):
         if options["api_base_url"] and not re.match(r"https?://[^/]", options["api_base_url"]):
             raise SetupError("--api-base-url takes an http:// or https:// URL ending in /bot")
         base = (options["api_base_url"] or DEFAULT_API).rstrip("/")
-        variable, token, from_env = self._token(setup)
-        bot, me, token = await self._sign_in(setup, base, variable, token, from_env)
+        token = ask_token(
+            setup,
+            flag="--token-env",
+            variable=TOKEN_ENV,
+            prompt="Bot token from @BotFather",
+            example="the token from @BotFather",
+        )
+        (bot, me), token = await check_token(
+            setup,
+            token,
+            lambda value: _get_me(base, value),
+            again="Bot token from @BotFather, again",
+        )
         setup.say(f"ok    the token is @{me.username}'s.")
         try:
             chat_id, sender = await self._find_chat(setup, bot, me)
-            chat_id, chat, topics = await self._check_chat(setup, bot, me, chat_id, token)
+            chat_id, chat, topics = await self._check_chat(setup, bot, me, chat_id, token.value)
         finally:
             await _close(bot)
         approvers = self._approvers(setup, sender, chat)
         block: dict[str, Any] = {
-            "token": "${" + variable + "}",
+            "token": token.reference,
             "chat_id": chat_id,
             "approvers": approvers,
         }
@@ -113,82 +129,15 @@ class TelegramSetup(SetupWizard):
             block["topics"] = False
         if options["api_base_url"]:
             block["api_base_url"] = options["api_base_url"]
-        path = setup.write_channel(block)
-        setup.say(f"Wrote channels.{setup.channel} to {path}.")
+        write_channel_block(setup, block)
         if not approvers:
             setup.say(
                 "No approvers: questions will show in the chat, but nobody can answer them "
                 f"until you list numeric user ids in channels.{setup.channel}.approvers."
             )
-        self._keep_token(setup, variable, token, from_env)
-        setup.say("")
-        setup.say("Checking it as `aep-bridge doctor` does:")
-        ok = await setup.doctor(environ={variable: token})
-        setup.say("")
-        if ok:
-            where = "a topic" if topics else "a reply chain"
-            setup.say(f"Done. Start the bridge with `aep-bridge run`: a session becomes {where}.")
-        else:
-            setup.say(
-                "The block is written, but a check failed: fix what it says, then run "
-                "`aep-bridge doctor`."
-            )
-        return ok
-
-    # -- the token ---------------------------------------------------------------------------
-
-    def _token(self, setup: SetupContext) -> tuple[str, str, bool]:
-        """The variable the config will name, the token, and whether it came from there."""
-        named = setup.options["token_env"]
-        if named:
-            value = os.environ.get(named, "").strip()
-            if not value:
-                raise SetupError(
-                    f"${named} is not set: export {named}='the token from @BotFather' first"
-                )
-            return named, value, True
-        if os.environ.get(TOKEN_ENV, "").strip() and setup.confirm(
-            f"Use the bot token in ${TOKEN_ENV}?", default=True
-        ):
-            return TOKEN_ENV, os.environ[TOKEN_ENV].strip(), True
-        token = setup.secret(
-            "Bot token from @BotFather (it is not shown as you type)", flag="--token-env VAR"
-        )
-        return TOKEN_ENV, token, False
-
-    async def _sign_in(
-        self, setup: SetupContext, base: str, variable: str, token: str, from_env: bool
-    ) -> tuple[Bot, User, str]:
-        """getMe with the token; a typed token that is refused is asked for again. Returns
-        the started bot, who it is, and the token that worked."""
-        for attempt in range(1, _TRIES + 1):
-            try:
-                return (*await _get_me(base, token), token)
-            except SetupError as exc:
-                where = f"${variable}" if from_env else "that token"
-                if from_env or attempt == _TRIES:
-                    raise SetupError(f"{where}: {exc}") from None
-                setup.say(f"{exc}.")
-                token = setup.secret("Bot token from @BotFather, again")
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _keep_token(self, setup: SetupContext, variable: str, token: str, from_env: bool) -> None:
-        env_file = _tilde(setup.env_file)
-        setup.say(
-            f"The file says ${{{variable}}}, not the token: aep-bridge reads the token from "
-            "its environment when it starts."
-        )
-        if not from_env and setup.confirm(
-            f"Save the token in {env_file}, readable only by you?", default=True
-        ):
-            setup.save_secret(variable, token)
-            setup.say(f"Saved. `aep-bridge run` (and `check`, `doctor`) reads it from {env_file}.")
-            return
-        value = f'"${variable}"' if from_env else "'123456:ABC...'"
-        setup.say(f"To keep it in {env_file}, readable only by you, and load it from there:")
-        setup.say(f"  mkdir -p {_tilde(setup.env_file.parent)}")
-        setup.say(f"  (umask 077; printf '{variable}=%s\\n' {value} >> {env_file})")
-        setup.say(f"  set -a; . {env_file}; set +a    # in the shell that runs aep-bridge")
+        keep_tokens(setup, [token], example="123456:ABC...")
+        where = "a topic" if topics else "a reply chain"
+        return await check_with_doctor(setup, [token], becomes=where)
 
     # -- the chat ----------------------------------------------------------------------------
 
@@ -205,8 +154,8 @@ class TelegramSetup(SetupWizard):
         setup.say(
             f"  3. Send any message in the group (before the bot is an admin: /start{bot_name})."
         )
-        wait = max(1.0, float(setup.options["wait"]))
-        setup.say(f"Waiting for that message (up to {_duration(wait)}; Ctrl-C stops)...")
+        wait = wait_option(setup)
+        setup.say(f"Waiting for that message (up to {human_duration(wait)}; Ctrl-C stops)...")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
         offset: int | None = None
@@ -247,7 +196,7 @@ class TelegramSetup(SetupWizard):
                 setup.say(f"Got it: {_who(sender)} wrote in “{title}” (chat id {message.chat.id}).")
                 return message.chat.id, sender
         raise SetupError(
-            f"no message reached {bot_name} in the group within {_duration(wait)}. Is it in "
+            f"no message reached {bot_name} in the group within {human_duration(wait)}. Is it in "
             f"the group? Send /start{bot_name} there and run this again. ({_NO_MESSAGE})"
         )
 
@@ -266,7 +215,7 @@ class TelegramSetup(SetupWizard):
                 continue
             except TelegramError as exc:
                 raise SetupError(
-                    f"cannot open chat {chat_id}: {_clean(exc, token)}. Add {bot_name} to the "
+                    f"cannot open chat {chat_id}: {clean_error(exc, token)}. Add {bot_name} to the "
                     "group, and check the id (a group's id starts with -100)."
                 ) from None
             if chat.type == Chat.CHANNEL:
@@ -356,7 +305,7 @@ async def _get_me(base: str, token: str) -> tuple[Bot, User]:
     except TelegramError as exc:
         await _close(bot)
         raise SetupError(
-            f"cannot reach {base}: {_clean(exc, token)}; check the network (or --api-base-url)"
+            f"cannot reach {base}: {clean_error(exc, token)}; check the network (or --api-base-url)"
         ) from None
     return bot, bot.bot
 
@@ -429,30 +378,6 @@ def _who(user: User) -> str:
 
 def _title(chat: ChatFullInfo) -> str:
     return chat.title or chat.username or chat.first_name or str(chat.id)
-
-
-def _duration(seconds: float) -> str:
-    whole = round(seconds)
-    if whole >= 60 and whole % 60 == 0:
-        minutes = whole // 60
-        return f"{minutes} minute{'s' if minutes != 1 else ''}"
-    return f"{whole} s"
-
-
-def _clean(exc: Exception, token: str) -> str:
-    """An error's text with the token (and its secret half) cut out."""
-    text = str(exc)
-    for secret in (token, token.partition(":")[2]):
-        if secret:
-            text = text.replace(secret, "[token]")
-    return text
-
-
-def _tilde(path: Path) -> str:
-    try:
-        return "~/" + str(path.relative_to(Path.home()))
-    except ValueError:
-        return str(path)
 
 
 async def _close(bot: Bot) -> None:
