@@ -11,7 +11,7 @@ from typing import Final
 import aiohttp
 import discord
 
-from aep_bridge import DoctorCheck
+from aep_bridge import DoctorCheck, doctor_fail, doctor_ok
 
 from .config import DiscordConfig
 from .permissions import NEEDED, NEEDED_LOCK, NEEDED_TEXT
@@ -41,34 +41,31 @@ async def run_doctor(client: discord.Client, config: DiscordConfig) -> list[Doct
         await client.login(config.token.get_secret_value())
     except discord.LoginFailure:
         return [
-            DoctorCheck(
-                name="token",
-                ok=False,
-                detail="Discord refused the token",
-                fix="reset the token in the Developer Portal (Bot > Reset Token) and copy it",
+            doctor_fail(
+                "token",
+                "Discord refused the token",
+                "reset the token in the Developer Portal (Bot > Reset Token) and copy it",
             )
         ]
     except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
         return [
-            DoctorCheck(
-                name="token",
-                ok=False,
-                detail=f"cannot reach {config.api_base_url}: {describe(exc)}",
-                fix="check the network, or api_base_url if you use a proxy",
+            doctor_fail(
+                "token",
+                f"cannot reach {config.api_base_url}: {describe(exc)}",
+                "check the network, or api_base_url if you use a proxy",
             )
         ]
     me = client.user
-    checks.append(DoctorCheck(name="token", ok=True, detail=f"the bot is {me}"))
+    checks.append(doctor_ok("token", f"the bot is {me}"))
     flags = client.application_flags
     if flags.gateway_message_content or flags.gateway_message_content_limited:
-        checks.append(DoctorCheck(name="intents", ok=True, detail="Message Content is on"))
+        checks.append(doctor_ok("intents", "Message Content is on"))
     else:
         checks.append(
-            DoctorCheck(
-                name="intents",
-                ok=False,
-                detail="the Message Content intent is off: replies to cards cannot be read",
-                fix="turn on Message Content Intent in the Developer Portal (Bot > Privileged "
+            doctor_fail(
+                "intents",
+                "the Message Content intent is off: replies to cards cannot be read",
+                "turn on Message Content Intent in the Developer Portal (Bot > Privileged "
                 "Gateway Intents)",
             )
         )
@@ -78,24 +75,22 @@ async def run_doctor(client: discord.Client, config: DiscordConfig) -> list[Doct
         member = await guild.fetch_member(me.id if me else 0)
     except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
         checks.append(
-            DoctorCheck(
-                name="server",
-                ok=False,
-                detail=f"server {config.guild_id}: {describe(exc)}",
-                fix="invite the bot to the server (Developer Portal > OAuth2 > URL Generator, "
+            doctor_fail(
+                "server",
+                f"server {config.guild_id}: {describe(exc)}",
+                "invite the bot to the server (Developer Portal > OAuth2 > URL Generator, "
                 "scopes bot and applications.commands), and check guild_id",
             )
         )
         return checks
-    checks.append(DoctorCheck(name="server", ok=True, detail=guild.name))
+    checks.append(doctor_ok("server", guild.name))
     channel = channels.get(int(config.channel_id))
     if not isinstance(channel, discord.TextChannel | discord.ForumChannel):
         checks.append(
-            DoctorCheck(
-                name="channel",
-                ok=False,
-                detail=f"{config.channel_id} is not a text or forum channel of {guild.name}",
-                fix="set channel_id to a text or forum channel (right-click it > Copy Channel ID)",
+            doctor_fail(
+                "channel",
+                f"{config.channel_id} is not a text or forum channel of {guild.name}",
+                "set channel_id to a text or forum channel (right-click it > Copy Channel ID)",
             )
         )
         return checks
@@ -104,7 +99,7 @@ async def run_doctor(client: discord.Client, config: DiscordConfig) -> list[Doct
         if isinstance(channel, discord.ForumChannel)
         else ("text channel: a thread per session")
     )
-    checks.append(DoctorCheck(name="channel", ok=True, detail=f"#{channel.name} ({kind})"))
+    checks.append(doctor_ok("channel", f"#{channel.name} ({kind})"))
     needed = list(NEEDED)
     if isinstance(channel, discord.TextChannel):
         needed += NEEDED_TEXT
@@ -115,41 +110,32 @@ async def run_doctor(client: discord.Client, config: DiscordConfig) -> list[Doct
     names = [name for name, _ in needed if not getattr(allowed, name)]
     if missing:
         checks.append(
-            DoctorCheck(
-                name="permissions",
-                ok=False,
-                detail=f"in #{channel.name} the bot may not {'; '.join(missing)} "
-                f"({', '.join(names)})",
-                fix=_FIX_PERMISSIONS,
+            doctor_fail(
+                "permissions",
+                f"in #{channel.name} the bot may not {'; '.join(missing)} ({', '.join(names)})",
+                _FIX_PERMISSIONS,
             )
         )
     else:
-        checks.append(
-            DoctorCheck(name="permissions", ok=True, detail=f"all it needs in #{channel.name}")
-        )
+        checks.append(doctor_ok("permissions", f"all it needs in #{channel.name}"))
     if config.notifications_channel_id is not None:
         notes = channels.get(int(config.notifications_channel_id))
         if not isinstance(notes, discord.TextChannel):
             checks.append(
-                DoctorCheck(
-                    name="notifications",
-                    ok=False,
-                    detail=f"{config.notifications_channel_id} is not a text channel of "
-                    f"{guild.name}",
-                    fix="set notifications_channel_id to a text channel, or leave it unset",
+                doctor_fail(
+                    "notifications",
+                    f"{config.notifications_channel_id} is not a text channel of {guild.name}",
+                    "set notifications_channel_id to a text channel, or leave it unset",
                 )
             )
         elif not (rights := notes.permissions_for(member)).send_messages or not (
             rights.view_channel
         ):
             checks.append(
-                DoctorCheck(
-                    name="notifications",
-                    ok=False,
-                    detail=f"the bot may not post in #{notes.name}",
-                    fix=_FIX_PERMISSIONS,
+                doctor_fail(
+                    "notifications", f"the bot may not post in #{notes.name}", _FIX_PERMISSIONS
                 )
             )
         else:
-            checks.append(DoctorCheck(name="notifications", ok=True, detail=f"#{notes.name}"))
+            checks.append(doctor_ok("notifications", f"#{notes.name}"))
     return checks

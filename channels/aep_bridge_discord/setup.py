@@ -12,12 +12,8 @@ flag, for scripts: `--token-env`, `--guild-id`, `--channel-id`, `--notifications
 
 from __future__ import annotations
 
-import asyncio
-import os
 import re
-import secrets
-from collections.abc import AsyncIterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
@@ -25,9 +21,28 @@ import aiohttp
 import discord
 import discord.http
 
-from aep_bridge import SetupContext, SetupError, SetupOption, SetupWizard
+from aep_bridge import (
+    PairingCode,
+    PairingVerdict,
+    SetupContext,
+    SetupError,
+    SetupOption,
+    SetupWizard,
+    ask_number,
+    ask_token,
+    check_token,
+    check_with_doctor,
+    human_duration,
+    keep_tokens,
+    poll_times,
+    scrub_token,
+    token_env_option,
+    wait_option,
+    write_channel_block,
+)
 
 from .config import DISCORD_API, DISCORD_GATEWAY
+from .doctor import describe
 from .permissions import invite_url
 
 #: the variable the token is read from at run time, unless `--token-env` names another
@@ -35,8 +50,6 @@ TOKEN_ENV = "DISCORD_BOT_TOKEN"
 DEFAULT_WAIT = 300.0
 #: a bot token: three dot-separated parts of letters, digits, `_` and `-`
 _TOKEN = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
-#: tries at a typed token before giving up
-_TRIES = 3
 #: seconds between two looks (for the bot in a server, for the code): short at first, for
 #: someone quick, then every few seconds
 _FIRST_POLL = 0.25
@@ -79,12 +92,7 @@ class DiscordSetup(SetupWizard):
         }
     )
     options: ClassVar = (
-        SetupOption(
-            "--token-env",
-            "read the bot token from this environment variable (the config then reads it from "
-            f"there too) instead of asking; default: ask, or use ${TOKEN_ENV}",
-            metavar="VAR",
-        ),
+        token_env_option(TOKEN_ENV),
         SetupOption(
             "--guild-id",
             "the server's id, instead of waiting for the bot to join one",
@@ -139,25 +147,36 @@ class DiscordSetup(SetupWizard):
             )
         base = (given_base or DISCORD_API).rstrip("/")
         gateway = _gateway(options["gateway_url"])
-        variable, token, from_env = self._token(setup)
+        token = ask_token(
+            setup,
+            flag="--token-env",
+            variable=TOKEN_ENV,
+            prompt="Bot token from the Developer Portal, Bot > Reset Token",
+            example="the token from the Developer Portal",
+        )
         previous = discord.http.Route.BASE
         discord.http.Route.BASE = base
         try:
-            client, token = await self._sign_in(setup, base, variable, token, from_env)
+            client, token = await check_token(
+                setup,
+                token,
+                lambda value: _login(base, value),
+                again="Bot token from the Developer Portal, again",
+            )
             try:
                 setup.say(f"ok    the token is {client.user}'s.")
                 await self._check_intent(setup, client)
                 guild = await self._find_guild(setup, client)
-                channels = await _channels(guild, token)
+                channels = await _channels(guild, token.value)
                 channel = self._pick_channel(setup, guild, channels)
                 notes = self._pick_notifications(setup, channels)
-                approvers = await self._approvers(setup, client, channel, notes, token)
+                approvers = await self._approvers(setup, client, channel, notes, token.value)
             finally:
                 await _close(client)
         finally:
             discord.http.Route.BASE = previous
         block: dict[str, Any] = {
-            "token": "${" + variable + "}",
+            "token": token.reference,
             "guild_id": str(guild.id),
             "channel_id": str(channel.id),
         }
@@ -168,65 +187,16 @@ class DiscordSetup(SetupWizard):
             block["api_base_url"] = base
         if gateway:
             block["gateway_url"] = gateway
-        path = setup.write_channel(block)
-        setup.say(f"Wrote channels.{setup.channel} to {path}.")
-        self._keep_token(setup, variable, token, from_env)
-        setup.say("")
-        setup.say("Checking it as `aep-bridge doctor` does:")
-        ok = await setup.doctor(environ={variable: token})
-        setup.say("")
-        if ok:
-            where = (
-                f"a post in #{channel.name}"
-                if channel.type == discord.ChannelType.forum
-                else f"a thread in #{channel.name}"
-            )
-            setup.say(f"Done. Start the bridge with `aep-bridge run`: a session becomes {where}.")
-        else:
-            setup.say(
-                "The block is written, but a check failed: fix what it says, then run "
-                "`aep-bridge doctor`."
-            )
-        return ok
+        write_channel_block(setup, block)
+        keep_tokens(setup, [token])
+        where = (
+            f"a post in #{channel.name}"
+            if channel.type == discord.ChannelType.forum
+            else f"a thread in #{channel.name}"
+        )
+        return await check_with_doctor(setup, [token], becomes=where)
 
     # -- the token ---------------------------------------------------------------------------
-
-    def _token(self, setup: SetupContext) -> tuple[str, str, bool]:
-        """The variable the config will name, the token, and whether it came from there."""
-        named = setup.options["token_env"]
-        if named:
-            value = os.environ.get(named, "").strip()
-            if not value:
-                raise SetupError(
-                    f"${named} is not set: export {named}='the token from the Developer "
-                    "Portal' first"
-                )
-            return named, value, True
-        if os.environ.get(TOKEN_ENV, "").strip() and setup.confirm(
-            f"Use the bot token in ${TOKEN_ENV}?", default=True
-        ):
-            return TOKEN_ENV, os.environ[TOKEN_ENV].strip(), True
-        token = setup.secret(
-            "Bot token from the Developer Portal, Bot > Reset Token (it is not shown as you type)",
-            flag="--token-env VAR",
-        )
-        return TOKEN_ENV, token, False
-
-    async def _sign_in(
-        self, setup: SetupContext, base: str, variable: str, token: str, from_env: bool
-    ) -> tuple[discord.Client, str]:
-        """A logged-in client (REST only) and the token that worked; a typed token that is
-        refused is asked for again."""
-        for attempt in range(1, _TRIES + 1):
-            try:
-                return await _login(base, token), token
-            except SetupError as exc:
-                where = f"${variable}" if from_env else "that token"
-                if from_env or attempt == _TRIES:
-                    raise SetupError(f"{where}: {exc}") from None
-                setup.say(f"{exc}.")
-                token = setup.secret("Bot token from the Developer Portal, again")
-        raise AssertionError("unreachable")  # pragma: no cover
 
     async def _check_intent(self, setup: SetupContext, client: discord.Client) -> None:
         """The Message Content intent: without it the bot reads neither replies to its cards
@@ -246,24 +216,6 @@ class DiscordSetup(SetupWizard):
             except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
                 raise SetupError(f"cannot read the application: {_describe(exc)}") from None
         setup.say("ok    the Message Content intent is on.")
-
-    def _keep_token(self, setup: SetupContext, variable: str, token: str, from_env: bool) -> None:
-        env_file = _tilde(setup.env_file)
-        setup.say(
-            f"The file says ${{{variable}}}, not the token: aep-bridge reads the token from "
-            "its environment when it starts."
-        )
-        if not from_env and setup.confirm(
-            f"Save the token in {env_file}, readable only by you?", default=True
-        ):
-            setup.save_secret(variable, token)
-            setup.say(f"Saved. `aep-bridge run` (and `check`, `doctor`) reads it from {env_file}.")
-            return
-        value = f'"${variable}"' if from_env else "'the token'"
-        setup.say(f"To keep it in {env_file}, readable only by you, and load it from there:")
-        setup.say(f"  mkdir -p {_tilde(setup.env_file.parent)}")
-        setup.say(f"  (umask 077; printf '{variable}=%s\\n' {value} >> {env_file})")
-        setup.say(f"  set -a; . {env_file}; set +a    # in the shell that runs aep-bridge")
 
     # -- the server --------------------------------------------------------------------------
 
@@ -292,25 +244,21 @@ class DiscordSetup(SetupWizard):
         setup.say("The bot is in these servers:")
         for number, guild in enumerate(guilds, 1):
             setup.say(f"  {number}. {guild.name} (server id {guild.id})")
-        answer = setup.ask(
-            "Which server (a number)?",
-            flag="--guild-id ID",
-            check=lambda a: _number_problem(a, len(guilds)),
-        )
-        return guilds[int(answer) - 1]
+        index = ask_number(setup, "Which server (a number)?", len(guilds), flag="--guild-id ID")
+        return guilds[index]
 
     async def _wait_for_guild(
         self, setup: SetupContext, client: discord.Client
     ) -> list[discord.Guild]:
-        wait = max(1.0, float(setup.options["wait"]))
+        wait = wait_option(setup)
         setup.say("Open it, pick your server and press Authorize (you need Manage Server there).")
-        setup.say(f"Waiting for the bot to join (up to {_duration(wait)}; Ctrl-C stops)...")
-        async for _ in _looks(wait):
+        setup.say(f"Waiting for the bot to join (up to {human_duration(wait)}; Ctrl-C stops)...")
+        async for _ in poll_times(wait, first=_FIRST_POLL, most=_POLL):
             guilds = await _guilds(client)
             if guilds:
                 return guilds
         raise SetupError(
-            f"the bot joined no server within {_duration(wait)}: open the invite link above, "
+            f"the bot joined no server within {human_duration(wait)}: open the invite link above, "
             "pick your server and press Authorize, then run this again (or pass --guild-id ID "
             "once it is in)"
         )
@@ -347,13 +295,14 @@ class DiscordSetup(SetupWizard):
         for number, channel in enumerate(channels, 1):
             kind = "forum" if channel.type == discord.ChannelType.forum else "text channel"
             setup.say(f"  {number}. #{channel.name} ({kind})")
-        answer = setup.ask(
+        index = ask_number(
+            setup,
             "Which channel holds the sessions (a number)?",
+            len(channels),
             default="1" if len(channels) == 1 else None,
             flag="--channel-id ID",
-            check=lambda a: _number_problem(a, len(channels)),
         )
-        return channels[int(answer) - 1]
+        return channels[index]
 
     def _pick_notifications(
         self, setup: SetupContext, channels: Sequence[discord.abc.GuildChannel]
@@ -375,24 +324,20 @@ class DiscordSetup(SetupWizard):
             )
         if not texts:
             return None
-
-        def problem(answer: str) -> str | None:
-            if answer.lower() == "none":
-                return None
-            wrong = _number_problem(answer, len(channels))
-            if wrong is not None:
-                return wrong + " Or none."
-            if channels[int(answer) - 1].id not in texts:
-                return "Heads-ups go to a text channel, not a forum: pick another, or none."
-            return None
-
-        answer = setup.ask(
+        index = ask_number(
+            setup,
             "Heads-ups (done, failed, waiting for you) to which text channel (a number, or none)?",
+            len(channels),
             default="none",
             flag="--notifications-channel-id ID",
-            check=problem,
+            or_none=True,
+            also=lambda i: (
+                None
+                if channels[i].id in texts
+                else "Heads-ups go to a text channel, not a forum: pick another, or none."
+            ),
         )
-        return None if answer.lower() == "none" else channels[int(answer) - 1]
+        return None if index is None else channels[index]
 
     # -- the first approver ------------------------------------------------------------------
 
@@ -444,16 +389,11 @@ class DiscordSetup(SetupWizard):
         except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
             raise SetupError(f"cannot read #{where.name}: {_describe(exc, token)}; {fix}") from None
         after = int(latest[0]["id"]) if latest else 0
-        code = f"{secrets.randbelow(10**_CODE_DIGITS):0{_CODE_DIGITS}d}"
-        wait = max(1.0, float(setup.options["wait"]))
-        setup.say("")
-        setup.say(
-            "Who answers the agents' questions? The first approver is whoever types this code "
-            f"in #{where.name}:"
-        )
-        setup.say(f"    {code}")
-        setup.say(f"Waiting for it (up to {_duration(wait)}; Ctrl-C stops)...")
-        async for _ in _looks(wait):
+        wait = wait_option(setup)
+        # taken for the wait, and the last look at the channel that ends it
+        pairing = PairingCode(digits=_CODE_DIGITS, lifetime=wait + _POLL)
+        pairing.show(setup, f"#{where.name}", wait)
+        async for _ in poll_times(wait, first=_FIRST_POLL, most=_POLL):
             try:
                 found = await client.http.logs_from(where.id, _PAGE, after=after)
             except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
@@ -465,17 +405,13 @@ class DiscordSetup(SetupWizard):
                 author: dict[str, Any] = dict(message.get("author") or {})
                 if author.get("bot"):
                     continue
-                content = str(message.get("content") or "").strip()
-                who = _who(author)
-                if content == code:
-                    setup.say(f"Got it: {who} typed the code, and is the first approver.")
+                verdict = pairing.check(str(message.get("content") or ""))
+                if verdict is PairingVerdict.TAKEN:
+                    pairing.say_taken(setup, _who(author))
                     return str(author["id"])
-                if content.isdigit() and len(content) == _CODE_DIGITS:
-                    setup.say(f"{who} typed another code: not taken. Still waiting...")
-        raise SetupError(
-            f"nobody typed the code in #{where.name} within {_duration(wait)}: run this again "
-            f"for a new code, or pass --approver ID ({_USER_ID_HOW})"
-        )
+                if verdict is PairingVerdict.WRONG:
+                    pairing.say_wrong(setup, _who(author))
+        raise pairing.timed_out(f"#{where.name}", wait, _USER_ID_HOW)
 
 
 async def _login(base: str, token: str) -> discord.Client:
@@ -524,25 +460,6 @@ async def _channels(guild: discord.Guild, token: str) -> list[discord.abc.GuildC
     )
 
 
-async def _looks(wait: float) -> AsyncIterator[None]:
-    """Each time to look again, until `wait` seconds have passed: at once, then after 0.25,
-    0.5, 1 and 2 seconds, then every 3 (quick for someone quick, gentle on Discord)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + wait
-    pause = _FIRST_POLL
-    yield
-    while (remaining := deadline - loop.time()) > 0:
-        await asyncio.sleep(min(pause, remaining))
-        pause = min(pause * 2, _POLL)
-        yield
-
-
-def _number_problem(answer: str, count: int) -> str | None:
-    if answer.isdigit() and 1 <= int(answer) <= count:
-        return None
-    return f"Give a number from 1 to {count}."
-
-
 def _user_id_problem(answer: str) -> str | None:
     if answer.isascii() and answer.isdigit() and int(answer) > 0:
         return None
@@ -553,14 +470,6 @@ def _who(author: dict[str, Any]) -> str:
     name = author.get("global_name") or author.get("username") or "someone"
     handle = f"@{author['username']}, " if author.get("username") else ""
     return f"{name} ({handle}user id {author.get('id')})"
-
-
-def _duration(seconds: float) -> str:
-    whole = round(seconds)
-    if whole >= 60 and whole % 60 == 0:
-        minutes = whole // 60
-        return f"{minutes} minute{'s' if minutes != 1 else ''}"
-    return f"{whole} s"
 
 
 def _gateway(given: str | None) -> str | None:
@@ -591,18 +500,7 @@ def _gateway(given: str | None) -> str | None:
 def _describe(exc: BaseException, token: str = "") -> str:
     """An error as one line, the token cut out (Discord's answers never quote it; the
     network's errors might)."""
-    if isinstance(exc, discord.HTTPException):
-        text = f"{exc.status} {exc.text}"
-    else:
-        text = f"{type(exc).__name__}: {exc}"
-    return text.replace(token, "[token]") if token else text
-
-
-def _tilde(path: Path) -> str:
-    try:
-        return "~/" + str(path.relative_to(Path.home()))
-    except ValueError:
-        return str(path)
+    return scrub_token(describe(exc), token)
 
 
 async def _close(client: discord.Client) -> None:

@@ -401,6 +401,23 @@ async def test_a_wrong_code_and_chatter_are_passed_over(home):
     assert written(default_config(home))["channels"]["discord"]["approvers"] == [ALICE["id"]]
 
 
+async def test_guessing_codes_spends_the_code(home):
+    """A stranger in the channel gets ten tries at the code, not one every few seconds for
+    the whole wait: then the code is spent, the right one too, and nothing is written."""
+    io = ScriptedIO(DEFAULT_TOKEN, "1", "none")
+    guesses = [
+        (lambda code, n=n: f"{(int(code) + n) % 1_000_000:06d}", MALLORY) for n in range(1, 11)
+    ]
+    async with FakeDiscord() as fake:
+        code = await wizard(
+            fake, io, person=types_the_code(TEXT_CHANNEL_ID, MALLORY, first=guesses)
+        )
+    assert code == 1, io.text
+    assert "10 wrong codes were typed, so this one is spent" in io.errors[-1]
+    assert "--approver ID" in io.errors[-1]
+    assert not default_config(home).exists()
+
+
 async def test_a_message_from_before_the_code_does_not_count(home):
     """Only messages after the code was shown are read: the first look notes the newest
     message, and each later one asks for what came after it."""
