@@ -15,7 +15,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from aep_bridge import DoctorCheck
+from aep_bridge import DoctorCheck, clean_error, doctor_fail, doctor_ok
 
 if TYPE_CHECKING:
     from .config import SlackConfig
@@ -62,11 +62,7 @@ def describe(exc: BaseException, *secrets: str) -> str:
         if error == "ratelimited" or status == 429:
             return "rate limited (429): try again in a minute"
         return str(error) if error else f"HTTP {status}"
-    text = f"{type(exc).__name__}: {exc}"
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "[token]")
-    return text
+    return clean_error(exc, *secrets, with_type=True)
 
 
 def error_code(exc: BaseException) -> str | None:
@@ -103,26 +99,24 @@ async def run_doctor(client: AsyncWebClient, config: SlackConfig) -> list[Doctor
         code = error_code(exc)
         refused = code in REFUSED
         return [
-            DoctorCheck(
-                name="bot_token",
-                ok=False,
-                detail="Slack refused the bot token" if refused else describe(exc),
-                fix=BOT_TOKEN_HOW if refused else "check bot_token, and api_base_url",
+            doctor_fail(
+                "bot_token",
+                "Slack refused the bot token" if refused else describe(exc),
+                BOT_TOKEN_HOW if refused else "check bot_token, and api_base_url",
             ),
             await _app_token(config, app, bot),
         ]
     except _NETWORK as exc:
         return [
-            DoctorCheck(
-                name="bot_token",
-                ok=False,
-                detail=f"cannot reach {config.api_base_url}: {describe(exc, bot, app)}",
-                fix="check the network, or api_base_url if you use GovSlack or a proxy",
+            doctor_fail(
+                "bot_token",
+                f"cannot reach {config.api_base_url}: {describe(exc, bot, app)}",
+                "check the network, or api_base_url if you use GovSlack or a proxy",
             )
         ]
     bot_name = str(me.get("user") or "the bot")
     team = str(me.get("team") or "the workspace")
-    checks.append(DoctorCheck(name="bot_token", ok=True, detail=f"@{bot_name} in {team}"))
+    checks.append(doctor_ok("bot_token", f"@{bot_name} in {team}"))
     checks.append(_scopes(granted_scopes(me.headers)))
     checks.append(await _app_token(config, app, bot))
     checks.append(
@@ -141,19 +135,14 @@ async def run_doctor(client: AsyncWebClient, config: SlackConfig) -> list[Doctor
 
 def _scopes(granted: set[str] | None) -> DoctorCheck:
     if granted is None:
-        return DoctorCheck(
-            name="scopes",
-            ok=True,
-            detail="not checked: Slack's answer named no scopes (x-oauth-scopes)",
-        )
+        return doctor_ok("scopes", "not checked: Slack's answer named no scopes (x-oauth-scopes)")
     missing = missing_scopes(granted)
     if not missing:
-        return DoctorCheck(name="scopes", ok=True, detail="all it needs")
-    return DoctorCheck(
-        name="scopes",
-        ok=False,
-        detail="the bot token lacks " + "; ".join(f"{scope} (to {why})" for scope, why in missing),
-        fix=_SCOPES_HOW,
+        return doctor_ok("scopes", "all it needs")
+    return doctor_fail(
+        "scopes",
+        "the bot token lacks " + "; ".join(f"{scope} (to {why})" for scope, why in missing),
+        _SCOPES_HOW,
     )
 
 
@@ -163,20 +152,14 @@ async def _app_token(config: SlackConfig, app: str, bot: str) -> DoctorCheck:
     try:
         await web.apps_connections_open(app_token=app)
     except SlackApiError as exc:
-        return DoctorCheck(
-            name="app_token",
-            ok=False,
-            detail=f"Socket Mode cannot open: {describe(exc)}",
-            fix=APP_TOKEN_HOW,
-        )
+        return doctor_fail("app_token", f"Socket Mode cannot open: {describe(exc)}", APP_TOKEN_HOW)
     except _NETWORK as exc:
-        return DoctorCheck(
-            name="app_token",
-            ok=False,
-            detail=f"cannot reach {config.api_base_url}: {describe(exc, bot, app)}",
-            fix="check the network, or api_base_url if you use GovSlack or a proxy",
+        return doctor_fail(
+            "app_token",
+            f"cannot reach {config.api_base_url}: {describe(exc, bot, app)}",
+            "check the network, or api_base_url if you use GovSlack or a proxy",
         )
-    return DoctorCheck(name="app_token", ok=True, detail="Socket Mode opens")
+    return doctor_ok("app_token", "Socket Mode opens")
 
 
 async def _channel(
@@ -189,33 +172,24 @@ async def _channel(
     except SlackApiError as exc:
         code = error_code(exc)
         if code in ("channel_not_found", "not_in_channel"):
-            return DoctorCheck(
-                name=name,
-                ok=False,
-                detail=f"{channel_id}: no such channel the bot can see ({code})",
-                fix=f"check the id (the channel's details, at the bottom: Channel ID); for a "
+            return doctor_fail(
+                name,
+                f"{channel_id}: no such channel the bot can see ({code})",
+                f"check the id (the channel's details, at the bottom: Channel ID); for a "
                 f"private channel, {invite} first",
             )
-        return DoctorCheck(name=name, ok=False, detail=f"{channel_id}: {describe(exc)}")
+        return doctor_fail(name, f"{channel_id}: {describe(exc)}")
     except _NETWORK as exc:
-        return DoctorCheck(name=name, ok=False, detail=f"{channel_id}: {describe(exc)}")
+        return doctor_fail(name, f"{channel_id}: {describe(exc)}")
     channel: dict[str, Any] = dict(found.get("channel") or {})
     label = f"#{channel.get('name') or channel_id}"
     if channel.get("is_archived"):
-        return DoctorCheck(
-            name=name,
-            ok=False,
-            detail=f"{label} is archived",
-            fix="unarchive it, or pick another channel",
-        )
+        return doctor_fail(name, f"{label} is archived", "unarchive it, or pick another channel")
     if channel.get("is_member") is False:
-        return DoctorCheck(
-            name=name,
-            ok=False,
-            detail=f"the bot is not in {label}",
-            fix=f"{invite[0].upper()}{invite[1:]} ({label})",
+        return doctor_fail(
+            name, f"the bot is not in {label}", f"{invite[0].upper()}{invite[1:]} ({label})"
         )
-    return DoctorCheck(name=name, ok=True, detail=f"{label} ({what})")
+    return doctor_ok(name, f"{label} ({what})")
 
 
 async def _groups(client: AsyncWebClient, groups: list[str], team: str) -> DoctorCheck:
@@ -233,16 +207,11 @@ async def _groups(client: AsyncWebClient, groups: list[str], team: str) -> Docto
                     "approver_roles lists user group ids (S...): People > User groups, open "
                     "the group; its id is in the page's URL"
                 )
-            return DoctorCheck(
-                name="approver_roles",
-                ok=False,
-                detail=f"user group {group} in {team}: {describe(exc)}",
-                fix=fix,
+            return doctor_fail(
+                "approver_roles", f"user group {group} in {team}: {describe(exc)}", fix
             )
         except _NETWORK as exc:
-            return DoctorCheck(
-                name="approver_roles", ok=False, detail=f"user group {group}: {describe(exc)}"
-            )
+            return doctor_fail("approver_roles", f"user group {group}: {describe(exc)}")
         members = found.get("users") or []
         sizes.append(f"{group} ({len(members)} member{'s' if len(members) != 1 else ''})")
-    return DoctorCheck(name="approver_roles", ok=True, detail=", ".join(sizes))
+    return doctor_ok("approver_roles", ", ".join(sizes))

@@ -14,14 +14,10 @@ flag, for scripts: `--bot-token-env`, `--app-token-env`, `--channel-id`,
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
-import os
 import re
-import secrets
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar, Final
 
 from slack_sdk.errors import SlackApiError
@@ -31,7 +27,24 @@ from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
-from aep_bridge import SetupContext, SetupError, SetupOption, SetupWizard
+from aep_bridge import (
+    PairingCode,
+    PairingVerdict,
+    SetupContext,
+    SetupError,
+    SetupOption,
+    SetupToken,
+    SetupWizard,
+    ask_number,
+    ask_token,
+    check_token,
+    check_with_doctor,
+    human_duration,
+    keep_tokens,
+    poll_times,
+    wait_option,
+    write_channel_block,
+)
 
 from .config import SLACK_API
 from .doctor import (
@@ -54,8 +67,6 @@ CODE_LIFE: Final = 600.0
 DEFAULT_WAIT: Final = CODE_LIFE
 #: digits of the pairing code
 CODE_DIGITS: Final = 8
-#: tries at a typed token before giving up
-_TRIES: Final = 3
 #: seconds between two looks for the bot in a channel: short at first, then every 5 (Slack
 #: holds users.conversations to Tier 2, about 20 calls a minute)
 _FIRST_POLL: Final = 0.25
@@ -63,15 +74,6 @@ _POLL: Final = 5.0
 _MEMBER_ID_HOW: Final = "a person's profile > ⋮ > Copy member ID"
 _USER: Final = re.compile(r"[UW][A-Z0-9]{2,}")
 _CHANNEL: Final = re.compile(r"[CG][A-Z0-9]{2,}")
-
-
-@dataclass(frozen=True, slots=True)
-class _Token:
-    """A token, the variable the config names for it, and whether it came from there."""
-
-    variable: str
-    value: str
-    from_env: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,8 +168,8 @@ class SlackSetup(SetupWizard):
         notes = self._pick_notifications(setup, channels, channel)
         approvers = await self._approvers(setup, client, base, channel, bot, app)
         block: dict[str, Any] = {
-            "bot_token": "${" + bot.variable + "}",
-            "app_token": "${" + app.variable + "}",
+            "bot_token": bot.reference,
+            "app_token": app.reference,
             "channel_id": channel.id,
         }
         if notes is not None:
@@ -175,71 +177,39 @@ class SlackSetup(SetupWizard):
         block["approvers"] = approvers
         if given_base:
             block["api_base_url"] = base
-        path = setup.write_channel(block)
-        setup.say(f"Wrote channels.{setup.channel} to {path}.")
-        self._keep_tokens(setup, (bot, app))
-        setup.say("")
-        setup.say("Checking it as `aep-bridge doctor` does:")
-        ok = await setup.doctor(environ={bot.variable: bot.value, app.variable: app.value})
-        setup.say("")
-        if ok:
-            setup.say(
-                "Done. Start the bridge with `aep-bridge run`: a session becomes a thread in "
-                f"{channel.label}."
-            )
-        else:
-            setup.say(
-                "The block is written, but a check failed: fix what it says, then run "
-                "`aep-bridge doctor`."
-            )
-        return ok
+        write_channel_block(setup, block)
+        keep_tokens(setup, (bot, app))
+        return await check_with_doctor(setup, (bot, app), becomes=f"a thread in {channel.label}")
 
     # -- the tokens --------------------------------------------------------------------------
 
-    def _token(self, setup: SetupContext, kind: str) -> _Token:
+    def _token(self, setup: SetupContext, kind: str) -> SetupToken:
         """The bot or app token: from the variable its flag names, else the default variable
         (when the person says so), else typed."""
-        default = BOT_ENV if kind == "bot" else APP_ENV
-        named = setup.options[f"{kind}_token_env"]
-        if named:
-            value = os.environ.get(named, "").strip()
-            if not value:
-                raise SetupError(
-                    f"${named} is not set: export {named}='{_prefix(kind)}...' first (the "
-                    f"{_what(kind)})"
-                )
-            return _Token(named, value, True)
-        if os.environ.get(default, "").strip() and setup.confirm(
-            f"Use the {kind} token in ${default}?", default=True
-        ):
-            return _Token(default, os.environ[default].strip(), True)
-        value = setup.secret(
-            f"{_what(kind)[0].upper()}{_what(kind)[1:]} (it is not shown as you type)",
-            flag=f"--{kind}-token-env VAR",
+        what = _what(kind)
+        return ask_token(
+            setup,
+            flag=f"--{kind}-token-env",
+            variable=BOT_ENV if kind == "bot" else APP_ENV,
+            prompt=f"{what[0].upper()}{what[1:]}",
+            example=f"{_prefix(kind)}...",
+            what=f"{kind} token",
+            hint=f"the {what}",
         )
-        return _Token(default, value, False)
 
     async def _bot(
-        self, setup: SetupContext, base: str, bot: _Token
-    ) -> tuple[AsyncWebClient, _Token]:
+        self, setup: SetupContext, base: str, bot: SetupToken
+    ) -> tuple[AsyncWebClient, SetupToken]:
         """A client with the bot token Slack took, and its `auth.test`; a typed token that is
         refused is asked for again."""
-        for attempt in range(1, _TRIES + 1):
-            try:
-                client, me = await _auth(base, bot.value)
-            except SetupError as exc:
-                where = f"${bot.variable}" if bot.from_env else "that token"
-                if bot.from_env or attempt == _TRIES:
-                    raise SetupError(f"{where}: {exc}") from None
-                setup.say(f"{exc}.")
-                bot = _Token(bot.variable, setup.secret("The bot token, again"), False)
-                continue
-            setup.say(
-                f"ok    the bot token is @{me.get('user') or 'the bot'}'s, in "
-                f"{me.get('team') or 'the workspace'}."
-            )
-            return client, bot
-        raise AssertionError("unreachable")  # pragma: no cover
+        (client, me), bot = await check_token(
+            setup, bot, lambda value: _auth(base, value), again="The bot token, again"
+        )
+        setup.say(
+            f"ok    the bot token is @{me.get('user') or 'the bot'}'s, in "
+            f"{me.get('team') or 'the workspace'}."
+        )
+        return client, bot
 
     async def _check_scopes(self, setup: SetupContext, client: AsyncWebClient) -> None:
         """The bot token's scopes (Slack names them in each answer's `x-oauth-scopes`):
@@ -275,45 +245,19 @@ class SlackSetup(SetupWizard):
                     "app, then run this again (nothing written)"
                 )
 
-    async def _app(self, setup: SetupContext, base: str, app: _Token, bot: _Token) -> _Token:
+    async def _app(
+        self, setup: SetupContext, base: str, app: SetupToken, bot: SetupToken
+    ) -> SetupToken:
         """The app token, checked by opening a Socket Mode URL (never connected to here)."""
-        for attempt in range(1, _TRIES + 1):
-            problem = await _socket_mode_problem(base, app.value, bot.value)
-            if problem is None:
-                setup.say("ok    the app token opens Socket Mode.")
-                return app
-            where = f"${app.variable}" if app.from_env else "that token"
-            if app.from_env or attempt == _TRIES:
-                raise SetupError(f"{where}: {problem}")
-            setup.say(f"{problem}.")
-            app = _Token(app.variable, setup.secret("The app-level token, again"), False)
-        raise AssertionError("unreachable")  # pragma: no cover
 
-    def _keep_tokens(self, setup: SetupContext, tokens: Sequence[_Token]) -> None:
-        """Say where the tokens go (the file names the variables); offer to save the typed
-        ones in the env file, readable only by the person."""
-        env_file = _tilde(setup.env_file)
-        names = " and ".join(f"${{{t.variable}}}" for t in tokens)
-        setup.say(
-            f"The file says {names}, not the tokens: aep-bridge reads them from its environment "
-            "when it starts."
-        )
-        typed = [t for t in tokens if not t.from_env]
-        if typed and setup.confirm(
-            f"Save the typed token{'s' if len(typed) > 1 else ''} in {env_file}, readable "
-            "only by you?",
-            default=True,
-        ):
-            for token in typed:
-                setup.save_secret(token.variable, token.value)
-            setup.say(f"Saved. `aep-bridge run` (and `check`, `doctor`) reads it from {env_file}.")
-            return
-        setup.say(f"To keep them in {env_file}, readable only by you, and load them from there:")
-        setup.say(f"  mkdir -p {_tilde(setup.env_file.parent)}")
-        for token in tokens:
-            value = f'"${token.variable}"' if token.from_env else "'the token'"
-            setup.say(f"  (umask 077; printf '{token.variable}=%s\\n' {value} >> {env_file})")
-        setup.say(f"  set -a; . {env_file}; set +a    # in the shell that runs aep-bridge")
+        async def opens(value: str) -> None:
+            problem = await _socket_mode_problem(base, value, bot.value)
+            if problem is not None:
+                raise SetupError(problem)
+
+        _, app = await check_token(setup, app, opens, again="The app-level token, again")
+        setup.say("ok    the app token opens Socket Mode.")
+        return app
 
     # -- the channels ------------------------------------------------------------------------
 
@@ -328,13 +272,13 @@ class SlackSetup(SetupWizard):
         setup.say("")
         setup.say("The bot is in no channel yet. In Slack, open the channel the sessions go to")
         setup.say("(or create one) and invite the bot: type /invite @ and the app's name there.")
-        setup.say(f"Waiting for it (up to {_duration(wait)}; Ctrl-C stops)...")
-        async for _ in _looks(wait):
+        setup.say(f"Waiting for it (up to {human_duration(wait)}; Ctrl-C stops)...")
+        async for _ in poll_times(wait, first=_FIRST_POLL, most=_POLL):
             found = await _member_channels(client, bot)
             if found:
                 return found
         raise SetupError(
-            f"the bot was invited to no channel within {_duration(wait)}: type /invite @app "
+            f"the bot was invited to no channel within {human_duration(wait)}: type /invite @app "
             "in the channel for the sessions, then run this again"
         )
 
@@ -354,13 +298,14 @@ class SlackSetup(SetupWizard):
         setup.say("The channels the bot is in (each session becomes a thread in the one you pick):")
         for number, channel in enumerate(channels, 1):
             setup.say(f"  {number}. {channel.label}{' (private)' if channel.private else ''}")
-        answer = setup.ask(
+        index = ask_number(
+            setup,
             "Which channel holds the sessions (a number)?",
+            len(channels),
             default="1" if len(channels) == 1 else None,
             flag="--channel-id ID",
-            check=lambda a: _number_problem(a, len(channels)),
         )
-        return channels[int(answer) - 1]
+        return channels[index]
 
     def _pick_notifications(
         self, setup: SetupContext, channels: Sequence[_Channel], sessions: _Channel
@@ -382,20 +327,15 @@ class SlackSetup(SetupWizard):
         others = [c for c in channels if c != sessions]
         if not others:
             return None
-
-        def problem(answer: str) -> str | None:
-            if answer.lower() == "none":
-                return None
-            wrong = _number_problem(answer, len(channels))
-            return None if wrong is None else wrong + " Or none."
-
-        answer = setup.ask(
+        index = ask_number(
+            setup,
             "Heads-ups (done, failed, waiting for you) to which channel (a number, or none)?",
+            len(channels),
             default="none",
             flag="--notifications-channel-id ID",
-            check=problem,
+            or_none=True,
         )
-        return None if answer.lower() == "none" else channels[int(answer) - 1]
+        return None if index is None else channels[index]
 
     # -- the first approver ------------------------------------------------------------------
 
@@ -405,8 +345,8 @@ class SlackSetup(SetupWizard):
         client: AsyncWebClient,
         base: str,
         channel: _Channel,
-        bot: _Token,
-        app: _Token,
+        bot: SetupToken,
+        app: SetupToken,
     ) -> list[str]:
         """`--approver`, else whoever types the pairing code in the sessions' channel."""
         given = [str(a).strip() for a in setup.options["approver"]]
@@ -503,17 +443,16 @@ async def _pair(
     """The member id of whoever types a fresh one-time code in `where`, heard over Socket
     Mode; every other message (a wrong code, another channel, a bot) is passed over, its text
     never shown."""
-    code = f"{secrets.randbelow(10**CODE_DIGITS):0{CODE_DIGITS}d}"
     wait = _wait(setup)
     loop = asyncio.get_running_loop()
     taken: asyncio.Future[str] = loop.create_future()
-    deadline = 0.0
+    pairing: PairingCode | None = None  # made once connected: nothing is heard before
     others: asyncio.Queue[str] = asyncio.Queue()
 
     async def hear(socket: AsyncBaseSocketModeClient, request: SocketModeRequest) -> None:
         # every envelope is acked, or Slack sends it again
         await socket.send_socket_mode_response(SocketModeResponse(request.envelope_id))
-        if request.type != "events_api" or taken.done() or loop.time() > deadline:
+        if request.type != "events_api" or taken.done() or pairing is None:
             return
         event: dict[str, Any] = dict(request.payload.get("event") or {})
         if (
@@ -524,10 +463,10 @@ async def _pair(
             or not isinstance(event.get("user"), str)
         ):
             return
-        text = str(event.get("text") or "").strip()
-        if hmac.compare_digest(text.encode(), code.encode()):
+        verdict = pairing.check(str(event.get("text") or ""))
+        if verdict is PairingVerdict.TAKEN:
             taken.set_result(event["user"])
-        elif text.isascii() and text.isdigit() and len(text) == CODE_DIGITS:
+        elif verdict is PairingVerdict.WRONG:
             others.put_nowait(event["user"])
 
     quiet = logging.getLogger(f"{__name__}.socket_mode")  # its chatter is not the person's
@@ -545,13 +484,8 @@ async def _pair(
                 "or pass --approver ID"
             ) from None
         deadline = loop.time() + wait
-        setup.say("")
-        setup.say(
-            "Who answers the agents' questions? The first approver is whoever types this code "
-            f"in {where.label}:"
-        )
-        setup.say(f"    {code}")
-        setup.say(f"Waiting for it (up to {_duration(wait)}; Ctrl-C stops)...")
+        pairing = PairingCode(digits=CODE_DIGITS, lifetime=wait, clock=loop.time)
+        pairing.show(setup, where.label, wait)
         while True:
             remaining = deadline - loop.time()
             if remaining <= 0:
@@ -561,22 +495,16 @@ async def _pair(
                 {taken, wrong}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
             )
             if wrong in done:
-                who = await _who(client, wrong.result())
-                setup.say(f"{who} typed another code: not taken. Still waiting...")
+                pairing.say_wrong(setup, await _who(client, wrong.result()))
                 continue
             wrong.cancel()
             if taken in done:
                 user = taken.result()
-                setup.say(
-                    f"Got it: {await _who(client, user)} typed the code, and is the first approver."
-                )
+                pairing.say_taken(setup, await _who(client, user))
                 return user
     finally:
         await socket.close()  # type: ignore[no-untyped-call]
-    raise SetupError(
-        f"nobody typed the code in {where.label} within {_duration(wait)}: run this again for "
-        f"a new code, or pass --approver ID ({_MEMBER_ID_HOW})"
-    )
+    raise pairing.timed_out(where.label, wait, _MEMBER_ID_HOW)
 
 
 async def _who(client: AsyncWebClient, user: str) -> str:
@@ -607,38 +535,4 @@ def _what(kind: str) -> str:
 
 
 def _wait(setup: SetupContext) -> float:
-    return min(CODE_LIFE, max(1.0, float(setup.options["wait"])))
-
-
-async def _looks(wait: float) -> AsyncIterator[None]:
-    """Each time to look again, until `wait` seconds have passed: at once, then after 0.25,
-    0.5, 1, 2 and 4 seconds, then every 5 (within Slack's Tier 2)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + wait
-    pause = _FIRST_POLL
-    yield
-    while (remaining := deadline - loop.time()) > 0:
-        await asyncio.sleep(min(pause, remaining))
-        pause = min(pause * 2, _POLL)
-        yield
-
-
-def _number_problem(answer: str, count: int) -> str | None:
-    if answer.isdigit() and 1 <= int(answer) <= count:
-        return None
-    return f"Give a number from 1 to {count}."
-
-
-def _duration(seconds: float) -> str:
-    whole = round(seconds)
-    if whole >= 60 and whole % 60 == 0:
-        minutes = whole // 60
-        return f"{minutes} minute{'s' if minutes != 1 else ''}"
-    return f"{whole} s"
-
-
-def _tilde(path: Path) -> str:
-    try:
-        return "~/" + str(path.relative_to(Path.home()))
-    except ValueError:
-        return str(path)
+    return wait_option(setup, most=CODE_LIFE)
