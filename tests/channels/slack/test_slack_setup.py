@@ -276,6 +276,21 @@ async def test_the_tokens_in_the_environment_are_offered_first(home, monkeypatch
 # -- the pairing code --------------------------------------------------------------------
 
 
+async def test_guessing_codes_spends_the_code(home):
+    """A stranger in the channel gets ten tries at the code, not the whole ten minutes of
+    tries: then the code is spent, the right one too, and nothing is written."""
+    io = ScriptedIO(BOT_TOKEN, APP_TOKEN, "1", "none")
+    guesses = [
+        (lambda code, n=n: f"{(int(code) + n) % 10**8:08d}", MALLORY, C0AGENTS)
+        for n in range(1, 11)
+    ]
+    async with FakeSlack() as fake:
+        code = await wizard(fake, io, person=types_the_code(MALLORY, first=guesses))
+    assert code == 1, io.text
+    assert "10 wrong codes were typed, so this one is spent" in io.errors[-1]
+    assert not default_config(home).exists()
+
+
 async def test_a_wrong_code_another_channel_and_chatter_are_passed_over(home):
     io = ScriptedIO(BOT_TOKEN, APP_TOKEN, "1", "none", "n")
     first = [
