@@ -20,6 +20,7 @@ from aep_bridge import (
     SetupError,
     SetupToken,
     SetupWizard,
+    ask_number,
     ask_token,
     check_token,
     check_with_doctor,
@@ -32,6 +33,7 @@ from aep_bridge import (
     number_problem,
     scrub_token,
     tilde,
+    token_env_option,
     write_channel_block,
 )
 from aep_bridge.plugins import PluginHost
@@ -306,6 +308,31 @@ def test_words() -> None:
     assert number_problem("2", 3) is None
     assert number_problem("4", 3) == "Give a number from 1 to 3."
     assert number_problem("x", 3) == "Give a number from 1 to 3."
+
+
+def test_ask_number_asks_again_until_a_choice_fits(tmp_path: Path) -> None:
+    io = ScriptedIO("9", "x", "2")
+    assert ask_number(Context(io, tmp_path), "Which (a number)?", 3, flag="--which ID") == 1
+    assert io.transcript.count("Give a number from 1 to 3.") == 2
+    io = ScriptedIO("1", "", "3")
+    forum = ask_number(
+        Context(io, tmp_path),
+        "Heads-ups to which (a number, or none)?",
+        3,
+        flag="--notes ID",
+        default="none",
+        or_none=True,
+        also=lambda i: "not a forum" if i == 0 else None,
+    )
+    assert forum is None  # the empty answer took the default, none
+    assert "not a forum" in io.transcript
+
+
+def test_token_env_option_names_the_default_variable() -> None:
+    option = token_env_option("CHATLY_TOKEN")
+    assert option.flag == "--token-env"
+    assert option.dest == "token_env"
+    assert option.help.endswith("default: ask, or use $CHATLY_TOKEN")
 
 
 def test_doctor_checks() -> None:
