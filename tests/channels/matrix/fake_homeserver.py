@@ -168,9 +168,9 @@ ENCRYPTION = {"algorithm": "m.megolm.v1.aes-sha2"}
 MAX_EVENT_BYTES = 65_536
 
 #: the spec's HTML subset for `formatted_body` (m.room.message msgtypes), with deprecated tags
-HTML_TAGS = frozenset(
-    ["font", "del", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "p", "a", "ul", "ol", "sup", "sub", "li", "b", "i", "u", "strong", "em", "s", "strike", "code", "hr", "br", "div", "table", "thead", "tbody", "tr", "th", "td", "caption", "pre", "span", "img", "details", "summary", "mx-reply"]
-)
+_TAGS = "font del h1 h2 h3 h4 h5 h6 blockquote p a ul ol sup sub li b i u strong em s strike "
+_TAGS += "code hr br div table thead tbody tr th td caption pre span img details summary mx-reply"
+HTML_TAGS = frozenset(_TAGS.split())
 #: attributes the spec allows, per tag
 HTML_ATTRIBUTES: Mapping[str, frozenset[str]] = {
     "font": frozenset({"data-mx-bg-color", "data-mx-color", "color"}),
@@ -455,6 +455,10 @@ def _json_size(value: Any) -> int:
     return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
 
 
+#: the state an invite shows, and the keys of a stripped state event
+_INVITE_STATE = ("m.room.name", "m.room.create", "m.room.join_rules", "m.room.encryption")
+_STRIPPED = ("type", "state_key", "content", "sender")
+
 _Handler = Callable[["_Req"], Any]
 
 
@@ -495,29 +499,31 @@ class FakeHomeserver:
         for localpart in ("bot", "ada", "bob", "stranger"):
             self.add_user(localpart)
         self._routes: list[tuple[str, re.Pattern[str], _Handler, bool]] = []
+        room, seg = r"/rooms/(?P<room>[^/]+)", "[^/]+"
         for method, pattern, handler, authed in [
             ("GET", r"/versions", self._versions, False),
             ("GET", r"/login", self._login_flows, False),
             ("POST", r"/login", self._login, False),
             ("POST", r"/logout", self._logout, True),
             ("GET", r"/account/whoami", self._whoami, True),
-            ("POST", r"/user/(?P<user>[^/]+)/filter", self._filter_create, True),
-            ("GET", r"/user/(?P<user>[^/]+)/filter/(?P<id>[^/]+)", self._filter_get, True),
+            ("POST", rf"/user/(?P<user>{seg})/filter", self._filter_create, True),
+            ("GET", rf"/user/(?P<user>{seg})/filter/(?P<id>{seg})", self._filter_get, True),
             ("GET", r"/sync", self._sync, True),
-            ("POST", r"/join/(?P<room>[^/]+)", self._join, True),
-            ("POST", r"/rooms/(?P<room>[^/]+)/join", self._join, True),
-            ("POST", r"/rooms/(?P<room>[^/]+)/leave", self._leave, True),
+            ("POST", rf"/join/(?P<room>{seg})", self._join, True),
+            ("POST", rf"{room}/join", self._join, True),
+            ("POST", rf"{room}/leave", self._leave, True),
             ("POST", r"/createRoom", self._create_room, True),
-            ("PUT", r"/rooms/(?P<room>[^/]+)/send/(?P<type>[^/]+)/(?P<txn>[^/]+)", self._send, True),
-            ("PUT", r"/rooms/(?P<room>[^/]+)/redact/(?P<event>[^/]+)/(?P<txn>[^/]+)", self._redact, True),
-            ("PUT", r"/rooms/(?P<room>[^/]+)/state/(?P<type>[^/]+)(?:/(?P<key>.*))?", self._put_state, True),
-            ("GET", r"/rooms/(?P<room>[^/]+)/state/(?P<type>[^/]+)(?:/(?P<key>.*))?", self._get_state, True),
-            ("GET", r"/rooms/(?P<room>[^/]+)/state", self._all_state, True),
-            ("GET", r"/rooms/(?P<room>[^/]+)/event/(?P<event>[^/]+)", self._get_event, True),
-            ("GET", r"/rooms/(?P<room>[^/]+)/joined_members", self._joined_members, True),
-            ("GET", r"/rooms/(?P<room>[^/]+)/messages", self._messages, True),
-            ("GET", r"/rooms/(?P<room>[^/]+)/relations/(?P<event>[^/]+)(?:/(?P<rel>[^/]+)(?:/(?P<type>[^/]+))?)?", self._relations, True),
-            ("GET", r"/profile/(?P<user>[^/]+)(?:/displayname)?", self._profile, False),
+            ("PUT", rf"{room}/send/(?P<type>{seg})/(?P<txn>{seg})", self._send, True),
+            ("PUT", rf"{room}/redact/(?P<event>{seg})/(?P<txn>{seg})", self._redact, True),
+            ("PUT", rf"{room}/state/(?P<type>{seg})(?:/(?P<key>.*))?", self._put_state, True),
+            ("GET", rf"{room}/state/(?P<type>{seg})(?:/(?P<key>.*))?", self._get_state, True),
+            ("GET", rf"{room}/state", self._all_state, True),
+            ("GET", rf"{room}/event/(?P<event>{seg})", self._get_event, True),
+            ("GET", rf"{room}/joined_members", self._joined_members, True),
+            ("GET", rf"{room}/messages", self._messages, True),
+            ("GET", rf"{room}/relations/(?P<event>{seg})(?:/(?P<rel>{seg})(?:/(?P<type>{seg}))?)?",
+             self._relations, True),
+            ("GET", rf"/profile/(?P<user>{seg})(?:/displayname)?", self._profile, False),
         ]:  # fmt: skip
             self._routes.append((method, re.compile(pattern + "$"), handler, authed))
         self.app = Starlette(
@@ -719,7 +725,7 @@ class FakeHomeserver:
         return self._accept(self.rooms[room_id], user, "m.room.message", content).event_id
 
     def react_as(self, user: str, room_id: str, event_id: str, key: str) -> str:
-        """A person's reaction; raises `MatrixError` (M_DUPLICATE_ANNOTATION) as the server would."""
+        """A person's reaction; a duplicate raises `MatrixError` (M_DUPLICATE_ANNOTATION)."""
         content = {"m.relates_to": {"rel_type": "m.annotation", "event_id": event_id, "key": key}}
         return self._accept(self.rooms[room_id], user, "m.reaction", content).event_id
 
@@ -848,8 +854,11 @@ class FakeHomeserver:
     def _join_member(self, room: FakeRoom, user: str) -> None:
         room.members.add(user)
         room.invited.discard(user)
-        name = self.users[user].displayname if user in self.users else user
-        self._state(room, user, "m.room.member", user, {"membership": "join", "displayname": name})
+        content = {"membership": "join", "displayname": self._name(user)}
+        self._state(room, user, "m.room.member", user, content)
+
+    def _name(self, user: str) -> str:
+        return self.users[user].displayname if user in self.users else user
 
     def _room(self, room_id: str, user: str) -> FakeRoom:
         room = self.rooms.get(room_id)
@@ -869,8 +878,8 @@ class FakeHomeserver:
         """Check an event as Synapse would and store it (the rate limit is the caller's)."""
         if sender not in room.members:
             raise MatrixError(403, "M_FORBIDDEN", f"User {sender} not in room {room.room_id}")
-        size = _json_size({"type": event_type, "content": content, "sender": sender,
-                           "room_id": room.room_id, "origin_server_ts": 0, "event_id": "$" + "x" * 43})  # fmt: skip
+        pdu = {"type": event_type, "content": content, "sender": sender, "room_id": room.room_id}
+        size = _json_size({**pdu, "origin_server_ts": 0, "event_id": "$" + "x" * 43})
         if size > self.limits.max_event_bytes:
             raise MatrixError(413, "M_TOO_LARGE", "event too large")
         rel = content.get("m.relates_to")
@@ -1121,9 +1130,9 @@ class FakeHomeserver:
             if req.user in room.invited:
                 if self._invite_pos.get((room.room_id, req.user), 0) > since:
                     stripped = [
-                        {"type": e.type, "state_key": e.state_key, "content": e.content, "sender": e.sender}
+                        {k: v for k, v in self._to_client(e).items() if k in _STRIPPED}
                         for e in room.state.values()
-                        if e.type in ("m.room.name", "m.room.create", "m.room.join_rules", "m.room.encryption")
+                        if e.type in _INVITE_STATE
                         or (e.type == "m.room.member" and e.state_key == req.user)
                     ]  # fmt: skip
                     invite[room.room_id] = {"invite_state": {"events": stripped}}
@@ -1233,7 +1242,8 @@ class FakeHomeserver:
             raise MatrixError(
                 403,
                 "M_FORBIDDEN",
-                f"You don't have permission to post that to the room. user_level ({room.power(req.user)}) < send_level ({needed})",
+                f"You don't have permission to post that to the room. "
+                f"user_level ({room.power(req.user)}) < send_level ({needed})",
             )
         self._rate(req)
         size = _json_size({"type": event_type, "content": req.body, "state_key": key})
@@ -1263,7 +1273,7 @@ class FakeHomeserver:
         room = self._room(req.params["room"], req.user)
         return {
             "joined": {
-                user: {"display_name": self.users[user].displayname if user in self.users else None, "avatar_url": None}
+                user: {"display_name": self._name(user), "avatar_url": None}
                 for user in sorted(room.members)
             }
         }  # fmt: skip

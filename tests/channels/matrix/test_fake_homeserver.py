@@ -100,14 +100,15 @@ async def test_login_by_password_and_token_then_whoami(fake: FakeHomeserver) -> 
     client = Client(mxid=BOT, base_url=fake.url)
     try:
         login = await client.login(password="pw-bot", device_name="aep-bridge")
-        assert login.user_id == BOT and client.api.token == login.access_token
+        assert login.user_id == BOT
+        assert client.api.token == login.access_token
         assert (await client.whoami()).user_id == BOT
         login = await client.login(login_type="m.login.token", token=fake.login_token(BOT))
         assert (await client.whoami()).device_id == login.device_id
         fake.revoke(login.access_token)
         with pytest.raises(MatrixRequestError) as refused:
             await client.whoami()
-        assert refused.value.errcode == "M_UNKNOWN_TOKEN" and refused.value.http_status == 401
+        assert (refused.value.http_status, refused.value.errcode) == (401, "M_UNKNOWN_TOKEN")
     finally:
         await _closing(client)
 
@@ -332,7 +333,8 @@ async def test_an_invite_shows_in_sync_and_the_bot_joins(fake: FakeHomeserver) -
     client = _client(fake)
     try:
         data = await client.sync(timeout=0)
-        assert room in data["rooms"]["invite"] and room not in data["rooms"]["join"]
+        assert list(data["rooms"]["invite"]) == [room]
+        assert room not in data["rooms"]["join"]
         await client.join_room_by_id(room)
         members = await client.get_joined_members(room)
         assert set(members) == {ADA, BOT}
@@ -352,7 +354,7 @@ async def test_too_large_events_and_html_outside_the_subset(fake: FakeHomeserver
     try:
         with pytest.raises(MatrixRequestError) as refused:
             await client.send_text(room, "x" * 70_000)
-        assert refused.value.http_status == 413 and refused.value.errcode == "M_TOO_LARGE"
+        assert (refused.value.http_status, refused.value.errcode) == (413, "M_TOO_LARGE")
         await client.send_text(room, "ok", html="<p>ok</p><script>alert(1)</script>")
         await client.send_text(room, "ok", html='<pre><code class="language-py">x</code></pre>')
         kinds = [(v.kind, v.detail) for v in fake.violations]
