@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -21,7 +22,14 @@ from mautrix.errors import (
     MLimitExceeded,
     make_request_error,
 )
-from mautrix.types import EventType, PaginationDirection, RoomID
+from mautrix.types import (
+    EventType,
+    Filter,
+    PaginationDirection,
+    RoomEventFilter,
+    RoomFilter,
+    RoomID,
+)
 from yarl import URL
 
 from .fake_homeserver import (
@@ -370,3 +378,47 @@ def test_the_html_subset() -> None:
         "<a href='javascript:x()'>",
         "<style>",
     ]
+
+
+async def test_a_filter_id_or_inline_filter_sets_the_timeline_limit(fake: FakeHomeserver) -> None:
+    room = RoomID(fake.create_room("agents", [BOT, ADA]))
+    client = _client(fake)
+    try:
+        filter_id = await client.create_filter(
+            Filter(room=RoomFilter(timeline=RoomEventFilter(limit=3)))
+        )
+        since = (await client.sync(timeout=0))["next_batch"]
+        sent = [fake.send_as(ADA, room, f"line {n}") for n in range(5)]
+        data = await client.sync(since=since, timeout=0, filter_id=filter_id)
+        timeline = data["rooms"]["join"][room]["timeline"]
+        assert [e["event_id"] for e in timeline["events"]] == sent[2:]
+        assert timeline["limited"] is True
+        inline = json.dumps({"room": {"timeline": {"limit": 50}}})
+        data = await client.sync(since=since, timeout=0, filter_id=inline)
+        assert len(data["rooms"]["join"][room]["timeline"]["events"]) == 5
+        full = await client.sync(since=data["next_batch"], timeout=0, full_state=True)
+        state = {e["type"] for e in full["rooms"]["join"][room]["state"]["events"]}
+        assert {"m.room.create", "m.room.power_levels", "m.room.name"} <= state
+    finally:
+        await _closing(client)
+
+
+async def test_create_room_invites_and_the_person_sees_the_bots_messages(
+    fake: FakeHomeserver,
+) -> None:
+    client = _client(fake)
+    try:
+        room = await client.create_room(name="team-a", invitees=[ADA])
+        assert fake.rooms[room].invited == {ADA}
+        assert fake.state(room, "m.room.name") == {"name": "team-a"}
+        await client.send_text(room, "session started")
+        ada = _client(fake, ADA)
+        try:
+            await ada.join_room_by_id(room)
+            fake.send_as(ADA, room, "thanks", reply_to=fake.messages(room)[0].event_id)
+        finally:
+            await _closing(ada)
+        assert [m.body for m in fake.messages(room, from_bot=True)] == ["session started"]
+        assert [m.sender for m in fake.messages(room, from_bot=False)] == [ADA]
+    finally:
+        await _closing(client)
