@@ -422,3 +422,31 @@ async def test_create_room_invites_and_the_person_sees_the_bots_messages(
         assert [m.sender for m in fake.messages(room, from_bot=False)] == [ADA]
     finally:
         await _closing(client)
+
+
+async def test_what_a_homeserver_refuses_or_a_channel_must_not_send(fake: FakeHomeserver) -> None:
+    secret = RoomID(fake.create_room("secret", [BOT, ADA], encrypted=True))
+    theirs = RoomID(fake.create_room("ops", [BOT, ADA], creator=ADA))
+    client = _client(fake)
+    try:
+        await client.send_text(secret, "plain words in an encrypted room")
+        reply = await client.send_message_event(
+            theirs, EventType.ROOM_MESSAGE, _thread_reply(fake.send_as(ADA, theirs, "q"), "a")
+        )
+        with pytest.raises(MatrixRequestError) as nested:
+            await client.send_message_event(
+                theirs, EventType.ROOM_MESSAGE, _thread_reply(reply, "a thread in a thread")
+            )
+        assert (nested.value.http_status, nested.value.errcode) == (400, "M_UNKNOWN")
+        adas = fake.send_as(ADA, theirs, "mine")
+        with pytest.raises(MatrixRequestError) as forbidden:
+            await client.redact(theirs, adas)  # the bot is at power 0 in Ada's room
+        assert (forbidden.value.http_status, forbidden.value.errcode) == (403, "M_FORBIDDEN")
+        assert [v.kind for v in fake.violations] == [
+            "plaintext_in_encrypted_room",
+            "M_UNKNOWN",
+            "M_FORBIDDEN",
+        ]
+        assert fake.message(adas).body == "mine"
+    finally:
+        await _closing(client)
