@@ -224,10 +224,26 @@ async def test_an_edit_by_someone_else_is_not_a_version(fake: FakeHomeserver) ->
     room = RoomID(fake.create_room("agents", [BOT, ADA]))
     client = _client(fake)
     try:
-        mine = await client.send_text(room, "the bot's words")
-        fake.edit_as(ADA, room, mine, "Ada's words")
-        assert fake.message(mine).body == "the bot's words"
+        adas = fake.send_as(ADA, room, "Ada's words")
+        await client.send_message_event(
+            room,
+            EventType.ROOM_MESSAGE,
+            {
+                "msgtype": "m.text",
+                "body": "* the bot's words",
+                "m.new_content": {"msgtype": "m.text", "body": "the bot's words"},
+                "m.relates_to": {"rel_type": "m.replace", "event_id": adas},
+            },
+        )  # Synapse stores it; every client ignores it
+        assert fake.message(adas).body == "Ada's words"
+        fetched = await client.api.request(Method.GET, Path.v3.rooms[room].event[adas])
+        assert "m.relations" not in fetched["unsigned"]
         assert [v.kind for v in fake.violations] == ["edit_invalid"]
+        fake.edit_as(ADA, room, adas, "Ada's better words")
+        assert [v["body"] for v in fake.message(adas).versions] == [
+            "Ada's words",
+            "Ada's better words",
+        ]
     finally:
         await _closing(client)
 
