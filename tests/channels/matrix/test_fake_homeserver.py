@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from aiohttp import ClientResponse, ContentTypeError
@@ -23,12 +23,17 @@ from mautrix.errors import (
     make_request_error,
 )
 from mautrix.types import (
+    EventID,
     EventType,
     Filter,
+    FilterID,
+    LoginType,
     PaginationDirection,
+    RoomEncryptionStateEventContent,
     RoomEventFilter,
     RoomFilter,
     RoomID,
+    UserID,
 )
 from yarl import URL
 
@@ -91,6 +96,15 @@ async def _closing(client: Client) -> None:
     await client.api.session.close()
 
 
+async def _send(
+    client: Client, room: RoomID, content: dict[str, Any], txn_id: str | None = None
+) -> EventID:
+    """Send raw `m.room.message` content (as the channel will, with its own relations)."""
+    return await client.send_message_event(
+        room, EventType.ROOM_MESSAGE, cast(Any, content), txn_id=txn_id
+    )
+
+
 def _thread_reply(root: str, body: str) -> dict[str, Any]:
     return {
         "msgtype": "m.text",
@@ -111,7 +125,7 @@ async def test_login_by_password_and_token_then_whoami(fake: FakeHomeserver) -> 
         assert login.user_id == BOT
         assert client.api.token == login.access_token
         assert (await client.whoami()).user_id == BOT
-        login = await client.login(login_type="m.login.token", token=fake.login_token(BOT))
+        login = await client.login(login_type=LoginType.TOKEN, token=fake.login_token(BOT))
         assert (await client.whoami()).device_id == login.device_id
         fake.revoke(login.access_token)
         with pytest.raises(MatrixRequestError) as refused:
@@ -127,7 +141,9 @@ async def test_a_long_poll_answers_when_another_user_sends(fake: FakeHomeserver)
     try:
         first = await client.sync(timeout=0)
         assert room in first["rooms"]["join"]
-        poll = asyncio.create_task(client.sync(since=first["next_batch"], timeout=30_000))
+        poll: asyncio.Future[Any] = asyncio.ensure_future(
+            client.sync(since=first["next_batch"], timeout=30_000)
+        )
         await asyncio.sleep(0.05)
         assert not poll.done()  # nothing new: the server holds the request
         sent = fake.send_as(ADA, RoomID(room), "run the tests?")
@@ -168,15 +184,11 @@ async def test_thread_reply_edit_reaction_and_redaction(fake: FakeHomeserver) ->
     room = RoomID(fake.create_room("agents", [BOT, ADA]))
     client = _client(fake)
     try:
-        root = await client.send_message_event(
-            room, EventType.ROOM_MESSAGE, {"msgtype": "m.text", "body": "session"}
-        )
-        reply = await client.send_message_event(
-            room, EventType.ROOM_MESSAGE, _thread_reply(root, "working…")
-        )
-        await client.send_message_event(
+        root = await _send(client, room, {"msgtype": "m.text", "body": "session"})
+        reply = await _send(client, room, _thread_reply(root, "working…"))
+        await _send(
+            client,
             room,
-            EventType.ROOM_MESSAGE,
             {
                 "msgtype": "m.text",
                 "body": "* done",
@@ -225,9 +237,9 @@ async def test_an_edit_by_someone_else_is_not_a_version(fake: FakeHomeserver) ->
     client = _client(fake)
     try:
         adas = fake.send_as(ADA, room, "Ada's words")
-        await client.send_message_event(
+        await _send(
+            client,
             room,
-            EventType.ROOM_MESSAGE,
             {
                 "msgtype": "m.text",
                 "body": "* the bot's words",
@@ -253,8 +265,8 @@ async def test_the_same_txn_id_stores_one_event(fake: FakeHomeserver) -> None:
     client = _client(fake)
     try:
         content = {"msgtype": "m.text", "body": "once"}
-        first = await client.send_message_event(room, EventType.ROOM_MESSAGE, content, txn_id="t1")
-        again = await client.send_message_event(room, EventType.ROOM_MESSAGE, content, txn_id="t1")
+        first = await _send(client, room, content, txn_id="t1")
+        again = await _send(client, room, content, txn_id="t1")
         assert first == again
         assert [m.body for m in fake.messages(room)] == ["once"]
         data = await client.sync(timeout=0)
@@ -319,7 +331,10 @@ async def test_an_encrypted_rooms_state_is_visible(fake: FakeHomeserver) -> None
     room = RoomID(fake.create_room("secret", [BOT, ADA], encrypted=True))
     client = _client(fake)
     try:
-        state = await client.get_state_event(room, EventType.ROOM_ENCRYPTION)
+        state = cast(
+            RoomEncryptionStateEventContent,
+            await client.get_state_event(room, EventType.ROOM_ENCRYPTION),
+        )
         assert state.algorithm.value == "m.megolm.v1.aes-sha2"
         plain = RoomID(fake.create_room("plain", [BOT]))
         with pytest.raises(MatrixRequestError) as missing:
@@ -346,7 +361,8 @@ async def test_a_sync_that_fell_behind_is_limited_and_pages_back(fake: FakeHomes
         older = await client.get_messages(
             room, PaginationDirection.BACKWARD, from_token=timeline["prev_batch"], limit=100
         )
-        missed = [e.event_id for e in older.events if e.event_id in sent]
+        events = older.events  # type: ignore[attr-defined]  # a functional NamedTuple
+        missed = [e.event_id for e in events if e.event_id in sent]
         assert missed == list(reversed(sent[:5]))
     finally:
         await _closing(client)
@@ -362,7 +378,7 @@ async def test_an_invite_shows_in_sync_and_the_bot_joins(fake: FakeHomeserver) -
         await client.join_room_by_id(room)
         members = await client.get_joined_members(room)
         assert set(members) == {ADA, BOT}
-        assert (await client.get_displayname(ADA)) == "Ada"
+        assert (await client.get_displayname(UserID(ADA))) == "Ada"
         with pytest.raises(MatrixRequestError) as refused:
             await client.send_text(
                 RoomID(fake.create_room("other", [STRANGER], creator=STRANGER)), "x"
@@ -410,7 +426,7 @@ async def test_a_filter_id_or_inline_filter_sets_the_timeline_limit(fake: FakeHo
         assert [e["event_id"] for e in timeline["events"]] == sent[2:]
         assert timeline["limited"] is True
         inline = json.dumps({"room": {"timeline": {"limit": 50}}})
-        data = await client.sync(since=since, timeout=0, filter_id=inline)
+        data = await client.sync(since=since, timeout=0, filter_id=FilterID(inline))
         assert len(data["rooms"]["join"][room]["timeline"]["events"]) == 5
         full = await client.sync(since=data["next_batch"], timeout=0, full_state=True)
         state = {e["type"] for e in full["rooms"]["join"][room]["state"]["events"]}
@@ -446,17 +462,13 @@ async def test_what_a_homeserver_refuses_or_a_channel_must_not_send(fake: FakeHo
     client = _client(fake)
     try:
         await client.send_text(secret, "plain words in an encrypted room")
-        reply = await client.send_message_event(
-            theirs, EventType.ROOM_MESSAGE, _thread_reply(fake.send_as(ADA, theirs, "q"), "a")
-        )
+        reply = await _send(client, theirs, _thread_reply(fake.send_as(ADA, theirs, "q"), "a"))
         with pytest.raises(MatrixRequestError) as nested:
-            await client.send_message_event(
-                theirs, EventType.ROOM_MESSAGE, _thread_reply(reply, "a thread in a thread")
-            )
+            await _send(client, theirs, _thread_reply(reply, "a thread in a thread"))
         assert (nested.value.http_status, nested.value.errcode) == (400, "M_UNKNOWN")
         adas = fake.send_as(ADA, theirs, "mine")
         with pytest.raises(MatrixRequestError) as forbidden:
-            await client.redact(theirs, adas)  # the bot is at power 0 in Ada's room
+            await client.redact(theirs, EventID(adas))  # the bot is at power 0 in Ada's room
         assert (forbidden.value.http_status, forbidden.value.errcode) == (403, "M_FORBIDDEN")
         assert [v.kind for v in fake.violations] == [
             "plaintext_in_encrypted_room",
