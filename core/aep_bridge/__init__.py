@@ -38,6 +38,22 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
     from .preview import PreviewDialect
     from .terminal import visible
     from .text import measure, split_text
+    from .toolkit.preview import (
+        BARE_URL,
+        HEADS_UP_ICONS,
+        HEADS_UP_QUESTION,
+        MESSAGE_ICONS,
+        OUTCOME_ICONS,
+        TOOL_ICONS,
+        InlineHtml,
+        SentPreview,
+        autolinked,
+        button_rows,
+        expiry_time,
+        heads_up_icon,
+        message_icon,
+        outcome_icon,
+    )
     from .tools import ToolCall, ToolOutcome, ToolView
     from .types import (
         OUTGOING_KINDS,
@@ -96,6 +112,22 @@ _HOMES: dict[str, tuple[str, ...]] = {
     ".text": (
         "measure",
         "split_text",
+    ),
+    ".toolkit.preview": (
+        "BARE_URL",
+        "HEADS_UP_ICONS",
+        "HEADS_UP_QUESTION",
+        "MESSAGE_ICONS",
+        "OUTCOME_ICONS",
+        "TOOL_ICONS",
+        "InlineHtml",
+        "SentPreview",
+        "autolinked",
+        "button_rows",
+        "expiry_time",
+        "heads_up_icon",
+        "message_icon",
+        "outcome_icon",
     ),
     ".tools": (
         "ToolCall",
@@ -162,9 +194,15 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "BARE_URL",
     "CONTRACT_VERSION",
     "DEFAULT_SIGNATURE_TTL",
+    "HEADS_UP_ICONS",
+    "HEADS_UP_QUESTION",
+    "MESSAGE_ICONS",
+    "OUTCOME_ICONS",
     "OUTGOING_KINDS",
+    "TOOL_ICONS",
     "AdapterFactory",
     "AgentCommand",
     "Attachment",
@@ -186,6 +224,7 @@ __all__ = [
     "FormChoice",
     "FormField",
     "IncomingMessage",
+    "InlineHtml",
     "NotificationMessage",
     "OutcomeStatus",
     "OutgoingKind",
@@ -200,6 +239,7 @@ __all__ = [
     "RateLimits",
     "Resolution",
     "ResolutionStatus",
+    "SentPreview",
     "SetupContext",
     "SetupError",
     "SetupIO",
@@ -210,10 +250,16 @@ __all__ = [
     "ToolOutcome",
     "ToolView",
     "__version__",
+    "autolinked",
     "blocks_html",
+    "button_rows",
+    "expiry_time",
+    "heads_up_icon",
     "hookimpl",
     "markup",
     "measure",
+    "message_icon",
+    "outcome_icon",
     "split_text",
     "visible",
 ]

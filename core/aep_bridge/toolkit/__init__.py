@@ -1,0 +1,1 @@
+"""The channel toolkit: what every platform channel needs, written once."""
