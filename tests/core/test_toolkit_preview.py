@@ -13,7 +13,6 @@ import aep_bridge
 from aep_bridge import (
     InlineHtml,
     OutgoingMessage,
-    PermissionOption,
     PermissionOutcome,
     PermissionRequest,
     SentPreview,
@@ -59,15 +58,10 @@ class ToyDialect(SentPreview[Payload]):
 
 
 def _request(*labels: str, **extra: object) -> PermissionRequest:
-    return PermissionRequest.model_validate(
-        {
-            "id": "c1",
-            "title": "claude-code asks permission: Bash",
-            "description": "git push",
-            "options": [PermissionOption(id=f"o{i}", label=text) for i, text in enumerate(labels)],
-            **extra,
-        }
-    )
+    """A card offering `labels`; `extra` sets any other field (`expires_at`)."""
+    options = [{"id": f"o{i}", "label": text} for i, text in enumerate(labels)]
+    fields = {"id": "c1", "title": "claude-code asks permission: Bash", "options": options}
+    return PermissionRequest.model_validate(fields | extra)
 
 
 def test_a_cards_buttons_are_drawn_from_the_payload_the_channel_sends() -> None:
