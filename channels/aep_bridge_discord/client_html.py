@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from aep_bridge import PreviewDialect
+from aep_bridge import InlineHtml, PreviewDialect
 
 escape = PreviewDialect.escape
 safe_url = PreviewDialect.safe_url
@@ -22,7 +22,8 @@ link = PreviewDialect.link
 
 _HEADING: Final = re.compile(r"(#{1,3}) (.*)")
 _LIST: Final = re.compile(r"( *)(- |\d+\. )(.*)")
-_BARE_URL: Final = re.compile(r"https?://[^\s<>]+")
+_MASKED: Final = re.compile(r"\[(.+?)\]\(<([^>]+)>\)")
+_ANGLED: Final = re.compile(r"<((?:https?://|mailto:)[^>\s]+)>")
 #: what a backslash makes literal (Discord escapes any ASCII punctuation)
 _PUNCTUATION: Final = frozenset("\\`*_~|<>#[]()-+.!:@")
 _STYLES: Final = (("**", "strong"), ("~~", "s"), ("*", "em"))
@@ -87,57 +88,46 @@ def _line(line: str) -> str:
 
 def inline(text: str) -> str:
     """One line's inline markdown as HTML."""
-    out: list[str] = []
-    plain: list[str] = []
+    out = InlineHtml()
     i = 0
-
-    def flush() -> None:
-        if plain:
-            out.append(_autolinked("".join(plain)))
-            plain.clear()
-
     while i < len(text):
         char = text[i]
         if char == "\\" and i + 1 < len(text) and text[i + 1] in _PUNCTUATION:
-            plain.append(text[i + 1])
+            out.text(text[i + 1])
             i += 2
             continue
         if char == "`":
             fence = "``" if text.startswith("``", i) else "`"
             end = text.find(fence, i + len(fence))
             if end > i:
-                flush()
                 code = text[i + len(fence) : end]
-                code = code.strip(" ") if fence == "``" else code
-                out.append(f"<code>{escape(code)}</code>")
+                out.html(f"<code>{escape(code.strip(' ') if fence == '``' else code)}</code>")
                 i = end + len(fence)
                 continue
-        if char == "[":
-            masked = re.match(r"\[(.+?)\]\(<([^>]+)>\)", text[i:])
-            url = safe_url(masked.group(2)) if masked else None
-            if masked and url:
-                flush()
-                out.append(link(inline(masked.group(1)), url))
-                i += masked.end()
-                continue
-        if char == "<":
-            angled = re.match(r"<((?:https?://|mailto:)[^>\s]+)>", text[i:])
-            url = safe_url(angled.group(1)) if angled else None
-            if angled and url:
-                flush()
-                out.append(link(escape(angled.group(1)), url))
-                i += angled.end()
-                continue
-        styled = _styled(text, i)
-        if styled is not None:
-            flush()
-            html, i = styled
-            out.append(html)
+        drawn = _linked(text, i) or _styled(text, i)
+        if drawn is not None:
+            out.html(drawn[0])
+            i = drawn[1]
             continue
-        plain.append(char)
+        out.text(char)
         i += 1
-    flush()
-    return "".join(out)
+    return out.done()
+
+
+def _linked(text: str, i: int) -> tuple[str, int] | None:
+    """A link starting at `i` (a masked `[text](<url>)`, or `<url>`) and where it ends; None
+    for none, or for a target a browser may not follow (then it is text, as written)."""
+    if text.startswith("[", i):
+        masked = _MASKED.match(text, i)
+        url = safe_url(masked.group(2)) if masked else None
+        if masked and url:
+            return link(inline(masked.group(1)), url), masked.end()
+    elif text.startswith("<", i):
+        angled = _ANGLED.match(text, i)
+        url = safe_url(angled.group(1)) if angled else None
+        if angled and url:
+            return link(escape(angled.group(1)), url), angled.end()
+    return None
 
 
 def _styled(text: str, i: int) -> tuple[str, int] | None:
@@ -174,19 +164,6 @@ def _closing(text: str, start: int, marker: str) -> int | None:
             return i
         i += 1
     return None
-
-
-def _autolinked(text: str) -> str:
-    out, last = [], 0
-    for match in _BARE_URL.finditer(text):
-        url = safe_url(match.group())
-        if url is None:
-            continue
-        out.append(escape(text[last : match.start()]))
-        out.append(link(escape(match.group()), url))
-        last = match.end()
-    out.append(escape(text[last:]))
-    return "".join(out)
 
 
 __all__ = ["inline", "to_html"]

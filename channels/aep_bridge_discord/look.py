@@ -7,18 +7,22 @@ them), as the Telegram channel keeps its own in `look.py`.
 from __future__ import annotations
 
 import hashlib
-from datetime import UTC
 from typing import Final
 
 from aep_bridge import (
+    MESSAGE_ICONS,
     Blocks,
     OutgoingMessage,
     PermissionOutcome,
     PermissionRequest,
+    expiry_time,
     markup,
     measure,
+    message_icon,
+    outcome_icon,
     split_text,
 )
+from aep_bridge import OUTCOME_ICONS as OUTCOME_ICONS  # the channel's closed heads-ups
 
 from . import embeds, markdown
 
@@ -49,24 +53,6 @@ CONTEXT_RULE: Final = f"\n\n{markdown.RULE}\n"
 #: the line heading a card's context cut to fit (a small grey line)
 CONTEXT_CUT: Final = "-# … {count} earlier message{s} left out"
 
-_ICONS: Final = {
-    "tool_call": "🔧",
-    "plan": "📋",
-    "usage": "📊",
-    "session_end": "🏁",
-    "attachment": "📎",
-    "thought": "💭",
-}
-_TOOL_STATUS: Final = {"completed": "✅", "failed": "❌", "denied": "🚫", "running": "🔧"}
-OUTCOME_ICONS: Final = {
-    "answered": "✅",
-    "answered_elsewhere": "🖥️",
-    "expired": "⌛",
-    "dismissed": "✖️",
-    "refused": "↩️",
-    "undelivered": "↩️",
-}
-
 
 def thread_name(name: str) -> str:
     """A session's name as a thread's: one line, at most 100 characters, never empty."""
@@ -82,14 +68,10 @@ def message_look(content: OutgoingMessage, *, embeddable: bool = True) -> embeds
     channel sends it and the preview draws it: one function, so what the preview shows is
     what the bot sends. Not `embeddable`: folds and the plan stay in the content."""
     kind = str(content.type)
-    prefix = ""
-    if kind == "tool_update" and not content.metadata.get("activity"):
-        prefix = _TOOL_STATUS.get(str(content.metadata.get("status", "")), "🔧") + " "
-    elif kind in _ICONS and kind != "plan":
-        prefix = _ICONS[kind] + " "
-    look = embeds.message_look(content, prefix, embeddable=embeddable)
+    icon = message_icon(content) if kind != "plan" else ""  # the plan's embed has its title
+    look = embeds.message_look(content, f"{icon} " if icon else "", embeddable=embeddable)
     if kind == "plan" and not look.embeds:  # a plan too long for an embed: as text
-        look = embeds.Look(f"{_ICONS['plan']} {look.content}", look.embeds)
+        look = embeds.Look(f"{MESSAGE_ICONS['plan']} {look.content}", look.embeds)
     return look
 
 
@@ -128,7 +110,7 @@ def _card_and_outcome(request: PermissionRequest, outcome: PermissionOutcome | N
 def _outcome_line(outcome: PermissionOutcome) -> str:
     """The outcome under the card, within `CARD_TAIL` whatever its words (escaping may
     double them), so the context that fit before it still fits with it."""
-    icon = OUTCOME_ICONS.get(str(outcome.status), "•")
+    icon = outcome_icon(outcome)
     budget = CARD_TAIL - _units(f"\n\n{icon} ")
     summary, limit = outcome.summary(), CARD_TAIL - 20
     shown = markdown.escape(shorten(summary, limit))
@@ -230,13 +212,8 @@ def _hints(request: PermissionRequest) -> list[str]:
         hints.append("*Press Fill in to answer.*")
     elif request.accepts_text and not request.says_how_to_answer:
         hints.append("*Reply to this message to answer in words.*")
-    if request.expires_at is not None:
-        try:
-            when = request.expires_at.astimezone(UTC).strftime("%H:%M UTC")
-        except (OverflowError, ValueError):
-            when = None
-        if when is not None:
-            hints.append(f"*Expires at {when}.*")
+    if (when := expiry_time(request)) is not None:
+        hints.append(f"*Expires at {when}.*")
     return hints
 
 

@@ -5,36 +5,32 @@ function the channel sends with), its content and its embeds drawn as a Discord 
 them (`client_html`): the content's markdown, then each embed as a box with a coloured bar
 on its left, its title, its description and its footer. A card is its markdown as the
 channel sends it (`look.card_text`: its context above it, the outcome line the channel
-adds). With what else is Discord's own:
-the thread's name as Discord cuts it, the card's buttons in rows of five (a form's single
-Fill in button), a heads-up's icon, and a finished answer sent as a new message (it replaces
-its draft, as the channel does).
+adds), its buttons the action rows the bot sends with it (`components.card_view`: five a
+row, at most 25; a form's single Fill in button). With what else is Discord's own: the
+thread's name as Discord cuts it, a heads-up's icon, and a finished answer sent as a new
+message (it replaces its draft, as the channel does).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import ClassVar, Final
+
+import discord
 
 from aep_bridge import (
     NotificationMessage,
     OutgoingMessage,
     PermissionOutcome,
     PermissionRequest,
-    PreviewDialect,
+    SentPreview,
+    heads_up_icon,
 )
 
 from . import embeds
 from .client_html import inline, to_html
-from .look import (
-    MAX_FORM_FIELDS,
-    card_text,
-    label,
-    message_look,
-    thread_name,
-)
-
-#: Discord lays a message's buttons out five to a row
-BUTTONS_PER_ROW: Final = 5
+from .components import card_view
+from .look import card_text, message_look, thread_name
 
 DISCORD_CSS = """
 body.discord { background: #313338; color: #dbdee1; }
@@ -108,7 +104,16 @@ def embed_html(embed: embeds.Embed) -> str:
     return "".join(parts) + "</div>"
 
 
-class DiscordDialect(PreviewDialect):
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """A message as the bot sends it: its content and embeds, and a card's buttons (the
+    view the channel attaches; None for none)."""
+
+    look: embeds.Look
+    view: discord.ui.View | None = None
+
+
+class DiscordDialect(SentPreview[Sent]):
     """Discord's thread: messages, cards with their buttons, the notifications channel."""
 
     name: ClassVar[str] = "Discord"
@@ -120,29 +125,30 @@ class DiscordDialect(PreviewDialect):
     def thread_name(self, name: str) -> str:
         return thread_name(name)
 
-    def message_html(self, content: OutgoingMessage) -> str:
-        """The message as the channel sends it (`message_look`): content, then embeds."""
-        look = message_look(content)
+    def message_payload(self, content: OutgoingMessage) -> Sent:
+        return Sent(message_look(content))
+
+    def card_payload(self, request: PermissionRequest, outcome: PermissionOutcome | None) -> Sent:
+        """The card's message as the channel sends it and edits it (`card_text`: its
+        context, the card, its outcome line once answered), with its buttons until it
+        closes (`card_view`)."""
+        view = None if outcome is not None and outcome.closed else card_view(request)
+        return Sent(embeds.Look(card_text(request, outcome)), view)
+
+    def payload_html(self, payload: Sent) -> str:
+        """The content, then the embeds."""
+        look = payload.look
         text = look.content or ("" if look.embeds else "…")
         return to_html(text) + "".join(embed_html(embed) for embed in look.embeds)
 
-    def card_html(self, request: PermissionRequest, outcome: PermissionOutcome | None) -> str:
-        """The card's message as the channel sends it (`card_text`): its context, the card,
-        its outcome line once answered."""
-        return to_html(card_text(request, outcome))
-
-    def card_buttons(
-        self, request: PermissionRequest, outcome: PermissionOutcome | None
-    ) -> list[list[str]]:
-        if (outcome is not None and outcome.closed) or request.informational:
+    def payload_buttons(self, payload: Sent) -> list[list[str]]:
+        """The buttons' labels in the action rows the bot sends (Discord's five a row)."""
+        if payload.view is None:
             return []
-        if request.fields:
-            return [] if len(request.fields) > MAX_FORM_FIELDS else [["Fill in ✏️"]]
-        labels = [label(option.label) for option in request.options]
-        return [labels[i : i + BUTTONS_PER_ROW] for i in range(0, len(labels), BUTTONS_PER_ROW)]
+        return [
+            [str(button.get("label", "")) for button in row.get("components", [])]
+            for row in payload.view.to_components()
+        ]
 
     def notification_html(self, notification: NotificationMessage) -> str:
-        icon = {"completed": "🏁", "error": "⚠️", "budget_warning": "💸"}.get(
-            notification.type, "❓"
-        )
-        return f"{icon} {super().notification_html(notification)}"
+        return f"{heads_up_icon(notification)} {super().notification_html(notification)}"

@@ -36,18 +36,25 @@ import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC
 from typing import Any, Final
 
 from aep_bridge import (
+    HEADS_UP_ICONS,
+    HEADS_UP_QUESTION,
+    MESSAGE_ICONS,
     Blocks,
     NotificationMessage,
     OutgoingMessage,
     PermissionOption,
     PermissionOutcome,
     PermissionRequest,
+    expiry_time,
+    heads_up_icon,
     markup,
+    message_icon,
+    outcome_icon,
 )
+from aep_bridge import OUTCOME_ICONS as OUTCOME_ICONS  # the channel's closed heads-ups
 from aep_bridge.markup import Block, Code, Details, Diff, Paragraph
 
 from . import mrkdwn
@@ -98,26 +105,7 @@ INPUT_ACTION: Final = "v"
 #: the line a code block cut to fit starts with
 CUT: Final = "…"
 
-_ICONS: Final = {
-    "tool_call": "🔧",
-    "plan": "📋",
-    "usage": "📊",
-    "session_end": "🏁",
-    "attachment": "📎",
-    "thought": "💭",
-}
-_TOOL_STATUS: Final = {"completed": "✅", "failed": "❌", "denied": "🚫", "running": "🔧"}
-OUTCOME_ICONS: Final[dict[str, str]] = {
-    "answered": "✅",
-    "answered_elsewhere": "🖥️",
-    "expired": "⌛",
-    "dismissed": "✖️",
-    "refused": "↩️",
-    "undelivered": "↩️",
-}
-#: a heads-up's icon by its kind; a closed one's when its outcome has none
-HEADS_UP_ICONS: Final = {"completed": "🏁", "error": "⚠️", "budget_warning": "💸"}
-HEADS_UP_QUESTION: Final = "❓"
+#: a closed heads-up's icon when its outcome has none
 HEADS_UP_CLOSED: Final = "☑️"
 #: a session's parent message by its state
 PARENT_STATES: Final = {
@@ -232,17 +220,14 @@ def message_look(content: OutgoingMessage) -> Look:
     """The message as Slack shows it: blocks (tool cards, diffs, plans, usage, errors) or
     text, with the icon of its kind; its `text` the plain words for notifications."""
     kind = str(content.type)
-    prefix = ""
-    if kind == "tool_update" and not content.metadata.get("activity"):
-        prefix = _TOOL_STATUS.get(str(content.metadata.get("status", "")), "🔧") + " "
-    elif kind in _ICONS and kind not in ("plan", "usage"):
-        prefix = _ICONS[kind] + " "
+    icon = message_icon(content) if kind not in ("plan", "usage") else ""
+    prefix = f"{icon} " if icon else ""
     words = markup.plain(content.blocks) if content.blocks else content.text
     if kind == "error":
         blocks = _error_blocks(words or "Error")
     elif kind == "usage" and not content.blocks:
         lines = [mrkdwn.escape(one_line(x)) for x in content.text.splitlines() if x.strip()]
-        blocks = [context(f"{_ICONS['usage']} " + "\n".join(lines))]
+        blocks = [context(f"{MESSAGE_ICONS['usage']} " + "\n".join(lines))]
     elif kind == "plan" and content.blocks:
         blocks = _plan_blocks(content.blocks)
     elif content.blocks:
@@ -573,7 +558,7 @@ def _card_alone(request: PermissionRequest, outcome: PermissionOutcome | None) -
     if not closed:
         blocks.extend(_card_actions(request))
     if outcome is not None:
-        icon = OUTCOME_ICONS.get(str(outcome.status), "•")
+        icon = outcome_icon(outcome)
         blocks.append(context(f"{icon} {fit_mrkdwn(one_line(outcome.summary()), MAX_OUTCOME)}"))
     words = f"❓ {one_line(request.title)}"
     if outcome is not None:
@@ -699,13 +684,8 @@ def _hints(request: PermissionRequest) -> list[str]:
         and not request.says_how_to_answer
     ):
         hints.append("Reply in this thread to answer in words.")
-    if request.expires_at is not None:
-        try:
-            when = request.expires_at.astimezone(UTC).strftime("%H:%M UTC")
-        except (OverflowError, ValueError):
-            when = None
-        if when is not None:
-            hints.append(f"Expires at {when}.")
+    if (when := expiry_time(request)) is not None:
+        hints.append(f"Expires at {when}.")
     return hints
 
 
@@ -795,7 +775,7 @@ def heads_up_look(notification: NotificationMessage, link: str | None) -> Look:
     """A heads-up in the notifications channel: its icon, the session's name (a link to
     the card or the thread), what happened (that alone, linked, for no session). Its `text` is
     the same line, so the channel may keep it for `closed_heads_up_look`."""
-    icon = HEADS_UP_ICONS.get(notification.type, HEADS_UP_QUESTION)
+    icon = heads_up_icon(notification)
     name = fit_mrkdwn(one_line(notification.session_name or ""), MAX_HEADS_UP_NAME)
     url = mrkdwn.safe_url(link)
     summary = fit_mrkdwn(one_line(notification.summary), MAX_HEADS_UP)

@@ -16,11 +16,14 @@ import re
 from typing import Any, ClassVar, Final
 
 from aep_bridge import (
+    InlineHtml,
     NotificationMessage,
     OutgoingMessage,
     PermissionOutcome,
     PermissionRequest,
     PreviewDialect,
+    SentPreview,
+    autolinked,
 )
 
 from . import look
@@ -148,47 +151,36 @@ def _word(char: str) -> bool:
 def inline(text: str) -> str:
     """One line of mrkdwn as HTML, as Slack parses it: a style's markers open after a
     space, punctuation or the line's start, and close before one."""
-    out: list[str] = []
-    plain: list[str] = []
+    out = InlineHtml(_autolinked)
     i = 0
-
-    def flush() -> None:
-        if plain:
-            out.append(_autolinked("".join(plain)))
-            plain.clear()
-
     while i < len(text):
         char = text[i]
         before = text[i - 1] if i else " "
         if char == "`" and not _word(before):
             end = text.find("`", i + 1)
             if end > i + 1:
-                flush()
-                out.append(f"<code>{escape(unescape(text[i + 1 : end]))}</code>")
+                out.html(f"<code>{escape(unescape(text[i + 1 : end]))}</code>")
                 i = end + 1
                 continue
         if char == "<":
             angled = _ANGLED.match(text, i)
             if angled:
-                flush()
                 target, shown = angled.group(1), angled.group(2)
                 url = safe_url(unescape(target))
                 body = inline(shown) if shown else escape(unescape(target))
-                out.append(link(body, url) if url else body)
+                out.html(link(body, url) if url else body)
                 i = angled.end()
                 continue
         if char in _STYLES and not _word(before):
             close = _closing(text, i + 1, char)
             if close is not None:
-                flush()
                 tag = _STYLES[char]
-                out.append(f"<{tag}>{inline(text[i + 1 : close])}</{tag}>")
+                out.html(f"<{tag}>{inline(text[i + 1 : close])}</{tag}>")
                 i = close + 1
                 continue
-        plain.append(char)
+        out.text(char)
         i += 1
-    flush()
-    return "".join(out)
+    return out.done()
 
 
 def _closing(text: str, start: int, marker: str) -> int | None:
@@ -212,17 +204,7 @@ def _closing(text: str, start: int, marker: str) -> int | None:
 
 def _autolinked(text: str) -> str:
     """Plain mrkdwn: entities read back, a bare web address linked (as Slack does)."""
-    text = unescape(text).replace(ZWSP, "")
-    out, last = [], 0
-    for match in _BARE_URL.finditer(text):
-        url = safe_url(match.group())
-        if url is None:
-            continue
-        out.append(escape(text[last : match.start()]))
-        out.append(link(escape(match.group()), url))
-        last = match.end()
-    out.append(escape(text[last:]))
-    return "".join(out)
+    return autolinked(unescape(text).replace(ZWSP, ""), _BARE_URL)
 
 
 # -- Block Kit as Slack draws it -----------------------------------------------------------
@@ -281,7 +263,7 @@ def look_html(shown: look.Look) -> str:
     return f'{sender}<div class="blocks">{blocks}</div>'
 
 
-class SlackDialect(PreviewDialect):
+class SlackDialect(SentPreview[look.Look]):
     """Slack's thread: messages and cards as Block Kit, the notifications channel."""
 
     name: ClassVar[str] = "Slack"
@@ -291,18 +273,18 @@ class SlackDialect(PreviewDialect):
     def thread_name(self, name: str) -> str:
         return " ".join(name.split()) or "session"
 
-    def message_html(self, content: OutgoingMessage) -> str:
-        return look_html(look.message_look(content))
+    def message_payload(self, content: OutgoingMessage) -> look.Look:
+        return look.message_look(content)
 
-    def card_html(self, request: PermissionRequest, outcome: PermissionOutcome | None) -> str:
-        """The card as the channel posts it, its buttons included (Slack draws them inside
-        the message)."""
-        return look_html(look.card_look(request, outcome=outcome))
-
-    def card_buttons(
+    def card_payload(
         self, request: PermissionRequest, outcome: PermissionOutcome | None
-    ) -> list[list[str]]:
-        return []  # drawn with the card's blocks
+    ) -> look.Look:
+        """The card as the channel posts it, its buttons included (Slack draws them inside
+        the message, so `payload_buttons` has none to draw under it)."""
+        return look.card_look(request, outcome=outcome)
+
+    def payload_html(self, payload: look.Look) -> str:
+        return look_html(payload)
 
     def thread_status(self, notification: NotificationMessage) -> str | None:
         """A run's end is said by the session's parent message, not a heads-up (the

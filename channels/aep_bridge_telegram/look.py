@@ -6,12 +6,21 @@ them) so that the preview dialect (`preview.py`) shows exactly what the bot send
 
 from __future__ import annotations
 
-from datetime import UTC
 from typing import Any, Final
 
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 
-from aep_bridge import Blocks, OutgoingMessage, PermissionRequest, markup, measure, split_text
+from aep_bridge import (
+    OUTCOME_ICONS,
+    Blocks,
+    OutgoingMessage,
+    PermissionRequest,
+    expiry_time,
+    markup,
+    measure,
+    message_icon,
+    split_text,
+)
 
 from . import html
 from .cards import card_key
@@ -28,24 +37,8 @@ TELEGRAM_LIMIT: Final = 4096
 #: outcome, or a form's current field), each of which is kept within `CARD_TAIL - 10`
 CARD_TAIL: Final = 400
 MAX_CARD: Final = TELEGRAM_LIMIT - CARD_TAIL
-_ICONS: Final = {
-    "tool_call": "🔧",
-    "plan": "📋",
-    "usage": "📊",
-    "session_end": "🏁",
-    "error": "⚠️",
-    "attachment": "📎",
-    "thought": "💭",
-}
-_TOOL_STATUS: Final = {"completed": "✅", "failed": "❌", "denied": "🚫", "running": "🔧"}
-_OUTCOME_ICONS: Final = {
-    "answered": "✅",
-    "answered_elsewhere": "🖥️",
-    "expired": "⌛",
-    "dismissed": "✖️",
-    "refused": "↩️",
-    "undelivered": "↩️",
-}
+#: what `format.py` and the preview know the outcome icons by
+_OUTCOME_ICONS: Final = OUTCOME_ICONS
 
 
 def _topic_name(name: str) -> str:
@@ -62,18 +55,13 @@ def _message_html(content: OutgoingMessage) -> str:
     kind = str(content.type)
     # a code block or a quote is not put in italics: it is a block of its own
     blocky = "<pre>" in body or "<blockquote" in body
-    if kind == "tool_update" and content.metadata.get("activity"):
-        return body  # a stretch of calls: each line starts with its own state
-    if kind == "tool_update":
-        icon = _TOOL_STATUS.get(str(content.metadata.get("status", "")), "🔧")
-        return f"{icon} {body}"
     if kind == "system_message":  # a line in italics; blocks of several carry their own
         return f"<i>{body}</i>" if not blocky and len(content.blocks) <= 1 else body
     if kind == "error":
         return f"⚠️ <b>Error</b>\n{body}"
     if kind == "thought":
         return f"💭 <i>{body}</i>" if not blocky else f"💭 {body}"
-    prefix = _ICONS.get(kind)
+    prefix = message_icon(content)  # a tool update's state; none for a stretch of calls
     return f"{prefix} {body}" if prefix else body
 
 
@@ -172,13 +160,8 @@ def _hints(request: PermissionRequest) -> list[str]:
         hints.append(html.italic("Answer it in the agent's own terminal."))
     elif request.accepts_text and not request.fields and not request.says_how_to_answer:
         hints.append(html.italic("Reply to this message to answer in words."))
-    if request.expires_at is not None:
-        try:
-            when = request.expires_at.astimezone(UTC).strftime("%H:%M UTC")
-        except (OverflowError, ValueError):  # beyond what UTC holds: it never expires, in effect
-            when = None
-        if when is not None:
-            hints.append(html.italic(f"Expires at {when}."))
+    if (when := expiry_time(request)) is not None:
+        hints.append(html.italic(f"Expires at {when}."))
     return hints
 
 

@@ -12,12 +12,21 @@ from __future__ import annotations
 
 import html
 from html.parser import HTMLParser
-from typing import Any, ClassVar, Final
+from typing import ClassVar, Final
 
-from aep_bridge import NotificationMessage, OutgoingMessage, PermissionOutcome, PermissionRequest
-from aep_bridge import PreviewDialect as _Base
+from telegram import InlineKeyboardMarkup
 
-from .look import _OUTCOME_ICONS, _card_html, _keyboard, _message_html, _topic_name, _with_context
+from aep_bridge import (
+    NotificationMessage,
+    OutgoingMessage,
+    PermissionOutcome,
+    PermissionRequest,
+    SentPreview,
+    heads_up_icon,
+)
+
+from .format import card_with_outcome
+from .look import _card_html, _keyboard, _message_html, _topic_name, _with_context
 
 #: Telegram's tags, as a browser's (anything else is dropped, its text kept)
 _TAGS: Final = {
@@ -96,7 +105,7 @@ class _Browser(HTMLParser):
                 self.out.append(f"<{name}>")
             self._open.append(f"</{name}>")
         elif tag == "a":
-            url = _Base.safe_url(_attribute(attrs, "href"))
+            url = SentPreview.safe_url(_attribute(attrs, "href"))
             if url is None:
                 self.out.append('<span class="link">')
                 self._open.append("</span>")
@@ -147,7 +156,11 @@ def browser_html(markup: str) -> str:
     return "".join(parser.out).strip()
 
 
-class TelegramDialect(_Base):
+#: what the bot sends: a message's Telegram HTML and its inline keyboard (a card's; or none)
+Sent = tuple[str, InlineKeyboardMarkup | None]
+
+
+class TelegramDialect(SentPreview[Sent]):
     """Telegram's forum topic: the bot's bubbles, inline keyboards, the notifications topic."""
 
     name: ClassVar[str] = "Telegram"
@@ -159,32 +172,30 @@ class TelegramDialect(_Base):
     def thread_name(self, name: str) -> str:
         return _topic_name(name)
 
-    def message_html(self, content: OutgoingMessage) -> str:
-        return browser_html(_message_html(content))
+    def message_payload(self, content: OutgoingMessage) -> Sent:
+        return _message_html(content), None
 
-    def card_html(self, request: PermissionRequest, outcome: PermissionOutcome | None) -> str:
-        text = _card_html(request, closed=outcome is not None and outcome.closed)
-        if outcome is not None:
-            icon = _OUTCOME_ICONS.get(str(outcome.status), "•")
-            text += f"\n\n{icon} {html.escape(outcome.summary(), quote=False)}"
-        return browser_html(_with_context(request, text))  # what led to it above, as sent
+    def card_payload(self, request: PermissionRequest, outcome: PermissionOutcome | None) -> Sent:
+        """The card as the channel sends it, then edits it once it has an outcome: what led
+        to it above it, its keyboard until it closes."""
+        if outcome is None:
+            return _with_context(request, _card_html(request)), _keyboard(request, None)
+        keyboard = None if outcome.closed else _keyboard(request, None)
+        return card_with_outcome(request, outcome), keyboard
 
-    def card_buttons(
-        self, request: PermissionRequest, outcome: PermissionOutcome | None
-    ) -> list[list[str]]:
-        """The inline keyboard's rows, as the bot sends them; none once the card closed."""
-        if outcome is not None and outcome.closed:
-            return []
-        keyboard: Any = _keyboard(request, None)
+    def payload_html(self, payload: Sent) -> str:
+        return browser_html(payload[0])
+
+    def payload_buttons(self, payload: Sent) -> list[list[str]]:
+        """The inline keyboard's rows, as the bot sends them."""
+        keyboard = payload[1]
         if keyboard is None:
             return []
         return [[button.text for button in row] for row in keyboard.inline_keyboard]
 
     def notification_html(self, notification: NotificationMessage) -> str:
         name = notification.session_name  # none for no session (an agent went offline)
-        icon = {"completed": "🏁", "error": "⚠️", "budget_warning": "💸"}.get(
-            notification.type, "❓"
-        )
+        icon = heads_up_icon(notification)
         where = f'<span class="link">{html.escape(name, quote=False)}</span>: ' if name else ""
         text = f"{icon} {where}" + html.escape(notification.summary, quote=False)
         if notification.outcome:

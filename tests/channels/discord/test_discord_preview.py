@@ -116,3 +116,12 @@ def test_the_preview_draws_what_the_channel_sends() -> None:
         "</code></pre></div>"
         '<div class="embed-footer">last 2 lines</div></div>'
     )
+
+
+def test_a_card_with_more_options_than_discord_takes_shows_the_25_buttons_sent() -> None:
+    """The buttons are read from the view the channel attaches (`card_view`), which keeps
+    Discord's 25: the preview shows no 26th button the bot never sent."""
+    request = _request(*(f"Option {n}" for n in range(30)))
+    assert DiscordDialect().card_buttons(request, None) == [
+        [f"Option {n}" for n in range(row, row + 5)] for row in range(0, 25, 5)
+    ]

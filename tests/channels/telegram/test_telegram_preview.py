@@ -97,3 +97,16 @@ def test_a_card_shows_its_context_above_its_title_as_the_bot_sends_it() -> None:
         assert "<b>rounding</b>" in shown
         assert "**" not in shown
     assert dialect.card_buttons(request, None) == [["Allow", "Deny"]]
+
+
+def test_a_long_answer_is_shown_on_the_card_as_the_bot_cuts_it() -> None:
+    """A closed card is drawn as the bot edits it (`format.card_with_outcome`): an answer
+    in words longer than the card's outcome line has room for is cut with "…" there, so
+    the preview cannot show a card the bot never sent."""
+    request = _request("Allow", "Deny").model_copy(update={"accepts_text": True})
+    words = "keep going " * 200
+    answered = PermissionOutcome(status=OutcomeStatus.ANSWERED, text=words, by="Alice")
+    shown = TelegramDialect().card_html(request, answered)
+    assert "keep going " * 10 in shown
+    assert words.strip() not in shown
+    assert shown.endswith("…")
