@@ -38,6 +38,8 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
     from .preview import PreviewDialect
     from .terminal import visible
     from .text import measure, split_text
+    from .toolkit.cards import CardKeys, CardRecords
+    from .toolkit.text import LINE_BREAK, break_ticks, keep_end, one_line, table_text
     from .tools import ToolCall, ToolOutcome, ToolView
     from .types import (
         OUTGOING_KINDS,
@@ -96,6 +98,17 @@ _HOMES: dict[str, tuple[str, ...]] = {
     ".text": (
         "measure",
         "split_text",
+    ),
+    ".toolkit.cards": (
+        "CardKeys",
+        "CardRecords",
+    ),
+    ".toolkit.text": (
+        "LINE_BREAK",
+        "break_ticks",
+        "keep_end",
+        "one_line",
+        "table_text",
     ),
     ".tools": (
         "ToolCall",
@@ -164,6 +177,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "CONTRACT_VERSION",
     "DEFAULT_SIGNATURE_TTL",
+    "LINE_BREAK",
     "OUTGOING_KINDS",
     "AdapterFactory",
     "AgentCommand",
@@ -173,6 +187,8 @@ __all__ = [
     "BridgeCore",
     "BridgeView",
     "CallKind",
+    "CardKeys",
+    "CardRecords",
     "ChannelAdapter",
     "ChannelCapabilities",
     "ChannelConfig",
@@ -211,9 +227,13 @@ __all__ = [
     "ToolView",
     "__version__",
     "blocks_html",
+    "break_ticks",
     "hookimpl",
+    "keep_end",
     "markup",
     "measure",
+    "one_line",
     "split_text",
+    "table_text",
     "visible",
 ]
