@@ -39,7 +39,14 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
     from .terminal import visible
     from .text import measure, split_text
     from .toolkit.cards import CardKeys, CardRecords
-    from .toolkit.text import LINE_BREAK, break_ticks, keep_end, one_line, table_text
+    from .toolkit.text import (
+        LINE_BREAK,
+        break_ticks,
+        keep_end,
+        link_target,
+        one_line,
+        table_text,
+    )
     from .tools import ToolCall, ToolOutcome, ToolView
     from .types import (
         OUTGOING_KINDS,
@@ -107,6 +114,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "LINE_BREAK",
         "break_ticks",
         "keep_end",
+        "link_target",
         "one_line",
         "table_text",
     ),
@@ -230,6 +238,7 @@ __all__ = [
     "break_ticks",
     "hookimpl",
     "keep_end",
+    "link_target",
     "markup",
     "measure",
     "one_line",

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import re
+
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aep_bridge import break_ticks, keep_end, one_line, table_text
+from aep_bridge import break_ticks, keep_end, link_target, one_line, table_text
 from aep_bridge.markup import Blocks, Code, Diff, Paragraph, Span, Table
 
 
@@ -117,3 +119,11 @@ def test_one_line_and_break_ticks():
     broken = break_ticks("x ``` y ```` z")
     assert "```" not in broken
     assert broken.replace("\u200b", "") == "x ``` y ```` z"
+
+
+def test_a_link_target_is_only_a_web_or_mail_address_without_control_characters():
+    unsafe = re.compile(r"[\s|>]")
+    assert link_target(" https://example.com/a b|c ", unsafe) == "https://example.com/a%20b%7Cc"
+    assert link_target("mailto:someone@example.com", unsafe) == "mailto:someone@example.com"
+    for refused in ("javascript:alert(1)", "./README.md", "https://a.example/\x00", None, ""):
+        assert link_target(refused, unsafe) is None, refused

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from typing import Final
+from urllib.parse import quote
 
 from ..markup import Block, Blocks, Code, Diff, Table, spans_text
 
@@ -19,6 +20,8 @@ CUT: Final = "…"
 #: to a client that may draw one: a dialect escapes a line's start after any of them
 LINE_BREAK: Final = re.compile(r"(\r\n|[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029])")
 _TICKS: Final = re.compile(r"`{3,}")
+#: the targets a link in a chat message may have; anything else is shown as its text
+_LINKABLE: Final = re.compile(r"(?i)(?:https?://|mailto:)\S")
 
 
 def one_line(text: str) -> str:
@@ -30,6 +33,18 @@ def break_ticks(code: str) -> str:
     """`code` with every run of three or more backticks broken by zero-width spaces (which
     look the same), so code inside a fenced block can never close it."""
     return _TICKS.sub(lambda m: "\u200b".join(m.group()), code)
+
+
+def link_target(url: str | None, unsafe: re.Pattern[str]) -> str | None:
+    """`url` as a link's target when a chat may link it (http, https, mailto, no control
+    character), trimmed, with each character `unsafe` matches (what would end the target
+    early in the dialect) percent-encoded; else None (show the link's text alone)."""
+    if url is None:
+        return None
+    url = url.strip()
+    if not _LINKABLE.match(url) or any(ord(c) < 32 or ord(c) == 127 for c in url):
+        return None
+    return unsafe.sub(lambda m: quote(m.group(), safe=""), url)
 
 
 def table_text(table: Table) -> str:
@@ -123,4 +138,12 @@ def _end_within(text: str, room: int, count: Callable[[str], int]) -> str:
     return found
 
 
-__all__ = ["CUT", "LINE_BREAK", "break_ticks", "keep_end", "one_line", "table_text"]
+__all__ = [
+    "CUT",
+    "LINE_BREAK",
+    "break_ticks",
+    "keep_end",
+    "link_target",
+    "one_line",
+    "table_text",
+]
