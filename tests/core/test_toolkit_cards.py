@@ -4,8 +4,11 @@ the core only for a card a key stands for."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+import pytest
 
 from aep_bridge import CardKeys, CardRecords, ChannelUser, ResolutionStatus
 from aep_bridge.store import Store, StoreState
@@ -17,6 +20,13 @@ ALICE = ChannelUser(id="u1", name="Alice")
 
 def _records(store: Store) -> CardRecords[dict[str, object]]:
     return CardRecords.plain(lambda: StoreState(store, "channel:chat"), KEYS.key)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    opened = Store.open(tmp_path)
+    yield opened
+    opened.close()
 
 
 def test_a_short_id_is_its_own_key_and_a_long_or_digest_like_one_is_digested():
@@ -47,44 +57,32 @@ async def test_a_card_record_survives_a_restart_of_the_store(tmp_path: Path):
         store.close()
 
 
-async def test_a_session_with_two_open_cards_has_no_only_one(tmp_path: Path):
-    store = Store.open(tmp_path)
-    try:
-        records = _records(store)
-        await records.open_cards("s1", add="c1")
-        await records.open_cards("s1", add="c2")
-        assert await records.only_open_card("s1") is None
-        assert await records.open_cards("s1", remove="c1") == ["c2"]
-        assert await records.only_open_card("s1") == "c2"
-    finally:
-        store.close()
+async def test_a_session_with_two_open_cards_has_no_only_one(store: Store):
+    records = _records(store)
+    await records.open_cards("s1", add="c1")
+    await records.open_cards("s1", add="c2")
+    assert await records.only_open_card("s1") is None
+    assert await records.open_cards("s1", remove="c1") == ["c2"]
+    assert await records.only_open_card("s1") == "c2"
 
 
-async def test_a_press_reaches_the_core_by_the_card_its_key_stands_for(tmp_path: Path):
+async def test_a_press_reaches_the_core_by_the_card_its_key_stands_for(store: Store):
     long = "question-" + "y" * 40
-    store = Store.open(tmp_path)
-    try:
-        records = _records(store)
-        key = await records.sent(long, {"session": "s1"})
-        core = FakeCore()
-        resolution = await records.press(core, key, 1, ALICE)
-        assert resolution.accepted
-        assert [(p.card_id, p.answer, p.via) for p in core.presses] == [(long, 1, "button")]
-    finally:
-        store.close()
+    records = _records(store)
+    key = await records.sent(long, {"session": "s1"})
+    core = FakeCore()
+    resolution = await records.press(core, key, 1, ALICE)
+    assert resolution.accepted
+    assert [(p.card_id, p.answer, p.via) for p in core.presses] == [(long, 1, "button")]
 
 
-async def test_a_press_for_an_unknown_card_key_is_refused_before_the_core(tmp_path: Path):
-    store = Store.open(tmp_path)
-    try:
-        records = _records(store)
-        core = FakeCore()
-        for key, option in (("#0123456789abcdef", 0), ("", 0), ("c1", None)):
-            resolution = await records.press(core, key, option, ALICE)
-            assert resolution.status is ResolutionStatus.UNKNOWN, key
-        assert core.presses == [], "nothing reached the core"
-    finally:
-        store.close()
+async def test_a_press_for_an_unknown_card_key_is_refused_before_the_core(store: Store):
+    records = _records(store)
+    core = FakeCore()
+    for key, option in (("#0123456789abcdef", 0), ("", 0), ("c1", None)):
+        resolution = await records.press(core, key, option, ALICE)
+        assert resolution.status is ResolutionStatus.UNKNOWN, key
+    assert core.presses == [], "nothing reached the core"
 
 
 @dataclass
@@ -93,14 +91,10 @@ class _Record:
     message: int
 
 
-async def test_records_of_the_channels_own_type_round_trip(tmp_path: Path):
-    store = Store.open(tmp_path)
-    try:
-        state = StoreState(store, "channel:chat")
-        records = CardRecords(lambda: state, KEYS.key, load=lambda raw: _Record(**raw), dump=asdict)
-        await records.save("c1", _Record("s1", 7))
-        assert await records.get("c1") == _Record("s1", 7)
-        assert await records.get("nope") is None
-        assert await records.get("") is None
-    finally:
-        store.close()
+async def test_records_of_the_channels_own_type_round_trip(store: Store):
+    state = StoreState(store, "channel:chat")
+    records = CardRecords(lambda: state, KEYS.key, load=lambda raw: _Record(**raw), dump=asdict)
+    await records.save("c1", _Record("s1", 7))
+    assert await records.get("c1") == _Record("s1", 7)
+    assert await records.get("nope") is None
+    assert await records.get("") is None
