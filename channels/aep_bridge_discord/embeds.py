@@ -44,8 +44,6 @@ MAX_TITLE: Final = 256
 MAX_DESCRIPTION: Final = 4096
 MAX_FOOTER: Final = 2048
 MAX_TOTAL: Final = 6000
-#: the line a description cut to fit starts with
-CUT: Final = "…"
 
 #: the bar's colour for a call's state, read off the icon its line starts with
 GREEN: Final = 0x57F287
