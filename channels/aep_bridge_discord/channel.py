@@ -89,6 +89,7 @@ from discord import app_commands
 from aep_bridge import (
     Blocks,
     BridgeCore,
+    CardRecords,
     ChannelAdapter,
     ChannelCapabilities,
     ChannelConfig,
@@ -271,6 +272,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Future[None]] = set()
         self._guild_ready = asyncio.Event()
+        self._cards = CardRecords.plain(self._state, card_key)
         #: recipients whose DM Discord refused, warned about once (until one reaches them)
         self._unreachable: set[str] = set()
         if config.notifications_channel_id is None:  # nowhere to show a heads-up: the core
@@ -655,7 +657,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
     async def _link(self, notification: NotificationMessage) -> str | None:
         """The card's message when it was sent here, else the session's thread."""
         base = f"https://discord.com/channels/{self.config.guild_id}"
-        card = await self._card(notification.request_id or "")  # out before it (the outbox)
+        card = await self._cards.get(notification.request_id or "")  # out before it (the outbox)
         if card is not None:
             return f"{base}/{card['thread']}/{card['message']}"
         thread = self._thread(notification.session_id)
@@ -664,8 +666,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
     # -- cards -----------------------------------------------------------------------------
 
     async def send_permission_request(self, session_id: str, request: PermissionRequest) -> Posted:
-        state = self._state()
-        known = await self._card(request.id)
+        known = await self._cards.get(request.id)
         if known is not None:
             return self._where(known)  # sent before (a retry after a restart): not again
         text = card_text(request)
@@ -686,12 +687,9 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
             "message": sent.id,
             "request": request.model_dump(mode="json") if request.fields else None,
         }
-        await state.set(f"card:{request.id}", json.dumps(card))
-        await state.set(f"cardmsg:{sent.id}", request.id)
-        if card_key(request.id) != request.id:
-            await state.set(f"cardkey:{card_key(request.id)}", request.id)
+        await self._cards.sent(request.id, card, message=sent.id)
         if request.accepts_text and not request.informational:
-            await self._open_cards(session_id, add=request.id)
+            await self._cards.open_cards(session_id, add=request.id)
         return self._where(card)
 
     def _where(self, card: dict[str, Any]) -> Posted:
@@ -705,7 +703,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         self, session_id: str, request: PermissionRequest, outcome: PermissionOutcome
     ) -> None:
         async with self._lock:
-            card = await self._card(request.id)
+            card = await self._cards.get(request.id)
             if card is None:
                 return
             text = card_text(request, outcome)
@@ -715,7 +713,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
             )
             await self._edit(where, int(card["message"]), text, view=view, thread=card["thread"])
         if outcome.closed:
-            await self._open_cards(session_id, remove=request.id)
+            await self._cards.open_cards(session_id, remove=request.id)
 
     # -- events from Discord ---------------------------------------------------------------
 
@@ -724,12 +722,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         answer reaches the agent without waiting for Discord's round trip."""
         deferred = asyncio.create_task(self._defer(interaction))
         try:
-            card_id = await self._card_id(key)
-            user = _user(interaction.user)
-            if not card_id:
-                resolution = Resolution(status=ResolutionStatus.UNKNOWN)
-            else:
-                resolution = await self.core.resolve_permission(card_id, option, user)
+            resolution = await self._cards.press(self.core, key, option, _user(interaction.user))
         finally:
             await deferred  # a follow-up needs the press answered first
         if not resolution.accepted:  # a refusal is logged by the core; the presser is told
@@ -758,10 +751,10 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
     async def on_form(self, interaction: discord.Interaction[Any], key: str) -> None:
         """A form's "Fill in": asked of the core first (a stranger opens nothing), then the
         form as a modal, only for the person who pressed; answered within Discord's 3 s."""
-        card_id = await self._card_id(key)
+        card_id = await self._cards.of_key(key)
         user = _user(interaction.user)
         refused = await self.core.may_answer(card_id, user) if card_id else None
-        card = await self._card(card_id or "")
+        card = await self._cards.get(card_id or "")
         if refused is None and (card is None or not card.get("request")):
             # never an empty answer in the form's place: only the card's fields, kept with it
             refused = Resolution(status=ResolutionStatus.UNKNOWN)
@@ -810,8 +803,8 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         if not custom.startswith(FORM_MODAL):
             return
         key = custom.removeprefix(FORM_MODAL)
-        card_id = await self._card_id(key)
-        card = await self._card(card_id or "")
+        card_id = await self._cards.of_key(key)
+        card = await self._cards.get(card_id or "")
         if card_id is None or card is None or not card.get("request"):
             await _respond(interaction, Resolution(status=ResolutionStatus.UNKNOWN).message)
             return
@@ -846,12 +839,11 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         reply_card: str | None = None
         reference = message.reference
         if reference is not None and reference.message_id is not None:
-            reply_card = await state.get(f"cardmsg:{reference.message_id}")
+            reply_card = await self._cards.of_message(reference.message_id)
         session = await state.get(f"thread:{message.channel.id}")
         if reply_card is None and session is not None and not text.startswith("/"):
             # words in the thread while one question there takes words: its answer
-            open_cards = await self._open_cards(session)
-            reply_card = open_cards[0] if len(open_cards) == 1 else None
+            reply_card = await self._cards.only_open_card(session)
         if reply_card is not None and text:
             resolution = await self.core.answer_text(reply_card, text, user)
             if not resolution.accepted:
@@ -925,21 +917,6 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
             f"- [{markdown.escape(name)}](<{base}/{thread}>)" for thread, name in live.values()
         ]
         return "Sessions:\n" + "\n".join(lines)
-
-    async def _open_cards(
-        self, session_id: str, *, add: str | None = None, remove: str | None = None
-    ) -> list[str]:
-        """The session's open cards that take words (a reply to one answers it; words in the
-        thread answer the only one)."""
-        state = self._state()
-        cards: list[str] = json.loads(await state.get(f"open:{session_id}") or "[]")
-        if add is not None and add not in cards:
-            cards.append(add)
-        if remove is not None and remove in cards:
-            cards.remove(remove)
-        if add is not None or remove is not None:
-            await state.set(f"open:{session_id}", json.dumps(cards))
-        return cards
 
     async def _remember_session(self, session_id: str, thread: str, name: str) -> None:
         state = self._state()
@@ -1072,17 +1049,6 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
 
     def _thread(self, session_id: str) -> str | None:
         return self.core.thread_id(self.instance_name, session_id)
-
-    async def _card_id(self, key: str) -> str | None:
-        """The card id behind a button's or a modal's card key: the id itself, or, for an id
-        too long for a custom_id (`#...`, see `look.card_key`), the one it was saved for."""
-        return await self._state().get(f"cardkey:{key}") if key.startswith("#") else key
-
-    async def _card(self, card_id: str) -> dict[str, Any] | None:
-        if not card_id:
-            return None
-        raw = await self._state().get(f"card:{card_id}")
-        return None if raw is None else dict(json.loads(raw))
 
 
 def _heads_up_record(raw: str | None) -> dict[str, Any] | None:

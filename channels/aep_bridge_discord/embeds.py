@@ -30,11 +30,10 @@ by what its content will be, the embeds having their own budget, kept here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from aep_bridge import OutgoingMessage, markup
+from aep_bridge import OutgoingMessage, keep_end, markup
 from aep_bridge.markup import Block, Blocks, Code, Details, Diff, Paragraph, Span, Spans
 
 from . import markdown
@@ -45,8 +44,6 @@ MAX_TITLE: Final = 256
 MAX_DESCRIPTION: Final = 4096
 MAX_FOOTER: Final = 2048
 MAX_TOTAL: Final = 6000
-#: the line a description cut to fit starts with
-CUT: Final = "…"
 
 #: the bar's colour for a call's state, read off the icon its line starts with
 GREEN: Final = 0x57F287
@@ -292,47 +289,7 @@ def _fitted(blocks: list[Block], room: int) -> str:
     whole = markdown.blocks_markdown(inner)
     if _units(whole) <= room:
         return whole
-    return keep_end(inner, room)
-
-
-def keep_end(blocks: Blocks, room: int) -> str:
-    """`blocks` as markdown within `room`, cut from the start: whole blocks dropped, then a
-    code block or diff kept from a line on, after a `…` line. A failure's last lines, where
-    it says what failed, stay."""
-    if room <= len(CUT) + 1:
-        return ""
-
-    def fits(kept: Blocks) -> bool:
-        return _units(f"{CUT}\n" + markdown.blocks_markdown(kept)) <= room
-
-    start = next((i for i in range(len(blocks)) if fits(blocks[i:])), len(blocks))
-    kept = blocks[start:]
-    if start > 0:
-        head = _tail_lines(blocks[start - 1], lambda b: fits((b, *kept)))
-        if head is not None:
-            kept = (head, *kept)
-    if not kept:  # not even the last block fits whole, and no line of it: cut its text
-        text = markdown.blocks_markdown(blocks[-1:])
-        budget = room - len(CUT) - 1
-        return f"{CUT}\n" + text.encode("utf-16-le")[-2 * budget :].decode("utf-16-le", "ignore")
-    return f"{CUT}\n" + markdown.blocks_markdown(kept)
-
-
-def _tail_lines(block: Block, fits: Callable[[Block], bool]) -> Block | None:
-    """The last lines of a code block or diff that `fits`, or None."""
-    if not isinstance(block, Code | Diff):
-        return None
-    field = "code" if isinstance(block, Code) else "unified"
-    lines: list[str] = getattr(block, field).rstrip("\n").split("\n")
-    low, high, found = 1, len(lines), None
-    while low <= high:
-        mid = (low + high) // 2
-        part = block.model_copy(update={field: "\n".join(lines[-mid:])})
-        if fits(part):
-            found, low = part, mid + 1
-        else:
-            high = mid - 1
-    return found
+    return keep_end(inner, room, render=markdown.blocks_markdown, count=_units)
 
 
 def _shorten(text: str, limit: int) -> str:
@@ -416,7 +373,6 @@ __all__ = [
     "blocks_look",
     "embed_markdown",
     "error_embed",
-    "keep_end",
     "measure",
     "message_look",
     "plan_embed",

@@ -44,8 +44,8 @@ from __future__ import annotations
 
 import re
 from typing import Final
-from urllib.parse import quote
 
+from aep_bridge import LINE_BREAK, break_ticks, link_target, one_line, table_text
 from aep_bridge.markup import (
     Block,
     Blocks,
@@ -60,7 +60,6 @@ from aep_bridge.markup import (
     Span,
     Spans,
     Table,
-    spans_text,
 )
 
 #: the most characters Discord takes in a message's content
@@ -78,19 +77,13 @@ _SPECIAL: Final = re.compile(
 #: a line's leading list marker or subtext dash (`- `, `+ `, `1. `, `-# `): escaped whether
 #: or not a space follows (a span may end there and the next begin with the space)
 _MARKER: Final = re.compile(r"[ \t]*(?:([-+])|\d*([.)]))")
-#: a line break to Discord's parser (which reads `\r\n` and `\r` as `\n`), or to a client
-#: that may draw one: a line's start is escaped after any of them
-_LINE_BREAK: Final = re.compile(r"(\r\n|[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029])")
 #: a bare URL Discord would link; kept as a link when it holds no mention
 _URL: Final = re.compile(r"(?i)(?:https?|steam)://[^\s<>*~|`\\\[\]\"]+")
 _MENTION: Final = re.compile(r"(?i)@(?=everyone|here|[!&]?\d)")
-#: the targets a link may have; anything else is shown as its text
-_LINKABLE: Final = re.compile(r"(?i)(?:https?://|mailto:)\S")
 #: characters that would end a link's target early, percent-encoded
 _UNSAFE_IN_URL: Final = re.compile(r"[\s<>()\\\"']")
 #: a code block's language as Discord reads it on the fence's line
 _LANGUAGE: Final = re.compile(r"[a-z0-9_+\-.#]+", re.IGNORECASE)
-_TICKS: Final = re.compile(r"`{3,}")
 #: the characters whose runs, touching across two spans, would make one marker of two
 _MARKERS: Final = "*_~`|"
 
@@ -103,7 +96,7 @@ def escape(text: str) -> str:
 
 
 def _escape(text: str, *, links: bool) -> str:
-    parts = _LINE_BREAK.split(text)
+    parts = LINE_BREAK.split(text)
     return "".join(
         part if index % 2 else _escape_line(part, links=links) for index, part in enumerate(parts)
     )
@@ -147,13 +140,8 @@ def safe_url(url: str | None) -> str | None:
     """`url` as a link's target when Discord may link it (http, https, mailto), with what
     would end the target early (spaces, brackets, parentheses, quotes) and a mention's `@`
     percent-encoded; else None."""
-    if url is None:
-        return None
-    url = url.strip()
-    if not _LINKABLE.match(url) or any(ord(c) < 32 or ord(c) == 127 for c in url):
-        return None
-    url = _UNSAFE_IN_URL.sub(lambda m: quote(m.group(), safe=""), url)
-    return _MENTION.sub("%40", url)
+    target = link_target(url, _UNSAFE_IN_URL)
+    return None if target is None else _MENTION.sub("%40", target)
 
 
 # -- spans --------------------------------------------------------------------------------
@@ -195,7 +183,7 @@ def _span(span: Span) -> str:
         url = None  # escaping keeps a bare web address a link
     beside = url is not None and (any(c in span.text for c in "[]") or "://" in span.text)
     target = None if beside else url
-    parts = _LINE_BREAK.split(span.text)
+    parts = LINE_BREAK.split(span.text)
     out = "".join(
         part if index % 2 else _span_line(part, span, target, links=url is None)
         for index, part in enumerate(parts)
@@ -282,7 +270,7 @@ def _block(block: Block, *, nested: bool, quoted: bool) -> str:
     if isinstance(block, Table):
         return _fence(table_text(block))
     if isinstance(block, Details):
-        summary = escape(" ".join(_LINE_BREAK.sub(" ", block.summary).split()))
+        summary = escape(one_line(block.summary))
         if summary:
             summary = f"*{summary}*" if nested else f"-# {summary}"
         inner = "\n\n".join(
@@ -300,7 +288,7 @@ def _block(block: Block, *, nested: bool, quoted: bool) -> str:
 
 def _heading(block: Heading, *, nested: bool) -> str:
     spans = tuple(
-        span.model_copy(update={"text": _LINE_BREAK.sub(" ", span.text)}) for span in block.spans
+        span.model_copy(update={"text": LINE_BREAK.sub(" ", span.text)}) for span in block.spans
     )
     if block.level <= 3 and not nested:
         text = spans_markdown(spans).strip()
@@ -313,7 +301,7 @@ def _fence(code: str, language: str = "") -> str:
     body = code.rstrip("\n")
     if not body.strip():
         return ""
-    body = _TICKS.sub(lambda m: ZWSP.join(m.group()), body)
+    body = break_ticks(body)
     language = language.strip()
     lang = language.lower() if _LANGUAGE.fullmatch(language) else ""
     return f"```{lang}\n{body}\n```"
@@ -358,23 +346,6 @@ def _indent(text: str, pad: str) -> str:
     return "\n".join(out)
 
 
-def table_text(table: Table) -> str:
-    """A table as monospace text: columns aligned, a line under the header."""
-    rows = [
-        [" ".join(_LINE_BREAK.sub(" ", spans_text(cell)).split()) for cell in row]
-        for row in ((table.header,) if table.header else ()) + table.rows
-    ]
-    columns = max((len(row) for row in rows), default=0)
-    widths = [max((len(row[i]) for row in rows if i < len(row)), default=0) for i in range(columns)]
-    for row in rows:  # a row's empty last cells draw no dangling separator
-        while row and not row[-1]:
-            row.pop()
-    lines = [" │ ".join(c.ljust(widths[i]) for i, c in enumerate(row)).rstrip() for row in rows]
-    if table.header:
-        lines.insert(1, "─┼─".join("─" * width for width in widths))
-    return "\n".join(lines)
-
-
 __all__ = [
     "LIMIT",
     "RULE",
@@ -384,5 +355,4 @@ __all__ = [
     "measure",
     "safe_url",
     "spans_markdown",
-    "table_text",
 ]

@@ -70,6 +70,7 @@ from aep_bridge import (
     Blocks,
     BridgeCore,
     CallKind,
+    CardRecords,
     ChannelAdapter,
     ChannelCapabilities,
     ChannelConfig,
@@ -190,6 +191,8 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
     def __init__(self, core: BridgeCore, config: SlackConfig) -> None:
         super().__init__(core, config)
         self._client: AsyncWebClient | None = None
+        #: the card records: key -> card id, what was kept of a card, a session's open cards
+        self.cards = CardRecords.plain(self.state, look.card_key)
         self._session: aiohttp.ClientSession | None = None
         self._handler: _Handler | None = None
         self._url = ""  # the workspace's, from auth.test: permalinks
@@ -580,7 +583,7 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
 
     async def _link(self, notification: NotificationMessage) -> str | None:
         """The card's message when it was sent here, else the session's thread."""
-        card = await self.card(notification.request_id or "")  # out before it (the outbox)
+        card = await self.cards.get(notification.request_id or "")  # out before it (the outbox)
         if card is not None:
             return self.permalink(card["channel"], card["ts"], card.get("thread"))
         thread = self._thread(notification.session_id)
@@ -602,8 +605,7 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         return look.measure_card(request)
 
     async def send_permission_request(self, session_id: str, request: PermissionRequest) -> Posted:
-        state = self.state()
-        known = await self.card(request.id)
+        known = await self.cards.get(request.id)
         if known is not None:
             return self._where(known)  # sent before (a retry after a restart): not again
         thread = self._thread(session_id)
@@ -615,12 +617,9 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
             "thread": thread,
             "request": request.model_dump(mode="json") if request.fields else None,
         }
-        await state.set(f"card:{request.id}", json.dumps(card))
-        key = look.card_key(request.id)
-        if key != request.id:
-            await state.set(f"cardkey:{key}", request.id)
+        await self.cards.sent(request.id, card)
         if request.accepts_text and not request.informational:
-            await self.open_cards(session_id, add=request.id)
+            await self.cards.open_cards(session_id, add=request.id)
         return self._where(card)
 
     def _where(self, card: dict[str, Any]) -> Posted:
@@ -634,13 +633,13 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         self, session_id: str, request: PermissionRequest, outcome: PermissionOutcome
     ) -> None:
         async with self._lock:
-            card = await self.card(request.id)
+            card = await self.cards.get(request.id)
             if card is None:
                 return
             shown = look.card_look(request, outcome=outcome)
             await self._update(card["channel"], card["ts"], shown)
         if outcome.closed:
-            await self.open_cards(session_id, remove=request.id)
+            await self.cards.open_cards(session_id, remove=request.id)
 
     def failed(self, what: str, exc: BaseException) -> None:
         """Log a call that failed, in one line that names no token."""
@@ -754,36 +753,6 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
 
     def _thread(self, session_id: str) -> str | None:
         return self.core.thread_id(self.instance_name, session_id)
-
-    async def card_id(self, key: str) -> str | None:
-        """The card id behind a button's or a modal's card key: the id itself, or, for an id
-        too long for Slack (`#...`, see `look.card_key`), the one it was saved for."""
-        if not key:
-            return None
-        return await self.state().get(f"cardkey:{key}") if key.startswith("#") else key
-
-    async def card(self, card_id: str) -> dict[str, Any] | None:
-        """What was kept of a card: its session, channel, ts, thread, and its request when
-        it is a form."""
-        if not card_id:
-            return None
-        raw = await self.state().get(f"card:{card_id}")
-        return None if raw is None else dict(json.loads(raw))
-
-    async def open_cards(
-        self, session_id: str, *, add: str | None = None, remove: str | None = None
-    ) -> list[str]:
-        """The session's open cards that take words (words in the thread answer the only
-        one)."""
-        state = self.state()
-        cards: list[str] = json.loads(await state.get(f"open:{session_id}") or "[]")
-        if add is not None and add not in cards:
-            cards.append(add)
-        if remove is not None and remove in cards:
-            cards.remove(remove)
-        if add is not None or remove is not None:
-            await state.set(f"open:{session_id}", json.dumps(cards))
-        return cards
 
     async def live_sessions(self) -> dict[str, list[str]]:
         """The live sessions: session id -> [thread ts, name]."""

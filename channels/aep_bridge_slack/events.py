@@ -25,6 +25,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from aep_bridge import (
     BridgeCore,
+    CardRecords,
     ChannelState,
     ChannelUser,
     IncomingMessage,
@@ -55,9 +56,8 @@ class Adapter(Protocol):
     @property
     def client(self) -> AsyncWebClient: ...
     def state(self) -> ChannelState: ...
-    async def card_id(self, key: str) -> str | None: ...
-    async def card(self, card_id: str) -> dict[str, Any] | None: ...
-    async def open_cards(self, session_id: str) -> list[str]: ...
+    @property
+    def cards(self) -> CardRecords[dict[str, Any]]: ...
     async def live_sessions(self) -> dict[str, list[str]]: ...
     def permalink(self, channel: str, ts: str, thread: str | None = None) -> str: ...
     def failed(self, what: str, exc: BaseException) -> None: ...
@@ -93,12 +93,9 @@ class Listeners:
         try:
             action = body["actions"][0]
             key, _, index = str(action.get("value", "")).rpartition(":")
-            card_id = await self.adapter.card_id(key)
             user = await self._user(body.get("user") or {})
-            if not card_id or not index.isdigit():
-                resolution = Resolution(status=ResolutionStatus.UNKNOWN)
-            else:
-                resolution = await self.adapter.core.resolve_permission(card_id, int(index), user)
+            option = int(index) if index.isdigit() else None
+            resolution = await self.adapter.cards.press(self.adapter.core, key, option, user)
             if not resolution.accepted:  # a refusal is logged by the core; the presser is told
                 await self._tell(body, user.id, resolution.message)
         except Exception as exc:  # never into bolt's log, which may quote the payload
@@ -113,10 +110,10 @@ class Listeners:
     async def _form(self, body: dict[str, Any]) -> None:
         try:
             key = str(body["actions"][0].get("value", ""))
-            card_id = await self.adapter.card_id(key)
+            card_id = await self.adapter.cards.of_key(key)
             user = await self._user(body.get("user") or {})
             refused = await self.adapter.core.may_answer(card_id, user) if card_id else None
-            card = await self.adapter.card(card_id or "")
+            card = await self.adapter.cards.get(card_id or "")
             if refused is None and (card is None or not card.get("request")):
                 refused = Resolution(status=ResolutionStatus.UNKNOWN)
             if refused is not None:
@@ -134,8 +131,8 @@ class Listeners:
         """A form's modal submitted: the values read (a wrong one goes back in the ack,
         shown under its field), then the answer to the core, which checks approvers."""
         view = body.get("view") or {}
-        card_id = await self.adapter.card_id(str(view.get("private_metadata", "")))
-        card = await self.adapter.card(card_id or "")
+        card_id = await self.adapter.cards.of_key(str(view.get("private_metadata", "")))
+        card = await self.adapter.cards.get(card_id or "")
         request = None
         if card_id is not None and card is not None and card.get("request"):
             request = PermissionRequest.model_validate(card["request"])
@@ -193,9 +190,9 @@ class Listeners:
             user = await self._user({"id": event.get("user", "")})
             if not text.startswith("/"):
                 # words in the thread while one question there takes words: its answer
-                open_cards = await self.adapter.open_cards(session)
-                if len(open_cards) == 1:
-                    resolution = await self.adapter.core.answer_text(open_cards[0], text, user)
+                card_id = await self.adapter.cards.only_open_card(session)
+                if card_id is not None:
+                    resolution = await self.adapter.core.answer_text(card_id, text, user)
                     if not resolution.accepted:
                         await self._ephemeral(
                             self.adapter.config.channel_id,

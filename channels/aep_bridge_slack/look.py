@@ -50,6 +50,7 @@ from aep_bridge import (
     PermissionRequest,
     expiry_time,
     heads_up_icon,
+    keep_end,
     markup,
     message_icon,
     outcome_icon,
@@ -381,64 +382,12 @@ def _fold_blocks(folded: list[Block], *, titled: bool) -> list[dict[str, Any]]:
             out.append(context(f"_{mrkdwn.escape(name)}_"))
         text = mrkdwn.blocks_mrkdwn(inner)
         if len(text) > MAX_SECTION:
-            text = keep_end(inner, MAX_SECTION)
+            text = keep_end(
+                inner, MAX_SECTION, render=mrkdwn.blocks_mrkdwn, last_resort=_cut_rendered
+            )
         if text.strip():
             out.append(section(text))
     return out
-
-
-def keep_end(blocks: Blocks, room: int) -> str:
-    """`blocks` as mrkdwn within `room`, cut from the start: whole blocks dropped, then a
-    code block or diff kept from a line on, after a `…` line. A failure's last lines, where
-    it says what failed, stay."""
-    if room <= len(CUT) + 1:
-        return ""
-
-    def fits(kept: Blocks) -> bool:
-        return len(f"{CUT}\n" + mrkdwn.blocks_mrkdwn(kept)) <= room
-
-    start = next((i for i in range(len(blocks)) if fits(blocks[i:])), len(blocks))
-    kept = blocks[start:]
-    if start > 0:
-        head = _tail_lines(blocks[start - 1], lambda b: fits((b, *kept)))
-        if head is not None:
-            kept = (head, *kept)
-    if not kept:  # no line of the last block fits whole: its last characters
-        last = blocks[-1]
-        if isinstance(last, Code | Diff):
-            field = "code" if isinstance(last, Code) else "unified"
-            text: str = getattr(last, field)
-            low, high = 1, len(text)
-            found = ""
-            while low <= high:
-                mid = (low + high) // 2
-                part = last.model_copy(update={field: text[-mid:]})
-                if fits((part,)):
-                    found, low = mrkdwn.blocks_mrkdwn((part,)), mid + 1
-                else:
-                    high = mid - 1
-            return f"{CUT}\n{found}" if found else CUT
-        return _cut_rendered(mrkdwn.blocks_mrkdwn(blocks[-1:]), room)
-    return f"{CUT}\n" + mrkdwn.blocks_mrkdwn(kept)
-
-
-def _tail_lines(block: Block, fits: Callable[[Block], bool]) -> Block | None:
-    """The last lines of a code block or diff that `fits`, or None."""
-    if not isinstance(block, Code | Diff):
-        return None
-    field = "code" if isinstance(block, Code) else "unified"
-    lines: list[str] = getattr(block, field).rstrip("\n").split("\n")
-    low, high, found = 1, len(lines), None
-    while low <= high:
-        mid = (low + high) // 2
-        part = block.model_copy(update={field: "\n".join(lines[-mid:])})
-        if isinstance(part, Diff):  # a diff cut to its end: its lines as code
-            part = Code(code="\n".join(lines[-mid:]))
-        if fits(part):
-            found, low = part, mid + 1
-        else:
-            high = mid - 1
-    return found
 
 
 # -- how long ------------------------------------------------------------------------------

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import re
 from typing import Final
-from urllib.parse import quote
 
+from aep_bridge import LINE_BREAK, break_ticks, link_target, one_line, table_text
 from aep_bridge.markup import (
     Block,
     Blocks,
@@ -46,7 +46,6 @@ from aep_bridge.markup import (
     Span,
     Spans,
     Table,
-    spans_text,
 )
 
 #: what a thematic break shows (mrkdwn draws no rule)
@@ -60,13 +59,8 @@ _ENTITIES: Final = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 _ENTITY: Final = re.compile(r"[&<>]")
 #: a formatting character, and a broadcast's `@`
 _INERT: Final = re.compile(r"[*_~`]|@(?=(?i:channel|here|everyone)\b)")
-#: a line break to Slack, or to a client that may draw one
-_LINE_BREAK: Final = re.compile(r"(\r\n|[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029])")
-#: the targets a link may have; anything else is shown as its text
-_LINKABLE: Final = re.compile(r"(?i)(?:https?://|mailto:)\S")
 #: characters that would end a link's target early (`|`, `>`), percent-encoded
 _UNSAFE_IN_URL: Final = re.compile(r"[\s<>|\"']")
-_TICKS: Final = re.compile(r"`{3,}")
 
 
 def escape(text: str) -> str:
@@ -103,12 +97,8 @@ def safe_url(url: str | None) -> str | None:
     """`url` as a link's target when Slack may link it (http, https, mailto), with what
     would end it early (`|`, `>`, spaces, quotes) percent-encoded and `&` as `&amp;` (as
     Slack asks: it reads the entity back, so a query string stays whole); else None."""
-    if url is None:
-        return None
-    url = url.strip()
-    if not _LINKABLE.match(url) or any(ord(c) < 32 or ord(c) == 127 for c in url):
-        return None
-    return _UNSAFE_IN_URL.sub(lambda m: quote(m.group(), safe=""), url).replace("&", "&amp;")
+    target = link_target(url, _UNSAFE_IN_URL)
+    return None if target is None else target.replace("&", "&amp;")
 
 
 # -- spans --------------------------------------------------------------------------------
@@ -142,7 +132,7 @@ def _merged(spans: Spans) -> list[Span]:
 def _span(span: Span) -> str:
     """A span, line by line (no marker spans a line break); a link as `<url|text>`."""
     url = safe_url(span.url)
-    parts = _LINE_BREAK.split(span.text)
+    parts = LINE_BREAK.split(span.text)
     return "".join(
         "\n" if index % 2 else _span_line(part, span, url) for index, part in enumerate(parts)
     )
@@ -186,7 +176,7 @@ def _block(block: Block, *, nested: bool) -> str:
         return spans_mrkdwn(block.spans).strip()
     if isinstance(block, Heading):
         spans = tuple(
-            span.model_copy(update={"text": _LINE_BREAK.sub(" ", span.text), "bold": True})
+            span.model_copy(update={"text": LINE_BREAK.sub(" ", span.text), "bold": True})
             for span in block.spans
         )
         return spans_mrkdwn(spans).strip()
@@ -202,7 +192,7 @@ def _block(block: Block, *, nested: bool) -> str:
     if isinstance(block, Table):
         return fence(table_text(block))
     if isinstance(block, Details):
-        summary = " ".join(_LINE_BREAK.sub(" ", block.summary).split())
+        summary = one_line(block.summary)
         head = f"_{escape(summary)}_" if summary else ""
         inner = "\n\n".join(filter(None, (_block(b, nested=nested) for b in block.blocks)))
         return "\n".join(filter(None, (head, inner)))
@@ -224,7 +214,7 @@ def fence(code: str) -> str:
     body = code.rstrip("\n")
     if not body.strip():
         return ""
-    body = _TICKS.sub(lambda m: ZWSP.join(m.group()), entities(body))
+    body = break_ticks(entities(body))
     return f"```\n{body}\n```"
 
 
@@ -261,23 +251,6 @@ def _indent(text: str, pad: str) -> str:
     return "\n".join(out)
 
 
-def table_text(table: Table) -> str:
-    """A table as monospace text: columns aligned, a line under the header."""
-    rows = [
-        [" ".join(_LINE_BREAK.sub(" ", spans_text(cell)).split()) for cell in row]
-        for row in ((table.header,) if table.header else ()) + table.rows
-    ]
-    columns = max((len(row) for row in rows), default=0)
-    widths = [max((len(row[i]) for row in rows if i < len(row)), default=0) for i in range(columns)]
-    for row in rows:
-        while row and not row[-1]:
-            row.pop()
-    lines = [" │ ".join(c.ljust(widths[i]) for i, c in enumerate(row)).rstrip() for row in rows]
-    if table.header:
-        lines.insert(1, "─┼─".join("─" * width for width in widths))
-    return "\n".join(lines)
-
-
 __all__ = [
     "BULLET",
     "RULE",
@@ -290,5 +263,4 @@ __all__ = [
     "measure",
     "safe_url",
     "spans_mrkdwn",
-    "table_text",
 ]

@@ -64,7 +64,7 @@ from aep_bridge import (
 )
 
 from . import html
-from .cards import CardRecord, Cards, parse_button
+from .cards import CardRecord, cards, parse_button
 from .config import TelegramConfig, shared_id_reason
 from .direct import Refusals, refused, user_chat
 from .doctor import diagnose, private_topics
@@ -153,7 +153,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         self._tasks: set[asyncio.Future[None]] = set()
         self._polling_errors = PollingErrors(self.instance_name)
         self._refusals = Refusals(self.instance_name)
-        self._cards = Cards(self._state)
+        self._cards = cards(self._state)
         self._forms = Forms(self._cards, self._answer_form, self._show_card)
         if config.chat_id > 0:  # a private chat: Telegram's 20 a minute is for groups
             limits = self.capabilities.rate_limits.model_copy(update={"per_group": None})
@@ -511,7 +511,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         # quiet when a heads-up for it rings in the Notifications topic: one question, one ping
         sent = await self._send(session_id, text, notify=request.notify, keyboard=keyboard)
         card = CardRecord(session_id, sent.message_id, text, request.model_dump(mode="json"))
-        await self._cards.sent(request.id, card)
+        await self._cards.sent(request.id, card, message=card.message)
         if request.accepts_text or request.fields:
             await self._cards.open_cards(session_id, add=request.id)
         return self._where(card)

@@ -23,6 +23,7 @@ import html
 import re
 from typing import Final
 
+from aep_bridge import table_text
 from aep_bridge.markup import (
     Block,
     Blocks,
@@ -37,7 +38,6 @@ from aep_bridge.markup import (
     Span,
     Spans,
     Table,
-    spans_text,
 )
 
 _FENCE: Final = re.compile(r"```([A-Za-z0-9_+.#-]*)[ \t]*\n?(.*?)(?:```|\Z)", re.DOTALL)
@@ -202,14 +202,3 @@ def _indent(text: str, pad: str) -> str:
         part if part.startswith("<pre>") else _LINE_START.sub("\n" + pad, part)
         for part in _PRE.split(text)
     )
-
-
-def table_text(table: Table) -> str:
-    """A table as monospace text: columns aligned, a line under the header."""
-    rows = [[spans_text(cell) for cell in row] for row in (table.header, *table.rows)]
-    columns = max((len(row) for row in rows), default=0)
-    widths = [max((len(row[i]) for row in rows if i < len(row)), default=0) for i in range(columns)]
-    lines = [" │ ".join(c.ljust(widths[i]) for i, c in enumerate(row)).rstrip() for row in rows]
-    if table.header:
-        lines.insert(1, "─┼─".join("─" * width for width in widths))
-    return "\n".join(lines)

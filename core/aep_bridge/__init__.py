@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
     from .preview import PreviewDialect
     from .terminal import visible
     from .text import measure, split_text
+    from .toolkit.cards import CardKeys, CardRecords
     from .toolkit.preview import (
         BARE_URL,
         HEADS_UP_ICONS,
@@ -76,6 +77,14 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
         token_env_option,
         wait_option,
         write_channel_block,
+    )
+    from .toolkit.text import (
+        LINE_BREAK,
+        break_ticks,
+        keep_end,
+        link_target,
+        one_line,
+        table_text,
     )
     from .tools import ToolCall, ToolOutcome, ToolView
     from .types import (
@@ -175,6 +184,18 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "message_icon",
         "outcome_icon",
     ),
+    ".toolkit.cards": (
+        "CardKeys",
+        "CardRecords",
+    ),
+    ".toolkit.text": (
+        "LINE_BREAK",
+        "break_ticks",
+        "keep_end",
+        "link_target",
+        "one_line",
+        "table_text",
+    ),
     ".tools": (
         "ToolCall",
         "ToolOutcome",
@@ -245,6 +266,7 @@ __all__ = [
     "DEFAULT_SIGNATURE_TTL",
     "HEADS_UP_ICONS",
     "HEADS_UP_QUESTION",
+    "LINE_BREAK",
     "MESSAGE_ICONS",
     "OUTCOME_ICONS",
     "OUTGOING_KINDS",
@@ -259,6 +281,8 @@ __all__ = [
     "BridgeCore",
     "BridgeView",
     "CallKind",
+    "CardKeys",
+    "CardRecords",
     "ChannelAdapter",
     "ChannelCapabilities",
     "ChannelConfig",
@@ -305,6 +329,7 @@ __all__ = [
     "ask_token",
     "autolinked",
     "blocks_html",
+    "break_ticks",
     "button_rows",
     "check_token",
     "check_with_doctor",
@@ -315,15 +340,19 @@ __all__ = [
     "heads_up_icon",
     "hookimpl",
     "human_duration",
+    "keep_end",
     "keep_tokens",
+    "link_target",
     "markup",
     "measure",
     "message_icon",
     "number_problem",
+    "one_line",
     "outcome_icon",
     "poll_times",
     "scrub_token",
     "split_text",
+    "table_text",
     "tilde",
     "token_env_option",
     "visible",

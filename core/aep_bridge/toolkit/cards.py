@@ -1,0 +1,148 @@
+"""Card records: what a channel keeps about the cards it posted, and a press on the way to
+the core.
+
+A button carries a card key (the card's id, or a digest of an id too long or too odd for
+the platform's button data) and the option's index; the core resolves a press from the
+card id alone (contract 1.2). The records kept here are the channel's own, for display and
+for placing words: which card a key stands for, which message shows which card, and a
+session's open cards that take words. They live in the channel's state (`ChannelState`),
+so they survive a restart, under keys the core's retention recognises: `card:{card id}`,
+`cardkey:{key}` (its value a card id), `cardmsg:{message}` and `open:{session id}`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from ..adapter import BridgeCore, ChannelState
+from ..types import ChannelUser, Resolution, ResolutionStatus
+
+#: a card record as the channel's code uses it (a dict, or a dataclass of its own)
+R = TypeVar("R")
+
+#: what a digest key starts with (a plain key never does)
+DIGEST_MARK = "#"
+
+
+@dataclass(frozen=True)
+class CardKeys:
+    """How a platform's buttons name a card: the id itself when `plain` says the platform
+    carries it as it is, else `#` and the first `digits` hex digits of its SHA-256. A plain
+    key never starts with `#`, so a key is read back without a guess."""
+
+    plain: Callable[[str], bool]
+    digits: int = 20
+
+    def key(self, card_id: str) -> str:
+        if self.plain(card_id) and not card_id.startswith(DIGEST_MARK):
+            return card_id
+        return DIGEST_MARK + hashlib.sha256(card_id.encode()).hexdigest()[: self.digits]
+
+
+def _identity(record: dict[str, Any]) -> dict[str, Any]:
+    return record
+
+
+class CardRecords(Generic[R]):
+    """The channel's card records in its state (`state()`: the core's key-value state of
+    this channel instance, asked for on each use). `key` is what stands for a card in a
+    button (`CardKeys.key`, or the channel's own: a digest must start with `#`, a plain key
+    never). `load` and `dump` turn a record into JSON's dict and back
+    (`CardRecords.plain` keeps dicts as they are)."""
+
+    def __init__(
+        self,
+        state: Callable[[], ChannelState],
+        key: Callable[[str], str],
+        *,
+        load: Callable[[dict[str, Any]], R],
+        dump: Callable[[R], Mapping[str, Any]],
+    ) -> None:
+        self._state = state
+        self.key = key
+        self._load = load
+        self._dump = dump
+
+    @staticmethod
+    def plain(
+        state: Callable[[], ChannelState], key: Callable[[str], str]
+    ) -> CardRecords[dict[str, Any]]:
+        """Records kept as the dicts the channel writes."""
+        return CardRecords(state, key, load=_identity, dump=_identity)
+
+    async def get(self, card_id: str) -> R | None:
+        """The card's record, or None (an unknown card, or no id at all)."""
+        if not card_id:
+            return None
+        raw = await self._state().get(f"card:{card_id}")
+        return None if raw is None else self._load(dict(json.loads(raw)))
+
+    async def save(self, card_id: str, record: R) -> None:
+        await self._state().set(f"card:{card_id}", json.dumps(self._dump(record)))
+
+    async def sent(self, card_id: str, record: R, *, message: str | int | None = None) -> str:
+        """Remember a card just posted: its record, the key its buttons carry (a digest is
+        written down, to be read back on a press) and, given one, the message that shows it
+        (to place a reply). Returns the key."""
+        state = self._state()
+        await self.save(card_id, record)
+        if message is not None:
+            await state.set(f"cardmsg:{message}", card_id)
+        key = self.key(card_id)
+        if key != card_id:
+            await state.set(f"cardkey:{key}", card_id)
+        return key
+
+    async def of_key(self, key: str) -> str | None:
+        """The card a button's key stands for: a digest looked up, a plain key is the id
+        itself; None for no key or a digest never written here."""
+        if not key:
+            return None
+        if not key.startswith(DIGEST_MARK):
+            return key
+        card_id: str | None = await self._state().get(f"cardkey:{key}")
+        return card_id
+
+    async def of_message(self, message: str | int) -> str | None:
+        """The card shown by `message`, if it is one."""
+        card_id: str | None = await self._state().get(f"cardmsg:{message}")
+        return card_id
+
+    async def open_cards(
+        self, session_id: str, *, add: str | None = None, remove: str | None = None
+    ) -> list[str]:
+        """The session's open cards that take words (a text answer, a form), after adding
+        `add` or removing `remove`."""
+        state = self._state()
+        cards: list[str] = json.loads(await state.get(f"open:{session_id}") or "[]")
+        if add is not None and add not in cards:
+            cards.append(add)
+        if remove is not None and remove in cards:
+            cards.remove(remove)
+        if add is not None or remove is not None:
+            await state.set(f"open:{session_id}", json.dumps(cards))
+        return cards
+
+    async def only_open_card(self, session_id: str) -> str | None:
+        """The card words in a session's thread are for when they reply to no card: its one
+        open card that takes words, if it has exactly one."""
+        cards = await self.open_cards(session_id)
+        return cards[0] if len(cards) == 1 else None
+
+    async def press(
+        self, core: BridgeCore, key: str, option: int | None, user: ChannelUser
+    ) -> Resolution:
+        """A button's press, handed to the core: the card its key stands for and the
+        option's index. A key that stands for no card, or no option, is refused here as
+        unknown without asking the core; the core checks the presser and everything else."""
+        card_id = await self.of_key(key)
+        if not card_id or option is None:
+            return Resolution(status=ResolutionStatus.UNKNOWN)
+        return await core.resolve_permission(card_id, option, user)
+
+
+__all__ = ["DIGEST_MARK", "CardKeys", "CardRecords"]

@@ -1,0 +1,149 @@
+"""Text helpers a dialect repeats: a text on one line, a table as monospace text, and a
+long output cut to its end (`keep_end`) within a platform's room, measured its way.
+
+A failure's last lines say what failed, so where an output must be cut, its start goes:
+whole blocks first, then a code block or diff kept from a line on, after a `…` line.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Final
+from urllib.parse import quote
+
+from ..markup import Block, Blocks, Code, Diff, Table, spans_text
+
+#: the mark a cut output starts with, on a line of its own
+CUT: Final = "…"
+#: a line break to a chat platform's parser (which may read `\r\n` and `\r` as `\n`), or
+#: to a client that may draw one: a dialect escapes a line's start after any of them
+LINE_BREAK: Final = re.compile(r"(\r\n|[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029])")
+_TICKS: Final = re.compile(r"`{3,}")
+#: the targets a link in a chat message may have; anything else is shown as its text
+_LINKABLE: Final = re.compile(r"(?i)(?:https?://|mailto:)\S")
+
+
+def one_line(text: str) -> str:
+    """`text` on one line: every line break and run of whitespace as one space, trimmed."""
+    return " ".join(LINE_BREAK.sub(" ", text).split())
+
+
+def break_ticks(code: str) -> str:
+    """`code` with every run of three or more backticks broken by zero-width spaces (which
+    look the same), so code inside a fenced block can never close it."""
+    return _TICKS.sub(lambda m: "\u200b".join(m.group()), code)
+
+
+def link_target(url: str | None, unsafe: re.Pattern[str]) -> str | None:
+    """`url` as a link's target when a chat may link it (http, https, mailto, no control
+    character), trimmed, with each character `unsafe` matches (what would end the target
+    early in the dialect) percent-encoded; else None (show the link's text alone)."""
+    if url is None:
+        return None
+    url = url.strip()
+    if not _LINKABLE.match(url) or any(ord(c) < 32 or ord(c) == 127 for c in url):
+        return None
+    return unsafe.sub(lambda m: quote(m.group(), safe=""), url)
+
+
+def table_text(table: Table) -> str:
+    """A table as monospace text (for a dialect without tables): each cell on one line,
+    columns aligned, a line under the header, no dangling separator after a row's empty
+    last cells."""
+    rows = [
+        [one_line(spans_text(cell)) for cell in row]
+        for row in ((table.header,) if table.header else ()) + table.rows
+    ]
+    columns = max((len(row) for row in rows), default=0)
+    widths = [max((len(row[i]) for row in rows if i < len(row)), default=0) for i in range(columns)]
+    for row in rows:
+        while row and not row[-1]:
+            row.pop()
+    lines = [" │ ".join(c.ljust(widths[i]) for i, c in enumerate(row)).rstrip() for row in rows]
+    if table.header:
+        lines.insert(1, "─┼─".join("─" * width for width in widths))
+    return "\n".join(lines)
+
+
+def keep_end(
+    blocks: Blocks,
+    room: int,
+    *,
+    render: Callable[[Blocks], str],
+    count: Callable[[str], int] = len,
+    last_resort: Callable[[str, int], str] | None = None,
+) -> str:
+    """`blocks` rendered by `render` within `room` as `count` measures it, cut from the
+    start: whole blocks dropped, then a code block or diff kept from a line on (a diff cut
+    so is shown as its lines, as code: its counts would no longer be true), after a `…`
+    line. When not even a line of the last block fits: a code block's last characters, or
+    `last_resort(rendered last block, room)` (by default its end within the room). Returns
+    "" when `room` cannot hold the `…` line."""
+    head = f"{CUT}\n"
+    if room <= count(head):
+        return ""
+
+    def fits(kept: Blocks) -> bool:
+        return count(head + render(kept)) <= room
+
+    start = next((i for i in range(len(blocks)) if fits(blocks[i:])), len(blocks))
+    kept = blocks[start:]
+    if start > 0:
+        lines = _tail(blocks[start - 1], lambda b: fits((b, *kept)), by_line=True)
+        if lines is not None:
+            kept = (lines, *kept)
+    if kept:
+        return head + render(kept)
+    last = blocks[-1]
+    chars = _tail(last, lambda b: fits((b,)), by_line=False)
+    if chars is not None:
+        return head + render((chars,))
+    if isinstance(last, Code | Diff):
+        return CUT
+    if last_resort is not None:
+        return last_resort(render((last,)), room)
+    return head + _end_within(render((last,)), room - count(head), count)
+
+
+def _tail(block: Block, fits: Callable[[Block], bool], *, by_line: bool) -> Block | None:
+    """The longest end of a code block or diff (whole lines, or characters) that `fits`,
+    as code; None when it is neither or nothing fits."""
+    if not isinstance(block, Code | Diff):
+        return None
+    text = block.code if isinstance(block, Code) else block.unified
+    parts: list[str] = text.rstrip("\n").split("\n") if by_line else list(text)
+    joint = "\n" if by_line else ""
+    language = block.language if isinstance(block, Code) else "diff"
+    low, high, found = 1, len(parts), None
+    while low <= high:
+        mid = (low + high) // 2
+        part = Code(code=joint.join(parts[-mid:]), language=language)
+        if fits(part):
+            found, low = part, mid + 1
+        else:
+            high = mid - 1
+    return found
+
+
+def _end_within(text: str, room: int, count: Callable[[str], int]) -> str:
+    """The longest end of `text` that `count` finds within `room`."""
+    low, high, found = 1, len(text), ""
+    while low <= high:
+        mid = (low + high) // 2
+        if count(text[-mid:]) <= room:
+            found, low = text[-mid:], mid + 1
+        else:
+            high = mid - 1
+    return found
+
+
+__all__ = [
+    "CUT",
+    "LINE_BREAK",
+    "break_ticks",
+    "keep_end",
+    "link_target",
+    "one_line",
+    "table_text",
+]

@@ -1,0 +1,100 @@
+"""The toolkit's card records (`aep_bridge.CardRecords`, `CardKeys`): a card's key and
+records kept in the channel's state across a restart of the store, and a press reaching
+the core only for a card a key stands for."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pytest
+
+from aep_bridge import CardKeys, CardRecords, ChannelUser, ResolutionStatus
+from aep_bridge.store import Store, StoreState
+from aep_bridge.testing import FakeCore
+
+KEYS = CardKeys(plain=lambda card_id: len(card_id) <= 20, digits=16)
+ALICE = ChannelUser(id="u1", name="Alice")
+
+
+def _records(store: Store) -> CardRecords[dict[str, object]]:
+    return CardRecords.plain(lambda: StoreState(store, "channel:chat"), KEYS.key)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    opened = Store.open(tmp_path)
+    yield opened
+    opened.close()
+
+
+def test_a_short_id_is_its_own_key_and_a_long_or_digest_like_one_is_digested():
+    assert KEYS.key("c1") == "c1"
+    long = "c" * 21
+    assert KEYS.key(long).startswith("#")
+    assert len(KEYS.key(long)) == 17
+    assert KEYS.key("#abc") != "#abc", "an id that reads as a digest is digested too"
+    assert KEYS.key(long) == KEYS.key(long), "the same id, the same key, after a restart too"
+
+
+async def test_a_card_record_survives_a_restart_of_the_store(tmp_path: Path):
+    long = "question-" + "x" * 40
+    store = Store.open(tmp_path)
+    records = _records(store)
+    key = await records.sent(long, {"session": "s1", "message": 42}, message=42)
+    await records.open_cards("s1", add=long)
+    store.close()
+
+    store = Store.open(tmp_path)  # a new process: only what the store kept
+    try:
+        records = _records(store)
+        assert await records.of_key(key) == long
+        assert await records.get(long) == {"session": "s1", "message": 42}
+        assert await records.of_message(42) == long
+        assert await records.only_open_card("s1") == long
+    finally:
+        store.close()
+
+
+async def test_a_session_with_two_open_cards_has_no_only_one(store: Store):
+    records = _records(store)
+    await records.open_cards("s1", add="c1")
+    await records.open_cards("s1", add="c2")
+    assert await records.only_open_card("s1") is None
+    assert await records.open_cards("s1", remove="c1") == ["c2"]
+    assert await records.only_open_card("s1") == "c2"
+
+
+async def test_a_press_reaches_the_core_by_the_card_its_key_stands_for(store: Store):
+    long = "question-" + "y" * 40
+    records = _records(store)
+    key = await records.sent(long, {"session": "s1"})
+    core = FakeCore()
+    resolution = await records.press(core, key, 1, ALICE)
+    assert resolution.accepted
+    assert [(p.card_id, p.answer, p.via) for p in core.presses] == [(long, 1, "button")]
+
+
+async def test_a_press_for_an_unknown_card_key_is_refused_before_the_core(store: Store):
+    records = _records(store)
+    core = FakeCore()
+    for key, option in (("#0123456789abcdef", 0), ("", 0), ("c1", None)):
+        resolution = await records.press(core, key, option, ALICE)
+        assert resolution.status is ResolutionStatus.UNKNOWN, key
+    assert core.presses == [], "nothing reached the core"
+
+
+@dataclass
+class _Record:
+    session: str
+    message: int
+
+
+async def test_records_of_the_channels_own_type_round_trip(store: Store):
+    state = StoreState(store, "channel:chat")
+    records = CardRecords(lambda: state, KEYS.key, load=lambda raw: _Record(**raw), dump=asdict)
+    await records.save("c1", _Record("s1", 7))
+    assert await records.get("c1") == _Record("s1", 7)
+    assert await records.get("nope") is None
+    assert await records.get("") is None

@@ -1,0 +1,129 @@
+"""The toolkit's text helpers (`aep_bridge.keep_end`, `table_text`, `one_line`,
+`break_ticks`), through a dialect that renders blocks as plain text."""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from aep_bridge import break_ticks, keep_end, link_target, one_line, table_text
+from aep_bridge.markup import Blocks, Code, Diff, Paragraph, Span, Table
+
+
+def render(blocks: Blocks) -> str:
+    """A dialect of the simplest kind: a paragraph's text, code fenced."""
+    out = []
+    for block in blocks:
+        if isinstance(block, Paragraph):
+            out.append("".join(span.text for span in block.spans))
+        elif isinstance(block, Code):
+            out.append(f"```{block.language}\n{block.code}\n```")
+        elif isinstance(block, Diff):
+            out.append(f"{block.path}\n```diff\n{block.unified}\n```")
+    return "\n\n".join(out)
+
+
+def para(text: str) -> Paragraph:
+    return Paragraph(spans=(Span(text=text),))
+
+
+def utf16(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+FAILURE = Code(code="\n".join(f"line {i}" for i in range(100)) + "\nError: it failed")
+
+
+def test_keep_end_keeps_the_failure_at_the_end_and_says_it_cut():
+    blocks = (para("Running the tests"), FAILURE)
+    kept = keep_end(blocks, 120, render=render)
+    assert len(kept) <= 120
+    assert kept.startswith("…\n```\n"), "the cut is said, and the code keeps its fence"
+    assert kept.endswith("Error: it failed\n```")
+    assert "Running the tests" not in kept
+    assert "line 0\n" not in kept
+
+
+def test_keep_end_returns_whole_blocks_that_fit_after_dropping_earlier_ones():
+    blocks = (para("a" * 50), para("the end"))
+    assert keep_end(blocks, 20, render=render) == "…\nthe end"
+
+
+def test_a_diff_cut_to_its_end_is_shown_as_its_lines_as_code():
+    diff = Diff(path="a.py", unified="\n".join(f"+added {i}" for i in range(50)), added=50)
+    kept = keep_end((diff,), 60, render=render)
+    assert kept.startswith("…\n```diff\n")
+    assert kept.endswith("+added 49\n```")
+    assert "a.py" not in kept, "its counts and path head would no longer be true"
+
+
+def test_one_line_longer_than_the_room_keeps_its_last_characters_in_a_whole_fence():
+    code = Code(code="x" * 500 + "THE END")
+    kept = keep_end((code,), 40, render=render)
+    assert len(kept) <= 40
+    assert kept.startswith("…\n```\n")
+    assert kept.endswith("THE END\n```")
+
+
+def test_a_long_paragraph_keeps_its_end_or_what_the_dialect_does_last():
+    long = para("word " * 100 + "last")
+    assert keep_end((long,), 30, render=render).endswith("last")
+    assert keep_end((long,), 30, render=render, last_resort=lambda text, room: "mine") == "mine"
+
+
+def test_keep_end_measures_the_platforms_way():
+    blocks = (para("😀" * 30),)  # 60 UTF-16 units, 30 characters
+    kept = keep_end(blocks, 40, render=render, count=utf16)
+    assert utf16(kept) <= 40
+    assert len(kept) > 2
+    assert keep_end(blocks, 40, render=render) == "…\n" + "😀" * 30
+
+
+def test_no_room_for_the_cut_mark_is_nothing():
+    assert keep_end((FAILURE,), 2, render=render) == ""
+
+
+@given(
+    st.lists(st.text(min_size=1, max_size=40), min_size=1, max_size=6),
+    st.integers(min_value=0, max_value=120),
+)
+def test_keep_end_never_exceeds_its_room(texts, room):
+    blocks = tuple(Code(code=t) if i % 2 else para(t) for i, t in enumerate(texts))
+    whole = render(blocks)
+    kept = keep_end(blocks, room, render=render)
+    assert len(kept) <= room
+    assert kept == "" or kept.startswith("…")
+    if room > 2 and kept.startswith("…\n"):
+        assert whole.endswith(kept[2:]) or kept.endswith("```"), "it is the end that stays"
+
+
+def test_table_text_aligns_columns_on_one_line_each():
+    table = Table(
+        header=((Span(text="name"),), (Span(text="value"),)),
+        rows=(((Span(text="a\nb"),), (Span(text="1"),)), ((Span(text="long name"),), ())),
+    )
+    assert table_text(table) == "\n".join(
+        [
+            "name      │ value",
+            "──────────┼──────",
+            "a b       │ 1",
+            "long name",
+        ]
+    )
+
+
+def test_one_line_and_break_ticks():
+    assert one_line("  a\r\nb\u2028 c  ") == "a b c"
+    broken = break_ticks("x ``` y ```` z")
+    assert "```" not in broken
+    assert broken.replace("\u200b", "") == "x ``` y ```` z"
+
+
+def test_a_link_target_is_only_a_web_or_mail_address_without_control_characters():
+    unsafe = re.compile(r"[\s|>]")
+    assert link_target(" https://example.com/a b|c ", unsafe) == "https://example.com/a%20b%7Cc"
+    assert link_target("mailto:someone@example.com", unsafe) == "mailto:someone@example.com"
+    for refused in ("javascript:alert(1)", "./README.md", "https://a.example/\x00", None, ""):
+        assert link_target(refused, unsafe) is None, refused
