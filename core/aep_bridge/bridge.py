@@ -39,7 +39,6 @@ from .aep.redaction import RedactionPolicy, Redactor
 from .aep.registry import CAPTURE_RANK
 from .approvers import RouteApprovers
 from .attention import Attention
-from .attention_records import Request
 from .audit import AuditLog
 from .away import AwayState
 from .channel_core import Channel, ChannelCore, PluginView
@@ -61,7 +60,6 @@ from .store import Store, StoreState
 from .tools import ToolCall, ToolOutcome, ToolView
 from .types import (
     ChannelError,
-    ChannelUser,
     OutgoingMessage,
 )
 
@@ -231,6 +229,9 @@ class Bridge:
         )
         #: everything one event causes (`Mirror.handle_event`), for the read loop and tests
         self.handle_event = self.mirror.handle_event
+        #: the approver policy (`QuestionCards.refusal`), asked by `set_away` through a channel
+        self.refusal = self.questions.refusal
+        self.may_answer = self.questions.may_answer
         self._secret: bytes | None = None
         #: what the lifecycle hooks hand plugins
         self.view: BridgeView = PluginView(self)
@@ -660,20 +661,6 @@ class Bridge:
         """Whether `channel`'s capture ceiling lets an agent's words through (`redacted`+)."""
         running = self.channels.get(channel)
         return running is not None and CAPTURE_RANK[running.config.capture] >= _REDACTED_RANK
-
-    def refusal(
-        self,
-        channel: str,
-        user: ChannelUser,
-        request: Request | None,
-        session: SessionRecord | None = None,
-    ) -> str | None:
-        """Why `user` may not answer or control on `channel` (`QuestionCards.refusal`)."""
-        return self.questions.refusal(channel, user, request, session)
-
-    def may_answer(self, channel: str, user: ChannelUser, request: Request | None) -> bool:
-        """Whether `user` may answer `request` on `channel` (`QuestionCards.may_answer`)."""
-        return self.questions.may_answer(channel, user, request)
 
     # -- threads ----------------------------------------------------------------------------
 
