@@ -84,6 +84,7 @@ from aep_bridge.bridge import Bridge
 from aep_bridge.config import BridgeConfig
 from aep_bridge.intake.hub import Delivery, Hub, HubLimits
 from aep_bridge.intake.source import LocalSource
+from aep_bridge.mirror import Mirror
 from aep_bridge.outbox import Outbox
 from aep_bridge.plugins import PluginHost
 from aep_bridge.render import Renderer
@@ -620,13 +621,13 @@ def _rows_of(stats: pstats.Stats, top: int) -> list[tuple[str, str, float, float
 #: stage's own time and SQL, what the stages called inside it (nested) take out of it
 STAGES: tuple[tuple[str, tuple[tuple[type, str], ...]], ...] = (
     ("intake: admit, and persist the replay buffer", ((Hub, "admit"), (Hub, "flush"))),
-    ("event: its transaction, skips (the rest of handle_event)", ((Bridge, "handle_event"),)),
+    ("event: its transaction, skips (the rest of handle_event)", ((Mirror, "handle_event"),)),
     ("dedupe: the delivery record (seen, position)", ((Store, "record_delivery"),)),
-    ("sessions: find or create, begin threads", ((Bridge, "_session_of"),)),
+    ("sessions: find or create, begin threads", ((Mirror, "_session_of"),)),
     ("attention: follow the request's lifecycle", ((Attention, "on_event"),)),
     ("render: down-level, redact, build messages", ((Renderer, "render"),)),
     ("outbox submit: persist each call, queue it", ((Outbox, "submit"),)),
-    ("mirror: the rest (jobs, notifications, ends)", ((Bridge, "_mirror"),)),
+    ("mirror: the rest (jobs, notifications, ends)", ((Mirror, "_mirror"),)),
     ("group commit: open and commit the groups", ((Store, "begin_group"), (Store, "commit_group"))),
     ("outbox dispatch: pick under the limits, start", ((Outbox, "_pick"), (Outbox, "_dispatch"))),
     ("outbox settle: forget the rows of sent calls", ((Outbox, "_sent"), (Outbox, "_forget_rows"))),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import gc
 import hmac
 import inspect
@@ -44,7 +45,7 @@ from .channel_core import Channel, ChannelCore, PluginView
 from .chat import ChatCommands
 from .config import BridgeConfig, ChannelPlan, resolve_channels
 from .intake.source import CommandResult, EventSource
-from .mirror import PRUNE_EVERY, EventMirror
+from .mirror import Mirror
 from .outbox import Job, Outbox, Priority
 from .people import People
 from .plugins import PluginHost
@@ -55,13 +56,12 @@ from .retention import Retention
 from .routing import Routes
 from .scrub import secrets_in
 from .sessions import SessionRecord, Sessions
-from .store import Floors, Store, StoreState
+from .store import Store, StoreState
 from .tools import ToolCall, ToolOutcome, ToolView
 from .types import (
     ChannelError,
     OutgoingMessage,
 )
-from .withheld import Withheld
 
 log = logging.getLogger("aep_bridge")
 
@@ -97,8 +97,14 @@ def redaction_policy(
     )
 
 
-class Bridge(EventMirror, QuestionCards):
-    """Channels from config, sources of events, and the core loop between them."""
+class Bridge:
+    """Channels from config, sources of events, and the core loop between them.
+
+    The loop's parts own their state and are handed what they use: `mirror` (`Mirror`:
+    each event's dedupe, session and messages in every routed channel) and `questions`
+    (`QuestionCards`: cards, their outcomes, who may answer, `attention.routed`, and the
+    `attention` registry they are built around). The bridge builds and wires them, and
+    owns the channels' lifecycle, the sources and the read loop."""
 
     def __init__(
         self,
@@ -128,7 +134,6 @@ class Bridge(EventMirror, QuestionCards):
         self.identity = source_uri(socket.gethostname(), BRIDGE_AGENT)
         self.ack_timeout = ack_timeout
         self.sessions = Sessions(self.store)
-        self._withheld = Withheld(self.store)  # the capture notice's sessions (`withheld`)
         days = config.store.session_retention_days
         self.routing = Routes(config.routes)
         self.people = People(config.people)
@@ -148,22 +153,32 @@ class Bridge(EventMirror, QuestionCards):
             audit=self.audit,
             audit_days=config.audit.retention_days,
         )
-        self.attention = Attention(
-            self.store,
-            self.sessions,
-            approve=self.refusal,
-            send=self.send_command,
-            report=self._show_outcome,
-            source=self.identity,
-            agent=BRIDGE_AGENT,
-            hold=config.attention.answer_hold,
-            describe=self.describe_outcome,
-            instructions=self.allows_instructions,
-            audit=self.audit,
-            principal_of=self._principal_of,
-            approvals=QuorumPolicy(config.routes, config.attention.require_approvals).needed,
-            approver_key=self.approvers.approver_key,
+        self.channels: dict[str, Channel] = {}
+        self.sources: dict[str, EventSource] = {}
+        self.questions = QuestionCards(
+            store=self.store,
+            sessions=self.sessions,
+            approvers=self.approvers,
+            renderer=self.renderer,
+            host=host,
+            channels=self.channels,
+            sources=self.sources,
+            identity=self.identity,
+            shows_content=self.shows_content,
+            make_attention=functools.partial(
+                Attention,
+                self.store,
+                self.sessions,
+                send=self.send_command,
+                source=self.identity,
+                agent=BRIDGE_AGENT,
+                hold=config.attention.answer_hold,
+                audit=self.audit,
+                approvals=QuorumPolicy(config.routes, config.attention.require_approvals).needed,
+                approver_key=self.approvers.approver_key,
+            ),
         )
+        self.attention = self.questions.attention
         self.away = AwayState(
             self.store,
             self.sessions,
@@ -175,7 +190,7 @@ class Bridge(EventMirror, QuestionCards):
         self.chat = ChatCommands(
             self.sessions,
             self.attention,
-            approve=self.session_refusal,
+            approve=self.questions.session_refusal,
             reply=self.reply,
             command=self.control,
             send=self.send_command,
@@ -183,12 +198,10 @@ class Bridge(EventMirror, QuestionCards):
             away=self.away,
             person_of=self.people.person_of,
         )
-        self.channels: dict[str, Channel] = {}
         #: channels that could not be built or started, with the reason
         self.failed: dict[str, str] = {}
         #: channels whose start failed for now and is tried again (`_keep_trying`): why
         self.starting: dict[str, str] = {}
-        self.sources: dict[str, EventSource] = {}
         #: sources that stopped on an error no retry fixes, with the reason
         self.source_errors: dict[str, str] = {}
         self._outbox_options = outbox_options or {}
@@ -198,15 +211,27 @@ class Bridge(EventMirror, QuestionCards):
         #: of `_tasks`, those creating a thread: a stop waits for them (a thread made but not
         #: recorded would be made again at the next start)
         self._thread_tasks: set[asyncio.Task[Any]] = set()
-        self._creating: list[tuple[str, str]] = []  # (channel, session id) to create now
         self._started = False
         self._consuming = False
-        self._handled = 0
-        self._grouped = 0
-        self._seen_window = config.store.dedupe_window
-        self._prune_every = max(1, min(PRUNE_EVERY, self._seen_window // 10))
-        #: per stream, each session's position when the bridge started (`_handled_before`)
-        self._floors: dict[str, Floors] = {}
+        self.mirror = Mirror(
+            store=self.store,
+            sessions=self.sessions,
+            attention=self.attention,
+            away=self.away,
+            renderer=self.renderer,
+            routing=self.routing,
+            channels=self.channels,
+            cards=self.questions,
+            identity=self.identity,
+            principal_in=self.questions.principal_in,
+            create_threads=self._create_threads,
+            dedupe_window=config.store.dedupe_window,
+        )
+        #: everything one event causes (`Mirror.handle_event`), for the read loop and tests
+        self.handle_event = self.mirror.handle_event
+        #: the approver policy (`QuestionCards.refusal`), asked by `set_away` through a channel
+        self.refusal = self.questions.refusal
+        self.may_answer = self.questions.may_answer
         self._secret: bytes | None = None
         #: what the lifecycle hooks hand plugins
         self.view: BridgeView = PluginView(self)
@@ -231,7 +256,7 @@ class Bridge(EventMirror, QuestionCards):
             outbox = Outbox(
                 adapter,
                 self.store,
-                on_sent=self._sent,
+                on_sent=self.questions.sent,
                 **{"merge_waiting": True, **self._outbox_options},
             )
             channel = Channel(resolved.name, adapter, resolved.config, outbox)
@@ -559,15 +584,16 @@ class Bridge(EventMirror, QuestionCards):
         while True:
             try:
                 turn = time.monotonic()
+                group_commit, handle_event = self.mirror.group_commit, self.mirror.handle_event
                 async for event in source.events(from_="all"):
                     if time.monotonic() - turn >= READ_SLICE:
                         # a queued backlog never suspends `events()`: give the loop away
                         # once a slice of handling has passed (one clock read an event)
                         await asyncio.sleep(0)
                         turn = time.monotonic()
-                    self._group_commit()
+                    group_commit()
                     try:
-                        self.handle_event(source.name, event)
+                        handle_event(source.name, event)
                     except Exception as exc:  # one event must not stop the stream
                         if self.store.report_damage(exc):
                             return  # but a damaged store ends the bridge (the server's)

@@ -1,16 +1,20 @@
 """The event path of the bridge: one event in, its delivery record, its session, and what
 it shows in every routed channel (rendered once for channels alike), in one transaction.
 
-`EventMirror` is a part of `Bridge` (a base class): it holds the per-event code, the bridge
-the parts it uses.
+`Mirror` is a part of the loop, built and wired by `Bridge`: it owns the per-event state
+(the dedupe window's pruning, each stream's floors, the open store group, the threads to
+create) and is given everything else it uses: the store, the sessions, the renderer, the
+routes, the running channels (the bridge's own dict: a channel that starts or stops shows
+here at once), and the question cards (`Cards`: a request's card, a heads-up's recipients).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from .aep.envelope import Event
-from .approvers import RouteApprovers, owner_of
+from .approvers import owner_of
 from .attention import Attention
 from .away import AwayState
 from .channel_core import Channel
@@ -24,7 +28,7 @@ from .withheld import Withheld, notice, shows_more
 #: Events handled between two prunings of the dedupe window at most (`store.dedupe_window`
 #: keys kept; a window smaller than ten times this is pruned every tenth of it).
 PRUNE_EVERY = 10_000
-#: Events handled in one store transaction at most (see `EventMirror._group_commit`).
+#: Events handled in one store transaction at most (see `Mirror.group_commit`).
 GROUP_MAX = 500
 #: Chatter that may be dropped under backpressure (the outbox counts what it drops).
 _DROPPABLE_SEVERITIES = frozenset({"debug", "info"})
@@ -35,41 +39,65 @@ def heads_up_key(request_id: str) -> str:
     return f"heads-up:{request_id}"
 
 
-class EventMirror:
+class Cards(Protocol):
+    """What the mirror asks of the question cards (`questions.QuestionCards`)."""
+
+    def open_request(self, session: SessionRecord, event: Event, targets: list[Channel]) -> str:
+        """Store an `attention.requested` and queue its cards; returns the request's id."""
+        ...
+
+    def recipients(self, channel: Channel, session_id: str) -> tuple[str, ...]:
+        """Who `channel` tells a session's heads-ups privately."""
+        ...
+
+
+class Mirror:
     """Events in: dedupe, sessions, rendering, the jobs of every routed channel."""
 
-    store: Store
-    sessions: Sessions
-    attention: Attention
-    approvers: RouteApprovers
-    away: AwayState
-    renderer: Renderer
-    routing: Routes
-    channels: dict[str, Channel]
-    identity: str
-    _creating: list[tuple[str, str]]
-    _withheld: Withheld
-    _floors: dict[str, Floors]
-    _handled: int
-    _grouped: int
-    #: how many event keys the dedupe window keeps (`store.dedupe_window`), and every how
-    #: many events it is pruned to that
-    _seen_window: int
-    _prune_every: int
+    def __init__(
+        self,
+        *,
+        store: Store,
+        sessions: Sessions,
+        attention: Attention,
+        away: AwayState,
+        renderer: Renderer,
+        routing: Routes,
+        channels: Mapping[str, Channel],
+        cards: Cards,
+        identity: str,
+        principal_in: Callable[[str, str], str | None],
+        create_threads: Callable[[list[tuple[str, str]]], None],
+        dedupe_window: int,
+    ) -> None:
+        """`channels` is the bridge's dict of running channels, read at every event.
+        `identity`: the bridge's own source (its echoed commands are skipped).
+        `principal_in(stream, session)`: who a source says emitted a session (its owner).
+        `create_threads`: begins creating the threads an event's new session needs (the
+        bridge runs those calls as tasks). `dedupe_window`: event keys the store keeps."""
+        self.store = store
+        self.sessions = sessions
+        self.attention = attention
+        self.away = away
+        self.renderer = renderer
+        self.routing = routing
+        self.channels = channels
+        self.identity = identity
+        self._cards = cards
+        self._principal_in = principal_in
+        self._create_threads = create_threads
+        self._withheld = Withheld(store)  # the capture notice's sessions (`withheld`)
+        self._creating: list[tuple[str, str]] = []  # (channel, session id) to create now
+        self._handled = 0
+        self._grouped = 0
+        #: how many event keys the dedupe window keeps (`store.dedupe_window`), and every how
+        #: many events it is pruned to that
+        self._seen_window = dedupe_window
+        self._prune_every = max(1, min(PRUNE_EVERY, dedupe_window // 10))
+        #: per stream, each session's position when the bridge started (`_handled_before`)
+        self._floors: dict[str, Floors] = {}
 
-    if TYPE_CHECKING:
-
-        def _create_threads(self, pending: list[tuple[str, str]]) -> None: ...
-
-        def _principal_in(self, stream: str, session: str) -> str | None: ...
-
-        def _recipients(self, channel: Channel, session_id: str) -> tuple[str, ...]: ...
-
-        def _open_request(
-            self, session: SessionRecord, event: Event, targets: list[Channel]
-        ) -> str: ...
-
-    def _group_commit(self) -> None:
+    def group_commit(self) -> None:
         """Handle a burst of events in one store transaction (group commit).
 
         The group opens with the first event of a burst and commits as soon as this task
@@ -161,7 +189,7 @@ class EventMirror:
         asked: str | None = None  # the request this event opened: its heads-up is keyed
         withheld = self._withheld.judge(session.id, event)
         if event.type == "attention.requested" and event.seq is not None:
-            asked = self._open_request(session, event, targets)
+            asked = self._cards.open_request(session, event, targets)
         # channels alike (same capture ceiling, verbosity, what rings, and whether they edit
         # in place) share one rendering and its jobs
         renderings: dict[tuple[Any, ...], tuple[Rendered, list[Job]]] = {}
@@ -203,7 +231,7 @@ class EventMirror:
                         "session_id": session.id,
                         "session_name": thread.name if thread else None,
                         "request_id": asked,
-                        "recipients": self._recipients(channel, session.id),
+                        "recipients": self._cards.recipients(channel, session.id),
                     }
                 )
                 key = None if asked is None else heads_up_key(asked)

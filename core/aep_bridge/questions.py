@@ -1,19 +1,27 @@
 """Requests on cards: a request's card in every routed channel, what became of it on each,
 who may answer, and the `attention.routed` a posted card tells the agent's side.
 
-`QuestionCards` is a part of `Bridge` (a base class).
+`QuestionCards` is a part of the loop, built and wired by `Bridge`. It owns no state of its
+own (the requests and their cards are the attention registry's, in the store); it is given
+what it reads: the store, the sessions, the renderer, the route approvers, the plugin host
+(the `approver_decision` hook), the running channels and the sources (the bridge's own
+dicts), whether a channel shows content, and the attention registry, which it builds itself
+from `make_attention`, because the registry calls back into the cards (`report` an outcome,
+`approve` a press, `describe` a closed card) and a press must never reach a half-built part.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import Protocol
 
 from .aep.build import make_routed
 from .aep.envelope import Event
 from .approvers import NOT_APPROVER, RouteApprovers
-from .attention import Attention
+from .attention import Approver, Attention, Describer, InstructionPolicy, Reporter
 from .attention_records import Outcome, Request
+from .audit import PrincipalOf
 from .channel_core import Channel
 from .intake.source import EventSource
 from .mirror import heads_up_key
@@ -40,26 +48,62 @@ log = logging.getLogger("aep_bridge")
 BRIDGE_AGENT = "aep-bridge"
 
 
+class MakeAttention(Protocol):
+    """Builds the attention registry around the cards' callbacks (`functools.partial` of
+    `Attention` with everything else it takes)."""
+
+    def __call__(
+        self,
+        *,
+        approve: Approver,
+        report: Reporter,
+        describe: Describer,
+        instructions: InstructionPolicy,
+        principal_of: PrincipalOf,
+    ) -> Attention: ...
+
+
 class QuestionCards:
     """Cards of requests for attention, in every channel the request's session is routed to."""
 
-    store: Store
-    sessions: Sessions
-    attention: Attention
-    approvers: RouteApprovers
-    renderer: Renderer
-    host: PluginHost
-    channels: dict[str, Channel]
-    sources: dict[str, EventSource]
-    identity: str
-
-    if TYPE_CHECKING:
-
-        def shows_content(self, channel: str) -> bool: ...
+    def __init__(
+        self,
+        *,
+        store: Store,
+        sessions: Sessions,
+        approvers: RouteApprovers,
+        renderer: Renderer,
+        host: PluginHost,
+        channels: Mapping[str, Channel],
+        sources: Mapping[str, EventSource],
+        identity: str,
+        shows_content: Callable[[str], bool],
+        make_attention: MakeAttention,
+    ) -> None:
+        """`channels` and `sources` are the bridge's dicts, read at each use (a channel
+        that starts or a source added later shows at once). `identity`: the source the
+        `attention.routed` events name. `shows_content(channel)`: whether a channel's
+        ceiling lets an agent's words through (what an outcome's detail may say there)."""
+        self.store = store
+        self.sessions = sessions
+        self.approvers = approvers
+        self.renderer = renderer
+        self.host = host
+        self.channels = channels
+        self.sources = sources
+        self.identity = identity
+        self.shows_content = shows_content
+        self.attention = make_attention(
+            approve=self.refusal,
+            report=self.show_outcome,
+            describe=self.describe_outcome,
+            instructions=self.allows_instructions,
+            principal_of=self.principal_of,
+        )
 
     # -- requests -----------------------------------------------------------------------------
 
-    def _open_request(self, session: SessionRecord, event: Event, targets: list[Channel]) -> str:
+    def open_request(self, session: SessionRecord, event: Event, targets: list[Channel]) -> str:
         """Store the request, then queue a card in every routed channel (same transaction).
         Returns the request's id."""
         _, option_ids = self.renderer.permission_request(event, "", ceiling="full")
@@ -88,7 +132,7 @@ class QuestionCards:
             channel.outbox.submit(Job.permission(session.id, card))
         return request.id
 
-    def _show_outcome(self, request: Request, outcome: Outcome) -> None:
+    def show_outcome(self, request: Request, outcome: Outcome) -> None:
         """What became of a request, on every card of it. A request that closed takes back
         its heads-up where that is still unsent (an answer within a slot of the card must
         not be followed by an "asks permission" that rings), in one transaction with the
@@ -129,11 +173,11 @@ class QuestionCards:
                         request_id=request.id,
                         outcome=shown.summary(),
                         outcome_status=shown.status,
-                        recipients=self._recipients(channel, request.session_id),
+                        recipients=self.recipients(channel, request.session_id),
                     )
                     channel.outbox.submit(Job.notification(closing))
 
-    def _recipients(self, channel: Channel, session_id: str) -> tuple[str, ...]:
+    def recipients(self, channel: Channel, session_id: str) -> tuple[str, ...]:
         """Who `channel` tells a session's heads-ups privately: its owner, when mapped under
         `people` and the channel has direct messages (`approvers.recipients`)."""
         session = self.sessions.get(session_id)
@@ -218,12 +262,12 @@ class QuestionCards:
         running = self.channels.get(channel)
         return running is not None and running.config.instructions_allowed
 
-    def _principal_of(self, session: SessionRecord) -> str | None:
+    def principal_of(self, session: SessionRecord) -> str | None:
         """Who sent `session`'s events, for the audit trail: its source's `principal_of` (the
         embedded endpoint's, once tokens name principals), else None."""
-        return self._principal_in(session.stream, session.session)
+        return self.principal_in(session.stream, session.session)
 
-    def _principal_in(self, stream: str, session: str) -> str | None:
+    def principal_in(self, stream: str, session: str) -> str | None:
         """The principal `stream`'s source says emitted AEP session `session`, or None."""
         source = self.sources.get(stream)
         principal_of = getattr(source, "principal_of", None)
@@ -283,7 +327,7 @@ class QuestionCards:
             return False
         return decision is True
 
-    def _sent(self, channel: str, job: Job, result: object = None) -> None:
+    def sent(self, channel: str, job: Job, result: object = None) -> None:
         """A card was posted: on the audit trail (with where it is, when the channel's call
         returned a `Posted`), and tell the agent's side, best effort (`attention.routed`)."""
         if job.op != "send_permission_request":
