@@ -25,7 +25,9 @@
 It needs pytest and pytest-asyncio, which a plugin's tests have anyway; nothing here runs in
 the bridge itself. The kit's modules: `conformance` (the suite and its `Harness`), `views`
 (what a probe shows, and `PlatformProbe`), `memory` (`FakeCore`, `MemoryChannel` and their
-parts), `setup_kit` (`ScriptedIO`, `run_setup`), `agent` and `fixture` (the `bridge` fixture
+parts), `setup_kit` (`ScriptedIO`, `run_setup`), `platform` (`InLoopServer`, `FakePlatform`, the
+limit windows: the base of a fake platform server), `end_to_end` (`aep-bridge run` against
+your fake: `end_to_end`, `EndToEnd`, `BridgeProcess`), `agent` and `fixture` (the `bridge` fixture
 and its `ScriptedAgent`). `VirtualTime` lives in `aep_bridge.simtime` (`aep-bridge preview`
 runs on it) and is exported here for a plugin's outbox tests. Import every name from
 `aep_bridge.testing` (or `aep_bridge.testing.fixture`), not from the modules.
@@ -36,6 +38,16 @@ from __future__ import annotations
 from ..simtime import VirtualTime
 from .conformance import SESSION, ChannelConformance, Harness, sample_message
 from .memory import FakeCore, MemoryChannel, MemoryProbe, MemoryState, Press, Refusal
+from .platform import (
+    FakePlatform,
+    FixedWindow,
+    InLoopServer,
+    ManualClock,
+    RecordedCall,
+    SlidingWindow,
+    Window,
+    retry_after_seconds,
+)
 from .setup_kit import ScriptedIO, run_setup
 from .views import ButtonView, MessageView, PlatformProbe, ThreadView
 
@@ -44,17 +56,25 @@ __all__ = [
     "ButtonView",
     "ChannelConformance",
     "FakeCore",
+    "FakePlatform",
+    "FixedWindow",
     "Harness",
+    "InLoopServer",
+    "ManualClock",
     "MemoryChannel",
     "MemoryProbe",
     "MemoryState",
     "MessageView",
     "PlatformProbe",
     "Press",
+    "RecordedCall",
     "Refusal",
     "ScriptedIO",
+    "SlidingWindow",
     "ThreadView",
     "VirtualTime",
+    "Window",
+    "retry_after_seconds",
     "run_setup",
     "sample_message",
 ]
