@@ -343,13 +343,13 @@ async def _flood(root: Path) -> dict[str, Any]:
         period = _counted(fake, t0, t0 + FLOOD_SECONDS)
         names = {t.message_thread_id: t.name for t in fake.topics(FORUM_ID)}
         per_thread: dict[str, int] = {}
-        chatter: set[str] = set()  # topics that showed something besides a card
+        chatty: set[str] = set()  # topics that showed something besides a card
         for c in period:
             if c.method == "sendMessage":
                 name = names.get(_thread(c) or 0, "the chat")
                 per_thread[name] = per_thread.get(name, 0) + 1
                 if not c.param("reply_markup"):
-                    chatter.add(name)
+                    chatty.add(name)
         ahead = [c for c in period if flood.asked < c.time < (card.time if card else end)]
         before = [c.time for c in _counted(fake, r.started, flood.asked)]
         free = _first_free(before, flood.asked)
@@ -367,7 +367,7 @@ async def _flood(root: Path) -> dict[str, Any]:
         "sent": len([c for c in period if c.method == "sendMessage"]),
         "topics": len([c for c in period if c.method == "createForumTopic"]),
         "per_thread": per_thread,
-        "silent": sum(1 for k in range(FLOOD_SESSIONS) if f"flood {k}" not in chatter),
+        "silent": sum(1 for k in range(FLOOD_SESSIONS) if f"flood {k}" not in chatty),
         "asked": flood.asked - t0,
         "card": None if card is None else card.time - flood.asked,
         "heads_up": None if heads_up is None else heads_up.time - flood.asked,
