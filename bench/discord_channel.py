@@ -76,12 +76,11 @@ import math
 import os
 import signal
 import sqlite3
-import statistics
 import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +91,7 @@ import aiohttp
 import discord
 import discord.http
 import websockets
-from tests.bridge_process import BridgeProcess, free_port, write_config
+from tests.bridge_process import ROOT
 from tests.channels.discord.fake_discord import (
     ALICE,
     DEFAULT_TOKEN,
@@ -108,7 +107,17 @@ from ulid import ULID
 from websockets.asyncio.server import serve
 
 import results
-from aep_bridge.aep.envelope import Event, now_rfc3339
+from aep_bridge.aep.envelope import now_rfc3339
+from aep_bridge.testing.flood import (
+    BenchRun,
+    Flood,
+    bench_bridge,
+    chatter,
+    listen,
+    other_cores,
+    pass_fail,
+    percentiles,
+)
 from aep_bridge.tinyagent import TinyAgent
 from aep_bridge_discord.channel import GLOBAL_BUDGET, LIMIT_MARGIN
 
@@ -160,63 +169,26 @@ BASELINE_CARD = {
 # -- the product as a process ---------------------------------------------------------------
 
 
-def _cores() -> tuple[set[int], set[int]]:
-    """(this process's cores, the bridge's): the bridge gets every core but ours."""
-    if not hasattr(os, "sched_getaffinity"):
-        return set(), set()
-    mine = os.sched_getaffinity(0)
-    others = set(range(os.cpu_count() or 1)) - mine
-    return mine, others or mine
-
-
 @dataclass
-class Running:
+class Running(BenchRun):
     """A started bridge process on a fake, and what it takes to talk to it."""
 
     fake: FakeDiscord
-    process: BridgeProcess
-    url: str
-    token: str
-    started: float  # when the process was spawned
-    up: float  # when its endpoint answered
-
-    def agent(self, session: str) -> TinyAgent:
-        return TinyAgent(self.url, self.token, agent=AGENT, session=session, host=HOST)
-
-    async def until(self, what: str, check: Callable[[], Any], timeout: float = WAIT) -> Any:
-        """Poll `check` every 5 ms until it returns something truthy (the times measured
-        come from the fake's record and the agent, not from this loop)."""
-        return await self.process.until(what, check, timeout, every=0.005)
+    wait: float = WAIT
 
     def thread(self, name: str) -> FakeChannel | None:
         return next((t for t in self.fake.threads(TEXT_CHANNEL_ID) if t.name == name), None)
-
-    def log(self) -> str:
-        return self.process.log.read_text(errors="replace") if self.process.log.exists() else ""
 
 
 @contextlib.asynccontextmanager
 async def running(fake: FakeDiscord, state: Path) -> AsyncIterator[Running]:
     """`aep-bridge run` with one Discord channel on `fake`'s guild, on other cores."""
-    state.mkdir(parents=True)
-    port = free_port()
-    config = write_config(state, port, {"discord": channel_block(fake, approvers=[ALICE["id"]])})
+    channels = {"discord": channel_block(fake, approvers=[ALICE["id"]])}
     # the worktree's plugin by name: the installed entry points may predate it
-    process = BridgeProcess(config, state / "bridge.log", plugins="aep_bridge_discord")
-    mine, theirs = _cores()
-    started = time.monotonic()
-    if theirs != mine:
-        os.sched_setaffinity(0, theirs)  # the child inherits it at fork
-    try:
-        await process.start(f"http://127.0.0.1:{port}")
-    finally:
-        if theirs != mine:
-            os.sched_setaffinity(0, mine)
-    up = time.monotonic()
-    try:
-        yield Running(fake, process, f"ws://127.0.0.1:{port}/socket", process.token(), started, up)
-    finally:
-        await process.aclose()
+    async with bench_bridge(
+        Running, fake, state, channels, plugins="aep_bridge_discord", root=ROOT
+    ) as run:
+        yield run
 
 
 def _in(call: Call, channel: int) -> bool:
@@ -237,16 +209,6 @@ def _posted(call: Call, channel: int) -> bool:
         and call.path == f"/channels/{channel}/messages"
         and call.status == 200
     )
-
-
-def _percentiles(seconds: list[float]) -> dict[str, float]:
-    ms = sorted(s * 1000 for s in seconds)
-    return {
-        "n": len(ms),
-        "p50": statistics.median(ms),
-        "p99": ms[min(len(ms) - 1, int(len(ms) * 0.99))],
-        "max": ms[-1],
-    }
 
 
 def _budget_at(times: list[float], calls: int) -> float:
@@ -587,7 +549,7 @@ class Floor:
             "approvers": [ALICE["id"]],
         }
         self.root.mkdir(parents=True, exist_ok=True)
-        mine, theirs = _cores()
+        mine, theirs = other_cores()
         if theirs != mine:
             os.sched_setaffinity(0, theirs)  # the child inherits it: the bridge's core(s)
         try:
@@ -765,16 +727,16 @@ async def _latency(root: Path) -> dict[str, Any]:
                 await floor.sample(i, counted=i >= WARMUP)
         violations = [_violation(v, r.up) for v in fake.violations]
         return {
-            "request -> card": _percentiles(card_in),
-            "press -> command": _percentiles(press_out),
-            "press -> deferred": _percentiles(deferred),
-            "send round trip": _percentiles(baseline.send),
-            "request -> consumers": _percentiles(at_consumers),
-            "discord.py send": _percentiles(baseline.library),
-            "press round trip": _percentiles(baseline.press),
-            "press dispatch": _percentiles(baseline.dispatch),
-            "floor request -> card": _percentiles(floor.card),
-            "floor press -> command": _percentiles(floor.press),
+            "request -> card": percentiles(card_in),
+            "press -> command": percentiles(press_out),
+            "press -> deferred": percentiles(deferred),
+            "send round trip": percentiles(baseline.send),
+            "request -> consumers": percentiles(at_consumers),
+            "discord.py send": percentiles(baseline.library),
+            "press round trip": percentiles(baseline.press),
+            "press dispatch": percentiles(baseline.dispatch),
+            "floor request -> card": percentiles(floor.card),
+            "floor press -> command": percentiles(floor.press),
             "span": starts[-1] - starts[0] if starts else 0.0,
             "heads-up": heads_up,
             "calls": len([c for c in fake.calls if c.method != "GET" and c.time >= r.started]),
@@ -820,7 +782,7 @@ def latency(root: Path) -> dict[str, Any]:
         "press -> deferred",
     ):
         p = result[name]
-        goal = f"  {_pf(_meets(result, name))}" if name in AGAINST else ""
+        goal = f"  {pass_fail(_meets(result, name))}" if name in AGAINST else ""
         print(
             f"discord latency {name:<22} n={p['n']}  p50 {p['p50']:.1f} ms  "
             f"p99 {p['p99']:.1f} ms  max {p['max']:.1f} ms{goal}",
@@ -850,63 +812,17 @@ def _violation(v: Any, zero: float) -> dict[str, Any]:
     }
 
 
-@dataclass
-class _Flood:
-    t0: float = 0.0
-    asked: float | None = None
-    request: Event | None = None
-    emitted: int = 0
-    stop: asyncio.Event = field(default_factory=asyncio.Event)
-
-
-async def _chatter(agent: TinyAgent, k: int, flood: _Flood) -> None:
-    """Session `k`: started, then a reply every `FLOOD_INTERVAL` s on a fixed schedule; the
-    session `CARD_SESSION` asks its question `CARD_AT` s in."""
-    await agent.emit(
-        "session.started", {"label": f"flood {k}", "cwd": f"/work/repo-{k}"}, capture="redacted"
-    )
-    offset = k * FLOOD_INTERVAL / FLOOD_SESSIONS
-    n = 0
-    while True:
-        due = flood.t0 + offset + n * FLOOD_INTERVAL
-        if due >= flood.t0 + FLOOD_SECONDS:
-            return
-        if k == CARD_SESSION and flood.asked is None and due >= flood.t0 + CARD_AT:
-            await asyncio.sleep(max(0.0, flood.t0 + CARD_AT - time.monotonic()))
-            flood.asked = time.monotonic()
-            flood.request = await agent.emit(
-                "attention.requested",
-                {**ASK, "prompt": "Run `make deploy` in the middle of all this?"},
-                capture="full",
-                severity="notice",
-            )
-        await asyncio.sleep(max(0.0, due - time.monotonic()))
-        text = f"Turn {n} of session {k}: the tests pass now, moving on to the next file."
-        await agent.emit(
-            "message.agent.replied", {"message_id": f"m{n}", "text": text}, capture="full"
-        )
-        flood.emitted += 1
-        n += 1
-
-
-async def _listen(agent: TinyAgent) -> None:
-    """Read the agent's socket (answers the endpoint's pings) until it closes."""
-    with contextlib.suppress(Exception):
-        while True:
-            await agent.next_command()
-
-
 async def _flood(root: Path) -> dict[str, Any]:
     async with FakeDiscord() as fake, running(fake, root / "flood") as r:
-        flood = _Flood()
+        flood = Flood(FLOOD_SESSIONS, FLOOD_INTERVAL, FLOOD_SECONDS, CARD_AT, CARD_SESSION)
         async with contextlib.AsyncExitStack() as stack:
             agents = [
                 await stack.enter_async_context(r.agent(f"flood-{k}"))
                 for k in range(FLOOD_SESSIONS)
             ]
-            listeners = [asyncio.create_task(_listen(a)) for a in agents]
+            listeners = [asyncio.create_task(listen(a)) for a in agents]
             flood.t0 = time.monotonic()
-            await asyncio.gather(*(_chatter(a, k, flood) for k, a in enumerate(agents)))
+            await asyncio.gather(*(chatter(a, k, flood) for k, a in enumerate(agents)))
             end = flood.t0 + FLOOD_SECONDS
             await asyncio.sleep(max(0.0, end - time.monotonic()))
             for task in listeners:
@@ -983,7 +899,7 @@ def flood(root: Path) -> dict[str, Any]:
         flush=True,
     )
     print(
-        f"discord flood: {result['refused']} 429s  {_pf(not result['refused'])}  "
+        f"discord flood: {result['refused']} 429s  {pass_fail(not result['refused'])}  "
         f"{result['violations']}",
         flush=True,
     )
@@ -1005,7 +921,7 @@ def flood(root: Path) -> dict[str, Any]:
 
 def main() -> dict[str, Any]:
     started = time.monotonic()
-    mine, theirs = _cores()
+    mine, theirs = other_cores()
     with tempfile.TemporaryDirectory(prefix="aep-bench-discord-") as tmp:
         root = Path(tmp)
         figures: dict[str, Any] = {
@@ -1016,10 +932,6 @@ def main() -> dict[str, Any]:
     figures["wall"] = time.monotonic() - started
     print(f"discord benchmark: {figures['wall']:.0f} s", flush=True)
     return figures
-
-
-def _pf(ok: bool) -> str:
-    return "PASS" if ok else "FAIL"
 
 
 def _where(lat: dict[str, Any]) -> list[str]:
@@ -1086,7 +998,7 @@ def _floor_lines(lat: dict[str, Any]) -> list[str]:
         verdict = (
             f"{name}: {GOALS['ratio']:g}x the fake's round trip ({GOALS['ratio']:g} x "
             f"{trip:.2f} = {GOALS['ratio'] * trip:.1f} ms at p99) and {GOALS['p99_ms']:g} ms: "
-            f"{_pf(_meets(lat, name))} (p99 {ours:.1f} ms); the floor "
+            f"{pass_fail(_meets(lat, name))} (p99 {ours:.1f} ms); the floor "
         )
         if _meets(lat, floor):
             verdict += f"meets it (p99 {lean:.1f} ms)"
@@ -1149,7 +1061,7 @@ def section(r: dict[str, Any]) -> list[str]:
         if name in AGAINST:
             trip = lat[AGAINST[name]]
             ratio = f"{p['p50'] / trip['p50']:.1f}x"
-            goal = f"{p['p99'] / trip['p99']:.1f}x: {_pf(_meets(lat, name))}"
+            goal = f"{p['p99'] / trip['p99']:.1f}x: {pass_fail(_meets(lat, name))}"
         lines.append(
             f"| {text} | {p['p50']:.1f} | {p['p99']:.1f} | {p['max']:.1f} | {ratio} | {goal} |"
         )
@@ -1158,8 +1070,8 @@ def section(r: dict[str, Any]) -> list[str]:
         "",
         f"{WARMUP + SAMPLES} requests (with the warm-ups) over {lat['span']:.0f} s; "
         f"{lat['calls']} REST calls that change something, {len(lat['violations'])} 429s "
-        f"({_pf(not lat['violations'])}); {lat['wall']:.0f} s. Heads-ups in the notifications "
-        f"channel: {heads['sent']} sent for {SAMPLES} questions, "
+        f"({pass_fail(not lat['violations'])}); {lat['wall']:.0f} s. Heads-ups in the "
+        f"notifications channel: {heads['sent']} sent for {SAMPLES} questions, "
         f"{heads['edited with the answer']} edited with the answer.",
         "",
         *_floor_lines(lat),
@@ -1170,13 +1082,13 @@ def section(r: dict[str, Any]) -> list[str]:
         f"| flood, {FLOOD_SESSIONS} sessions, 20 replies/s, a thread each | figure | goal |",
         "|---|---:|---|",
         "| 429s (rate-limit refusals at the fake) | "
-        f"{fl['refused']} | 0: {_pf(not fl['refused'])} |",
+        f"{fl['refused']} | 0: {pass_fail(not fl['refused'])} |",
         f"| threads' used rate over {fl['period']:.0f} s of backlog | {fl['used']:.1%} of "
         f"{PER_CHAT} per {WINDOW:.2f} s a thread | none set |",
         "| card, from the request to its arrival | "
         + ("never" if wait is None else f"{wait:.2f} s")
         + f" | its thread's first room ({fl['first_free']:.2f} s) + 0.5 s: "
-        + _pf(wait is not None and wait <= fl["first_free"] + 0.5)
+        + pass_fail(wait is not None and wait <= fl["first_free"] + 0.5)
         + " |",
     ]
     lines += [

@@ -75,8 +75,8 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +85,7 @@ sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # for tests.*
 
 import aiohttp
 from slack_sdk.web.async_client import AsyncWebClient
-from tests.bridge_process import BridgeProcess, free_port, write_config
+from tests.bridge_process import ROOT
 from tests.channels.slack.fake_slack import (
     ALICE,
     APP_TOKEN,
@@ -96,9 +96,17 @@ from tests.channels.slack.fake_slack import (
 )
 
 import results
-from aep_bridge.aep.envelope import Event
-from aep_bridge.tinyagent import TinyAgent
-from discord_channel import ASK, Watcher, _cores, _listen, _percentiles
+from aep_bridge.testing.flood import (
+    BenchRun,
+    Flood,
+    bench_bridge,
+    chatter,
+    listen,
+    other_cores,
+    pass_fail,
+    percentiles,
+)
+from discord_channel import ASK, Watcher
 
 HEADING = "## Slack channel (the real bridge process against the fake Slack)"
 
@@ -208,23 +216,11 @@ def _budget_at(fake: FakeSlack, channels: tuple[str, ...], edits: int) -> float:
 
 
 @dataclass
-class Running:
+class Running(BenchRun):
     """A started bridge process on a fake, and what it takes to talk to it."""
 
     fake: FakeSlack
-    process: BridgeProcess
-    url: str
-    token: str
-    started: float  # when the process was spawned
-    up: float  # when its endpoint answered
-
-    def agent(self, session: str) -> TinyAgent:
-        return TinyAgent(self.url, self.token, agent=AGENT, session=session, host=HOST)
-
-    async def until(self, what: str, check: Callable[[], Any], timeout: float = WAIT) -> Any:
-        """Poll `check` every 5 ms until it returns something truthy (the times measured
-        come from the fake's record and the agent, not from this loop)."""
-        return await self.process.until(what, check, timeout, every=0.005)
+    wait: float = WAIT
 
     def parent(self, label: str) -> Any:
         """The post of a session's parent message in the sessions channel, by its label."""
@@ -237,34 +233,17 @@ class Running:
             None,
         )
 
-    def log(self) -> str:
-        return self.process.log.read_text(errors="replace") if self.process.log.exists() else ""
-
 
 @contextlib.asynccontextmanager
 async def running(fake: FakeSlack, state: Path, **slack: Any) -> AsyncIterator[Running]:
     """`aep-bridge run` with one Slack channel on `fake`'s workspace (its config block
     changed by `slack`), on other cores."""
-    state.mkdir(parents=True)
-    port = free_port()
     block = {"type": "slack", **make_config(fake, approvers=[ALICE["id"]], **slack)}
-    config = write_config(state, port, {"slack": block})
     # the worktree's plugin by name: the installed entry points may predate it
-    process = BridgeProcess(config, state / "bridge.log", plugins="aep_bridge_slack")
-    mine, theirs = _cores()
-    started = time.monotonic()
-    if theirs != mine:
-        os.sched_setaffinity(0, theirs)  # the child inherits it at fork
-    try:
-        await process.start(f"http://127.0.0.1:{port}")
-    finally:
-        if theirs != mine:
-            os.sched_setaffinity(0, mine)
-    up = time.monotonic()
-    try:
-        yield Running(fake, process, f"ws://127.0.0.1:{port}/socket", process.token(), started, up)
-    finally:
-        await process.aclose()
+    async with bench_bridge(
+        Running, fake, state, {"slack": block}, plugins="aep_bridge_slack", root=ROOT
+    ) as run:
+        yield run
 
 
 # -- the fake's own round trip ----------------------------------------------------------------
@@ -455,14 +434,14 @@ async def _latency(root: Path) -> dict[str, Any]:
                 await baseline.sample()
         refused = [c for c in fake.calls if c.status == 429]
         return {
-            "request -> card": _percentiles(card_in),
-            "press -> command": _percentiles(press_out),
-            "press -> ack": _percentiles(acked),
-            "send round trip": _percentiles(baseline.send),
-            "request -> consumers": _percentiles(at_consumers),
-            "slack-sdk send": _percentiles(baseline.library),
-            "press round trip": _percentiles(baseline.press),
-            "press dispatch": _percentiles(baseline.dispatch),
+            "request -> card": percentiles(card_in),
+            "press -> command": percentiles(press_out),
+            "press -> ack": percentiles(acked),
+            "send round trip": percentiles(baseline.send),
+            "request -> consumers": percentiles(at_consumers),
+            "slack-sdk send": percentiles(baseline.library),
+            "press round trip": percentiles(baseline.press),
+            "press dispatch": percentiles(baseline.dispatch),
             "span": starts[-1] - starts[0] if starts else 0.0,
             "heads-up": heads_up,
             "calls": len(_accepted(fake, OUTBOX, r.started)),
@@ -521,7 +500,7 @@ def latency(root: Path) -> dict[str, Any]:
         "press -> ack",
     ):
         p = result[name]
-        goal = f"  {_pf(_meets(result, name))}" if name in AGAINST else ""
+        goal = f"  {pass_fail(_meets(result, name))}" if name in AGAINST else ""
         print(
             f"slack latency {name:<22} n={p['n']}  p50 {p['p50']:.1f} ms  "
             f"p99 {p['p99']:.1f} ms  max {p['max']:.1f} ms{goal}",
@@ -549,7 +528,7 @@ async def _quiet(root: Path) -> dict[str, Any]:
         r.agent("quiet") as agent,
         Baseline(other) as baseline,
     ):
-        listener = asyncio.create_task(_listen(agent))  # answers the endpoint's pings
+        listener = asyncio.create_task(listen(agent))  # answers the endpoint's pings
         await agent.emit(
             "session.started", {"label": "quiet", "cwd": "/work/app"}, capture="redacted"
         )
@@ -581,9 +560,9 @@ async def _quiet(root: Path) -> dict[str, Any]:
                 await baseline.send_once()
         listener.cancel()
         return {
-            "request -> card": _percentiles(waits),
-            "send round trip": _percentiles(baseline.send),
-            "quiet": _percentiles(gaps),
+            "request -> card": percentiles(waits),
+            "send round trip": percentiles(baseline.send),
+            "quiet": percentiles(gaps),
             "heads-ups": len(_posts(fake, NOTIFY)),
             "posts": len(_posts(fake, CHANNEL, r.started)),
             "refused": len([c for c in fake.calls if c.status == 429]),
@@ -627,7 +606,7 @@ def _quiet_section(q: dict[str, Any]) -> list[str]:
         "more than the channel's own pace of one post per 1.1 s: nothing sent before may hold "
         "it back. The questions stay open (the person is away). "
         f"{q['posts']} posts in the sessions channel, {q['heads-ups']} heads-ups, "
-        f"{q['refused']} 429s ({_pf(not q['refused'])}); {q['wall']:.0f} s.",
+        f"{q['refused']} 429s ({pass_fail(not q['refused'])}); {q['wall']:.0f} s.",
         "",
     ]
 
@@ -635,58 +614,17 @@ def _quiet_section(q: dict[str, Any]) -> list[str]:
 # -- 4. flood ---------------------------------------------------------------------------------
 
 
-@dataclass
-class _Flood:
-    seconds: float
-    t0: float = 0.0
-    asked: float | None = None
-    request: Event | None = None
-    emitted: int = 0
-    stop: asyncio.Event = field(default_factory=asyncio.Event)
-
-
-async def _chatter(agent: TinyAgent, k: int, flood: _Flood) -> None:
-    """Session `k`: started, then a reply every `FLOOD_INTERVAL` s on a fixed schedule; the
-    session `CARD_SESSION` asks its question halfway in."""
-    await agent.emit(
-        "session.started", {"label": f"flood {k}", "cwd": f"/work/repo-{k}"}, capture="redacted"
-    )
-    offset = k * FLOOD_INTERVAL / FLOOD_SESSIONS
-    ask_at = flood.t0 + flood.seconds / 2
-    n = 0
-    while True:
-        due = flood.t0 + offset + n * FLOOD_INTERVAL
-        if due >= flood.t0 + flood.seconds:
-            return
-        if k == CARD_SESSION and flood.asked is None and due >= ask_at:
-            await asyncio.sleep(max(0.0, ask_at - time.monotonic()))
-            flood.asked = time.monotonic()
-            flood.request = await agent.emit(
-                "attention.requested",
-                {**ASK, "prompt": "Run `make deploy` in the middle of all this?"},
-                capture="full",
-                severity="notice",
-            )
-        await asyncio.sleep(max(0.0, due - time.monotonic()))
-        text = f"Turn {n} of session {k}: the tests pass now, moving on to the next file."
-        await agent.emit(
-            "message.agent.replied", {"message_id": f"m{n}", "text": text}, capture="full"
-        )
-        flood.emitted += 1
-        n += 1
-
-
 async def _flood(root: Path, seconds: float) -> dict[str, Any]:
     async with FakeSlack() as fake, running(fake, root / "flood") as r:
-        flood = _Flood(seconds)
+        flood = Flood(FLOOD_SESSIONS, FLOOD_INTERVAL, seconds, seconds / 2, CARD_SESSION)
         async with contextlib.AsyncExitStack() as stack:
             agents = [
                 await stack.enter_async_context(r.agent(f"flood-{k}"))
                 for k in range(FLOOD_SESSIONS)
             ]
-            listeners = [asyncio.create_task(_listen(a)) for a in agents]
+            listeners = [asyncio.create_task(listen(a)) for a in agents]
             flood.t0 = time.monotonic()
-            await asyncio.gather(*(_chatter(a, k, flood) for k, a in enumerate(agents)))
+            await asyncio.gather(*(chatter(a, k, flood) for k, a in enumerate(agents)))
             end = flood.t0 + seconds
             await asyncio.sleep(max(0.0, end - time.monotonic()))
             for task in listeners:
@@ -777,7 +715,7 @@ def flood(root: Path, seconds: float = FLOOD_SECONDS) -> dict[str, Any]:
         flush=True,
     )
     print(
-        f"slack flood: {result['refused']} 429s  {_pf(not result['refused'])}  "
+        f"slack flood: {result['refused']} 429s  {pass_fail(not result['refused'])}  "
         f"{result['violations']}",
         flush=True,
     )
@@ -798,7 +736,7 @@ def flood(root: Path, seconds: float = FLOOD_SECONDS) -> dict[str, Any]:
 
 def main(quick: bool = False) -> dict[str, Any]:
     started = time.monotonic()
-    mine, theirs = _cores()
+    mine, theirs = other_cores()
     with tempfile.TemporaryDirectory(prefix="aep-bench-slack-") as tmp:
         root = Path(tmp)
         figures: dict[str, Any] = {
@@ -810,10 +748,6 @@ def main(quick: bool = False) -> dict[str, Any]:
     figures["wall"] = time.monotonic() - started
     print(f"slack benchmark: {figures['wall']:.0f} s", flush=True)
     return figures
-
-
-def _pf(ok: bool) -> str:
-    return "PASS" if ok else "FAIL"
 
 
 def _rest(ms: float) -> str:
@@ -883,7 +817,7 @@ def section(r: dict[str, Any]) -> list[str]:
         if name in AGAINST:
             trip = lat[AGAINST[name]]
             ratio = f"{p['p50'] / trip['p50']:.1f}x"
-            goal = f"{p['p99'] / trip['p99']:.1f}x: {_pf(_meets(lat, name))}"
+            goal = f"{p['p99'] / trip['p99']:.1f}x: {pass_fail(_meets(lat, name))}"
         lines.append(
             f"| {text} | {p['p50']:.1f} | {p['p99']:.1f} | {p['max']:.1f} | {ratio} | {goal} |"
         )
@@ -892,7 +826,7 @@ def section(r: dict[str, Any]) -> list[str]:
         "",
         f"{WARMUP + SAMPLES} requests (with the warm-ups) over {lat['span']:.0f} s; "
         f"{lat['calls']} paced calls (posts and updates), {lat['refused']} 429s "
-        f"({_pf(not lat['refused'])}), {len(lat['violations'])} violations, "
+        f"({pass_fail(not lat['refused'])}), {len(lat['violations'])} violations, "
         f"{lat['unanswered']} envelopes not acked within 3 s; {lat['wall']:.0f} s. Heads-ups in "
         f"the notifications channel: {heads['sent']} sent for {SAMPLES} questions, "
         f"{heads['edited with the answer']} updated with the answer.",
@@ -905,7 +839,7 @@ def section(r: dict[str, Any]) -> list[str]:
         "each in one channel | figure | goal |",
         "|---|---:|---|",
         "| 429s (rate-limit refusals at the fake) | "
-        f"{fl['refused']} | 0: {_pf(not fl['refused'])} |",
+        f"{fl['refused']} | 0: {pass_fail(not fl['refused'])} |",
         f"| posts in the sessions channel over {fl['period']:.0f} s | {fl['posts']} of "
         f"{fl['posts_allowed']} (1 a second) | none set |",
         f"| updates (`chat.update`) over the same period | {fl['updates']} of "
@@ -913,7 +847,7 @@ def section(r: dict[str, Any]) -> list[str]:
         "| card, from the request to its arrival | "
         + ("never" if wait is None else f"{wait:.2f} s")
         + f" | the channel's first room ({fl['first_free']:.2f} s) + {CARD_GRACE:g} s: "
-        + _pf(wait is not None and wait <= fl["first_free"] + CARD_GRACE)
+        + pass_fail(wait is not None and wait <= fl["first_free"] + CARD_GRACE)
         + " |",
         "",
         f"The question was asked {fl['asked']:.1f} s into the flood; {fl['ahead']} post(s) in "

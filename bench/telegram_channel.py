@@ -37,20 +37,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import os
-import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # for tests.*
 
-from tests.bridge_process import BridgeProcess, free_port, write_config
+from tests.bridge_process import ROOT
 from tests.channels.telegram.fake_bot_api import (
     ALICE,
     FORUM_ID,
@@ -59,8 +57,16 @@ from tests.channels.telegram.fake_bot_api import (
 )
 
 import results
-from aep_bridge.aep.envelope import Event
-from aep_bridge.tinyagent import TinyAgent
+from aep_bridge.testing.flood import (
+    BenchRun,
+    Flood,
+    bench_bridge,
+    chatter,
+    listen,
+    other_cores,
+    pass_fail,
+    percentiles,
+)
 
 HEADING = "## Telegram channel (the real bridge process against the fake Bot API)"
 
@@ -100,64 +106,24 @@ ASK = {
 # -- the product as a process ---------------------------------------------------------------
 
 
-def _cores() -> tuple[set[int], set[int]]:
-    """(this process's cores, the bridge's): the bridge gets every core but ours."""
-    if not hasattr(os, "sched_getaffinity"):
-        return set(), set()
-    mine = os.sched_getaffinity(0)
-    others = set(range(os.cpu_count() or 1)) - mine
-    return mine, others or mine
-
-
 @dataclass
-class Running:
+class Running(BenchRun):
     """A started bridge process on a fake, and what it takes to talk to it."""
 
     fake: FakeBotApi
-    process: BridgeProcess
-    url: str
-    token: str
-    started: float  # when the process was spawned
-    up: float  # when its endpoint answered
-
-    def agent(self, session: str) -> TinyAgent:
-        return TinyAgent(self.url, self.token, agent=AGENT, session=session, host=HOST)
-
-    async def until(self, what: str, check: Callable[[], Any], timeout: float = WAIT) -> Any:
-        """Poll `check` every 5 ms until it returns something truthy (the times measured
-        come from the fake's record and the agent, not from this loop)."""
-        return await self.process.until(what, check, timeout, every=0.005)
+    wait: float = WAIT
 
     def topic(self, name: str) -> int | None:
         found = [t for t in self.fake.topics(FORUM_ID) if t.name == name]
         return found[0].message_thread_id if found else None
 
-    def log(self) -> str:
-        return self.process.log.read_text(errors="replace") if self.process.log.exists() else ""
-
 
 @contextlib.asynccontextmanager
 async def running(fake: FakeBotApi, state: Path) -> AsyncIterator[Running]:
     """`aep-bridge run` with one Telegram channel on `fake`'s forum group, on other cores."""
-    state.mkdir(parents=True)
-    port = free_port()
     channel = fake.channel_block(approvers=[str(ALICE["id"])])
-    config = write_config(state, port, {"telegram": channel})
-    process = BridgeProcess(config, state / "bridge.log")
-    mine, theirs = _cores()
-    started = time.monotonic()
-    if theirs != mine:
-        os.sched_setaffinity(0, theirs)  # the child inherits it at fork
-    try:
-        await process.start(f"http://127.0.0.1:{port}")
-    finally:
-        if theirs != mine:
-            os.sched_setaffinity(0, mine)
-    up = time.monotonic()
-    try:
-        yield Running(fake, process, f"ws://127.0.0.1:{port}/socket", process.token(), started, up)
-    finally:
-        await process.aclose()
+    async with bench_bridge(Running, fake, state, {"telegram": channel}, root=ROOT) as run:
+        yield run
 
 
 def _group_times(fake: FakeBotApi) -> list[float]:
@@ -179,16 +145,6 @@ def _counted(fake: FakeBotApi, start: float, end: float) -> list[Call]:
 def _thread(call: Call) -> int | None:
     value = call.params.get("message_thread_id")
     return None if value in (None, "") else int(value)
-
-
-def _percentiles(seconds: list[float]) -> dict[str, float]:
-    ms = sorted(s * 1000 for s in seconds)
-    return {
-        "n": len(ms),
-        "p50": statistics.median(ms),
-        "p99": ms[min(len(ms) - 1, int(len(ms) * 0.99))],
-        "max": ms[-1],
-    }
 
 
 # -- 1 and 2: attention latency -------------------------------------------------------------
@@ -297,9 +253,9 @@ async def _latency(root: Path) -> dict[str, Any]:
                     toast.append(answer.time - pressed)
         calls = _counted(fake, r.started, time.monotonic())
         return {
-            "request -> card": _percentiles(card_in),
-            "press -> command": _percentiles(press_out),
-            "press -> toast": _percentiles(toast),
+            "request -> card": percentiles(card_in),
+            "press -> command": percentiles(press_out),
+            "press -> toast": percentiles(toast),
             "span": starts[-1] - starts[0] if starts else 0.0,
             "heads-up": heads_up,
             "group calls": len(calls),
@@ -313,7 +269,7 @@ def latency(root: Path) -> dict[str, Any]:
     result["wall"] = time.monotonic() - started
     for name in ("request -> card", "press -> command", "press -> toast"):
         p = result[name]
-        goal = "" if name == "press -> toast" else f"  {_pf(p['p99'] <= GOALS['p99_ms'])}"
+        goal = "" if name == "press -> toast" else f"  {pass_fail(p['p99'] <= GOALS['p99_ms'])}"
         print(
             f"telegram latency {name:<16} n={p['n']}  p50 {p['p50']:.1f} ms  "
             f"p99 {p['p99']:.1f} ms  max {p['max']:.1f} ms{goal}",
@@ -339,63 +295,17 @@ def _violation(v: Any, zero: float) -> dict[str, Any]:
     }
 
 
-@dataclass
-class _Flood:
-    t0: float = 0.0
-    asked: float | None = None
-    request: Event | None = None
-    emitted: int = 0
-    stop: asyncio.Event = field(default_factory=asyncio.Event)
-
-
-async def _chatter(agent: TinyAgent, k: int, flood: _Flood) -> None:
-    """Session `k`: started, then a reply every `FLOOD_INTERVAL` s on a fixed schedule; the
-    session `CARD_SESSION` asks its question `CARD_AT` s in."""
-    await agent.emit(
-        "session.started", {"label": f"flood {k}", "cwd": f"/work/repo-{k}"}, capture="redacted"
-    )
-    offset = k * FLOOD_INTERVAL / FLOOD_SESSIONS
-    n = 0
-    while True:
-        due = flood.t0 + offset + n * FLOOD_INTERVAL
-        if due >= flood.t0 + FLOOD_SECONDS:
-            return
-        if k == CARD_SESSION and flood.asked is None and due >= flood.t0 + CARD_AT:
-            await asyncio.sleep(max(0.0, flood.t0 + CARD_AT - time.monotonic()))
-            flood.asked = time.monotonic()
-            flood.request = await agent.emit(
-                "attention.requested",
-                {**ASK, "prompt": "Run `make deploy` in the middle of all this?"},
-                capture="full",
-                severity="notice",
-            )
-        await asyncio.sleep(max(0.0, due - time.monotonic()))
-        text = f"Turn {n} of session {k}: the tests pass now, moving on to the next file."
-        await agent.emit(
-            "message.agent.replied", {"message_id": f"m{n}", "text": text}, capture="full"
-        )
-        flood.emitted += 1
-        n += 1
-
-
-async def _listen(agent: TinyAgent) -> None:
-    """Read the agent's socket (answers the endpoint's pings) until it closes."""
-    with contextlib.suppress(Exception):
-        while True:
-            await agent.next_command()
-
-
 async def _flood(root: Path) -> dict[str, Any]:
     async with FakeBotApi() as fake, running(fake, root / "flood") as r:
-        flood = _Flood()
+        flood = Flood(FLOOD_SESSIONS, FLOOD_INTERVAL, FLOOD_SECONDS, CARD_AT, CARD_SESSION)
         async with contextlib.AsyncExitStack() as stack:
             agents = [
                 await stack.enter_async_context(r.agent(f"flood-{k}"))
                 for k in range(FLOOD_SESSIONS)
             ]
-            listeners = [asyncio.create_task(_listen(a)) for a in agents]
+            listeners = [asyncio.create_task(listen(a)) for a in agents]
             flood.t0 = time.monotonic()
-            await asyncio.gather(*(_chatter(a, k, flood) for k, a in enumerate(agents)))
+            await asyncio.gather(*(chatter(a, k, flood) for k, a in enumerate(agents)))
             end = flood.t0 + FLOOD_SECONDS
             await asyncio.sleep(max(0.0, end - time.monotonic()))
             for task in listeners:
@@ -433,13 +343,13 @@ async def _flood(root: Path) -> dict[str, Any]:
         period = _counted(fake, t0, t0 + FLOOD_SECONDS)
         names = {t.message_thread_id: t.name for t in fake.topics(FORUM_ID)}
         per_thread: dict[str, int] = {}
-        chatter: set[str] = set()  # topics that showed something besides a card
+        chatty: set[str] = set()  # topics that showed something besides a card
         for c in period:
             if c.method == "sendMessage":
                 name = names.get(_thread(c) or 0, "the chat")
                 per_thread[name] = per_thread.get(name, 0) + 1
                 if not c.param("reply_markup"):
-                    chatter.add(name)
+                    chatty.add(name)
         ahead = [c for c in period if flood.asked < c.time < (card.time if card else end)]
         before = [c.time for c in _counted(fake, r.started, flood.asked)]
         free = _first_free(before, flood.asked)
@@ -457,7 +367,7 @@ async def _flood(root: Path) -> dict[str, Any]:
         "sent": len([c for c in period if c.method == "sendMessage"]),
         "topics": len([c for c in period if c.method == "createForumTopic"]),
         "per_thread": per_thread,
-        "silent": sum(1 for k in range(FLOOD_SESSIONS) if f"flood {k}" not in chatter),
+        "silent": sum(1 for k in range(FLOOD_SESSIONS) if f"flood {k}" not in chatty),
         "asked": flood.asked - t0,
         "card": None if card is None else card.time - flood.asked,
         "heads_up": None if heads_up is None else heads_up.time - flood.asked,
@@ -478,12 +388,12 @@ def flood(root: Path) -> dict[str, Any]:
     print(
         f"telegram flood: used {result['used']:.1%} of {GROUP_COUNT}/min over "
         f"{len(result['per_minute'])} whole minutes ({minutes})  "
-        f"{_pf(result['used'] >= GOALS['used'])}",
+        f"{pass_fail(result['used'] >= GOALS['used'])}",
         flush=True,
     )
     print(
         f"telegram flood: {len(result['violations'])} 429s  "
-        f"{_pf(not result['violations'])}  {result['violations']}",
+        f"{pass_fail(not result['violations'])}  {result['violations']}",
         flush=True,
     )
     wait = result["card"]
@@ -493,7 +403,7 @@ def flood(root: Path) -> dict[str, Any]:
         + f" after the request; the group's first free slot {result['first_free']:.2f} s after "
         + f"it ({result['in_window']} calls in the window); {len(result['ahead'])} group "
         + "call(s) in between  "
-        + _pf(wait is not None and wait <= GOALS["card_s"]),
+        + pass_fail(wait is not None and wait <= GOALS["card_s"]),
         flush=True,
     )
     print(
@@ -510,7 +420,7 @@ def flood(root: Path) -> dict[str, Any]:
 
 def main() -> dict[str, Any]:
     started = time.monotonic()
-    mine, theirs = _cores()
+    mine, theirs = other_cores()
     with tempfile.TemporaryDirectory(prefix="aep-bench-telegram-") as tmp:
         root = Path(tmp)
         results: dict[str, Any] = {
@@ -523,14 +433,11 @@ def main() -> dict[str, Any]:
     return results
 
 
-def _pf(ok: bool) -> str:
-    return "PASS" if ok else "FAIL"
-
-
 def section(r: dict[str, Any]) -> list[str]:
     """The RESULTS.md section for these figures."""
     lat, fl = r["latency"], r["flood"]
     mine, theirs = r["cores"]
+    late = lat["heads-up"]["rung after the answer"]
     lines = [
         HEADING,
         "",
@@ -544,17 +451,17 @@ def section(r: dict[str, Any]) -> list[str]:
     ]
     for name in ("request -> card", "press -> command", "press -> toast"):
         p = lat[name]
-        goal = "none" if name == "press -> toast" else _pf(p["p99"] <= GOALS["p99_ms"])
+        goal = "none" if name == "press -> toast" else pass_fail(p["p99"] <= GOALS["p99_ms"])
         lines.append(f"| {name} | {p['p50']:.1f} | {p['p99']:.1f} | {p['max']:.1f} | {goal} |")
     lines += [
         "",
         f"{WARMUP + SAMPLES} requests (with the warm-ups) over {lat['span']:.0f} s; "
         f"{lat['group calls']} group calls, {len(lat['violations'])} 429s "
-        f"({_pf(not lat['violations'])}); {lat['wall']:.0f} s. Heads-ups in the "
+        f"({pass_fail(not lat['violations'])}); {lat['wall']:.0f} s. Heads-ups in the "
         "notifications topic, each question answered "
         f"{PRESS_DELAY:g} s after its card: "
         + ", ".join(f"{n} {what}" for what, n in lat["heads-up"].items())
-        + f" (goal: none after the answer, {_pf(not lat['heads-up']['rung after the answer'])}).",
+        + f" (goal: none after the answer, {pass_fail(not late)}).",
         "",
     ]
     minutes = fl["per_minute"]
@@ -564,13 +471,13 @@ def section(r: dict[str, Any]) -> list[str]:
         "|---|---:|---|",
         f"| group's used rate over {len(minutes)} whole minutes of backlog "
         f"({', '.join(str(n) for n in minutes)} calls) | {fl['used']:.1%} of "
-        f"{GROUP_COUNT}/min | >= {GOALS['used']:.0%}: {_pf(fl['used'] >= GOALS['used'])} |",
+        f"{GROUP_COUNT}/min | >= {GOALS['used']:.0%}: {pass_fail(fl['used'] >= GOALS['used'])} |",
         f"| 429s (rate-limit violations at the fake) | {len(fl['violations'])} | 0: "
-        f"{_pf(not fl['violations'])} |",
+        f"{pass_fail(not fl['violations'])} |",
         "| card, from the request to its arrival | "
         + ("never" if wait is None else f"{wait:.2f} s = {wait / SLOT:.2f} x {SLOT:.1f} s")
         + f" | <= {GOALS['card_s']:.1f} s (one {SLOT:.1f} s slot + 0.5 s): "
-        + f"{_pf(wait is not None and wait <= GOALS['card_s'])} |",
+        + f"{pass_fail(wait is not None and wait <= GOALS['card_s'])} |",
     ]
     lines += [
         "",

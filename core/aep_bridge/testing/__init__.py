@@ -25,7 +25,9 @@
 It needs pytest and pytest-asyncio, which a plugin's tests have anyway; nothing here runs in
 the bridge itself. The kit's modules: `conformance` (the suite and its `Harness`), `views`
 (what a probe shows, and `PlatformProbe`), `memory` (`FakeCore`, `MemoryChannel` and their
-parts), `setup_kit` (`ScriptedIO`, `run_setup`), `agent` and `fixture` (the `bridge` fixture
+parts), `setup_kit` (`ScriptedIO`, `run_setup`), `platform` (`InLoopServer`, `FakePlatform`, the
+limit windows: the base of a fake platform server), `e2e` (`aep-bridge run` against your
+fake: `end_to_end`, `EndToEnd`, `BridgeProcess`), `agent` and `fixture` (the `bridge` fixture
 and its `ScriptedAgent`). `VirtualTime` lives in `aep_bridge.simtime` (`aep-bridge preview`
 runs on it) and is exported here for a plugin's outbox tests. Import every name from
 `aep_bridge.testing` (or `aep_bridge.testing.fixture`), not from the modules.
@@ -33,28 +35,68 @@ runs on it) and is exported here for a plugin's outbox tests. Import every name 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ..simtime import VirtualTime
 from .conformance import SESSION, ChannelConformance, Harness, sample_message
 from .memory import FakeCore, MemoryChannel, MemoryProbe, MemoryState, Press, Refusal
+from .platform import (
+    FakePlatform,
+    FixedWindow,
+    InLoopServer,
+    ManualClock,
+    RecordedCall,
+    SlidingWindow,
+    Window,
+    retry_after_seconds,
+)
 from .setup_kit import ScriptedIO, run_setup
 from .views import ButtonView, MessageView, PlatformProbe, ThreadView
 
+if TYPE_CHECKING:
+    from .e2e import PERMISSION_ASK, BridgeProcess, EndToEnd, end_to_end
+
+#: the end-to-end harness, imported when first used: it runs `aep-bridge` and an agent, which
+#: a test that loads the kit (the `bridge` fixture's plugin) does not need
+_END_TO_END = {"PERMISSION_ASK", "BridgeProcess", "EndToEnd", "end_to_end"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _END_TO_END:
+        from . import e2e
+
+        return getattr(e2e, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
+    "PERMISSION_ASK",
     "SESSION",
+    "BridgeProcess",
     "ButtonView",
     "ChannelConformance",
+    "EndToEnd",
     "FakeCore",
+    "FakePlatform",
+    "FixedWindow",
     "Harness",
+    "InLoopServer",
+    "ManualClock",
     "MemoryChannel",
     "MemoryProbe",
     "MemoryState",
     "MessageView",
     "PlatformProbe",
     "Press",
+    "RecordedCall",
     "Refusal",
     "ScriptedIO",
+    "SlidingWindow",
     "ThreadView",
     "VirtualTime",
+    "Window",
+    "end_to_end",
+    "retry_after_seconds",
     "run_setup",
     "sample_message",
 ]

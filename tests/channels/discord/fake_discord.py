@@ -108,20 +108,19 @@ import json
 import math
 import re
 import secrets
-import socket
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from aep_bridge.testing import FixedWindow, InLoopServer, ManualClock, Window
 
 # -- well-known ids ------------------------------------------------------------------------
 
@@ -260,15 +259,6 @@ _FAKE_WORDING = {
 # -- limits ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Window:
-    """At most `count` accepted calls in each fixed `seconds`-long window (a Discord bucket:
-    the first call opens the window, which then resets all at once)."""
-
-    count: int
-    seconds: float
-
-
 #: per-route buckets (route key "METHOD /template"), each per major parameter (channel, guild,
 #: webhook); Discord does not document them, these are what it announces in its headers
 DEFAULT_BUCKETS: Mapping[str, Window] = {
@@ -344,19 +334,6 @@ class Violation:
     time: float
     detail: str = ""
     retry_after: float | None = None
-
-
-class ManualClock:
-    """A clock for `FakeDiscord(clock=...)` that only moves when told: `clock.advance(3.5)`."""
-
-    def __init__(self, start: float = 1000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 # -- state ----------------------------------------------------------------------------------
@@ -752,38 +729,15 @@ class _Failure:
     message: str | None
 
 
-@dataclass
-class _Bucket:
-    window: Window
-    started: float | None = None
-    used: int = 0
-
-    def _roll(self, now: float) -> None:
-        if self.started is None or now >= self.started + self.window.seconds:
-            self.started, self.used = None, 0
-
-    def wait(self, now: float) -> float:
-        """Seconds until a call would be accepted (0: now)."""
-        self._roll(now)
-        if self.used < self.window.count or self.started is None:
-            return 0.0
-        return self.started + self.window.seconds - now
-
-    def take(self, now: float) -> None:
-        self._roll(now)
-        if self.started is None:
-            self.started = now
-        self.used += 1
-
-    def headers(self, now: float) -> dict[str, str]:
-        self._roll(now)
-        reset_after = 0.0 if self.started is None else self.started + self.window.seconds - now
-        return {
-            "X-RateLimit-Limit": str(self.window.count),
-            "X-RateLimit-Remaining": str(max(0, self.window.count - self.used)),
-            "X-RateLimit-Reset": f"{time.time() + reset_after:.3f}",
-            "X-RateLimit-Reset-After": f"{reset_after:.3f}",
-        }
+def _rate_headers(bucket: FixedWindow, now: float) -> dict[str, str]:
+    """The X-RateLimit-* headers Discord sends for a bucket."""
+    reset_after = bucket.reset_after(now)
+    return {
+        "X-RateLimit-Limit": str(bucket.window.count),
+        "X-RateLimit-Remaining": str(max(0, bucket.window.count - bucket.used)),
+        "X-RateLimit-Reset": f"{time.time() + reset_after:.3f}",
+        "X-RateLimit-Reset-After": f"{reset_after:.3f}",
+    }
 
 
 class ApiError(Exception):
@@ -851,14 +805,6 @@ def _snowflake(value: Any) -> int | None:
         return None
 
 
-class _InLoopServer(uvicorn.Server):
-    """uvicorn in the test's event loop, leaving the test runner's signals alone."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
 _MENTION = re.compile(r"<@(!|&)?(\d+)>|@(everyone|here)")
 _COMMAND_NAME = re.compile(r"^[-_'\w]{1,32}$")
 
@@ -866,8 +812,10 @@ _COMMAND_NAME = re.compile(r"^[-_'\w]{1,32}$")
 # -- the fake -------------------------------------------------------------------------------
 
 
-class FakeDiscord:
+class FakeDiscord(InLoopServer):
     """Discord's REST API and gateway for one bot in one guild, on 127.0.0.1 by `async with`."""
+
+    platform_name = "the fake Discord server"
 
     def __init__(
         self,
@@ -943,14 +891,15 @@ class FakeDiscord:
         self.gateway_closes: list[int] = []
 
         self._ids = 0
-        self._buckets: dict[tuple[str, str], _Bucket] = {}
-        self._renames: dict[int, _Bucket] = {}
-        self._global = _Bucket(self.limits.global_) if self.limits.global_ else None
+        self._buckets: dict[tuple[str, str], FixedWindow] = {}
+        self._renames: dict[int, FixedWindow] = {}
+        self._global = FixedWindow(self.limits.global_) if self.limits.global_ else None
         self._failures: dict[str, list[_Failure]] = {}
         self._sockets: dict[str, WebSocket] = {}
         self._timers: list[asyncio.TimerHandle] = []
         self._routes = self._route_table()
 
+        super().__init__()
         self.app = Starlette(
             routes=[
                 Route(
@@ -962,68 +911,25 @@ class FakeDiscord:
                 Route("/{path:path}", self._elsewhere, methods=["GET", "POST", "PUT", "PATCH"]),
             ]
         )
-        self._socket: socket.socket | None = None
-        self._server: _InLoopServer | None = None
-        self._task: asyncio.Task[None] | None = None
-        self.port = 0
 
     # -- serving ---------------------------------------------------------------------------
 
     @property
     def api_base_url(self) -> str:
         """What to give discord.py as `Route.BASE`: `http://127.0.0.1:PORT/api/v10`."""
-        return f"http://127.0.0.1:{self.port}/api/v10"
+        return self.url("/api/v10")
 
     @property
     def gateway_url(self) -> str:
         """What to give discord.py as `DiscordWebSocket.DEFAULT_GATEWAY`."""
-        return f"ws://127.0.0.1:{self.port}/gateway"
+        return self.ws_url("/gateway")
 
-    async def __aenter__(self) -> FakeDiscord:
-        # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY on accepted connections only when
-        # the listening socket says TCP (see the fake Bot API for the 40 ms story).
-        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        self._socket.bind(("127.0.0.1", 0))
-        self.port = self._socket.getsockname()[1]
-        config = uvicorn.Config(
-            self.app,
-            log_config=None,
-            log_level="warning",
-            lifespan="off",
-            timeout_graceful_shutdown=2,
-            ws="websockets-sansio",
-        )
-        self._server = _InLoopServer(config)
-        self._task = asyncio.create_task(self._server.serve(sockets=[self._socket]))
-        async with asyncio.timeout(10):
-            while not self._server.started:
-                if self._task.done():
-                    self._task.result()
-                    raise RuntimeError("the fake Discord server stopped while starting")
-                await asyncio.sleep(0.005)
-        return self
-
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
+    async def closing(self) -> None:
+        """Cancel the pending timers and end every gateway session so the server can stop."""
         for timer in self._timers:
             timer.cancel()
         for session in self.sessions:
             session.outbox.put_nowait(None)
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._task is not None:
-            try:
-                await asyncio.wait_for(self._task, 10)
-            except TimeoutError:
-                if self._server is not None:
-                    self._server.force_exit = True
-                await asyncio.wait_for(self._task, 5)
-        if self._socket is not None:
-            self._socket.close()
 
     # -- inspection ------------------------------------------------------------------------
 
@@ -2036,14 +1942,14 @@ class FakeDiscord:
             )
         return ""
 
-    def _bucket(self, method: str, template: str, params: dict[str, str]) -> _Bucket | None:
+    def _bucket(self, method: str, template: str, params: dict[str, str]) -> FixedWindow | None:
         window = self.limits.buckets.get(f"{method} {template}")
         if window is None:
             return None
         key = (f"{method} {template}", self._major(params))
         bucket = self._buckets.get(key)
         if bucket is None:
-            bucket = self._buckets[key] = _Bucket(window)
+            bucket = self._buckets[key] = FixedWindow(window)
         return bucket
 
     def _admit_global(self, method: str, path: str) -> None:
@@ -2067,7 +1973,7 @@ class FakeDiscord:
         self._global.take(now)
 
     def _admit_bucket(
-        self, bucket: _Bucket, method: str, template: str, path: str
+        self, bucket: FixedWindow, method: str, template: str, path: str
     ) -> dict[str, str]:
         now = self.clock()
         name = hashlib.md5(f"{method} {template}".encode()).hexdigest()
@@ -2079,14 +1985,14 @@ class FakeDiscord:
                 retry_after=round(wait, 3),
                 violation="rate_limit",
                 headers={
-                    **bucket.headers(now),
+                    **_rate_headers(bucket, now),
                     "X-RateLimit-Bucket": name,
                     "X-RateLimit-Scope": "user",
                     "Retry-After": str(max(1, math.ceil(wait))),
                 },
             )
         bucket.take(now)
-        return {**bucket.headers(now), "X-RateLimit-Bucket": name}
+        return {**_rate_headers(bucket, now), "X-RateLimit-Bucket": name}
 
     def _admit_rename(
         self,
@@ -2107,7 +2013,7 @@ class FakeDiscord:
         )
         if not changes:
             return
-        bucket = self._renames.setdefault(channel.id, _Bucket(window))
+        bucket = self._renames.setdefault(channel.id, FixedWindow(window))
         now = self.clock()
         wait = bucket.wait(now)
         if wait > 0:

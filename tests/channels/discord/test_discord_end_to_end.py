@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from aep_bridge.aep.envelope import Event
-from aep_bridge.tinyagent import TinyAgent
-from tests.bridge_process import BridgeProcess, free_port, stored, write_config
+from aep_bridge.testing import PERMISSION_ASK, EndToEnd, end_to_end
+from tests.bridge_process import ROOT, stored
 
 from .fake_discord import (
     ALICE,
@@ -40,23 +39,14 @@ HOST = "dc-e2e"
 AGENT = "claude-code"
 #: the bridge waits this long for an agent's ack before it says the answer did not arrive
 WAIT = 20.0
+ASK = PERMISSION_ASK
 
 
 @dataclass
-class Running:
-    fake: FakeDiscord
-    bridge: BridgeProcess
-    base: str
-    url: str
-    token: str
-
-    def agent(self, session: str = "s1", seq: int = 0) -> TinyAgent:
-        agent = TinyAgent(self.url, self.token, agent=AGENT, session=session, host=HOST)
-        agent._seq = seq  # a reconnect continues the session's stream
-        return agent
-
-    async def until(self, what: str, check: Callable[[], Any], timeout: float = WAIT) -> Any:
-        return await self.bridge.until(what, check, timeout)
+class Running(EndToEnd[FakeDiscord]):
+    host: str = HOST
+    agent_name: str = AGENT
+    wait: float = WAIT
 
     def thread(self, name: str) -> FakeChannel | None:
         return next((t for t in self.fake.threads(TEXT_CHANNEL_ID) if t.name == name), None)
@@ -79,48 +69,37 @@ class Running:
         notes = await self.until("the private answer", lambda: self.fake.ephemeral(user))
         return str(notes[-1].content)
 
+    async def find_card(self, label: str) -> FakeMessage:
+        thread = await self.until("the session's thread", lambda: self.thread(label))
+        card: FakeMessage = await self.until(
+            "the card in the thread", lambda: next(iter(self.cards(thread)), None)
+        )
+        return card
+
 
 @contextlib.asynccontextmanager
 async def running(
     tmp_path: Path, store: dict[str, Any] | None = None, **discord: Any
 ) -> AsyncIterator[Running]:
     async with FakeDiscord() as fake:  # Discord's rate limits, all of them
-        port = free_port()
         block = channel_block(fake, approver_roles=[str(APPROVER_ROLE_ID)], **discord)
-        config = write_config(tmp_path, port, {"discord": block}, store=store)
         # the worktree's plugin by name: the installed entry points may predate it
-        bridge = BridgeProcess(config, tmp_path / "bridge.log", plugins="aep_bridge_discord")
-        base = f"http://127.0.0.1:{port}"
-        await bridge.start(base)
-        try:
-            yield Running(fake, bridge, base, f"ws://127.0.0.1:{port}/socket", bridge.token())
-        finally:
-            await bridge.aclose()
+        async with end_to_end(
+            Running,
+            fake,
+            tmp_path,
+            {"discord": block},
+            store=store,
+            plugins="aep_bridge_discord",
+            secrets=[DEFAULT_TOKEN, DEFAULT_TOKEN.split(".")[-1]],  # the token is never logged
+            root=ROOT,
+        ) as r:
+            yield r
         assert fake.violations == [], fake.violations  # the outbox kept every limit
         assert fake.unanswered() == []  # every press answered within 3 s
-        log = (tmp_path / "bridge.log").read_text()
-        assert DEFAULT_TOKEN not in log  # the token is never logged
-        assert DEFAULT_TOKEN.split(".")[-1] not in log
 
 
-ASK = {
-    "kind": "permission",
-    "prompt": "Run `rm -rf build/`?",
-    "options": [{"id": "allow", "label": "Allow"}, {"id": "deny", "label": "Deny"}],
-    "respond_via": ["control"],
-}
-
-
-async def start_and_ask(
-    r: Running, agent: TinyAgent, *, label: str = "fix the flaky test", **ask: Any
-) -> tuple[Event, FakeMessage]:
-    await agent.emit("session.started", {"label": label, "cwd": "/srv/app"}, capture="redacted")
-    request = await agent.emit(
-        "attention.requested", {**ASK, **ask}, capture="full", severity="notice"
-    )
-    thread = await r.until("the session's thread", lambda: r.thread(label))
-    card = await r.until("the card in the thread", lambda: next(iter(r.cards(thread)), None))
-    return request, card
+start_and_ask = Running.start_and_ask
 
 
 async def test_a_session_becomes_a_thread_and_an_approver_s_press_answers_the_agent(tmp_path):

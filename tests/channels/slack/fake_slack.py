@@ -100,21 +100,20 @@ import contextlib
 import json
 import math
 import secrets
-import socket
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qsl
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from aep_bridge.testing import FixedWindow, InLoopServer, Window
 
 # -- the workspace ---------------------------------------------------------------------------
 
@@ -173,15 +172,6 @@ METHOD_SCOPES: Mapping[str, str] = {
 
 
 # -- limits ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Window:
-    """At most `count` accepted calls in each fixed `seconds`-long window (the first call
-    opens it)."""
-
-    count: int
-    seconds: float
 
 
 @dataclass(frozen=True)
@@ -485,26 +475,6 @@ class _Failure:
     retry_after: int
 
 
-@dataclass
-class _Bucket:
-    window: Window
-    started: float | None = None
-    used: int = 0
-
-    def wait(self, now: float) -> float:
-        if self.started is not None and now >= self.started + self.window.seconds:
-            self.started, self.used = None, 0
-        if self.started is None or self.used < self.window.count:
-            return 0.0
-        return self.started + self.window.seconds - now
-
-    def take(self, now: float) -> None:
-        self.wait(now)
-        if self.started is None:
-            self.started = now
-        self.used += 1
-
-
 class SlackError(Exception):
     """An `{"ok": false, "error": ...}` answer."""
 
@@ -525,14 +495,6 @@ class SlackError(Exception):
         self.detail = detail
         self.headers = headers or {}
         self.extra = extra
-
-
-class _InLoopServer(uvicorn.Server):
-    """uvicorn in the test's event loop, leaving the test runner's signals alone."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
 
 
 def _ts_of(seconds: float) -> str:
@@ -770,8 +732,10 @@ class BlockChecker:
 # -- the fake --------------------------------------------------------------------------------
 
 
-class FakeSlack:
+class FakeSlack(InLoopServer):
     """Slack's Web API and Socket Mode for one app in one workspace, on 127.0.0.1."""
+
+    platform_name = "the fake Slack"
 
     def __init__(
         self,
@@ -820,7 +784,7 @@ class FakeSlack:
         self._triggers: dict[str, tuple[float, str, bool]] = {}  # id -> (time, user, used)
         #: response_url path -> (user, channel, the pressed message)
         self._response_targets: dict[str, tuple[str, str, FakeMessage | None]] = {}
-        self._buckets: dict[tuple[str, str], _Bucket] = {}
+        self._buckets: dict[tuple[str, str], FixedWindow] = {}
         self._failures: dict[str, list[_Failure]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._ids = 0
@@ -840,6 +804,7 @@ class FakeSlack:
             "usergroups.users.list": self._group_users,
             "conversations.open": self._conversations_open,
         }
+        super().__init__()
         self.app = Starlette(
             routes=[
                 Route("/api/{method}", self._api, methods=["GET", "POST"]),
@@ -847,62 +812,22 @@ class FakeSlack:
                 WebSocketRoute("/socket", self._socket),
             ]
         )
-        self._socket_obj: socket.socket | None = None
-        self._server: _InLoopServer | None = None
-        self._task: asyncio.Task[None] | None = None
-        self.port = 0
 
     # -- serving -------------------------------------------------------------------------------
 
     @property
     def api_base_url(self) -> str:
         """slack-sdk's `base_url`: `http://127.0.0.1:PORT/api/`."""
-        return f"http://127.0.0.1:{self.port}/api/"
+        return self.url("/api/")
 
-    async def __aenter__(self) -> FakeSlack:
-        self._socket_obj = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        self._socket_obj.bind(("127.0.0.1", 0))
-        self.port = self._socket_obj.getsockname()[1]
-        config = uvicorn.Config(
-            self.app,
-            log_config=None,
-            log_level="warning",
-            lifespan="off",
-            timeout_graceful_shutdown=2,
-            ws="websockets-sansio",
-        )
-        self._server = _InLoopServer(config)
-        self._task = asyncio.create_task(self._server.serve(sockets=[self._socket_obj]))
-        async with asyncio.timeout(10):
-            while not self._server.started:
-                if self._task.done():
-                    self._task.result()
-                    raise RuntimeError("the fake Slack stopped while starting")
-                await asyncio.sleep(0.005)
-        return self
-
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
+    async def closing(self) -> None:
+        """Cancel the pending tasks and close every Socket Mode connection so the server can
+        stop."""
         for task in list(self._tasks):
             task.cancel()
         for connection in self.connected:
             with contextlib.suppress(Exception):
                 await connection.websocket.close(1001)
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._task is not None:
-            try:
-                await asyncio.wait_for(self._task, 10)
-            except TimeoutError:
-                if self._server is not None:
-                    self._server.force_exit = True
-                await asyncio.wait_for(self._task, 5)
-        if self._socket_obj is not None:
-            self._socket_obj.close()
 
     # -- inspection ----------------------------------------------------------------------------
 
@@ -1279,7 +1204,7 @@ class FakeSlack:
     def _response_url_for(self, user: str, channel: str, message: FakeMessage | None) -> str:
         path = f"/actions/{TEAM_ID}/{self._new_id('')}/{secrets.token_hex(8)}"
         self._response_targets[path] = (user, channel, message)
-        return f"http://127.0.0.1:{self.port}{path}"
+        return self.url(path)
 
     def _interaction_base(self, user: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -1538,10 +1463,10 @@ class FakeSlack:
         for bucket in buckets:
             bucket.take(now)
 
-    def _bucket(self, key: tuple[str, str], window: Window) -> _Bucket:
+    def _bucket(self, key: tuple[str, str], window: Window) -> FixedWindow:
         bucket = self._buckets.get(key)
         if bucket is None or bucket.window != window:
-            bucket = self._buckets[key] = _Bucket(window)
+            bucket = self._buckets[key] = FixedWindow(window)
         return bucket
 
     # -- Web API: methods ----------------------------------------------------------------------
@@ -1570,7 +1495,7 @@ class FakeSlack:
             raise SlackError("socket_mode_not_enabled", violation=False)  # (fake) wording
         ticket = secrets.token_hex(8)
         self._tickets.add(ticket)
-        return {"url": f"ws://127.0.0.1:{self.port}/socket?ticket={ticket}"}
+        return {"url": self.ws_url(f"/socket?ticket={ticket}")}
 
     def _conversations_info(self, args: dict[str, Any], method: str) -> dict[str, Any]:
         return {"channel": self._channel(args).to_api()}

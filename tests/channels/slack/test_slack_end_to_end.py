@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from aep_bridge.aep.envelope import Event
+from aep_bridge.testing import PERMISSION_ASK, EndToEnd, end_to_end
 from aep_bridge.tinyagent import TinyAgent
-from tests.bridge_process import BridgeProcess, free_port, stored, write_config
+from tests.bridge_process import ROOT, stored
 
 from .fake_slack import (
     ALICE,
@@ -42,23 +42,14 @@ AGENT = "claude-code"
 #: the bridge waits this long for an agent's ack before it says the answer did not arrive
 WAIT = 20.0
 REFUSED = "Refused: you are not an approver for this channel"
+ASK = PERMISSION_ASK
 
 
 @dataclass
-class Running:
-    fake: FakeSlack
-    bridge: BridgeProcess
-    base: str
-    url: str
-    token: str
-
-    def agent(self, session: str = "s1", seq: int = 0) -> TinyAgent:
-        agent = TinyAgent(self.url, self.token, agent=AGENT, session=session, host=HOST)
-        agent._seq = seq  # a reconnect continues the session's stream
-        return agent
-
-    async def until(self, what: str, check: Callable[[], Any], timeout: float = WAIT) -> Any:
-        return await self.bridge.until(what, check, timeout)
+class Running(EndToEnd[FakeSlack]):
+    host: str = HOST
+    agent_name: str = AGENT
+    wait: float = WAIT
 
     def parents(self) -> list[FakeMessage]:
         return [m for m in self.fake.parents(C0AGENTS) if m.from_bot]
@@ -83,48 +74,37 @@ class Running:
         notes = await self.until("the private answer", lambda: self.fake.ephemeral(user))
         return str(notes[-1].text)
 
+    async def find_card(self, label: str) -> FakeMessage:
+        parent = await self.until("the session's parent message", lambda: self.parent(label))
+        card: FakeMessage = await self.until(
+            "the card in the thread", lambda: next(iter(self.cards(parent)), None)
+        )
+        return card
+
 
 @contextlib.asynccontextmanager
 async def running(
     tmp_path: Path, store: dict[str, Any] | None = None, **slack: Any
 ) -> AsyncIterator[Running]:
     async with FakeSlack() as fake:  # Slack's rate limits, all of them
-        port = free_port()
         block = make_config(fake, **{"approvers": [BOB["id"]], "approver_roles": [S0OPS], **slack})
-        config = write_config(tmp_path, port, {"slack": block}, store=store)
         # the worktree's plugin by name: the installed entry points may predate it
-        bridge = BridgeProcess(config, tmp_path / "bridge.log", plugins="aep_bridge_slack")
-        base = f"http://127.0.0.1:{port}"
-        await bridge.start(base)
-        try:
-            yield Running(fake, bridge, base, f"ws://127.0.0.1:{port}/socket", bridge.token())
-        finally:
-            await bridge.aclose()
+        async with end_to_end(
+            Running,
+            fake,
+            tmp_path,
+            {"slack": block},
+            store=store,
+            plugins="aep_bridge_slack",
+            secrets=[BOT_TOKEN, APP_TOKEN],  # the tokens are never logged
+            root=ROOT,
+        ) as r:
+            yield r
         assert fake.violations == [], fake.violations  # the outbox kept every limit
         assert fake.unanswered() == []  # every envelope acked within 3 s
-        log = (tmp_path / "bridge.log").read_text()
-        assert BOT_TOKEN not in log  # the tokens are never logged
-        assert APP_TOKEN not in log
 
 
-ASK = {
-    "kind": "permission",
-    "prompt": "Run `rm -rf build/`?",
-    "options": [{"id": "allow", "label": "Allow"}, {"id": "deny", "label": "Deny"}],
-    "respond_via": ["control"],
-}
-
-
-async def start_and_ask(
-    r: Running, agent: TinyAgent, *, label: str = "fix the flaky test", **ask: Any
-) -> tuple[Event, FakeMessage]:
-    await agent.emit("session.started", {"label": label, "cwd": "/srv/app"}, capture="redacted")
-    request = await agent.emit(
-        "attention.requested", {**ASK, **ask}, capture="full", severity="notice"
-    )
-    parent = await r.until("the session's parent message", lambda: r.parent(label))
-    card = await r.until("the card in the thread", lambda: next(iter(r.cards(parent)), None))
-    return request, card
+start_and_ask = Running.start_and_ask
 
 
 async def no_command(agent: TinyAgent, seconds: float = 1.5) -> None:

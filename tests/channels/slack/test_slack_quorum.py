@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from tests.bridge_process import BridgeProcess, free_port, write_config
+from aep_bridge.testing import end_to_end
+from tests.bridge_process import ROOT
 
 from .fake_slack import ALICE, BOB, MALLORY, S0OPS, FakeSlack, make_config
 from .probe import shown
@@ -35,18 +35,17 @@ RULE = {"tool": "Bash", "command": "git push --force*", "approvals": 2}
 @contextlib.asynccontextmanager
 async def running(tmp_path: Path) -> AsyncIterator[Running]:
     async with FakeSlack() as fake:
-        port = free_port()
         block = make_config(fake, approvers=[BOB["id"]], approver_roles=[S0OPS])
-        config = write_config(tmp_path, port, {"slack": block})
-        written = json.loads(config.read_text())
-        config.write_text(json.dumps({**written, "attention": {"require_approvals": [RULE]}}))
-        bridge = BridgeProcess(config, tmp_path / "bridge.log", plugins="aep_bridge_slack")
-        base = f"http://127.0.0.1:{port}"
-        await bridge.start(base)
-        try:
-            yield Running(fake, bridge, base, f"ws://127.0.0.1:{port}/socket", bridge.token())
-        finally:
-            await bridge.aclose()
+        async with end_to_end(
+            Running,
+            fake,
+            tmp_path,
+            {"slack": block},
+            plugins="aep_bridge_slack",
+            root=ROOT,
+            settings={"attention": {"require_approvals": [RULE]}},
+        ) as r:
+            yield r
         assert fake.violations == [], fake.violations
 
 

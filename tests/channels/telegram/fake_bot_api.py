@@ -71,21 +71,21 @@ import itertools
 import json
 import math
 import re
-import socket
 import string
 import time
 from collections import Counter, defaultdict, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qsl
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+from aep_bridge.testing import InLoopServer, ManualClock, Window
+from aep_bridge.testing.platform import sliding_wait
 
 # -- well-known ids ------------------------------------------------------------------------
 
@@ -186,14 +186,6 @@ _FAKE_WORDING = {
 
 
 @dataclass(frozen=True)
-class Window:
-    """At most `count` accepted calls in any `seconds`-long sliding window."""
-
-    count: int
-    seconds: float
-
-
-@dataclass(frozen=True)
 class Limits:
     """What the fake enforces; the defaults are Telegram's."""
 
@@ -225,19 +217,6 @@ class Violation:
     chat_id: int
     time: float
     retry_after: int
-
-
-class ManualClock:
-    """A clock for `FakeBotApi(clock=...)` that only moves when told: `clock.advance(1.5)`."""
-
-    def __init__(self, start: float = 1000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 # -- the HTML parser ------------------------------------------------------------------------
@@ -762,19 +741,13 @@ def _bad(description: str) -> ApiError:
 _ALL = object()
 
 
-class _InLoopServer(uvicorn.Server):
-    """uvicorn in the test's event loop, leaving the test runner's signals alone."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
 # -- the fake -------------------------------------------------------------------------------
 
 
-class FakeBotApi:
+class FakeBotApi(InLoopServer):
     """A Telegram Bot API server for one bot, served on 127.0.0.1 by `async with`."""
+
+    platform_name = "the fake Bot API server"
 
     def __init__(
         self,
@@ -843,16 +816,14 @@ class FakeBotApi:
         self._updates_changed = asyncio.Event()
         self._closing = False
 
-        self.app = Starlette(
-            routes=[
-                Route("/bot{token}/{method}", self._endpoint, methods=["GET", "POST"]),
-                Route("/{path:path}", self._elsewhere, methods=["GET", "POST"]),
-            ]
+        super().__init__(
+            Starlette(
+                routes=[
+                    Route("/bot{token}/{method}", self._endpoint, methods=["GET", "POST"]),
+                    Route("/{path:path}", self._elsewhere, methods=["GET", "POST"]),
+                ]
+            )
         )
-        self._socket: socket.socket | None = None
-        self._server: _InLoopServer | None = None
-        self._task: asyncio.Task[None] | None = None
-        self.port = 0
         self._methods: dict[str, tuple[str, Callable[..., Any]]] = {
             name.lower(): (name, handler)
             for name, handler in {
@@ -887,7 +858,7 @@ class FakeBotApi:
     @property
     def base_url(self) -> str:
         """What to give PTB as base_url: `http://127.0.0.1:PORT/bot`."""
-        return f"http://127.0.0.1:{self.port}/bot"
+        return self.url("/bot")
 
     def channel_block(self, **extra: Any) -> dict[str, Any]:
         """A `telegram` channel block for this fake: the default bot in the forum."""
@@ -898,49 +869,10 @@ class FakeBotApi:
             **extra,
         }
 
-    async def __aenter__(self) -> FakeBotApi:
-        # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY on accepted connections only when
-        # the listening socket says TCP, and without it every answer waits ~40 ms (Nagle +
-        # delayed ACK on uvicorn's separate header and body writes).
-        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        self._socket.bind(("127.0.0.1", 0))
-        self.port = self._socket.getsockname()[1]
-        config = uvicorn.Config(
-            self.app,
-            log_config=None,
-            log_level="warning",
-            lifespan="off",
-            timeout_graceful_shutdown=2,
-        )
-        self._server = _InLoopServer(config)
-        self._task = asyncio.create_task(self._server.serve(sockets=[self._socket]))
-        async with asyncio.timeout(10):
-            while not self._server.started:
-                if self._task.done():
-                    self._task.result()
-                    raise RuntimeError("the fake Bot API server stopped while starting")
-                await asyncio.sleep(0.005)
-        return self
-
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
+    async def closing(self) -> None:
+        """Wake every waiting getUpdates so the server can stop."""
         self._closing = True
         self._notify()
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._task is not None:
-            try:
-                await asyncio.wait_for(self._task, 10)
-            except TimeoutError:
-                if self._server is not None:
-                    self._server.force_exit = True
-                await asyncio.wait_for(self._task, 5)
-        if self._socket is not None:
-            self._socket.close()
 
     # -- inspection ------------------------------------------------------------------------
 
@@ -1362,10 +1294,7 @@ class FakeBotApi:
     def _wait(times: deque[float], window: Window, now: float) -> float:
         while times and times[0] <= now - 60.0 * 60:
             times.popleft()
-        recent = [t for t in times if t > now - window.seconds]
-        if len(recent) < window.count:
-            return 0.0
-        return recent[-window.count] + window.seconds - now
+        return sliding_wait(times, window, now)
 
     def _admit(self, method: str, chat: FakeChat) -> None:
         """Refuse with 429 if this message-producing call breaks a rate limit, else count it.

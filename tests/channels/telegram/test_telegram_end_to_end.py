@@ -9,16 +9,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from aep_bridge.aep.envelope import Event
-from aep_bridge.tinyagent import TinyAgent
-from tests.bridge_process import BridgeProcess, free_port, stored, write_config
+from aep_bridge.testing import PERMISSION_ASK, EndToEnd, end_to_end
+from tests.bridge_process import ROOT, stored
 
 from .fake_bot_api import ALICE, BOB, DEFAULT_TOKEN, FORUM_ID, FakeBotApi, FakeMessage
 
@@ -26,23 +25,14 @@ HOST = "tg-e2e"
 AGENT = "claude-code"
 #: the bridge waits this long for an agent's ack before it says the answer did not arrive
 WAIT = 20.0
+ASK = PERMISSION_ASK
 
 
 @dataclass
-class Running:
-    fake: FakeBotApi
-    bridge: BridgeProcess
-    base: str  # the bridge's http://host:port
-    url: str
-    token: str
-
-    def agent(self, session: str = "s1", seq: int = 0) -> TinyAgent:
-        agent = TinyAgent(self.url, self.token, agent=AGENT, session=session, host=HOST)
-        agent._seq = seq  # a reconnect continues the session's stream
-        return agent
-
-    async def until(self, what: str, check: Callable[[], Any], timeout: float = WAIT) -> Any:
-        return await self.bridge.until(what, check, timeout)
+class Running(EndToEnd[FakeBotApi]):
+    host: str = HOST
+    agent_name: str = AGENT
+    wait: float = WAIT
 
     def topic(self, name: str) -> Any:
         return next((t for t in self.fake.topics(FORUM_ID) if t.name == name), None)
@@ -64,50 +54,32 @@ class Running:
         )
         return answer.text  # type: ignore[no-any-return]
 
+    async def find_card(self, label: str) -> FakeMessage:
+        topic = await self.until("the session's topic", lambda: self.topic(label))
+        card: FakeMessage = await self.until(
+            "the card in the topic",
+            lambda: next(
+                (c for c in self.cards() if c.message_thread_id == topic.message_thread_id), None
+            ),
+        )
+        return card
+
 
 @contextlib.asynccontextmanager
 async def running(
     tmp_path: Path, store: dict[str, Any] | None = None, **telegram: Any
 ) -> AsyncIterator[Running]:
     async with FakeBotApi() as fake:
-        port = free_port()
         block = fake.channel_block(approvers=[str(ALICE["id"])], poll_timeout=1, **telegram)
-        config = write_config(tmp_path, port, {"telegram": block}, store=store)
-        bridge = BridgeProcess(config, tmp_path / "bridge.log")
-        base = f"http://127.0.0.1:{port}"
-        await bridge.start(base)
-        try:
-            yield Running(fake, bridge, base, f"ws://127.0.0.1:{port}/socket", bridge.token())
-        finally:
-            await bridge.aclose()
+        secret = DEFAULT_TOKEN.split(":", 1)[1]  # the token is never logged
+        async with end_to_end(
+            Running, fake, tmp_path, {"telegram": block}, store=store, secrets=[secret], root=ROOT
+        ) as r:
+            yield r
         assert fake.violations == [], fake.violations  # the outbox kept every limit
-        secret = DEFAULT_TOKEN.split(":", 1)[1]
-        assert secret not in (tmp_path / "bridge.log").read_text()  # the token is never logged
 
 
-ASK = {
-    "kind": "permission",
-    "prompt": "Run `rm -rf build/`?",
-    "options": [{"id": "allow", "label": "Allow"}, {"id": "deny", "label": "Deny"}],
-    "respond_via": ["control"],
-}
-
-
-async def start_and_ask(
-    r: Running, agent: TinyAgent, *, label: str = "fix the flaky test", **ask: Any
-) -> tuple[Event, FakeMessage]:
-    await agent.emit("session.started", {"label": label, "cwd": "/srv/app"}, capture="redacted")
-    request = await agent.emit(
-        "attention.requested", {**ASK, **ask}, capture="full", severity="notice"
-    )
-    topic = await r.until("the session's topic", lambda: r.topic(label))
-    card = await r.until(
-        "the card in the topic",
-        lambda: next(
-            (c for c in r.cards() if c.message_thread_id == topic.message_thread_id), None
-        ),
-    )
-    return request, card
+start_and_ask = Running.start_and_ask
 
 
 async def test_a_session_becomes_a_topic_and_one_tap_answers_the_agent(tmp_path):
