@@ -6,6 +6,7 @@ permalink that opens it, in every export format."""
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
 import json
@@ -21,8 +22,11 @@ from .test_slack_channel import CARD, SESSION, started
 from .test_slack_end_to_end import Running, running, start_and_ask
 
 
-def _audit_text(r: Running, *args: str) -> str:
-    out = subprocess.run(
+async def _audit_text(r: Running, *args: str) -> str:
+    # in a thread: the fake platform serves in this event loop, and a blocked loop would
+    # hold its answers back, then take the bridge's calls in a burst
+    out = await asyncio.to_thread(
+        subprocess.run,
         [sys.executable, "-m", "aep_bridge", "audit", "--config", str(r.bridge.config), *args],
         cwd=ROOT,
         env=r.bridge.env(),
@@ -34,8 +38,8 @@ def _audit_text(r: Running, *args: str) -> str:
     return out.stdout
 
 
-def _audit(r: Running, *args: str) -> list[dict]:
-    return [json.loads(line) for line in _audit_text(r, *args).splitlines()]
+async def _audit(r: Running, *args: str) -> list[dict]:
+    return [json.loads(line) for line in (await _audit_text(r, *args)).splitlines()]
 
 
 def _kinds(tmp_path: Path) -> list[str]:
@@ -58,17 +62,17 @@ async def test_the_trail_names_the_message_the_card_is_in(tmp_path):
             f"?thread_ts={card.thread_ts}&cid={C0AGENTS}"
         )
 
-        [posted] = [x for x in _audit(r) if x["kind"] == "question.posted"]
+        [posted] = [x for x in await _audit(r) if x["kind"] == "question.posted"]
         assert posted["channel"] == "slack"
         assert posted["message_id"] == card.ts  # the fake's own ts for the card
         assert (posted["chat"], posted["link"]) == (C0AGENTS, link)
         assert posted["data"]["message"] == card.ts
 
-        rows = csv.DictReader(io.StringIO(_audit_text(r, "--format", "csv")))
+        rows = csv.DictReader(io.StringIO(await _audit_text(r, "--format", "csv")))
         [row] = [x for x in rows if x["kind"] == "question.posted"]
         assert (row["message_id"], row["chat"], row["link"]) == (card.ts, C0AGENTS, link)
 
-        [created] = [f for f in _audit(r, "--format", "ocsf") if f["activity_id"] == 1]
+        [created] = [f for f in await _audit(r, "--format", "ocsf") if f["activity_id"] == 1]
         assert created["unmapped"]["aep_bridge"]["posted"] == [
             {"channel": "slack", "chat": C0AGENTS, "message": card.ts, "link": link}
         ]

@@ -22,12 +22,15 @@ from .fake_bot_api import ALICE, BOB, FORUM_ID
 from .test_telegram_end_to_end import WAIT, running, start_and_ask
 
 
-def _audit(r, *args: str) -> list[dict]:
-    return [json.loads(line) for line in _audit_text(r, *args).splitlines()]
+async def _audit(r, *args: str) -> list[dict]:
+    return [json.loads(line) for line in (await _audit_text(r, *args)).splitlines()]
 
 
-def _audit_text(r, *args: str) -> str:
-    out = subprocess.run(
+async def _audit_text(r, *args: str) -> str:
+    # in a thread: the fake platform serves in this event loop, and a blocked loop would
+    # hold its answers back, then take the bridge's calls in a burst
+    out = await asyncio.to_thread(
+        subprocess.run,
         [sys.executable, "-m", "aep_bridge", "audit", "--config", str(r.bridge.config), *args],
         cwd=ROOT,
         env=r.bridge.env(),
@@ -63,7 +66,7 @@ async def test_an_acknowledged_answer_is_on_the_trail_after_a_sigkill(tmp_path):
         )
         r.bridge.kill()
 
-        records = _audit(r)
+        records = await _audit(r)
         [asked] = [x for x in records if x["kind"] == "question.asked"]
         assert asked["envelope"]["id"] == request.id
         assert asked["session"] == "s1"
@@ -77,7 +80,7 @@ async def test_an_acknowledged_answer_is_on_the_trail_after_a_sigkill(tmp_path):
         [ack] = [x for x in records if x["kind"] == "question.acknowledged"]
         assert (ack["ack"], ack["command_id"]) == ("accepted", command.id)
 
-        findings = _audit(r, "--format", "ocsf", "--session", "s1")
+        findings = await _audit(r, "--format", "ocsf", "--session", "s1")
         assert findings[0]["finding_info"]["uid"] == request.id
         assert all(f["class_uid"] == 2004 for f in findings)
 
@@ -90,13 +93,13 @@ async def test_the_trail_names_the_message_the_card_is_in(tmp_path):
         await r.until("the card's record", lambda: "question.posted" in _kinds(tmp_path))
         link = f"https://t.me/c/{str(FORUM_ID)[4:]}/{card.message_thread_id}/{card.message_id}"
 
-        [posted] = [x for x in _audit(r) if x["kind"] == "question.posted"]
+        [posted] = [x for x in await _audit(r) if x["kind"] == "question.posted"]
         assert posted["channel"] == "telegram"
         assert posted["message_id"] == str(card.message_id)  # the fake's own number
         assert (posted["chat"], posted["link"]) == (str(FORUM_ID), link)
         assert posted["data"]["message"] == str(card.message_id)
 
-        rows = csv.DictReader(io.StringIO(_audit_text(r, "--format", "csv")))
+        rows = csv.DictReader(io.StringIO(await _audit_text(r, "--format", "csv")))
         [row] = [x for x in rows if x["kind"] == "question.posted"]
         # the chat id starts with "-": kept from a spreadsheet's formulas, as every cell
         assert (row["message_id"], row["chat"], row["link"]) == (
@@ -105,7 +108,7 @@ async def test_the_trail_names_the_message_the_card_is_in(tmp_path):
             link,
         )
 
-        [created] = [f for f in _audit(r, "--format", "ocsf") if f["activity_id"] == 1]
+        [created] = [f for f in await _audit(r, "--format", "ocsf") if f["activity_id"] == 1]
         assert created["unmapped"]["aep_bridge"]["posted"] == [
             {
                 "channel": "telegram",

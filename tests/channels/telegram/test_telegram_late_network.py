@@ -7,6 +7,7 @@ question appear. `aep-bridge status` says the channel is not started yet meanwhi
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from pathlib import Path
@@ -31,7 +32,9 @@ async def test_telegram_unreachable_at_start_is_tried_again_and_nothing_is_lost(
         r = Running(fake, bridge, base, f"ws://127.0.0.1:{port}/socket", bridge.token())
         try:
             # while it waits to try again: the endpoint takes events, status says why
-            status = subprocess.run(
+            # in a thread: the fake Bot API serves in this event loop
+            status = await asyncio.to_thread(
+                subprocess.run,
                 [sys.executable, "-m", "aep_bridge", "status", "--url", base, "--token", r.token],
                 capture_output=True,
                 text=True,
