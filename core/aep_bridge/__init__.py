@@ -36,8 +36,8 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
     from .markup import Blocks
     from .markup_html import blocks_html
     from .preview import PreviewDialect
-    from .terminal import visible
-    from .text import measure, split_text
+    from .text.terminal import visible
+    from .text.text import measure, split_text
     from .tools import ToolCall, ToolOutcome, ToolView
     from .types import (
         OUTGOING_KINDS,
@@ -92,8 +92,8 @@ _HOMES: dict[str, tuple[str, ...]] = {
     ".markup": ("Blocks",),
     ".markup_html": ("blocks_html",),
     ".preview": ("PreviewDialect",),
-    ".terminal": ("visible",),
-    ".text": (
+    ".text.terminal": ("visible",),
+    ".text.text": (
         "measure",
         "split_text",
     ),

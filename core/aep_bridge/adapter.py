@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, Protocol, runti
 from typing_extensions import TypeVar
 
 from .markup import Blocks, plain
-from .text import measure
+from .text.text import measure
 from .types import (
     AgentCommand,
     CallKind,

@@ -21,10 +21,10 @@ from typing import Any, Final
 
 from .aep.envelope import Event
 from .attention_records import Request
-from .scrub import scrub
 from .sessions import SessionRecord, Sessions
 from .steer import is_instruction_request
 from .store import Store
+from .text.scrub import scrub
 from .types import ChannelUser, Posted
 
 log = logging.getLogger("aep_bridge.audit")

@@ -25,7 +25,6 @@ from typing import Any
 
 from starlette.routing import BaseRoute, Mount
 
-from . import scrub
 from .adapter import (
     BridgeView,
     ChannelAdapter,
@@ -53,9 +52,10 @@ from .quorum import QuorumPolicy
 from .render import Renderer
 from .retention import Retention
 from .routing import Routes
-from .scrub import secrets_in
 from .sessions import SessionRecord, Sessions
 from .store import Floors, Store, StoreState
+from .text import scrub
+from .text.scrub import secrets_in
 from .tools import ToolCall, ToolOutcome, ToolView
 from .types import (
     ChannelError,

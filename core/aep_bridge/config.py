@@ -40,7 +40,7 @@ from .intake.proxy import networks
 from .people import OWNER, PersonConfig, approver_names
 from .people import problems as people_problems
 from .plugins import PluginHost
-from .terminal import visible
+from .text.terminal import visible
 from .types import ChannelConfig
 
 #: the most approvers a question may need (more is a typo, and could never be met)

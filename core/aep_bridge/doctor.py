@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from .config import ResolvedChannel
-from .scrub import scrub, secrets_in
+from .text.scrub import scrub, secrets_in
 
 
 class OfflineCore:

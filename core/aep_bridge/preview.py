@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from .markup_html import blocks_html, escape, link, safe_url
-from .terminal import visible
+from .text.terminal import visible
 from .types import NotificationMessage, OutgoingMessage, PermissionOutcome, PermissionRequest
 
 # -- what was shown ---------------------------------------------------------------------

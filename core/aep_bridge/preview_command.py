@@ -46,9 +46,9 @@ from .preview import (
     transcript,
 )
 from .preview_config import WEB, PreviewError, Target, target, unrouted
-from .scrub import scrub
 from .simtime import VirtualTime
-from .terminal import visible
+from .text.scrub import scrub
+from .text.terminal import visible
 from .types import (
     CallKind,
     ChannelCapabilities,

@@ -37,7 +37,7 @@ from .config import (
 )
 from .plugins import PluginHost
 from .routing import Routes
-from .scrub import secrets_in
+from .text.scrub import secrets_in
 from .types import ChannelConfig
 
 #: the core's own web dialect, always available (`preview_command.choose`)

@@ -36,7 +36,7 @@ from .config_write import ConfigWriteError, target_path, write_private
 from .doctor import check_channel
 from .exit_status import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from .plugins import PluginHost
-from .terminal import visible
+from .text.terminal import visible
 from .wizard import SetupContext, SetupError, SetupIO, SetupOption, SetupWizard
 
 #: the file `SetupContext.save_secret` writes, next to the default config file

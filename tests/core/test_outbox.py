@@ -33,7 +33,7 @@ from aep_bridge.outbox import OWED_WHILE, Job, Outbox, Priority, card_key, split
 from aep_bridge.outbox.limiter import Limiter
 from aep_bridge.store import Store
 from aep_bridge.testing import FakeCore, MemoryChannel
-from aep_bridge.text import LengthUnit, measure
+from aep_bridge.text.text import LengthUnit, measure
 from aep_bridge.types import (
     ChannelConfig,
     ChannelError,

@@ -1,4 +1,4 @@
-"""Text made safe for a terminal (`aep_bridge.terminal`), and the bridge's log written with it
+"""Text made safe for a terminal (`aep_bridge.text.terminal`), and the bridge's log written with it
 (`log_setup.TerminalSafe`): whatever an agent writes, nothing that reaches the terminal is a
 control character, an escape sequence or a bidi override, and a person sees that something
 was there.
@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aep_bridge import log_setup
-from aep_bridge.terminal import safe_output, visible
+from aep_bridge.text.terminal import safe_output, visible
 from tests.terminal_text import BIDI, HOSTILE, SHOWN, raw_controls
 
 #: every character a terminal acts on, and the characters an escape is made of

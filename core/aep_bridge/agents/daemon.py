@@ -49,7 +49,7 @@ from ..aep.registry import CAPTURE_ORDER, Capture, Severity
 from ..config import ConfigError, config_path, read_config
 from ..exit_status import EXIT_OK, EXIT_USAGE
 from ..log_setup import TerminalSafe
-from ..scrub import ScrubFilter, register, secrets_in
+from ..text.scrub import ScrubFilter, register, secrets_in
 from . import claude_code, codex, grants, steer
 from .bounds import TooLarge, bounded_id
 from .emitter import LOG_DIR, Emitter, SessionState, log_name

@@ -175,7 +175,7 @@ def _bounded(hold: float) -> float:
 def _say_skipped(exc: BaseException) -> None:
     """One line on stderr for the person reading the agent's hook log, terminal-safe."""
     try:
-        from ..terminal import visible  # only now: the hook that skips nothing stays quick
+        from ..text.terminal import visible  # only now: the hook that skips nothing stays quick
 
         line = visible(f"aep-bridge hook: skipped ({type(exc).__name__}: {exc})", one_line=True)
         print(line[:500], file=sys.stderr)

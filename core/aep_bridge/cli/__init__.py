@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from .. import _startup
 from ..exit_status import EXIT_FAILED
-from ..terminal import safe_output
+from ..text.terminal import safe_output
 from .checks import check, doctor, plugins, show_config_path
 from .common import CONFIG_HELP, EXIT_OK, EXIT_USAGE, EXIT_VIOLATIONS
 from .logs import validate

@@ -13,7 +13,7 @@ from typing import Any, TextIO
 
 from ..client_endpoint import endpoint
 from ..config import ConfigError
-from ..terminal import visible
+from ..text.terminal import visible
 from .common import EXIT_OK, EXIT_USAGE, EXIT_VIOLATIONS
 
 

@@ -22,8 +22,8 @@ from ..config import (
 )
 from ..doctor import check_channel
 from ..plugins import PluginHost
-from ..scrub import scrub, secrets_in
-from ..terminal import visible
+from ..text.scrub import scrub, secrets_in
+from ..text.terminal import visible
 from .common import EXIT_OK, EXIT_VIOLATIONS, load
 
 

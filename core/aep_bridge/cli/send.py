@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, TextIO
 from ..client_endpoint import endpoint
 from ..config import ConfigError, resolve_channels
 from ..exit_status import EXIT_INTERRUPTED, EXIT_NO_ANSWER
-from ..terminal import visible
+from ..text.terminal import visible
 from .common import EXIT_OK, EXIT_USAGE, EXIT_VIOLATIONS, load, open_input
 
 if TYPE_CHECKING:

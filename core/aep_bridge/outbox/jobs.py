@@ -12,7 +12,7 @@ from enum import IntEnum
 from typing import Any, Final, Literal, get_args
 
 from .. import markup
-from ..text import ELLIPSIS, LengthUnit, measure, split_markdown, truncate_markdown
+from ..text.text import ELLIPSIS, LengthUnit, measure, split_markdown, truncate_markdown
 from ..types import (
     NotificationMessage,
     OutgoingMessage,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from .. import markup
-from ..text import LengthUnit, measure
+from ..text.text import LengthUnit, measure
 from ..types import OutgoingMessage
 from .jobs import Job, Priority
 from .lanes import Entry

@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from ..adapter import ChannelAdapter
 from ..store import Store
-from ..text import LengthUnit
+from ..text.text import LengthUnit
 from ..types import (
     CallKind,
     ChannelError,

@@ -15,7 +15,7 @@ import pytest
 
 from ..adapter import ChannelAdapter
 from ..markup import Code, Details, Diff, Paragraph, Span, parse_markdown, plain
-from ..text import measure
+from ..text.text import measure
 from ..types import (
     OUTGOING_KINDS,
     ChannelCapabilities,

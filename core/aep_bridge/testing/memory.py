@@ -13,7 +13,7 @@ from typing import Any
 
 from .. import signing
 from ..adapter import DEFAULT_SIGNATURE_TTL, ChannelAdapter, ChannelState
-from ..text import split_text
+from ..text.text import split_text
 from ..types import (
     ChannelCapabilities,
     ChannelConfig,
