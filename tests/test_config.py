@@ -14,9 +14,9 @@ from pydantic import Field, SecretStr
 from aep_bridge import install_hint
 from aep_bridge.bridge import Bridge
 from aep_bridge.config import ConfigError, read_config, resolve_channels
-from aep_bridge.plugins import PluginHost
+from aep_bridge.contract.plugins import PluginHost
+from aep_bridge.contract.types import ChannelConfig
 from aep_bridge.testing import MemoryChannel
-from aep_bridge.types import ChannelConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -22,7 +22,7 @@ import pytest
 
 from aep_bridge.aep.build import make_event
 from aep_bridge.aep.validation import parse_event
-from aep_bridge.plugins import PluginHost
+from aep_bridge.contract.plugins import PluginHost
 from aep_bridge.preview_command import choose
 from tests.bridge_process import ROOT
 

@@ -20,7 +20,8 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
     from starlette.routing import BaseRoute
 
     from . import markup
-    from .adapter import (
+    from .aep.envelope import Event
+    from .contract.adapter import (
         CONTRACT_VERSION,
         DEFAULT_SIGNATURE_TTL,
         AdapterFactory,
@@ -31,15 +32,10 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
         ChannelState,
         ContractMismatch,
     )
-    from .aep.envelope import Event
-    from .hookspecs import hookimpl
-    from .markup import Blocks
-    from .markup_html import blocks_html
-    from .preview import PreviewDialect
-    from .text.terminal import visible
-    from .text.text import measure, split_text
-    from .tools import ToolCall, ToolOutcome, ToolView
-    from .types import (
+    from .contract.hookspecs import hookimpl
+    from .contract.markup_html import blocks_html
+    from .contract.preview import PreviewDialect
+    from .contract.types import (
         OUTGOING_KINDS,
         AgentCommand,
         Attachment,
@@ -67,7 +63,11 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
         ResolutionStatus,
         SignedPress,
     )
-    from .wizard import SetupContext, SetupError, SetupIO, SetupOption, SetupWizard
+    from .contract.wizard import SetupContext, SetupError, SetupIO, SetupOption, SetupWizard
+    from .markup import Blocks
+    from .text.terminal import visible
+    from .text.text import measure, split_text
+    from .tools import ToolCall, ToolOutcome, ToolView
 
 __version__ = "0.1.0"
 
@@ -76,7 +76,7 @@ __version__ = "0.1.0"
 #: milliseconds instead of the half second the whole API takes to import.
 _HOMES: dict[str, tuple[str, ...]] = {
     "starlette.routing": ("BaseRoute",),
-    ".adapter": (
+    ".contract.adapter": (
         "CONTRACT_VERSION",
         "DEFAULT_SIGNATURE_TTL",
         "AdapterFactory",
@@ -88,10 +88,10 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "ContractMismatch",
     ),
     ".aep.envelope": ("Event",),
-    ".hookspecs": ("hookimpl",),
+    ".contract.hookspecs": ("hookimpl",),
     ".markup": ("Blocks",),
-    ".markup_html": ("blocks_html",),
-    ".preview": ("PreviewDialect",),
+    ".contract.markup_html": ("blocks_html",),
+    ".contract.preview": ("PreviewDialect",),
     ".text.terminal": ("visible",),
     ".text.text": (
         "measure",
@@ -102,7 +102,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "ToolOutcome",
         "ToolView",
     ),
-    ".types": (
+    ".contract.types": (
         "OUTGOING_KINDS",
         "AgentCommand",
         "Attachment",
@@ -130,7 +130,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "ResolutionStatus",
         "SignedPress",
     ),
-    ".wizard": (
+    ".contract.wizard": (
         "SetupContext",
         "SetupError",
         "SetupIO",

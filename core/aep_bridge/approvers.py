@@ -18,9 +18,9 @@ from .aep.envelope import Event
 from .aep.filters import Filter
 from .aep.ids import parse_source
 from .config import RouteConfig
+from .contract.types import ChannelUser
 from .people import OWNER, People, approver_names
 from .sessions import Owner, SessionRecord
-from .types import ChannelUser
 
 #: the refusal of someone the channel's approvers leave out (the default policy)
 NOT_APPROVER: Final = "you are not an approver for this channel"

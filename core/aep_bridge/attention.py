@@ -38,13 +38,13 @@ from .attention_records import (
     request_of_row,
 )
 from .audit import AttentionTrail, AuditLog, PrincipalOf, no_principal
+from .contract.types import NO_SUCH_OPTION, ChannelUser, OutcomeStatus, Resolution, ResolutionStatus
 from .intake.source import CommandResult
 from .quorum import BUTTONS_ONLY, ApproverKey, Tally, approver_of, denies, tally
 from .render import aep_form_values
 from .sessions import SessionRecord, Sessions
 from .steer import INSTRUCTIONS_OFF, is_instruction_request
 from .store import Store
-from .types import NO_SUCH_OPTION, ChannelUser, OutcomeStatus, Resolution, ResolutionStatus
 
 log = logging.getLogger("aep_bridge.attention")
 

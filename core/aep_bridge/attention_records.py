@@ -11,8 +11,8 @@ from typing import Any, Literal, cast
 
 from .aep.envelope import Event
 from .aep.validation import parse_event
+from .contract.types import OPEN_AGAIN, OutcomeStatus
 from .store.requests import RequestRow
-from .types import OPEN_AGAIN, OutcomeStatus
 
 Status = Literal["open", "sending", "answered", "resolved", "expired", "dismissed", "informational"]
 CLOSED: frozenset[str] = frozenset({"answered", "resolved", "expired", "dismissed"})

@@ -21,11 +21,11 @@ from typing import Any, Final
 
 from .aep.envelope import Event
 from .attention_records import Request
+from .contract.types import ChannelUser, Posted
 from .sessions import SessionRecord, Sessions
 from .steer import is_instruction_request
 from .store import Store
 from .text.scrub import scrub
-from .types import ChannelUser, Posted
 
 log = logging.getLogger("aep_bridge.audit")
 

@@ -25,11 +25,6 @@ from typing import Any
 
 from starlette.routing import BaseRoute, Mount
 
-from .adapter import (
-    BridgeView,
-    ChannelAdapter,
-    ChannelState,
-)
 from .aep.build import make_command
 from .aep.envelope import Event
 from .aep.ids import source_uri
@@ -42,11 +37,20 @@ from .away import AwayState
 from .channel_core import Channel, ChannelCore, PluginView
 from .chat import ChatCommands
 from .config import BridgeConfig, ChannelPlan, resolve_channels
+from .contract.adapter import (
+    BridgeView,
+    ChannelAdapter,
+    ChannelState,
+)
+from .contract.plugins import PluginHost
+from .contract.types import (
+    ChannelError,
+    OutgoingMessage,
+)
 from .intake.source import CommandResult, EventSource
 from .mirror import PRUNE_EVERY, EventMirror
 from .outbox import Job, Outbox, Priority
 from .people import People
-from .plugins import PluginHost
 from .questions import BRIDGE_AGENT, QuestionCards
 from .quorum import QuorumPolicy
 from .render import Renderer
@@ -57,10 +61,6 @@ from .store import Floors, Store, StoreState
 from .text import scrub
 from .text.scrub import secrets_in
 from .tools import ToolCall, ToolOutcome, ToolView
-from .types import (
-    ChannelError,
-    OutgoingMessage,
-)
 from .withheld import Withheld
 
 log = logging.getLogger("aep_bridge")

@@ -11,16 +11,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from . import signing
-from .adapter import DEFAULT_SIGNATURE_TTL, BridgeCore, BridgeView, ChannelAdapter, ChannelState
 from .attention import Attention
 from .attention_records import Request
 from .away import AwayState
 from .chat import ChatCommands
-from .outbox import Outbox, Priority
-from .people import People
-from .sessions import SessionRecord, Sessions
-from .types import (
+from .contract import signing
+from .contract.adapter import (
+    DEFAULT_SIGNATURE_TTL,
+    BridgeCore,
+    BridgeView,
+    ChannelAdapter,
+    ChannelState,
+)
+from .contract.types import (
     ChannelConfig,
     ChannelError,
     ChannelUser,
@@ -29,6 +32,9 @@ from .types import (
     ResolutionStatus,
     SignedPress,
 )
+from .outbox import Outbox, Priority
+from .people import People
+from .sessions import SessionRecord, Sessions
 
 log = logging.getLogger("aep_bridge.away")
 

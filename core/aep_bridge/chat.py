@@ -17,9 +17,9 @@ from typing import Final
 from .aep.envelope import Event
 from .attention import Attention
 from .away import AwayState
+from .contract.types import ChannelUser, IncomingMessage
 from .intake.source import CommandResult
 from .sessions import SessionRecord, Sessions
-from .types import ChannelUser, IncomingMessage
 
 #: A line from the bridge in one channel's thread of a session: (channel, session id, text).
 Replier = Callable[[str, str, str], None]

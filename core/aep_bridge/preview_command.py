@@ -12,7 +12,7 @@ enters the hub as `POST /events` admits it, at its own recorded pace on a simula
 cards-first order apply as they would have while the session ran, in a fraction of a second.
 When the outbox is idle, what the recorder holds (each thread's messages in the order first
 sent, each at its latest version, cards with their last outcome, heads-ups apart) is laid
-out with the channel's `preview_dialect` (`aep_bridge.preview`).
+out with the channel's `preview_dialect` (`aep_bridge.contract.preview`).
 """
 
 from __future__ import annotations
@@ -27,14 +27,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, TextIO
 
-from .adapter import ChannelAdapter, ChannelRegistration
 from .aep.envelope import Event
 from .aep.errors import InvalidEvent
 from .aep.validation import parse_event
 from .config import ConfigError, config_path
-from .exit_status import EXIT_OK, EXIT_USAGE
-from .markup import Blocks
-from .preview import (
+from .contract.adapter import ChannelAdapter, ChannelRegistration
+from .contract.preview import (
     PreviewDialect,
     Shown,
     ShownCard,
@@ -45,11 +43,7 @@ from .preview import (
     page,
     transcript,
 )
-from .preview_config import WEB, PreviewError, Target, target, unrouted
-from .simtime import VirtualTime
-from .text.scrub import scrub
-from .text.terminal import visible
-from .types import (
+from .contract.types import (
     CallKind,
     ChannelCapabilities,
     ChannelConfig,
@@ -58,6 +52,12 @@ from .types import (
     PermissionOutcome,
     PermissionRequest,
 )
+from .exit_status import EXIT_OK, EXIT_USAGE
+from .markup import Blocks
+from .preview_config import WEB, PreviewError, Target, target, unrouted
+from .simtime import VirtualTime
+from .text.scrub import scrub
+from .text.terminal import visible
 
 #: the longest pause between two recorded events that is replayed (simulated time): a
 #: session left overnight is not a night of rate-limit windows
@@ -493,7 +493,7 @@ def render(
     """The page for a recording (`data`, one AEP event per line) in `channel`; with `text`,
     its plain-text transcript instead. `config`: the config file the bridge would read (None:
     the built-in defaults); `verbosity` and `capture` override the channel's own."""
-    from .plugins import PluginHost
+    from .contract.plugins import PluginHost
 
     if host is None:
         host = PluginHost()

@@ -23,7 +23,6 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
-from .adapter import ChannelRegistration
 from .aep.envelope import Event
 from .config import (
     EMBEDDED_DEFAULTS,
@@ -35,10 +34,11 @@ from .config import (
     read_config,
     resolve_channels,
 )
-from .plugins import PluginHost
+from .contract.adapter import ChannelRegistration
+from .contract.plugins import PluginHost
+from .contract.types import ChannelConfig
 from .routing import Routes
 from .text.scrub import secrets_in
-from .types import ChannelConfig
 
 #: the core's own web dialect, always available (`preview_command.choose`)
 WEB: Final = "web"

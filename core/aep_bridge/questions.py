@@ -15,15 +15,8 @@ from .approvers import NOT_APPROVER, RouteApprovers
 from .attention import Attention
 from .attention_records import Outcome, Request
 from .channel_core import Channel
-from .intake.source import EventSource
-from .mirror import heads_up_key
-from .outbox import Job, Priority, card_key
-from .plugins import PluginHost
-from .render import Renderer
-from .sessions import SessionRecord, Sessions
-from .steer import instruction_message, is_instruction_request, steer_card
-from .store import Store
-from .types import (
+from .contract.plugins import PluginHost
+from .contract.types import (
     OPEN_AGAIN,
     ChannelConfig,
     ChannelUser,
@@ -33,6 +26,13 @@ from .types import (
     PermissionRequest,
     Posted,
 )
+from .intake.source import EventSource
+from .mirror import heads_up_key
+from .outbox import Job, Priority, card_key
+from .render import Renderer
+from .sessions import SessionRecord, Sessions
+from .steer import instruction_message, is_instruction_request, steer_card
+from .store import Store
 
 log = logging.getLogger("aep_bridge")
 
@@ -252,7 +252,7 @@ class QuestionCards:
         """The approver policy, asked on every press, answer and session control before
         anything changes: why `user` may not, or None if they may. The session's routes'
         `approvers` decide when one sets them (`approvers.py`: the owner rule); else the
-        `approver_decision` hook, whose last word is `aep_bridge.defaults` (the channel's
+        `approver_decision` hook, whose last word is `aep_bridge.contract.defaults` (the channel's
         `approvers` and `approver_roles`). No decision, or a failing hook, refuses."""
         running = self.channels.get(channel)
         if running is None:

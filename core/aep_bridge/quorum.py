@@ -21,8 +21,8 @@ from .aep.envelope import Event
 from .aep.filters import Filter
 from .attention_records import Outcome
 from .config import ApprovalRule, RouteConfig
+from .contract.types import ChannelUser, OutcomeStatus, Resolution, ResolutionStatus
 from .store import Store
-from .types import ChannelUser, OutcomeStatus, Resolution, ResolutionStatus
 
 #: an option whose id (or label) begins with one of these words says no: it ends the question
 DENYING: Final = frozenset({"deny", "reject", "no", "refuse", "decline", "cancel", "abort"})

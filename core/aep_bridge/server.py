@@ -31,6 +31,7 @@ from .audit import AuditLog
 from .binding import CannotListen, bind_endpoint
 from .bridge import Bridge
 from .config import BridgeConfig, behind_proxy
+from .contract.plugins import PluginHost
 from .exit_status import EXIT_BUSY, EXIT_CANNOT_LISTEN, EXIT_STATE_DIR, EXIT_STORE
 from .intake.auth import AuthPolicy, is_loopback, load_or_create_token
 from .intake.connections import BACKLOG, ConnectionGuard, descriptor_cap
@@ -40,7 +41,6 @@ from .intake.relay import RelayClient
 from .intake.source import EventSource, LocalSource
 from .intake.tail import LogSource
 from .listening import StateDirBusy, lock_state_dir, remove_listening, write_listening
-from .plugins import PluginHost
 from .retention import forget_ended
 from .store import DB_NAME, Store, StoreError, default_state_dir, is_damage
 

@@ -33,11 +33,11 @@ from .config import (
     resolve_channels,
 )
 from .config_write import ConfigWriteError, target_path, write_private
+from .contract.plugins import PluginHost
+from .contract.wizard import SetupContext, SetupError, SetupIO, SetupOption, SetupWizard
 from .doctor import check_channel
 from .exit_status import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
-from .plugins import PluginHost
 from .text.terminal import visible
-from .wizard import SetupContext, SetupError, SetupIO, SetupOption, SetupWizard
 
 #: the file `SetupContext.save_secret` writes, next to the default config file
 ENV_FILE: Final = "env"

@@ -19,8 +19,8 @@ from typing import Final
 
 from .aep.envelope import Event
 from .aep.registry import CAPTURE_RANK
+from .contract.types import OutgoingMessage
 from .store import Store
-from .types import OutgoingMessage
 
 #: What the thread says. One line, the same in every channel (adapters escape it).
 NOTICE: Final = (

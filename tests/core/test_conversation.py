@@ -15,14 +15,14 @@ import json
 from typing import Any
 
 from aep_bridge import hookimpl
-from aep_bridge.adapter import ChannelRegistration
 from aep_bridge.aep.envelope import Event
 from aep_bridge.aep.redaction import Redactor
 from aep_bridge.aep.validation import validate_event
+from aep_bridge.contract.adapter import ChannelRegistration
+from aep_bridge.contract.types import NotificationMessage, OutgoingMessage, ResolutionStatus
 from aep_bridge.markup import Code, plain
 from aep_bridge.render import Renderer
 from aep_bridge.testing import MemoryChannel
-from aep_bridge.types import NotificationMessage, OutgoingMessage, ResolutionStatus
 
 from .rig import ALICE, Rig, memory_host
 from .test_heads_up import PacedChannel, _Paced, heads_ups

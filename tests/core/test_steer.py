@@ -12,7 +12,7 @@ import subprocess
 import sys
 from typing import Any
 
-from aep_bridge.types import ChannelConfig, ResolutionStatus
+from aep_bridge.contract.types import ChannelConfig, ResolutionStatus
 from tests.core.doubles import LocalAgent
 
 from .rig import ALICE, MALLORY, Rig

@@ -19,7 +19,7 @@ import pytest
 
 import aep_bridge
 from aep_bridge import hookspecs
-from aep_bridge.adapter import ConfigT
+from aep_bridge.contract.adapter import ConfigT
 
 #: The language's and the standard library's generic names, which need no export.
 _STANDARD = {

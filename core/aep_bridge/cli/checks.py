@@ -20,8 +20,8 @@ from ..config import (
     default_config_path,
     resolve_channels,
 )
+from ..contract.plugins import PluginHost
 from ..doctor import check_channel
-from ..plugins import PluginHost
 from ..text.scrub import scrub, secrets_in
 from ..text.terminal import visible
 from .common import EXIT_OK, EXIT_VIOLATIONS, load

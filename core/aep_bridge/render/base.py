@@ -16,9 +16,9 @@ from ..aep.envelope import Event
 from ..aep.payloads import Answer, ErrorInfo
 from ..aep.redaction import Redactor, digest
 from ..aep.registry import Capture
+from ..contract.types import OutgoingMessage
 from ..markup import map_text, plain
 from ..tools import ToolCall, ToolOutcome, ToolView
-from ..types import OutgoingMessage
 from .draft import Draft, Rendered, ToolRenderer, VendorRenderer
 from .helpers import MAX_TEXT, NORMAL, QUIET, SHORT, VERBOSE, _clip, _clip_blocks, _compact
 

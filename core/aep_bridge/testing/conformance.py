@@ -13,10 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..adapter import ChannelAdapter
-from ..markup import Code, Details, Diff, Paragraph, Span, parse_markdown, plain
-from ..text.text import measure
-from ..types import (
+from ..contract.adapter import ChannelAdapter
+from ..contract.types import (
     OUTGOING_KINDS,
     ChannelCapabilities,
     ChannelUser,
@@ -31,6 +29,8 @@ from ..types import (
     Resolution,
     ResolutionStatus,
 )
+from ..markup import Code, Details, Diff, Paragraph, Span, parse_markdown, plain
+from ..text.text import measure
 from .memory import FakeCore, Press
 from .views import ButtonView, MessageView, PlatformProbe
 

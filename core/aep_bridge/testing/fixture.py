@@ -39,10 +39,10 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 import pytest
 
-from ..adapter import BridgeView, ChannelAdapter
 from ..aep.envelope import Event
-from ..hookspecs import hookimpl
-from ..types import ChannelError
+from ..contract.adapter import BridgeView, ChannelAdapter
+from ..contract.hookspecs import hookimpl
+from ..contract.types import ChannelError
 from .agent import ScriptedAgent
 
 if TYPE_CHECKING:
@@ -51,9 +51,9 @@ if TYPE_CHECKING:
 
     from ..bridge import Bridge
     from ..config import BridgeConfig
+    from ..contract.plugins import PluginHost
     from ..intake.hub import Hub
     from ..intake.source import LocalSource
-    from ..plugins import PluginHost
     from ..store import Store
 
 try:
@@ -303,7 +303,7 @@ class BridgeFixture:
         cannot start raises `ChannelError` with the reason, as `aep-bridge run` logs it.
         """
         from ..config import BridgeConfig
-        from ..plugins import PluginHost
+        from ..contract.plugins import PluginHost
 
         if self._running is not None:
             raise RuntimeError("the bridge is running already: restart() or stop() it first")

@@ -7,10 +7,10 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from ..wizard import SetupIO
+from ..contract.wizard import SetupIO
 
 if TYPE_CHECKING:
-    from ..plugins import PluginHost
+    from ..contract.plugins import PluginHost
 
 
 # -- setup wizards ------------------------------------------------------------------

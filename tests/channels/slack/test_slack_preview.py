@@ -17,8 +17,8 @@ from aep_bridge import (
     PermissionOutcome,
     PermissionRequest,
 )
+from aep_bridge.contract.types import OutcomeStatus
 from aep_bridge.markup import Code, Details, Paragraph, Span
-from aep_bridge.types import OutcomeStatus
 from aep_bridge_slack.channel import SlackChannel
 from aep_bridge_slack.preview import SlackDialect, block_html, inline, mrkdwn_html
 from tests.bridge_process import ROOT

@@ -13,7 +13,7 @@ import html
 import re
 from typing import Final
 
-from .markup import (
+from ..markup import (
     Block,
     Blocks,
     Code,

@@ -23,8 +23,8 @@ from pydantic import (
     field_validator,
 )
 
-from .aep.registry import Capture
-from .markup import Blocks
+from ..aep.registry import Capture
+from ..markup import Blocks
 
 
 class _Model(BaseModel):

@@ -1,7 +1,7 @@
 """The bridge's default behaviour, registered through the same hooks as any plugin.
 
-As datasette's default permissions are a plugin, these are implementations of
-`aep_bridge.hookspecs`, marked `trylast`: a plugin that answers the same hook first decides,
+As datasette's default permissions are a plugin, these are implementations of the hooks
+(`contract/hookspecs.py`), marked `trylast`: a plugin that answers the same hook first decides,
 and these apply only when no plugin has an opinion. `PluginHost` registers this module before
 any other plugin.
 """
@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from . import tools
-from .aep.envelope import Event
+from .. import tools
+from ..aep.envelope import Event
+from ..tools import ToolCall, ToolOutcome, ToolView
 from .hookspecs import hookimpl
-from .tools import ToolCall, ToolOutcome, ToolView
 from .types import ChannelConfig, ChannelUser, OutgoingMessage, PermissionRequest
 
 #: The longest agent name the default vendor line shows.

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, Protocol, runti
 
 from typing_extensions import TypeVar
 
-from .markup import Blocks, plain
-from .text.text import measure
+from ..markup import Blocks, plain
+from ..text.text import measure
 from .types import (
     AgentCommand,
     CallKind,

@@ -20,8 +20,8 @@ import html
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from ..text.terminal import visible
 from .markup_html import blocks_html, escape, link, safe_url
-from .text.terminal import visible
 from .types import NotificationMessage, OutgoingMessage, PermissionOutcome, PermissionRequest
 
 # -- what was shown ---------------------------------------------------------------------

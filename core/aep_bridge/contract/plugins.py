@@ -38,6 +38,8 @@ ENTRY_POINT_GROUP: Final = "aep_bridge"
 DISABLE_AUTOLOAD_ENV: Final = "AEP_BRIDGE_DISABLE_PLUGIN_AUTOLOAD"
 PLUGINS_ENV: Final = "AEP_BRIDGE_PLUGINS"
 OWN_DISTRIBUTION: Final = "aep-bridge"
+#: the name the defaults are registered under: kept as before the module moved to contract/,
+#: for a plugin that asks pluggy for it
 DEFAULTS_PLUGIN: Final = "aep_bridge.defaults"
 
 log = logging.getLogger("aep_bridge.plugins")

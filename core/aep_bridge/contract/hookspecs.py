@@ -10,7 +10,7 @@ of these hooks with the `hookimpl` marker:
         return [NtfyChannel]
 
 The built-in channels are plugins of exactly this kind, and so is the default behaviour
-(`aep_bridge.defaults`: who may answer, how vendor events and tool calls look), registered
+(`aep_bridge.contract.defaults`: who may answer, how vendor events and tool calls look), registered
 `trylast` so any plugin's answer comes first. Every name in these signatures is exported by
 `aep_bridge`.
 
@@ -29,9 +29,9 @@ import pluggy
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute
 
+    from ..aep.envelope import Event
+    from ..tools import ToolCall, ToolOutcome, ToolView
     from .adapter import BridgeView, ChannelAdapter, ChannelRegistration
-    from .aep.envelope import Event
-    from .tools import ToolCall, ToolOutcome, ToolView
     from .types import ChannelConfig, ChannelUser, OutgoingMessage, PermissionRequest
     from .wizard import SetupWizard
 
@@ -81,7 +81,7 @@ def render_vendor_event(event: Event, verbosity: str) -> Sequence[OutgoingMessag
     """How to show a vendor `x.*` event; the first plugin to return a list wins.
 
     Return None to leave the event to other plugins and, failing all, the default
-    (`aep_bridge.defaults`: one line at `verbose`, hidden otherwise). An empty list hides the
+    (`contract/defaults.py`: one line at `verbose`, hidden otherwise). An empty list hides the
     event.
     """
 
@@ -92,7 +92,7 @@ def render_tool(call: ToolCall, outcome: ToolOutcome | None, verbosity: str) -> 
     plugin to return a view wins.
 
     `outcome` is None while the call runs. Return None to leave the tool to other plugins
-    and, failing all, the default (`aep_bridge.defaults`: `aep_bridge.tools.render_tool`,
+    and, failing all, the default (`aep_bridge.contract.defaults`: `aep_bridge.tools.render_tool`,
     which knows the Claude Code, Codex, Gemini CLI and OpenCode tools and falls back to a
     compact line for any other). The view's strings are redacted by the renderer after it.
     """
@@ -107,7 +107,7 @@ def approver_decision(
 ) -> bool | None:
     """Whether `user` may answer `request` on `channel`: True, False, or None for no opinion.
 
-    The first plugin with an opinion decides. With none, the default (`aep_bridge.defaults`)
+    The first plugin with an opinion decides. With none, the default (`contract/defaults.py`)
     does: the channel's `approvers` and `approver_roles`, and anyone not listed is refused
     (fail closed). `request` is the card being answered; for session control (`/cancel`) it
     is a stand-in card with id `control`.

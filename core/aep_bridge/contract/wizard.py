@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TextIO
 
-from .text.scrub import scrub
+from ..text.scrub import scrub
 
 
 class SetupError(Exception):
