@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from aep_bridge.config import (
+from aep_bridge.config.config import (
     AwayConfig,
     BridgeConfig,
     ConfigError,

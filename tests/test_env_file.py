@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from aep_bridge import env_file
+from aep_bridge.config import env_file
 from aep_bridge.contract.plugins import PluginHost
 from aep_bridge.contract.wizard import SetupIO
 from aep_bridge.setup_command import ENV_FILE, FileSetupContext

@@ -17,9 +17,9 @@ from typing import Final
 from .aep.envelope import Event
 from .aep.filters import Filter
 from .aep.ids import parse_source
-from .config import RouteConfig
+from .config.config import RouteConfig
+from .config.people import OWNER, People, approver_names
 from .contract.types import ChannelUser
-from .people import OWNER, People, approver_names
 from .sessions import Owner, SessionRecord
 
 #: the refusal of someone the channel's approvers leave out (the default policy)

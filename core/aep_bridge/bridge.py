@@ -36,7 +36,8 @@ from .audit import AuditLog
 from .away import AwayState
 from .channel_core import Channel, ChannelCore, PluginView
 from .chat import ChatCommands
-from .config import BridgeConfig, ChannelPlan, resolve_channels
+from .config.config import BridgeConfig, ChannelPlan, resolve_channels
+from .config.people import People
 from .contract.adapter import (
     BridgeView,
     ChannelAdapter,
@@ -50,7 +51,6 @@ from .contract.types import (
 from .intake.source import CommandResult, EventSource
 from .mirror import PRUNE_EVERY, EventMirror
 from .outbox import Job, Outbox, Priority
-from .people import People
 from .questions import BRIDGE_AGENT, QuestionCards
 from .quorum import QuorumPolicy
 from .render import Renderer

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Final, get_args
 
 from .agents.paths import agentd_dir
-from .config import AgentCapture
-from .config_write import ConfigWriteError, get_key, set_key
+from .config.config import AgentCapture
+from .config.config_write import ConfigWriteError, get_key, set_key
 
 KEY: Final = ("agents", "capture")
 DEFAULT: Final[AgentCapture] = "metadata"

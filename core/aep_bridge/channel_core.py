@@ -15,6 +15,7 @@ from .attention import Attention
 from .attention_records import Request
 from .away import AwayState
 from .chat import ChatCommands
+from .config.people import People
 from .contract import signing
 from .contract.adapter import (
     DEFAULT_SIGNATURE_TTL,
@@ -33,7 +34,6 @@ from .contract.types import (
     SignedPress,
 )
 from .outbox import Outbox, Priority
-from .people import People
 from .sessions import SessionRecord, Sessions
 
 log = logging.getLogger("aep_bridge.away")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .config import config_path, read_config
+from .config.config import config_path, read_config
 
 
 def answers(base: str) -> bool:

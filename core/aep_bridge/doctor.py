@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .config import ResolvedChannel
+from .config.config import ResolvedChannel
 from .text.scrub import scrub, secrets_in
 
 

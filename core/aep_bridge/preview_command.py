@@ -30,7 +30,7 @@ from typing import Any, Final, TextIO
 from .aep.envelope import Event
 from .aep.errors import InvalidEvent
 from .aep.validation import parse_event
-from .config import ConfigError, config_path
+from .config.config import ConfigError, config_path
 from .contract.adapter import ChannelAdapter, ChannelRegistration
 from .contract.preview import (
     PreviewDialect,
@@ -306,7 +306,7 @@ async def record(
 def _target(choice: _Choice, to: Target | None, verbosity: str, capture: str) -> Target:
     if to is not None:
         return to
-    from .config import BridgeConfig
+    from .config.config import BridgeConfig
 
     return Target(
         name=choice.name,
@@ -340,7 +340,7 @@ async def run_recorder(
     """`record`'s run: the recorder once the bridge is idle (what it showed, and what it
     declared to the outbox)."""
     from .bridge import Bridge
-    from .config import BridgeConfig
+    from .config.config import BridgeConfig
     from .intake.hub import Hub, HubLimits
     from .intake.source import LocalSource
     from .store import Store
@@ -537,7 +537,7 @@ def main(
 ) -> int:
     """`aep-bridge preview`: write the page, say where on standard error. The config is the
     one `aep-bridge run` would read (`--config`, `$AEP_BRIDGE_CONFIG`, the default file)."""
-    from . import env_file
+    from .config import env_file
 
     err = err or sys.stderr
     try:

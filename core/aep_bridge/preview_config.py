@@ -24,7 +24,7 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from .aep.envelope import Event
-from .config import (
+from .config.config import (
     EMBEDDED_DEFAULTS,
     BridgeConfig,
     ConfigError,

@@ -20,7 +20,7 @@ from typing import Final
 from .aep.envelope import Event
 from .aep.filters import Filter
 from .attention_records import Outcome
-from .config import ApprovalRule, RouteConfig
+from .config.config import ApprovalRule, RouteConfig
 from .contract.types import ChannelUser, OutcomeStatus, Resolution, ResolutionStatus
 from .store import Store
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from .aep.envelope import Event
 from .aep.filters import Filter
-from .config import RouteConfig
+from .config.config import RouteConfig
 
 
 class Routes:

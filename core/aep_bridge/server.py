@@ -30,7 +30,7 @@ from . import __version__
 from .audit import AuditLog
 from .binding import CannotListen, bind_endpoint
 from .bridge import Bridge
-from .config import BridgeConfig, behind_proxy
+from .config.config import BridgeConfig, behind_proxy
 from .contract.plugins import PluginHost
 from .exit_status import EXIT_BUSY, EXIT_CANNOT_LISTEN, EXIT_STATE_DIR, EXIT_STORE
 from .intake.auth import AuthPolicy, is_loopback, load_or_create_token

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from . import capture_choice
-from .config import (
+from .config.config import (
     CONFIG_ENV,
     EMBEDDED_DEFAULTS,
     ConfigError,
@@ -32,7 +32,7 @@ from .config import (
     read_config,
     resolve_channels,
 )
-from .config_write import ConfigWriteError, target_path, write_private
+from .config.config_write import ConfigWriteError, target_path, write_private
 from .contract.plugins import PluginHost
 from .contract.wizard import SetupContext, SetupError, SetupIO, SetupOption, SetupWizard
 from .doctor import check_channel

@@ -21,7 +21,7 @@ from hypothesis.stateful import RuleBasedStateMachine
 
 from aep_bridge import hookimpl
 from aep_bridge.bridge import Bridge
-from aep_bridge.config import BridgeConfig
+from aep_bridge.config.config import BridgeConfig
 from aep_bridge.contract.adapter import ChannelRegistration
 from aep_bridge.contract.plugins import PluginHost
 from aep_bridge.contract.types import ChannelConfig, ChannelUser

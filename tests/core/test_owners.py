@@ -16,7 +16,7 @@ import pytest
 
 from aep_bridge.approvers import NOT_OWNER
 from aep_bridge.audit_export import export
-from aep_bridge.config import BridgeConfig, resolve_channels
+from aep_bridge.config.config import BridgeConfig, resolve_channels
 from aep_bridge.contract.types import ChannelUser, ResolutionStatus
 from aep_bridge.intake.principals import Principal
 from aep_bridge.sessions import Owner

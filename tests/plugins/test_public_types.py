@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import aep_bridge
-from aep_bridge import hookspecs
+from aep_bridge.contract import hookspecs
 from aep_bridge.contract.adapter import ConfigT
 
 #: The language's and the standard library's generic names, which need no export.

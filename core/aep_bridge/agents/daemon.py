@@ -46,7 +46,7 @@ from ..aep.envelope import Event
 from ..aep.errors import InvalidEvent
 from ..aep.redaction import RedactionPolicy, Redactor
 from ..aep.registry import CAPTURE_ORDER, Capture, Severity
-from ..config import ConfigError, config_path, read_config
+from ..config.config import ConfigError, config_path, read_config
 from ..exit_status import EXIT_OK, EXIT_USAGE
 from ..log_setup import TerminalSafe
 from ..text.scrub import ScrubFilter, register, secrets_in

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from .. import env_file
-from ..config import (
+from ..config import env_file
+from ..config.config import (
     CONFIG_ENV,
     BridgeConfig,
     ChannelPlan,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from typing import BinaryIO
 
-from ..config import CONFIG_ENV, BridgeConfig, config_path, read_config
+from ..config.config import CONFIG_ENV, BridgeConfig, config_path, read_config
 from ..contract.plugins import PluginHost
 from ..exit_status import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 

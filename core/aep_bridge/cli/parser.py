@@ -6,7 +6,7 @@ import argparse
 
 from .. import __version__
 from ..aep.validation import DEFAULT_MAX_EVENT_BYTES
-from ..config import DEFAULT_HOST, DEFAULT_PORT
+from ..config.config import DEFAULT_HOST, DEFAULT_PORT
 from .common import CONFIG_HELP
 
 

@@ -12,7 +12,7 @@ import sys
 from typing import TextIO
 
 from ..client_endpoint import endpoint
-from ..config import ConfigError
+from ..config.config import ConfigError
 from ..text.terminal import visible
 from .away import away_lines
 from .common import EXIT_OK, EXIT_USAGE, EXIT_VIOLATIONS

@@ -10,9 +10,10 @@ import signal
 import sys
 from pathlib import Path
 
-from .. import _startup, env_file
+from .. import _startup
 from ..client_endpoint import running_bridge
-from ..config import BridgeConfig, ConfigError, config_path, read_config
+from ..config import env_file
+from ..config.config import BridgeConfig, ConfigError, config_path, read_config
 from ..exit_status import EXIT_INTERRUPTED
 from .common import EXIT_OK, EXIT_USAGE, load
 

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from ..config import ConfigError, config_path, read_config
+from ..config.config import ConfigError, config_path, read_config
 from ..intake.principals import LOCAL, ROLES, BadName, check_name, check_role, digest, new_token
 from .common import CONFIG_HELP, EXIT_OK, EXIT_USAGE, EXIT_VIOLATIONS
 

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
 
     from ..bridge import Bridge
-    from ..config import BridgeConfig
+    from ..config.config import BridgeConfig
     from ..contract.plugins import PluginHost
     from ..intake.hub import Hub
     from ..intake.source import LocalSource
@@ -302,7 +302,7 @@ class BridgeFixture:
         say); `settings` the rest of the config file (`routes`, `redaction`). A channel that
         cannot start raises `ChannelError` with the reason, as `aep-bridge run` logs it.
         """
-        from ..config import BridgeConfig
+        from ..config.config import BridgeConfig
         from ..contract.plugins import PluginHost
 
         if self._running is not None:

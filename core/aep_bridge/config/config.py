@@ -30,18 +30,18 @@ from pydantic import (
     model_validator,
 )
 
-from .aep.errors import InvalidFilter
-from .aep.filters import Filter
-from .aep.registry import Capture
+from ..aep.errors import InvalidFilter
+from ..aep.filters import Filter
+from ..aep.registry import Capture
+from ..contract.adapter import ChannelRegistration
+from ..contract.plugins import PluginHost
+from ..contract.types import ChannelConfig
+from ..intake.auth import split_host
+from ..intake.proxy import networks
+from ..text.terminal import visible
 from .config_errors import explain
-from .contract.adapter import ChannelRegistration
-from .contract.plugins import PluginHost
-from .contract.types import ChannelConfig
-from .intake.auth import split_host
-from .intake.proxy import networks
 from .people import OWNER, PersonConfig, approver_names
 from .people import problems as people_problems
-from .text.terminal import visible
 
 #: the most approvers a question may need (more is a typo, and could never be met)
 MAX_APPROVALS: Final = 10

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 
-from .text.terminal import visible
+from ..text.terminal import visible
 
 #: what a value of each type must be, for the `*_type` and `*_parsing` errors
 _EXPECTED: Final = {
