@@ -59,7 +59,7 @@ from aep_bridge.contract.types import (
     RateLimits,
 )
 from aep_bridge.outbox import Job, Outbox
-from aep_bridge.simtime import VirtualTime
+from aep_bridge.outbox.simtime import VirtualTime
 from aep_bridge.store import Store
 from aep_bridge.testing import FakeCore, MemoryChannel
 

@@ -42,8 +42,8 @@ from .contract.types import NO_SUCH_OPTION, ChannelUser, OutcomeStatus, Resoluti
 from .intake.source import CommandResult
 from .quorum import BUTTONS_ONLY, ApproverKey, Tally, approver_of, denies, tally
 from .render import aep_form_values
+from .render.steer import INSTRUCTIONS_OFF, is_instruction_request
 from .sessions import SessionRecord, Sessions
-from .steer import INSTRUCTIONS_OFF, is_instruction_request
 from .store import Store
 
 log = logging.getLogger("aep_bridge.attention")

@@ -22,8 +22,8 @@ from typing import Any, Final
 from .aep.envelope import Event
 from .attention_records import Request
 from .contract.types import ChannelUser, Posted
+from .render.steer import is_instruction_request
 from .sessions import SessionRecord, Sessions
-from .steer import is_instruction_request
 from .store import Store
 from .text.scrub import scrub
 

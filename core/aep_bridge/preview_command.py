@@ -54,8 +54,8 @@ from .contract.types import (
 )
 from .exit_status import EXIT_OK, EXIT_USAGE
 from .markup import Blocks
+from .outbox.simtime import VirtualTime
 from .preview_config import WEB, PreviewError, Target, target, unrouted
-from .simtime import VirtualTime
 from .text.scrub import scrub
 from .text.terminal import visible
 

@@ -30,8 +30,8 @@ from .intake.source import EventSource
 from .mirror import heads_up_key
 from .outbox import Job, Priority, card_key
 from .render import Renderer
+from .render.steer import instruction_message, is_instruction_request, steer_card
 from .sessions import SessionRecord, Sessions
-from .steer import instruction_message, is_instruction_request, steer_card
 from .store import Store
 
 log = logging.getLogger("aep_bridge")

@@ -291,7 +291,7 @@ def test_a_card_closes_a_replys_calls_and_what_follows_goes_below_it():
 
 
 def test_a_reply_too_long_to_take_calls_stands_alone_and_a_full_one_closes():
-    from aep_bridge.activity import COMBINED_ROOM
+    from aep_bridge.render.activity import COMBINED_ROOM
 
     long = reply("word " * (COMBINED_ROOM // 5))
     thread = Thread().feed(started(), long, call(1, command="ls"), done(1))
@@ -308,7 +308,7 @@ def test_a_reply_too_long_to_take_calls_stands_alone_and_a_full_one_closes():
 
 def test_a_reply_with_its_calls_fits_each_platforms_message():
     """The outbox cuts an edit that outgrows a platform's message: a reply never is."""
-    from aep_bridge.activity import COMBINED_ROOM
+    from aep_bridge.render.activity import COMBINED_ROOM
     from aep_bridge_discord.channel import MAX_TEXT as DISCORD
     from aep_bridge_discord.embeds import measure as discord_measure
     from aep_bridge_slack.look import MAX_TEXT as SLACK

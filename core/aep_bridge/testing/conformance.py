@@ -681,7 +681,7 @@ class ChannelConformance:
         the platform, never counted against a limit; and a card queued right after it goes
         out at once, without waiting for a slot. (Contract 1.2.)"""
         from ..outbox import Job, Outbox
-        from ..simtime import VirtualTime
+        from ..outbox.simtime import VirtualTime
         from ..store import Store
 
         h = harness
@@ -725,7 +725,7 @@ class ChannelConformance:
         the platform shows it, reads the burst and then the card below it, never the card
         above what led to it. (Issue 32.)"""
         from ..outbox import Job, Outbox
-        from ..simtime import VirtualTime
+        from ..outbox.simtime import VirtualTime
         from ..store import Store
 
         h = harness
@@ -773,7 +773,7 @@ class ChannelConformance:
         message it carries (the tool call finishing) and the card's outcome both show in the
         card, and nothing else appears in the thread. (Issue 32.)"""
         from ..outbox import Job, Outbox
-        from ..simtime import VirtualTime
+        from ..outbox.simtime import VirtualTime
         from ..store import Store
 
         h = harness

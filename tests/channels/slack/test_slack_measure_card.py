@@ -19,7 +19,7 @@ from aep_bridge import OutgoingMessage, PermissionOption, PermissionOutcome, Per
 from aep_bridge.contract.types import OutcomeStatus
 from aep_bridge.markup import Code, Diff, Paragraph, Span, parse_markdown
 from aep_bridge.outbox import Job, Outbox
-from aep_bridge.simtime import VirtualTime
+from aep_bridge.outbox.simtime import VirtualTime
 from aep_bridge.store import Store
 from aep_bridge.testing import FakeCore
 from aep_bridge_slack import SlackChannel, look

@@ -22,7 +22,7 @@ from aep_bridge import (
     ResolutionStatus,
 )
 from aep_bridge.outbox import Job, Outbox
-from aep_bridge.simtime import VirtualTime
+from aep_bridge.outbox.simtime import VirtualTime
 from aep_bridge.store import Store
 from aep_bridge.testing import FakeCore
 from aep_bridge_telegram import TelegramChannel

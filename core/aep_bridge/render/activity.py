@@ -28,9 +28,9 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from .contract.types import OutgoingKind
-from .markup import Blocks, Details, Paragraph, Span, plain
-from .tools import ToolView
+from ..contract.types import OutgoingKind
+from ..markup import Blocks, Details, Paragraph, Span, plain
+from ..tools import ToolView
 
 #: An activity message closes when its plain text would pass this many characters (platforms
 #: cut messages at 2,000 to 4,096; the outbox cuts an edited message that outgrows its limit).

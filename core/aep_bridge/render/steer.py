@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Final
 
-from .aep.envelope import Event
-from .contract.types import OutgoingMessage, PermissionRequest
-from .markup import Paragraph, Span, plain
+from ..aep.envelope import Event
+from ..contract.types import OutgoingMessage, PermissionRequest
+from ..markup import Paragraph, Span, plain
 
 #: the envelope extension attribute (AEP-0001 §5.4) that marks a request whose text answer is
 #: an instruction; its value says what is held (`"stop"`: the agent's Stop hook)
