@@ -79,8 +79,6 @@ from aep_bridge import hookimpl
 from aep_bridge.aep.build import make_event
 from aep_bridge.aep.envelope import Event
 from aep_bridge.aep.validation import parse_event
-from aep_bridge.attention import Attention
-from aep_bridge.bridge import Bridge
 from aep_bridge.config.config import BridgeConfig
 from aep_bridge.contract.plugins import PluginHost
 from aep_bridge.contract.types import (
@@ -92,6 +90,8 @@ from aep_bridge.contract.types import (
 )
 from aep_bridge.intake.hub import Delivery, Hub, HubLimits
 from aep_bridge.intake.source import LocalSource
+from aep_bridge.loop.attention import Attention
+from aep_bridge.loop.bridge import Bridge
 from aep_bridge.outbox import Outbox
 from aep_bridge.render import Renderer
 from aep_bridge.store import DB_NAME, Store

@@ -11,11 +11,11 @@ from typing import ClassVar
 import pytest
 from pydantic import Field, SecretStr
 
-from aep_bridge.bridge import Bridge
 from aep_bridge.config.config import ConfigError, read_config, resolve_channels
 from aep_bridge.contract import install_hint
 from aep_bridge.contract.plugins import PluginHost
 from aep_bridge.contract.types import ChannelConfig
+from aep_bridge.loop.bridge import Bridge
 from aep_bridge.testing import MemoryChannel
 
 ROOT = Path(__file__).resolve().parent.parent

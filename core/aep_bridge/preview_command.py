@@ -339,10 +339,10 @@ async def run_recorder(
 ) -> _Recorder:
     """`record`'s run: the recorder once the bridge is idle (what it showed, and what it
     declared to the outbox)."""
-    from .bridge import Bridge
     from .config.config import BridgeConfig
     from .intake.hub import Hub, HubLimits
     from .intake.source import LocalSource
+    from .loop.bridge import Bridge
     from .store import Store
 
     capabilities = (

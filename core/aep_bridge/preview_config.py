@@ -37,7 +37,7 @@ from .config.config import (
 from .contract.adapter import ChannelRegistration
 from .contract.plugins import PluginHost
 from .contract.types import ChannelConfig
-from .routing import Routes
+from .loop.routing import Routes
 from .text.scrub import secrets_in
 
 #: the core's own web dialect, always available (`preview_command.choose`)

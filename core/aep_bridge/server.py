@@ -27,9 +27,7 @@ from pathlib import Path
 import uvicorn
 
 from . import __version__
-from .audit import AuditLog
 from .binding import CannotListen, bind_endpoint
-from .bridge import Bridge
 from .config.config import BridgeConfig, behind_proxy
 from .contract.plugins import PluginHost
 from .exit_status import EXIT_BUSY, EXIT_CANNOT_LISTEN, EXIT_STATE_DIR, EXIT_STORE
@@ -41,7 +39,9 @@ from .intake.relay import RelayClient
 from .intake.source import EventSource, LocalSource
 from .intake.tail import LogSource
 from .listening import StateDirBusy, lock_state_dir, remove_listening, write_listening
-from .retention import forget_ended
+from .loop.audit import AuditLog
+from .loop.bridge import Bridge
+from .loop.retention import forget_ended
 from .store import DB_NAME, Store, StoreError, default_state_dir, is_damage
 
 log = logging.getLogger("aep_bridge")

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from aep_bridge import BridgeView, hookimpl
-from aep_bridge.bridge import Bridge
 from aep_bridge.contract.adapter import ChannelAdapter
 from aep_bridge.contract.plugins import DEFAULTS_PLUGIN, PluginHost
 from aep_bridge.contract.types import ChannelConfig, OutgoingMessage, ResolutionStatus
+from aep_bridge.loop.bridge import Bridge
 from aep_bridge.testing import MemoryChannel
 from tests.core.doubles import LocalAgent
 

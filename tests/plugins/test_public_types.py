@@ -158,6 +158,6 @@ def test_the_tutorial_imports_only_exported_names():
 
 
 def test_a_foreign_import_is_caught():
-    assert _foreign_imports("from aep_bridge.bridge import Bridge\nimport aep_bridge") == [
-        "aep_bridge.bridge"
+    assert _foreign_imports("from aep_bridge.loop.bridge import Bridge\nimport aep_bridge") == [
+        "aep_bridge.loop.bridge"
     ]

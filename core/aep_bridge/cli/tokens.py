@@ -57,7 +57,7 @@ def _when(stamp: float | None) -> str:
 
 def main(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Run `token create|list|revoke`; 0 done, 1 refused (a name taken or unknown), 2 usage."""
-    from ..audit import TOKEN_CREATED, TOKEN_REVOKED, AuditLog
+    from ..loop.audit import TOKEN_CREATED, TOKEN_REVOKED, AuditLog
     from ..store import Store, StoreError, TokenExists
 
     out = out or sys.stdout

@@ -49,11 +49,11 @@ if TYPE_CHECKING:
     import uvicorn
     from starlette.types import ASGIApp, Receive, Scope, Send
 
-    from ..bridge import Bridge
     from ..config.config import BridgeConfig
     from ..contract.plugins import PluginHost
     from ..intake.hub import Hub
     from ..intake.source import LocalSource
+    from ..loop.bridge import Bridge
     from ..store import Store
 
 try:
@@ -184,9 +184,9 @@ class RunningBridge(Generic[A]):
         return any(s.pending for s in self._hub.subscriptions if s.owner is owner)
 
     async def _start(self) -> None:
-        from ..bridge import Bridge
         from ..intake.hub import Hub, HubLimits
         from ..intake.source import LocalSource
+        from ..loop.bridge import Bridge
         from ..store import Store
 
         try:

@@ -22,11 +22,22 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
-from .aep.build import make_respond_command
-from .aep.envelope import Event
-from .aep.form_values import form_problem
-from .aep.payloads import Answer
-from .aep.validation import parse_event
+from ..aep.build import make_respond_command
+from ..aep.envelope import Event
+from ..aep.form_values import form_problem
+from ..aep.payloads import Answer
+from ..aep.validation import parse_event
+from ..contract.types import (
+    NO_SUCH_OPTION,
+    ChannelUser,
+    OutcomeStatus,
+    Resolution,
+    ResolutionStatus,
+)
+from ..intake.source import CommandResult
+from ..render import aep_form_values
+from ..render.steer import INSTRUCTIONS_OFF, is_instruction_request
+from ..store import Store
 from .attention_records import (
     CLOSED,
     PENDING,
@@ -38,13 +49,8 @@ from .attention_records import (
     request_of_row,
 )
 from .audit import AttentionTrail, AuditLog, PrincipalOf, no_principal
-from .contract.types import NO_SUCH_OPTION, ChannelUser, OutcomeStatus, Resolution, ResolutionStatus
-from .intake.source import CommandResult
 from .quorum import BUTTONS_ONLY, ApproverKey, Tally, approver_of, denies, tally
-from .render import aep_form_values
-from .render.steer import INSTRUCTIONS_OFF, is_instruction_request
 from .sessions import SessionRecord, Sessions
-from .store import Store
 
 log = logging.getLogger("aep_bridge.attention")
 

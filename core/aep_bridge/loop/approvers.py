@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from .aep.envelope import Event
-from .aep.filters import Filter
-from .aep.ids import parse_source
-from .config.config import RouteConfig
-from .config.people import OWNER, People, approver_names
-from .contract.types import ChannelUser
+from ..aep.envelope import Event
+from ..aep.filters import Filter
+from ..aep.ids import parse_source
+from ..config.config import RouteConfig
+from ..config.people import OWNER, People, approver_names
+from ..contract.types import ChannelUser
 from .sessions import Owner, SessionRecord
 
 #: the refusal of someone the channel's approvers leave out (the default policy)

@@ -15,9 +15,9 @@ import sys
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from .aep.envelope import Event
-from .store import Store
-from .store.sessions import SessionRow
+from ..aep.envelope import Event
+from ..store import Store
+from ..store.sessions import SessionRow
 
 ThreadState = Literal["creating", "open", "closed"]
 

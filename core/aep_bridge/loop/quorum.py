@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Final
 
-from .aep.envelope import Event
-from .aep.filters import Filter
+from ..aep.envelope import Event
+from ..aep.filters import Filter
+from ..config.config import ApprovalRule, RouteConfig
+from ..contract.types import ChannelUser, OutcomeStatus, Resolution, ResolutionStatus
+from ..store import Store
 from .attention_records import Outcome
-from .config.config import ApprovalRule, RouteConfig
-from .contract.types import ChannelUser, OutcomeStatus, Resolution, ResolutionStatus
-from .store import Store
 
 #: an option whose id (or label) begins with one of these words says no: it ends the question
 DENYING: Final = frozenset({"deny", "reject", "no", "refuse", "decline", "cancel", "abort"})

@@ -18,9 +18,9 @@ import time
 from collections.abc import Callable
 from typing import Final
 
+from ..store import Store
 from .audit import AuditLog
 from .sessions import Sessions
-from .store import Store
 
 log = logging.getLogger("aep_bridge")
 

@@ -11,20 +11,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .attention import Attention
-from .attention_records import Request
-from .away import AwayState
-from .chat import ChatCommands
-from .config.people import People
-from .contract import signing
-from .contract.adapter import (
+from ..config.people import People
+from ..contract import signing
+from ..contract.adapter import (
     DEFAULT_SIGNATURE_TTL,
     BridgeCore,
     BridgeView,
     ChannelAdapter,
     ChannelState,
 )
-from .contract.types import (
+from ..contract.types import (
     ChannelConfig,
     ChannelError,
     ChannelUser,
@@ -33,7 +29,11 @@ from .contract.types import (
     ResolutionStatus,
     SignedPress,
 )
-from .outbox import Outbox, Priority
+from ..outbox import Outbox, Priority
+from .attention import Attention
+from .attention_records import Request
+from .away import AwayState
+from .chat import ChatCommands
 from .sessions import SessionRecord, Sessions
 
 log = logging.getLogger("aep_bridge.away")

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, cast
 
-from .aep.envelope import Event
-from .aep.validation import parse_event
-from .contract.types import OPEN_AGAIN, OutcomeStatus
-from .store.requests import RequestRow
+from ..aep.envelope import Event
+from ..aep.validation import parse_event
+from ..contract.types import OPEN_AGAIN, OutcomeStatus
+from ..store.requests import RequestRow
 
 Status = Literal["open", "sending", "answered", "resolved", "expired", "dismissed", "informational"]
 CLOSED: frozenset[str] = frozenset({"answered", "resolved", "expired", "dismissed"})

@@ -22,9 +22,9 @@ import time
 from collections.abc import Callable, Collection
 from typing import Any, Final, Literal
 
-from .aep.envelope import Event
+from ..aep.envelope import Event
+from ..store import Store
 from .sessions import SessionRecord, Sessions
-from .store import Store
 
 log = logging.getLogger("aep_bridge.away")
 

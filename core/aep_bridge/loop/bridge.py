@@ -25,42 +25,42 @@ from typing import Any
 
 from starlette.routing import BaseRoute, Mount
 
-from .aep.build import make_command
-from .aep.envelope import Event
-from .aep.ids import source_uri
-from .aep.redaction import RedactionPolicy, Redactor
-from .aep.registry import CAPTURE_RANK
+from ..aep.build import make_command
+from ..aep.envelope import Event
+from ..aep.ids import source_uri
+from ..aep.redaction import RedactionPolicy, Redactor
+from ..aep.registry import CAPTURE_RANK
+from ..config.config import BridgeConfig, ChannelPlan, resolve_channels
+from ..config.people import People
+from ..contract.adapter import (
+    BridgeView,
+    ChannelAdapter,
+    ChannelState,
+)
+from ..contract.plugins import PluginHost
+from ..contract.types import (
+    ChannelError,
+    OutgoingMessage,
+)
+from ..intake.source import CommandResult, EventSource
+from ..outbox import Job, Outbox, Priority
+from ..render import Renderer
+from ..store import Floors, Store, StoreState
+from ..text import scrub
+from ..text.scrub import secrets_in
+from ..tools import ToolCall, ToolOutcome, ToolView
 from .approvers import RouteApprovers
 from .attention import Attention
 from .audit import AuditLog
 from .away import AwayState
 from .channel_core import Channel, ChannelCore, PluginView
 from .chat import ChatCommands
-from .config.config import BridgeConfig, ChannelPlan, resolve_channels
-from .config.people import People
-from .contract.adapter import (
-    BridgeView,
-    ChannelAdapter,
-    ChannelState,
-)
-from .contract.plugins import PluginHost
-from .contract.types import (
-    ChannelError,
-    OutgoingMessage,
-)
-from .intake.source import CommandResult, EventSource
 from .mirror import PRUNE_EVERY, EventMirror
-from .outbox import Job, Outbox, Priority
 from .questions import BRIDGE_AGENT, QuestionCards
 from .quorum import QuorumPolicy
-from .render import Renderer
 from .retention import Retention
 from .routing import Routes
 from .sessions import SessionRecord, Sessions
-from .store import Floors, Store, StoreState
-from .text import scrub
-from .text.scrub import secrets_in
-from .tools import ToolCall, ToolOutcome, ToolView
 from .withheld import Withheld
 
 log = logging.getLogger("aep_bridge")

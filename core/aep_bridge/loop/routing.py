@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .aep.envelope import Event
-from .aep.filters import Filter
-from .config.config import RouteConfig
+from ..aep.envelope import Event
+from ..aep.filters import Filter
+from ..config.config import RouteConfig
 
 
 class Routes:

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .aep.envelope import Event
+from ..aep.envelope import Event
+from ..outbox import Job, card_key
+from ..render import Rendered, Renderer
+from ..store import Floors, Store, floor_of
 from .approvers import RouteApprovers, owner_of
 from .attention import Attention
 from .away import AwayState
 from .channel_core import Channel
-from .outbox import Job, card_key
-from .render import Rendered, Renderer
 from .routing import Routes
 from .sessions import SessionRecord, Sessions
-from .store import Floors, Store, floor_of
 from .withheld import Withheld, notice, shows_more
 
 #: Events handled between two prunings of the dedupe window at most (`store.dedupe_window`

@@ -9,14 +9,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from .aep.build import make_routed
-from .aep.envelope import Event
-from .approvers import NOT_APPROVER, RouteApprovers
-from .attention import Attention
-from .attention_records import Outcome, Request
-from .channel_core import Channel
-from .contract.plugins import PluginHost
-from .contract.types import (
+from ..aep.build import make_routed
+from ..aep.envelope import Event
+from ..contract.plugins import PluginHost
+from ..contract.types import (
     OPEN_AGAIN,
     ChannelConfig,
     ChannelUser,
@@ -26,13 +22,17 @@ from .contract.types import (
     PermissionRequest,
     Posted,
 )
-from .intake.source import EventSource
+from ..intake.source import EventSource
+from ..outbox import Job, Priority, card_key
+from ..render import Renderer
+from ..render.steer import instruction_message, is_instruction_request, steer_card
+from ..store import Store
+from .approvers import NOT_APPROVER, RouteApprovers
+from .attention import Attention
+from .attention_records import Outcome, Request
+from .channel_core import Channel
 from .mirror import heads_up_key
-from .outbox import Job, Priority, card_key
-from .render import Renderer
-from .render.steer import instruction_message, is_instruction_request, steer_card
 from .sessions import SessionRecord, Sessions
-from .store import Store
 
 log = logging.getLogger("aep_bridge")
 
@@ -252,7 +252,7 @@ class QuestionCards:
         """The approver policy, asked on every press, answer and session control before
         anything changes: why `user` may not, or None if they may. The session's routes'
         `approvers` decide when one sets them (`approvers.py`: the owner rule); else the
-        `approver_decision` hook, whose last word is `aep_bridge.contract.defaults` (the channel's
+        `approver_decision` hook, whose last word is `aep_bridge.defaults` (the channel's
         `approvers` and `approver_roles`). No decision, or a failing hook, refuses."""
         running = self.channels.get(channel)
         if running is None:

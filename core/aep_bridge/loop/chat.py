@@ -14,11 +14,11 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Final
 
-from .aep.envelope import Event
+from ..aep.envelope import Event
+from ..contract.types import ChannelUser, IncomingMessage
+from ..intake.source import CommandResult
 from .attention import Attention
 from .away import AwayState
-from .contract.types import ChannelUser, IncomingMessage
-from .intake.source import CommandResult
 from .sessions import SessionRecord, Sessions
 
 #: A line from the bridge in one channel's thread of a session: (channel, session id, text).

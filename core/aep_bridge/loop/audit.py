@@ -19,13 +19,13 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
-from .aep.envelope import Event
+from ..aep.envelope import Event
+from ..contract.types import ChannelUser, Posted
+from ..render.steer import is_instruction_request
+from ..store import Store
+from ..text.scrub import scrub
 from .attention_records import Request
-from .contract.types import ChannelUser, Posted
-from .render.steer import is_instruction_request
 from .sessions import SessionRecord, Sessions
-from .store import Store
-from .text.scrub import scrub
 
 log = logging.getLogger("aep_bridge.audit")
 

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from typing import Final
 
-from .aep.envelope import Event
-from .aep.registry import CAPTURE_RANK
-from .contract.types import OutgoingMessage
-from .store import Store
+from ..aep.envelope import Event
+from ..aep.registry import CAPTURE_RANK
+from ..contract.types import OutgoingMessage
+from ..store import Store
 
 #: What the thread says. One line, the same in every channel (adapters escape it).
 NOTICE: Final = (
