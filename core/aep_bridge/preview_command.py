@@ -52,10 +52,10 @@ from .contract.types import (
     PermissionOutcome,
     PermissionRequest,
 )
-from .exit_status import EXIT_OK, EXIT_USAGE
 from .markup import Blocks
 from .outbox.simtime import VirtualTime
 from .preview_config import WEB, PreviewError, Target, target, unrouted
+from .process.exit_status import EXIT_OK, EXIT_USAGE
 from .text.scrub import scrub
 from .text.terminal import visible
 

@@ -36,7 +36,7 @@ from .config.config_write import ConfigWriteError, target_path, write_private
 from .contract.plugins import PluginHost
 from .contract.wizard import SetupContext, SetupError, SetupIO, SetupOption, SetupWizard
 from .doctor import check_channel
-from .exit_status import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from .process.exit_status import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from .text.terminal import visible
 
 #: the file `SetupContext.save_secret` writes, next to the default config file

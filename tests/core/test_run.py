@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from aep_bridge.exit_status import EXIT_CANNOT_LISTEN
+from aep_bridge.process.exit_status import EXIT_CANNOT_LISTEN
 from aep_bridge.tinyagent import TinyAgent
 from tests.bridge_process import BridgeProcess, free_port, write_config
 

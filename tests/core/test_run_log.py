@@ -28,7 +28,8 @@ from pathlib import Path
 
 import pytest
 
-from aep_bridge import __version__, log_setup
+from aep_bridge import __version__
+from aep_bridge.process import log_setup
 from aep_bridge.tinyagent import TinyAgent
 from tests.bridge_process import ROOT, BridgeProcess, free_port
 

@@ -8,7 +8,8 @@ import logging
 
 import pytest
 
-from aep_bridge import cli, log_setup
+from aep_bridge import cli
+from aep_bridge.process import log_setup
 from aep_bridge.text import scrub
 from tests.bridge_process import BridgeProcess, free_port, write_config
 

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aep_bridge import log_setup
+from aep_bridge.process import log_setup
 from aep_bridge.text.terminal import safe_output, visible
 from tests.terminal_text import BIDI, HOSTILE, SHOWN, raw_controls
 
@@ -106,7 +106,7 @@ def test_a_command_that_fails_prints_its_traceback_as_text(
     """A failure nobody foresaw ends a command as Python would (a traceback, status 1), its
     words, which can quote an agent's, shown as text."""
     import aep_bridge.cli as cli
-    from aep_bridge.exit_status import EXIT_FAILED
+    from aep_bridge.process.exit_status import EXIT_FAILED
 
     def fails(*args: object, **kwargs: object) -> int:
         raise RuntimeError(HOSTILE)

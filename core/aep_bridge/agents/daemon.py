@@ -47,8 +47,8 @@ from ..aep.errors import InvalidEvent
 from ..aep.redaction import RedactionPolicy, Redactor
 from ..aep.registry import CAPTURE_ORDER, Capture, Severity
 from ..config.config import ConfigError, config_path, read_config
-from ..exit_status import EXIT_OK, EXIT_USAGE
-from ..log_setup import TerminalSafe
+from ..process.exit_status import EXIT_OK, EXIT_USAGE
+from ..process.log_setup import TerminalSafe
 from ..text.scrub import ScrubFilter, register, secrets_in
 from . import claude_code, codex, grants, steer
 from .bounds import TooLarge, bounded_id
@@ -677,7 +677,7 @@ def _address(
     if stored is not None and url is None:
         url, token = stored.url, token or stored.token
     if url is None or token is None:
-        from ..client_endpoint import endpoint
+        from ..process.client_endpoint import endpoint
 
         base, found = endpoint(config, url, token, "agentd")
         url, token = base, token or found

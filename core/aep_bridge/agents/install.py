@@ -66,7 +66,7 @@ from typing import Any, Final, TextIO
 
 from .. import capture_choice
 from ..config.config_write import ConfigWriteError, indent_of, target_path
-from ..exit_status import EXIT_OK, EXIT_USAGE
+from ..process.exit_status import EXIT_OK, EXIT_USAGE
 from .login import LoginError
 from .login import load as load_login
 from .shim import (

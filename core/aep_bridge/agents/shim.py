@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final, NoReturn
 
-from ..exit_status import EXIT_FAILED, EXIT_OK
+from ..process.exit_status import EXIT_FAILED, EXIT_OK
 from .paths import agentd_dir, check_private, socket_path
 
 AGENTS: Final = ("claude-code", "codex")

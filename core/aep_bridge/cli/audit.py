@@ -48,7 +48,7 @@ def add_parser(commands: Any) -> None:
 
 def audit(args: argparse.Namespace) -> int:
     """Run `aep-bridge audit`."""
-    from ..server import state_dir_of
+    from ..process.server import state_dir_of
 
     try:
         config = read_config(config_path(args.config))

@@ -11,8 +11,8 @@ from __future__ import annotations
 import sys
 from typing import Any, TextIO
 
-from ..client_endpoint import endpoint
 from ..config.config import ConfigError
+from ..process.client_endpoint import endpoint
 from ..text.terminal import visible
 from .common import EXIT_OK, EXIT_USAGE, EXIT_VIOLATIONS
 

@@ -8,7 +8,7 @@ from typing import BinaryIO
 
 from ..config.config import CONFIG_ENV, BridgeConfig, config_path, read_config
 from ..contract.plugins import PluginHost
-from ..exit_status import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from ..process.exit_status import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
 #: `--config`: every command that reads a config finds it the same way (`config_path`)
 CONFIG_HELP = (

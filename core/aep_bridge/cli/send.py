@@ -8,9 +8,9 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
-from ..client_endpoint import endpoint
 from ..config.config import ConfigError, resolve_channels
-from ..exit_status import EXIT_INTERRUPTED, EXIT_NO_ANSWER
+from ..process.client_endpoint import endpoint
+from ..process.exit_status import EXIT_INTERRUPTED, EXIT_NO_ANSWER
 from ..text.terminal import visible
 from .common import EXIT_OK, EXIT_USAGE, EXIT_VIOLATIONS, load, open_input
 

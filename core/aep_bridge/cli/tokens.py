@@ -44,7 +44,7 @@ def add_parser(token: argparse.ArgumentParser) -> None:
 
 
 def _state_dir(config_file: str | None) -> Path:
-    from ..server import state_dir_of
+    from ..process.server import state_dir_of
 
     return state_dir_of(read_config(config_path(config_file)))
 
@@ -130,8 +130,8 @@ def _close_connections(state_dir: Path, name: str, out: TextIO) -> None:
     """Ask a running bridge to close the revoked token's connections now."""
     import httpx
 
-    from ..client_endpoint import running_bridge
     from ..intake.auth import load_or_create_token
+    from ..process.client_endpoint import running_bridge
 
     base = running_bridge(state_dir, "token revoke")
     if base is None:

@@ -26,23 +26,23 @@ from pathlib import Path
 
 import uvicorn
 
-from . import __version__
+from .. import __version__
+from ..config.config import BridgeConfig, behind_proxy
+from ..contract.plugins import PluginHost
+from ..intake.auth import AuthPolicy, is_loopback, load_or_create_token
+from ..intake.connections import BACKLOG, ConnectionGuard, descriptor_cap
+from ..intake.endpoint import Endpoint, IngestLimits
+from ..intake.hub import Hub, HubLimits
+from ..intake.relay import RelayClient
+from ..intake.source import EventSource, LocalSource
+from ..intake.tail import LogSource
+from ..loop.audit import AuditLog
+from ..loop.bridge import Bridge
+from ..loop.retention import forget_ended
+from ..store import DB_NAME, Store, StoreError, default_state_dir, is_damage
 from .binding import CannotListen, bind_endpoint
-from .config.config import BridgeConfig, behind_proxy
-from .contract.plugins import PluginHost
 from .exit_status import EXIT_BUSY, EXIT_CANNOT_LISTEN, EXIT_STATE_DIR, EXIT_STORE
-from .intake.auth import AuthPolicy, is_loopback, load_or_create_token
-from .intake.connections import BACKLOG, ConnectionGuard, descriptor_cap
-from .intake.endpoint import Endpoint, IngestLimits
-from .intake.hub import Hub, HubLimits
-from .intake.relay import RelayClient
-from .intake.source import EventSource, LocalSource
-from .intake.tail import LogSource
 from .listening import StateDirBusy, lock_state_dir, remove_listening, write_listening
-from .loop.audit import AuditLog
-from .loop.bridge import Bridge
-from .loop.retention import forget_ended
-from .store import DB_NAME, Store, StoreError, default_state_dir, is_damage
 
 log = logging.getLogger("aep_bridge")
 

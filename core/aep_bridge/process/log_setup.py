@@ -26,8 +26,8 @@ import logging
 import sys
 from typing import Final, TextIO
 
-from .text.scrub import ScrubFilter
-from .text.terminal import visible
+from ..text.scrub import ScrubFilter
+from ..text.terminal import visible
 
 #: the prefix of the bridge's own logger names
 OWN_PREFIX: Final = "aep_bridge"

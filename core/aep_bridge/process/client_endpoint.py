@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .config.config import config_path, read_config
+from ..config.config import config_path, read_config
 
 
 def answers(base: str) -> bool:
@@ -47,7 +47,7 @@ def endpoint(
 ) -> tuple[str, str]:
     """The base URL and token a client command uses: the flags, else the running bridge's
     own (where its `listen.json` says it listens), else the config's `listen` address."""
-    from .intake.auth import load_or_create_token
+    from ..intake.auth import load_or_create_token
     from .listening import base_url
     from .server import state_dir_of
 
