@@ -240,7 +240,7 @@ async def _tiny(url: str, token: str) -> None:
     """The baseline's agent: one session; on each line of stdin it asks, and prints the
     clock when the answer's command arrives over its WebSocket."""
     from aep_bridge.agents.mapping import ALLOW, ALLOW_SESSION, DENY
-    from aep_bridge.tinyagent import TinyAgent
+    from aep_bridge.commands.tinyagent import TinyAgent
 
     options = [
         {"id": ALLOW, "label": "Allow"},

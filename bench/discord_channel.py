@@ -109,7 +109,7 @@ from websockets.asyncio.server import serve
 
 import results
 from aep_bridge.aep.envelope import Event, now_rfc3339
-from aep_bridge.tinyagent import TinyAgent
+from aep_bridge.commands.tinyagent import TinyAgent
 from aep_bridge_discord.channel import GLOBAL_BUDGET, LIMIT_MARGIN
 
 HEADING = "## Discord channel (the real bridge process against the fake Discord)"

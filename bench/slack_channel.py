@@ -97,7 +97,7 @@ from tests.channels.slack.fake_slack import (
 
 import results
 from aep_bridge.aep.envelope import Event
-from aep_bridge.tinyagent import TinyAgent
+from aep_bridge.commands.tinyagent import TinyAgent
 from discord_channel import ASK, Watcher, _cores, _listen, _percentiles
 
 HEADING = "## Slack channel (the real bridge process against the fake Slack)"

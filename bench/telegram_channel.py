@@ -60,7 +60,7 @@ from tests.channels.telegram.fake_bot_api import (
 
 import results
 from aep_bridge.aep.envelope import Event
-from aep_bridge.tinyagent import TinyAgent
+from aep_bridge.commands.tinyagent import TinyAgent
 
 HEADING = "## Telegram channel (the real bridge process against the fake Bot API)"
 

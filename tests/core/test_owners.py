@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from aep_bridge.audit_export import export
+from aep_bridge.commands.audit_export import export
 from aep_bridge.config.config import BridgeConfig, resolve_channels
 from aep_bridge.contract.types import ChannelUser, ResolutionStatus
 from aep_bridge.intake.principals import Principal

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from aep_bridge.commands.setup_command import find_wizards
 from aep_bridge.contract.plugins import PluginHost
-from aep_bridge.setup_command import find_wizards
 
 PLUGIN = '''
 """A plugin written the way the docs say, checked by plain mypy --strict."""

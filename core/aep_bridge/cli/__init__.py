@@ -78,7 +78,7 @@ def _command(argv: Sequence[str] | None) -> int:
         if args.command == "plugins":
             return plugins(as_json=args.json)
         if args.command == "preview":
-            from .. import preview_command
+            from ..commands import preview_command
             from ..process import log_setup
 
             log_setup.configure(quiet=True)  # the bridge's warnings and errors, as `run -q`
@@ -93,7 +93,7 @@ def _command(argv: Sequence[str] | None) -> int:
                 config_file=args.config,
             )
         if args.command == "setup":
-            from .. import setup_command
+            from ..commands import setup_command
 
             return setup_command.main(args)
         if args.command == "install":

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, cast
 
-from ..audit_export import FORMATS, AuditUsageError, Format, export, parse_since
+from ..commands.audit_export import FORMATS, AuditUsageError, Format, export, parse_since
 from ..config.config import ConfigError, config_path, read_config
 from ..store import DB_NAME, MIGRATIONS, Store
 from .common import CONFIG_HELP, EXIT_OK, EXIT_USAGE

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from ..commands.doctor import check_channel
 from ..config import env_file
 from ..config.config import (
     CONFIG_ENV,
@@ -21,7 +22,6 @@ from ..config.config import (
     resolve_channels,
 )
 from ..contract.plugins import PluginHost
-from ..doctor import check_channel
 from ..text.scrub import scrub, secrets_in
 from ..text.terminal import visible
 from .common import EXIT_OK, EXIT_VIOLATIONS, load

@@ -147,7 +147,7 @@ def ask(
     timeout: float | None,
 ) -> int:
     """Put one question through the whole loop and print the answer."""
-    from ..tinyagent import AgentError, Cancelled, TinyAgent
+    from ..commands.tinyagent import AgentError, Cancelled, TinyAgent
 
     try:
         base, secret = endpoint(config_file, url, token, "ask")
@@ -195,8 +195,8 @@ def demo(
     pace: float,
 ) -> int:
     """Play the scripted demo session against the bridge, printing each answer it gets."""
-    from ..demo_agent import DemoAgent
-    from ..tinyagent import AgentError, Cancelled
+    from ..commands.demo_agent import DemoAgent
+    from ..commands.tinyagent import AgentError, Cancelled
 
     try:
         base, secret = endpoint(config_file, url, token, "demo")

@@ -73,6 +73,6 @@ async def run_setup(
     """`aep-bridge setup NAME ARGV` in this event loop (a fake platform served in it keeps
     answering), talking to `io`; the plugins of `host`, else the installed ones. Returns the
     exit status."""
-    from ..setup_command import run_setup as run
+    from ..commands.setup_command import run_setup as run
 
     return await run(name, argv, io=io, host=host)

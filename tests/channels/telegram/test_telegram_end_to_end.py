@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from aep_bridge.aep.envelope import Event
-from aep_bridge.tinyagent import TinyAgent
+from aep_bridge.commands.tinyagent import TinyAgent
 from tests.bridge_process import BridgeProcess, free_port, stored, write_config
 
 from .fake_bot_api import ALICE, BOB, DEFAULT_TOKEN, FORUM_ID, FakeBotApi, FakeMessage

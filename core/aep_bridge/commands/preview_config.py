@@ -23,8 +23,8 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
-from .aep.envelope import Event
-from .config.config import (
+from ..aep.envelope import Event
+from ..config.config import (
     EMBEDDED_DEFAULTS,
     BridgeConfig,
     ConfigError,
@@ -34,11 +34,11 @@ from .config.config import (
     read_config,
     resolve_channels,
 )
-from .contract.adapter import ChannelRegistration
-from .contract.plugins import PluginHost
-from .contract.types import ChannelConfig
-from .loop.routing import Routes
-from .text.scrub import secrets_in
+from ..contract.adapter import ChannelRegistration
+from ..contract.plugins import PluginHost
+from ..contract.types import ChannelConfig
+from ..loop.routing import Routes
+from ..text.scrub import secrets_in
 
 #: the core's own web dialect, always available (`preview_command.choose`)
 WEB: Final = "web"
@@ -160,8 +160,8 @@ def unrouted(events: Sequence[Event], to: Target) -> tuple[int, int]:
 def _endpoint_token(config: BridgeConfig) -> list[str]:
     """The bridge's own token, as `run` would have it, so that it is redacted as `run`
     redacts it; read only if it is there (a preview never makes one)."""
-    from .intake.auth import token_path
-    from .store.database import default_state_dir
+    from ..intake.auth import token_path
+    from ..store.database import default_state_dir
 
     folder = Path(config.state_dir).expanduser() if config.state_dir else default_state_dir()
     try:

@@ -23,8 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from . import capture_choice
-from .config.config import (
+from ..agents import capture_choice
+from ..config.config import (
     CONFIG_ENV,
     EMBEDDED_DEFAULTS,
     ConfigError,
@@ -32,12 +32,12 @@ from .config.config import (
     read_config,
     resolve_channels,
 )
-from .config.config_write import ConfigWriteError, target_path, write_private
-from .contract.plugins import PluginHost
-from .contract.wizard import SetupContext, SetupError, SetupIO, SetupOption, SetupWizard
+from ..config.config_write import ConfigWriteError, target_path, write_private
+from ..contract.plugins import PluginHost
+from ..contract.wizard import SetupContext, SetupError, SetupIO, SetupOption, SetupWizard
+from ..process.exit_status import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from ..text.terminal import visible
 from .doctor import check_channel
-from .process.exit_status import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
-from .text.terminal import visible
 
 #: the file `SetupContext.save_secret` writes, next to the default config file
 ENV_FILE: Final = "env"

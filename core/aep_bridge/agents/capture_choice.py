@@ -12,9 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final, get_args
 
-from .agents.paths import agentd_dir
-from .config.config import AgentCapture
-from .config.config_write import ConfigWriteError, get_key, set_key
+from ..config.config import AgentCapture
+from ..config.config_write import ConfigWriteError, get_key, set_key
+from .paths import agentd_dir
 
 KEY: Final = ("agents", "capture")
 DEFAULT: Final[AgentCapture] = "metadata"

@@ -19,11 +19,11 @@ from typing import Any, Final
 import websockets
 from websockets.asyncio.client import ClientConnection
 
-from .aep.build import make_event
-from .aep.envelope import Event
-from .aep.errors import InvalidEvent
-from .aep.ids import new_id, source_uri
-from .aep.validation import parse_event
+from ..aep.build import make_event
+from ..aep.envelope import Event
+from ..aep.errors import InvalidEvent
+from ..aep.ids import new_id, source_uri
+from ..aep.validation import parse_event
 
 REFUSING_WORDS: Final = frozenset({"deny", "no", "reject", "refuse", "cancel", "abort"})
 

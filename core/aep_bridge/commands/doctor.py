@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .config.config import ResolvedChannel
-from .text.scrub import scrub, secrets_in
+from ..config.config import ResolvedChannel
+from ..text.scrub import scrub, secrets_in
 
 
 class OfflineCore:

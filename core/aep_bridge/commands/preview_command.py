@@ -27,12 +27,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, TextIO
 
-from .aep.envelope import Event
-from .aep.errors import InvalidEvent
-from .aep.validation import parse_event
-from .config.config import ConfigError, config_path
-from .contract.adapter import ChannelAdapter, ChannelRegistration
-from .contract.preview import (
+from ..aep.envelope import Event
+from ..aep.errors import InvalidEvent
+from ..aep.validation import parse_event
+from ..config.config import ConfigError, config_path
+from ..contract.adapter import ChannelAdapter, ChannelRegistration
+from ..contract.preview import (
     PreviewDialect,
     Shown,
     ShownCard,
@@ -43,7 +43,7 @@ from .contract.preview import (
     page,
     transcript,
 )
-from .contract.types import (
+from ..contract.types import (
     CallKind,
     ChannelCapabilities,
     ChannelConfig,
@@ -52,12 +52,12 @@ from .contract.types import (
     PermissionOutcome,
     PermissionRequest,
 )
-from .markup import Blocks
-from .outbox.simtime import VirtualTime
+from ..markup import Blocks
+from ..outbox.simtime import VirtualTime
+from ..process.exit_status import EXIT_OK, EXIT_USAGE
+from ..text.scrub import scrub
+from ..text.terminal import visible
 from .preview_config import WEB, PreviewError, Target, target, unrouted
-from .process.exit_status import EXIT_OK, EXIT_USAGE
-from .text.scrub import scrub
-from .text.terminal import visible
 
 #: the longest pause between two recorded events that is replayed (simulated time): a
 #: session left overnight is not a night of rate-limit windows
@@ -306,7 +306,7 @@ async def record(
 def _target(choice: _Choice, to: Target | None, verbosity: str, capture: str) -> Target:
     if to is not None:
         return to
-    from .config.config import BridgeConfig
+    from ..config.config import BridgeConfig
 
     return Target(
         name=choice.name,
@@ -339,11 +339,11 @@ async def run_recorder(
 ) -> _Recorder:
     """`record`'s run: the recorder once the bridge is idle (what it showed, and what it
     declared to the outbox)."""
-    from .config.config import BridgeConfig
-    from .intake.hub import Hub, HubLimits
-    from .intake.source import LocalSource
-    from .loop.bridge import Bridge
-    from .store import Store
+    from ..config.config import BridgeConfig
+    from ..intake.hub import Hub, HubLimits
+    from ..intake.source import LocalSource
+    from ..loop.bridge import Bridge
+    from ..store import Store
 
     capabilities = (
         choice.registration.capabilities
@@ -493,7 +493,7 @@ def render(
     """The page for a recording (`data`, one AEP event per line) in `channel`; with `text`,
     its plain-text transcript instead. `config`: the config file the bridge would read (None:
     the built-in defaults); `verbosity` and `capture` override the channel's own."""
-    from .contract.plugins import PluginHost
+    from ..contract.plugins import PluginHost
 
     if host is None:
         host = PluginHost()
@@ -537,14 +537,14 @@ def main(
 ) -> int:
     """`aep-bridge preview`: write the page, say where on standard error. The config is the
     one `aep-bridge run` would read (`--config`, `$AEP_BRIDGE_CONFIG`, the default file)."""
-    from .config import env_file
+    from ..config import env_file
 
     err = err or sys.stderr
     try:
         if demo == (file is not None):
             raise PreviewError("give the SESSION.jsonl to preview, or --demo (not both)")
         if demo:
-            from .demo import recorded
+            from ..demo import recorded
 
             data, label, target = recorded().encode(), "the demo session", Path("reference")
         else:

@@ -19,8 +19,8 @@ from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import IO, Any, Final, Literal
 
-from .store import AuditRow, Store
-from .store.audit import AUDIT_COLUMNS
+from ..store import AuditRow, Store
+from ..store.audit import AUDIT_COLUMNS
 
 Format = Literal["jsonl", "csv", "ocsf"]
 FORMATS: Final = ("jsonl", "csv", "ocsf")

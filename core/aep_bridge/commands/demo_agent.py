@@ -16,9 +16,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .aep.envelope import Event
-from .aep.form_values import form_problem
-from .aep.ids import new_id
+from ..aep.envelope import Event
+from ..aep.form_values import form_problem
+from ..aep.ids import new_id
 from .tinyagent import REFUSING_WORDS, Cancelled, TinyAgent
 
 AGENT: Final = "aep-bridge-demo"
