@@ -23,7 +23,7 @@ from aep_bridge.contract.adapter import ChannelRegistration
 from aep_bridge.contract.types import ChannelConfig, ResolutionStatus
 from aep_bridge.intake.hub import Delivery, Participant
 from aep_bridge.intake.source import CommandResult
-from aep_bridge.render import attention
+from aep_bridge.loop import attention
 from aep_bridge.store.seen_key import seen_key
 from aep_bridge.testing import MemoryChannel
 from tests.core.doubles import LocalAgent
