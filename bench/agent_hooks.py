@@ -31,7 +31,7 @@ the hook's decision line reaches a reader process (its stdout is a pipe into a s
 process, blocked in `read`, that reads the clock as the line arrives), and to the hook's
 exit (the pipe's end). Each decision must be Claude Code's allow. The baseline, in the same
 run, interleaved sample by sample: the same press on the same phone, through the same
-endpoint, of a `TinyAgent` (aep_bridge/tinyagent.py) in a process of its own on the agent's
+endpoint, of a `TinyAgent` (aep_bridge/commands/tinyagent.py) in a process of its own on the agent's
 core(s) that asks with the same three options and reads the clock when the
 `control.attention.respond` arrives over its WebSocket (then acks and reports the answer, as
 the daemon does). The difference is what the daemon and the hook process add: the command's
