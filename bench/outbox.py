@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from aep_bridge.commands.simtime import VirtualTime
 from aep_bridge.contract.types import (
     ChannelConfig,
     NotificationMessage,
@@ -59,7 +60,6 @@ from aep_bridge.contract.types import (
     RateLimits,
 )
 from aep_bridge.outbox import Job, Outbox
-from aep_bridge.outbox.simtime import VirtualTime
 from aep_bridge.store import Store
 from aep_bridge.testing import FakeCore, MemoryChannel
 

@@ -121,9 +121,9 @@ COMMANDS = [
         for name in (
             "_startup.py",
             "launch.py",
-            "server.py",
-            "setup_command.py",
-            "preview_command.py",
+            "process/server.py",
+            "commands/setup_command.py",
+            "commands/preview_command.py",
             "agents/daemon.py",
             "agents/install.py",
             "agents/shim.py",

@@ -53,11 +53,11 @@ from ..contract.types import (
     PermissionRequest,
 )
 from ..markup import Blocks
-from ..outbox.simtime import VirtualTime
 from ..process.exit_status import EXIT_OK, EXIT_USAGE
 from ..text.scrub import scrub
 from ..text.terminal import visible
 from .preview_config import WEB, PreviewError, Target, target, unrouted
+from .simtime import VirtualTime
 
 #: the longest pause between two recorded events that is replayed (simulated time): a
 #: session left overnight is not a night of rate-limit windows

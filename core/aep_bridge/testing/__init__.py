@@ -26,14 +26,14 @@ It needs pytest and pytest-asyncio, which a plugin's tests have anyway; nothing 
 the bridge itself. The kit's modules: `conformance` (the suite and its `Harness`), `views`
 (what a probe shows, and `PlatformProbe`), `memory` (`FakeCore`, `MemoryChannel` and their
 parts), `setup_kit` (`ScriptedIO`, `run_setup`), `agent` and `fixture` (the `bridge` fixture
-and its `ScriptedAgent`). `VirtualTime` lives in `aep_bridge.outbox.simtime` (`aep-bridge preview`
+and its `ScriptedAgent`). `VirtualTime` lives in `aep_bridge.commands.simtime` (`aep-bridge preview`
 runs on it) and is exported here for a plugin's outbox tests. Import every name from
 `aep_bridge.testing` (or `aep_bridge.testing.fixture`), not from the modules.
 """
 
 from __future__ import annotations
 
-from ..outbox.simtime import VirtualTime
+from ..commands.simtime import VirtualTime
 from .conformance import SESSION, ChannelConformance, Harness, sample_message
 from .memory import FakeCore, MemoryChannel, MemoryProbe, MemoryState, Press, Refusal
 from .setup_kit import ScriptedIO, run_setup
