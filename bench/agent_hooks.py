@@ -31,7 +31,7 @@ the hook's decision line reaches a reader process (its stdout is a pipe into a s
 process, blocked in `read`, that reads the clock as the line arrives), and to the hook's
 exit (the pipe's end). Each decision must be Claude Code's allow. The baseline, in the same
 run, interleaved sample by sample: the same press on the same phone, through the same
-endpoint, of a `TinyAgent` (aep_bridge/tinyagent.py) in a process of its own on the agent's
+endpoint, of a `TinyAgent` (aep_bridge/commands/tinyagent.py) in a process of its own on the agent's
 core(s) that asks with the same three options and reads the clock when the
 `control.attention.respond` arrives over its WebSocket (then acks and reports the answer, as
 the daemon does). The difference is what the daemon and the hook process add: the command's
@@ -240,7 +240,7 @@ async def _tiny(url: str, token: str) -> None:
     """The baseline's agent: one session; on each line of stdin it asks, and prints the
     clock when the answer's command arrives over its WebSocket."""
     from aep_bridge.agents.mapping import ALLOW, ALLOW_SESSION, DENY
-    from aep_bridge.tinyagent import TinyAgent
+    from aep_bridge.commands.tinyagent import TinyAgent
 
     options = [
         {"id": ALLOW, "label": "Allow"},

@@ -79,25 +79,25 @@ from aep_bridge import hookimpl
 from aep_bridge.aep.build import make_event
 from aep_bridge.aep.envelope import Event
 from aep_bridge.aep.validation import parse_event
-from aep_bridge.attention import Attention
-from aep_bridge.bridge import Bridge
 from aep_bridge.config import BridgeConfig
-from aep_bridge.intake.hub import Delivery, Hub, HubLimits
-from aep_bridge.intake.source import LocalSource
-from aep_bridge.mirror import Mirror
-from aep_bridge.outbox import Outbox
-from aep_bridge.plugins import PluginHost
-from aep_bridge.render import Renderer
-from aep_bridge.store import DB_NAME, Store
-from aep_bridge.store.seen_key import seen_key
-from aep_bridge.testing import MemoryChannel
-from aep_bridge.types import (
+from aep_bridge.contract.plugins import PluginHost
+from aep_bridge.contract.types import (
     ChannelUser,
     NotificationMessage,
     OutgoingMessage,
     PermissionOutcome,
     PermissionRequest,
 )
+from aep_bridge.intake.hub import Delivery, Hub, HubLimits
+from aep_bridge.intake.source import LocalSource
+from aep_bridge.loop.attention import Attention
+from aep_bridge.loop.bridge import Bridge
+from aep_bridge.loop.mirror import Mirror
+from aep_bridge.outbox import Outbox
+from aep_bridge.render import Renderer
+from aep_bridge.store import DB_NAME, Store
+from aep_bridge.store.seen_key import seen_key
+from aep_bridge.testing import MemoryChannel
 from corpora import golden_repeated
 
 EVENTS = 20_000  # per corpus and run

@@ -108,6 +108,7 @@ from websockets.asyncio.server import serve
 
 import results
 from aep_bridge.aep.envelope import now_rfc3339
+from aep_bridge.commands.tinyagent import TinyAgent
 from aep_bridge.testing.flood import (
     BenchRun,
     Flood,
@@ -118,7 +119,6 @@ from aep_bridge.testing.flood import (
     pass_fail,
     percentiles,
 )
-from aep_bridge.tinyagent import TinyAgent
 from aep_bridge_discord.channel import GLOBAL_BUDGET, LIMIT_MARGIN
 
 HEADING = "## Discord channel (the real bridge process against the fake Discord)"

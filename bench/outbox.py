@@ -49,11 +49,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aep_bridge.outbox import Job, Outbox
-from aep_bridge.simtime import VirtualTime
-from aep_bridge.store import Store
-from aep_bridge.testing import FakeCore, MemoryChannel
-from aep_bridge.types import (
+from aep_bridge.commands.simtime import VirtualTime
+from aep_bridge.contract.types import (
     ChannelConfig,
     NotificationMessage,
     OutgoingMessage,
@@ -62,6 +59,9 @@ from aep_bridge.types import (
     RateLimit,
     RateLimits,
 )
+from aep_bridge.outbox import Job, Outbox
+from aep_bridge.store import Store
+from aep_bridge.testing import FakeCore, MemoryChannel
 
 TELEGRAM = RateLimits(
     per_chat=RateLimit(count=1, per_seconds=1),

@@ -56,7 +56,7 @@ from tests.bridge_process import BridgeProcess, free_port, write_config
 from tests.channels.web.test_browser import CHROMIUM, FLAGS
 
 import results
-from aep_bridge.tinyagent import TinyAgent
+from aep_bridge.commands.tinyagent import TinyAgent
 
 HEADING = "## The web channel (a real browser)"
 #: requests not counted, then requests counted: each gives a (1) sample and its baseline; they

@@ -14,8 +14,8 @@ from aep_bridge.aep.envelope import Event
 from aep_bridge.aep.redaction import Redactor
 from aep_bridge.agents.claude_code import map_hook
 from aep_bridge.agents.mapping import Ceiling, Emission
+from aep_bridge.contract.types import PermissionRequest
 from aep_bridge.render import Renderer
-from aep_bridge.types import PermissionRequest
 
 PAYLOADS = Path(__file__).parent / "agents" / "payloads" / "claude_code"
 AGENT = "claude-code"

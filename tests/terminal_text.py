@@ -1,5 +1,5 @@
 """What an agent's text can carry to attack a terminal, and the rule a terminal-safe text
-keeps (issue 30, item 6), written out apart from the code (`aep_bridge.terminal`): the tests
+keeps (issue 30, item 6), written out apart from the code (`aep_bridge.text.terminal`): the tests
 of the console channel, the bridge's log, `aep-bridge run` in a terminal and `status` hold
 what they read to `raw_controls`."""
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from aep_bridge import install_hint
+from aep_bridge.contract import install_hint
 from tests.bridge_process import ROOT
 
 #: each extra's platform module, as the channel package imports it

@@ -11,12 +11,12 @@ from typing import ClassVar
 import pytest
 from pydantic import Field, SecretStr
 
-from aep_bridge import install_hint
-from aep_bridge.bridge import Bridge
-from aep_bridge.config import ConfigError, read_config, resolve_channels
-from aep_bridge.plugins import PluginHost
+from aep_bridge.config.config import ConfigError, read_config, resolve_channels
+from aep_bridge.contract import install_hint
+from aep_bridge.contract.plugins import PluginHost
+from aep_bridge.contract.types import ChannelConfig
+from aep_bridge.loop.bridge import Bridge
 from aep_bridge.testing import MemoryChannel
-from aep_bridge.types import ChannelConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -202,7 +202,7 @@ def test_the_example_config_and_the_defaults_pass_check():
 
 def test_the_secret_env_help_names_the_marker_redaction_writes():
     from aep_bridge.aep.redaction import SECRET
-    from aep_bridge.config import RedactionConfig
+    from aep_bridge.config.config import RedactionConfig
 
     help_text = RedactionConfig.model_fields["secret_env"].description or ""
     assert SECRET in help_text  # what a user finds in place of the value: [REDACTED:secret]

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from aep_bridge.config import (
+from aep_bridge.config.config import (
     AwayConfig,
     BridgeConfig,
     ConfigError,
@@ -30,8 +30,8 @@ from aep_bridge.config import (
     read_config,
     resolve_channels,
 )
-from aep_bridge.plugins import PluginHost
-from aep_bridge.types import ChannelConfig
+from aep_bridge.contract.plugins import PluginHost
+from aep_bridge.contract.types import ChannelConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 

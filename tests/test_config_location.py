@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from aep_bridge.config import CONFIG_ENV, config_path, default_config_path
-from aep_bridge.listening import read_listening
+from aep_bridge.config.config import CONFIG_ENV, config_path, default_config_path
+from aep_bridge.process.listening import read_listening
 from tests.bridge_process import ROOT, free_port
 
 WAYS = ["flag", "env", "xdg", "home"]

@@ -21,12 +21,12 @@ from typing import Any
 import pytest
 
 from aep_bridge.cli import validate
-from aep_bridge.demo_agent import FORM, LABEL, PERMISSION, DemoAgent, take
+from aep_bridge.commands.demo_agent import FORM, LABEL, PERMISSION, DemoAgent, take
+from aep_bridge.commands.tinyagent import Cancelled
+from aep_bridge.contract.types import ChannelUser, ResolutionStatus
 from aep_bridge.intake.auth import AuthPolicy
 from aep_bridge.markup import Code
 from aep_bridge.testing import MemoryChannel
-from aep_bridge.tinyagent import Cancelled
-from aep_bridge.types import ChannelUser, ResolutionStatus
 from tests.core.rig import Rig, memory_host
 from tests.intake.conftest import TOKEN, Served, serve
 from tests.official import is_valid

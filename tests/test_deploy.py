@@ -121,9 +121,9 @@ COMMANDS = [
         for name in (
             "_startup.py",
             "launch.py",
-            "server.py",
-            "setup_command.py",
-            "preview_command.py",
+            "process/server.py",
+            "commands/setup_command.py",
+            "commands/preview_command.py",
             "agents/daemon.py",
             "agents/install.py",
             "agents/shim.py",
@@ -133,7 +133,7 @@ COMMANDS = [
 
 
 def _constants() -> dict[str, int]:
-    from aep_bridge import exit_status
+    from aep_bridge.process import exit_status
 
     return {
         name: getattr(exit_status, name) for name in dir(exit_status) if name.startswith("EXIT_")
@@ -162,7 +162,7 @@ def test_the_table_of_exit_statuses_is_every_status_the_code_has():
 
 
 def test_the_unit_restarts_only_what_a_restart_can_fix():
-    from aep_bridge.exit_status import NEEDS_A_PERSON
+    from aep_bridge.process.exit_status import NEEDS_A_PERSON
 
     prevented = {int(s) for s in _unit()["Service"]["RestartPreventExitStatus"].split()}
     assert prevented == set(NEEDS_A_PERSON)
@@ -201,14 +201,14 @@ def test_no_command_writes_a_status_as_a_bare_number():
 def test_the_port_status_is_uvicorns():
     from uvicorn.config import STARTUP_FAILURE
 
-    from aep_bridge.exit_status import EXIT_CANNOT_LISTEN
+    from aep_bridge.process.exit_status import EXIT_CANNOT_LISTEN
 
     assert STARTUP_FAILURE == EXIT_CANNOT_LISTEN  # `run` exits with it when the port is taken
 
 
 def test_a_wrong_command_line_is_the_usage_status():
     from aep_bridge.cli import main
-    from aep_bridge.exit_status import EXIT_USAGE
+    from aep_bridge.process.exit_status import EXIT_USAGE
 
     with pytest.raises(SystemExit) as exited:
         main(["run", "--no-such-option"])

@@ -109,8 +109,8 @@ def _options(parser: argparse.ArgumentParser) -> set[str]:
 
 
 def _wizard_parsers() -> dict[str, argparse.ArgumentParser]:
-    from aep_bridge.plugins import PluginHost
-    from aep_bridge.setup_command import _parser, find_wizards
+    from aep_bridge.commands.setup_command import _parser, find_wizards
+    from aep_bridge.contract.plugins import PluginHost
 
     host = PluginHost()
     host.load()

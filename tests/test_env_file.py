@@ -12,10 +12,10 @@ from pathlib import Path
 
 import httpx
 
-from aep_bridge import env_file
-from aep_bridge.plugins import PluginHost
-from aep_bridge.setup_command import ENV_FILE, FileSetupContext
-from aep_bridge.wizard import SetupIO
+from aep_bridge.commands.setup_command import ENV_FILE, FileSetupContext
+from aep_bridge.config import env_file
+from aep_bridge.contract.plugins import PluginHost
+from aep_bridge.contract.wizard import SetupIO
 from tests.bridge_process import BridgeProcess, free_port
 
 #: values a person may paste: spaces, quotes of both kinds, `$`, `#`, `=`, a backslash

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from aep_bridge.aep.build import make_event
+from aep_bridge.commands.preview_command import render
 from aep_bridge.demo import recorded
-from aep_bridge.preview_command import render
 from tests.bridge_process import ROOT
 from tests.terminal_text import HOSTILE, raw_controls
 

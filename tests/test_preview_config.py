@@ -22,8 +22,8 @@ import pytest
 
 from aep_bridge.aep.build import make_event
 from aep_bridge.aep.validation import parse_event
-from aep_bridge.plugins import PluginHost
-from aep_bridge.preview_command import choose
+from aep_bridge.commands.preview_command import choose
+from aep_bridge.contract.plugins import PluginHost
 from tests.bridge_process import ROOT
 
 #: a secret no built-in pattern knows: only the config's `redaction.secret_env` names it
@@ -276,8 +276,8 @@ def _host(kind: str) -> PluginHost:
 def test_the_recorder_declares_the_channels_own_capabilities_and_rate_limits(
     tmp_path: Path, kind: str
 ) -> None:
-    from aep_bridge.preview_command import run_recorder
-    from aep_bridge.preview_config import target
+    from aep_bridge.commands.preview_command import run_recorder
+    from aep_bridge.commands.preview_config import target
 
     host = _host(kind)
     path = tmp_path / "config.json"

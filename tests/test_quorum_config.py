@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from aep_bridge.aep.validation import parse_event
-from aep_bridge.config import ConfigError, read_config
-from aep_bridge.quorum import QuorumPolicy
+from aep_bridge.config.config import ConfigError, read_config
+from aep_bridge.loop.quorum import QuorumPolicy
 
 
 def write(tmp_path: Path, config: object) -> Path:

@@ -20,7 +20,8 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
     from starlette.routing import BaseRoute
 
     from . import markup
-    from .adapter import (
+    from .aep.envelope import Event
+    from .contract.adapter import (
         CONTRACT_VERSION,
         DEFAULT_SIGNATURE_TTL,
         AdapterFactory,
@@ -31,13 +32,41 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
         ChannelState,
         ContractMismatch,
     )
-    from .aep.envelope import Event
-    from .hookspecs import hookimpl
+    from .contract.hookspecs import hookimpl
+    from .contract.markup_html import blocks_html
+    from .contract.preview import PreviewDialect
+    from .contract.types import (
+        OUTGOING_KINDS,
+        AgentCommand,
+        Attachment,
+        CallKind,
+        ChannelCapabilities,
+        ChannelConfig,
+        ChannelError,
+        ChannelUser,
+        DoctorCheck,
+        FormChoice,
+        FormField,
+        IncomingMessage,
+        NotificationMessage,
+        OutcomeStatus,
+        OutgoingKind,
+        OutgoingMessage,
+        PermissionOption,
+        PermissionOutcome,
+        PermissionRequest,
+        Posted,
+        RateLimit,
+        RateLimited,
+        RateLimits,
+        Resolution,
+        ResolutionStatus,
+        SignedPress,
+    )
+    from .contract.wizard import SetupContext, SetupError, SetupIO, SetupOption, SetupWizard
     from .markup import Blocks
-    from .markup_html import blocks_html
-    from .preview import PreviewDialect
-    from .terminal import visible
-    from .text import measure, split_text
+    from .text.terminal import visible
+    from .text.text import measure, split_text
     from .toolkit.cards import CardKeys, CardRecords
     from .toolkit.preview import (
         BARE_URL,
@@ -87,35 +116,6 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
         table_text,
     )
     from .tools import ToolCall, ToolOutcome, ToolView
-    from .types import (
-        OUTGOING_KINDS,
-        AgentCommand,
-        Attachment,
-        CallKind,
-        ChannelCapabilities,
-        ChannelConfig,
-        ChannelError,
-        ChannelUser,
-        DoctorCheck,
-        FormChoice,
-        FormField,
-        IncomingMessage,
-        NotificationMessage,
-        OutcomeStatus,
-        OutgoingKind,
-        OutgoingMessage,
-        PermissionOption,
-        PermissionOutcome,
-        PermissionRequest,
-        Posted,
-        RateLimit,
-        RateLimited,
-        RateLimits,
-        Resolution,
-        ResolutionStatus,
-        SignedPress,
-    )
-    from .wizard import SetupContext, SetupError, SetupIO, SetupOption, SetupWizard
 
 __version__ = "0.1.0"
 
@@ -124,7 +124,7 @@ __version__ = "0.1.0"
 #: milliseconds instead of the half second the whole API takes to import.
 _HOMES: dict[str, tuple[str, ...]] = {
     "starlette.routing": ("BaseRoute",),
-    ".adapter": (
+    ".contract.adapter": (
         "CONTRACT_VERSION",
         "DEFAULT_SIGNATURE_TTL",
         "AdapterFactory",
@@ -136,12 +136,12 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "ContractMismatch",
     ),
     ".aep.envelope": ("Event",),
-    ".hookspecs": ("hookimpl",),
+    ".contract.hookspecs": ("hookimpl",),
     ".markup": ("Blocks",),
-    ".markup_html": ("blocks_html",),
-    ".preview": ("PreviewDialect",),
-    ".terminal": ("visible",),
-    ".text": (
+    ".contract.markup_html": ("blocks_html",),
+    ".contract.preview": ("PreviewDialect",),
+    ".text.terminal": ("visible",),
+    ".text.text": (
         "measure",
         "split_text",
     ),
@@ -201,7 +201,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "ToolOutcome",
         "ToolView",
     ),
-    ".types": (
+    ".contract.types": (
         "OUTGOING_KINDS",
         "AgentCommand",
         "Attachment",
@@ -229,7 +229,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "ResolutionStatus",
         "SignedPress",
     ),
-    ".wizard": (
+    ".contract.wizard": (
         "SetupContext",
         "SetupError",
         "SetupIO",

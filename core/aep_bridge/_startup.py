@@ -19,7 +19,7 @@ import sys
 from types import FrameType
 
 #: the exit status of a command interrupted by Ctrl-C before it could stop in its own order
-from .exit_status import EXIT_INTERRUPTED  # imports nothing: as quick as a built-in module
+from .process.exit_status import EXIT_INTERRUPTED  # imports nothing: as quick as a built-in module
 
 #: the line it prints (as `aep-bridge run` logs it: docs/cli.md lists it)
 LINE = "aep-bridge: interrupted while starting (Ctrl-C)\n"

@@ -22,7 +22,7 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 from pydantic import BaseModel, ConfigDict, Field
 
-from .identity_memo import IdentityMemo
+from .text.identity_memo import IdentityMemo
 
 
 class _Block(BaseModel):

@@ -21,9 +21,9 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from aep_bridge.agents.paths import DIR_VARIABLE, socket_path
+from aep_bridge.contract.types import ChannelUser
 from aep_bridge.intake.auth import AuthPolicy
 from aep_bridge.testing import MemoryChannel
-from aep_bridge.types import ChannelUser
 from tests.core.rig import Rig
 from tests.intake.conftest import TOKEN, Served, serve
 

@@ -53,8 +53,8 @@ def test_after_a_reconnect_only_recent_sessions_are_sent_again(tmp_path: Path):
 def test_a_sessions_first_event_names_the_os_user_and_the_bridge_shows_the_owner(tmp_path: Path):
     """Issue 34: the daemon reports who runs the agent (the `osuser` extension on a session's
     first event, the host in its source), which the bridge keeps as the session's owner."""
-    from aep_bridge.approvers import owner_of
-    from aep_bridge.sessions import Owner
+    from aep_bridge.loop.approvers import owner_of
+    from aep_bridge.loop.sessions import Owner
 
     emitter = Emitter(tmp_path, host="ada-laptop", user="ada")
     state = emitter.session("claude-code", "s1")

@@ -21,9 +21,9 @@ from aep_sdk.projection import project_state
 from aep_bridge.aep.build import make_respond_command
 from aep_bridge.aep.payloads import Answer
 from aep_bridge.aep.validation import parse_event
+from aep_bridge.contract.types import ResolutionStatus
 from aep_bridge.intake.auth import AuthPolicy
 from aep_bridge.intake.source import LocalSource
-from aep_bridge.types import ResolutionStatus
 from tests.agents.live import ALICE, MALLORY, Live, get, live, payload
 from tests.bridge_process import free_port
 from tests.core.rig import Rig

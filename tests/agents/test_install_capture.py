@@ -13,7 +13,7 @@ import pytest
 
 from aep_bridge.agents import install
 from aep_bridge.cli import main
-from aep_bridge.config import read_config
+from aep_bridge.config.config import read_config
 
 CONFIG: dict[str, Any] = {
     "listen": {"port": 9100},

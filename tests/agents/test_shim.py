@@ -74,8 +74,9 @@ def test_the_hook_loads_only_itself():
         "aep_bridge.agents",
         "aep_bridge.agents.paths",
         "aep_bridge.agents.shim",
-        "aep_bridge.exit_status",  # its statuses: names only, it imports nothing
         "aep_bridge.launch",
+        "aep_bridge.process",  # the package: a docstring, it imports nothing
+        "aep_bridge.process.exit_status",  # its statuses: names only, it imports nothing
     ]
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from aep_bridge.agents import steer
 from aep_bridge.agents.mapping import Ceiling
-from aep_bridge.types import ResolutionStatus
+from aep_bridge.contract.types import ResolutionStatus
 from tests.agents.live import ALICE, MALLORY, AwayStub, Live, live, payload
 from tests.intake.conftest import TOKEN
 

@@ -12,16 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aep_bridge.testing import (
-    ButtonView,
-    ChannelConformance,
-    FakeCore,
-    Harness,
-    MessageView,
-    ThreadView,
-)
-from aep_bridge.testing.fixture import BridgeFixture
-from aep_bridge.types import (
+from aep_bridge.contract.types import (
     ChannelUser,
     FormChoice,
     FormField,
@@ -33,6 +24,15 @@ from aep_bridge.types import (
     Resolution,
     ResolutionStatus,
 )
+from aep_bridge.testing import (
+    ButtonView,
+    ChannelConformance,
+    FakeCore,
+    Harness,
+    MessageView,
+    ThreadView,
+)
+from aep_bridge.testing.fixture import BridgeFixture
 from aep_bridge_console import ConsoleChannel, ConsoleConfig
 from aep_bridge_console.channel import CONTINUATION
 from tests import permission_card

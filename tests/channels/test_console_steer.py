@@ -10,7 +10,7 @@ import io
 import re
 
 import aep_bridge_console
-from aep_bridge.types import ChannelUser, ResolutionStatus
+from aep_bridge.contract.types import ChannelUser, ResolutionStatus
 from tests.core.rig import Rig, memory_host
 from tests.core.test_steer import held_stop
 

@@ -12,6 +12,15 @@ from typing import Any
 import pytest
 
 from aep_bridge import CallKind
+from aep_bridge.contract.types import (
+    ChannelConfig,
+    ChannelUser,
+    OutgoingMessage,
+    PermissionOutcome,
+    PermissionRequest,
+    Resolution,
+    ResolutionStatus,
+)
 from aep_bridge.markup import Heading, Paragraph, spans_text
 from aep_bridge.testing import (
     ChannelConformance,
@@ -21,15 +30,6 @@ from aep_bridge.testing import (
     MemoryProbe,
 )
 from aep_bridge.testing.memory import _Stored
-from aep_bridge.types import (
-    ChannelConfig,
-    ChannelUser,
-    OutgoingMessage,
-    PermissionOutcome,
-    PermissionRequest,
-    Resolution,
-    ResolutionStatus,
-)
 
 
 class NoSplit(MemoryChannel):

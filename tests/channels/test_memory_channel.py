@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from aep_bridge.contract.types import ChannelConfig, ChannelUser, RateLimit, RateLimits
 from aep_bridge.testing import ChannelConformance, FakeCore, Harness, MemoryChannel, MemoryProbe
-from aep_bridge.types import ChannelConfig, ChannelUser, RateLimit, RateLimits
 
 
 class TestMemoryChannel(ChannelConformance):

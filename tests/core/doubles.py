@@ -7,13 +7,13 @@ what a channel plugin's tests import.
   fixture hands plugin authors the same agent, so the class cannot leave the package; this is
   the core's name for it.
 - `VirtualTime`: a clock and a sleep on which time passes only when every task waits, for the
-  outbox's rate limits in no time. Its code is `aep_bridge.simtime`, because
+  outbox's rate limits in no time. Its code is `aep_bridge.commands.simtime`, because
   `aep-bridge preview` replays a recording on it; the kit also exports it for plugin authors.
 """
 
 from __future__ import annotations
 
-from aep_bridge.simtime import VirtualTime
+from aep_bridge.commands.simtime import VirtualTime
 from aep_bridge.testing.agent import ScriptedAgent
 
 LocalAgent = ScriptedAgent

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pydantic import SecretStr
 
 from aep_bridge import hookimpl
-from aep_bridge.adapter import ChannelRegistration
+from aep_bridge.contract.adapter import ChannelRegistration
+from aep_bridge.contract.types import ChannelConfig
 from aep_bridge.testing import MemoryChannel
-from aep_bridge.types import ChannelConfig
 
 
 class LeakyConfig(ChannelConfig):

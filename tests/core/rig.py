@@ -20,15 +20,15 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine
 
 from aep_bridge import hookimpl
-from aep_bridge.adapter import ChannelRegistration
-from aep_bridge.bridge import Bridge
-from aep_bridge.config import BridgeConfig
+from aep_bridge.config.config import BridgeConfig
+from aep_bridge.contract.adapter import ChannelRegistration
+from aep_bridge.contract.plugins import PluginHost
+from aep_bridge.contract.types import ChannelConfig, ChannelUser
 from aep_bridge.intake.hub import Hub, HubLimits, Participant
 from aep_bridge.intake.source import LocalSource
-from aep_bridge.plugins import PluginHost
+from aep_bridge.loop.bridge import Bridge
 from aep_bridge.store import Store
 from aep_bridge.testing import MemoryChannel
-from aep_bridge.types import ChannelConfig, ChannelUser
 from tests.core.doubles import LocalAgent
 
 ALICE = ChannelUser(id="alice", name="Alice")

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from aep_bridge.aep import Event
-from aep_bridge.types import ResolutionStatus
+from aep_bridge.contract.types import ResolutionStatus
 from tests.core.doubles import LocalAgent
 
 from .rig import ALICE, BOB, Rig, memory_host

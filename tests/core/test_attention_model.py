@@ -27,10 +27,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import invariant, precondition, rule
 
 from aep_bridge.aep import Event
-from aep_bridge.approvers import NOT_OWNER
+from aep_bridge.contract.types import ChannelUser, ResolutionStatus
 from aep_bridge.intake.hub import Delivery
 from aep_bridge.intake.principals import Principal
-from aep_bridge.types import ChannelUser, ResolutionStatus
+from aep_bridge.loop.approvers import NOT_OWNER
 
 from .rig import ALICE, BOB, MALLORY, BridgeMachine, machine_settings, two_channels
 

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from aep_bridge.audit import AuditLog
-from aep_bridge.audit_export import AuditUsageError, export, parse_since
 from aep_bridge.cli import main
-from aep_bridge.config import ConfigError, read_config
+from aep_bridge.commands.audit_export import AuditUsageError, export, parse_since
+from aep_bridge.config.config import ConfigError, read_config
+from aep_bridge.contract.types import ChannelUser, ResolutionStatus
+from aep_bridge.loop.audit import AuditLog
 from aep_bridge.store import MIGRATIONS, Store
-from aep_bridge.types import ChannelUser, ResolutionStatus
 
 from .rig import ALICE, MALLORY, Rig
 

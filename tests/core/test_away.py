@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import time
 
-from aep_bridge.away import NAMESPACE
-from aep_bridge.types import ResolutionStatus
+from aep_bridge.contract.types import ResolutionStatus
+from aep_bridge.loop.away import NAMESPACE
 from tests.core.rig import ALICE, MALLORY, Rig
 
 

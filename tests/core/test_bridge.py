@@ -18,13 +18,14 @@ from typing import Any, ClassVar
 import pytest
 from pydantic import BaseModel, Field, SecretStr
 
-from aep_bridge import attention, hookimpl
-from aep_bridge.adapter import ChannelRegistration
+from aep_bridge import hookimpl
+from aep_bridge.contract.adapter import ChannelRegistration
+from aep_bridge.contract.types import ChannelConfig, ResolutionStatus
 from aep_bridge.intake.hub import Delivery, Participant
 from aep_bridge.intake.source import CommandResult
+from aep_bridge.loop import attention
 from aep_bridge.store.seen_key import seen_key
 from aep_bridge.testing import MemoryChannel
-from aep_bridge.types import ChannelConfig, ResolutionStatus
 from tests.core.doubles import LocalAgent
 
 from .rig import ALICE, BOB, MALLORY, Rig, memory_host

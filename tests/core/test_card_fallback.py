@@ -8,13 +8,13 @@ from datetime import UTC
 from typing import Any
 
 from aep_bridge import hookimpl
-from aep_bridge.adapter import ChannelRegistration
 from aep_bridge.aep.envelope import Event
 from aep_bridge.aep.redaction import RedactionPolicy, Redactor
+from aep_bridge.contract.adapter import ChannelRegistration
+from aep_bridge.contract.types import PermissionRequest, ResolutionStatus
 from aep_bridge.render import Renderer
 from aep_bridge.render.cards import _parse_time
 from aep_bridge.testing import MemoryChannel
-from aep_bridge.types import PermissionRequest, ResolutionStatus
 from tests.core.rig import ALICE, Rig, memory_host
 
 #: valid AEP (RFC 3339 with an offset), and the year 10000 once in UTC

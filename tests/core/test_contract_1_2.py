@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from aep_bridge import BridgeView, hookimpl
-from aep_bridge.adapter import ChannelAdapter
-from aep_bridge.bridge import Bridge
-from aep_bridge.plugins import DEFAULTS_PLUGIN, PluginHost
+from aep_bridge.contract.adapter import ChannelAdapter
+from aep_bridge.contract.plugins import DEFAULTS_PLUGIN, PluginHost
+from aep_bridge.contract.types import ChannelConfig, OutgoingMessage, ResolutionStatus
+from aep_bridge.loop.bridge import Bridge
 from aep_bridge.testing import MemoryChannel
-from aep_bridge.types import ChannelConfig, OutgoingMessage, ResolutionStatus
 from tests.core.doubles import LocalAgent
 
 from .rig import ALICE, MALLORY, Rig, memory_host

@@ -15,14 +15,14 @@ import json
 from typing import Any
 
 from aep_bridge import hookimpl
-from aep_bridge.adapter import ChannelRegistration
 from aep_bridge.aep.envelope import Event
 from aep_bridge.aep.redaction import Redactor
 from aep_bridge.aep.validation import validate_event
+from aep_bridge.contract.adapter import ChannelRegistration
+from aep_bridge.contract.types import NotificationMessage, OutgoingMessage, ResolutionStatus
 from aep_bridge.markup import Code, plain
 from aep_bridge.render import Renderer
 from aep_bridge.testing import MemoryChannel
-from aep_bridge.types import NotificationMessage, OutgoingMessage, ResolutionStatus
 
 from .rig import ALICE, Rig, memory_host
 from .test_heads_up import PacedChannel, _Paced, heads_ups
@@ -291,7 +291,7 @@ def test_a_card_closes_a_replys_calls_and_what_follows_goes_below_it():
 
 
 def test_a_reply_too_long_to_take_calls_stands_alone_and_a_full_one_closes():
-    from aep_bridge.activity import COMBINED_ROOM
+    from aep_bridge.render.activity import COMBINED_ROOM
 
     long = reply("word " * (COMBINED_ROOM // 5))
     thread = Thread().feed(started(), long, call(1, command="ls"), done(1))
@@ -308,7 +308,7 @@ def test_a_reply_too_long_to_take_calls_stands_alone_and_a_full_one_closes():
 
 def test_a_reply_with_its_calls_fits_each_platforms_message():
     """The outbox cuts an edit that outgrows a platform's message: a reply never is."""
-    from aep_bridge.activity import COMBINED_ROOM
+    from aep_bridge.render.activity import COMBINED_ROOM
     from aep_bridge_discord.channel import MAX_TEXT as DISCORD
     from aep_bridge_discord.embeds import measure as discord_measure
     from aep_bridge_slack.look import MAX_TEXT as SLACK

@@ -13,8 +13,8 @@ import logging
 import sqlite3
 from typing import Any
 
+from aep_bridge.contract.types import ResolutionStatus
 from aep_bridge.store import Store
-from aep_bridge.types import ResolutionStatus
 
 from .rig import ALICE, BOB, Rig, memory_host
 

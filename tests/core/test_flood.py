@@ -20,15 +20,10 @@ import httpx
 import uvicorn
 
 from aep_bridge import hookimpl
-from aep_bridge.adapter import ChannelRegistration
 from aep_bridge.aep.build import make_event
 from aep_bridge.aep.validation import parse_event
-from aep_bridge.intake.endpoint import Endpoint, Timing
-from aep_bridge.intake.hub import Delivery, Hub, HubLimits, Participant
-from aep_bridge.outbox import Job, Outbox
-from aep_bridge.store import Store
-from aep_bridge.testing import FakeCore, MemoryChannel
-from aep_bridge.types import (
+from aep_bridge.contract.adapter import ChannelRegistration
+from aep_bridge.contract.types import (
     ChannelConfig,
     ChannelError,
     NotificationMessage,
@@ -37,6 +32,11 @@ from aep_bridge.types import (
     RateLimit,
     RateLimits,
 )
+from aep_bridge.intake.endpoint import Endpoint, Timing
+from aep_bridge.intake.hub import Delivery, Hub, HubLimits, Participant
+from aep_bridge.outbox import Job, Outbox
+from aep_bridge.store import Store
+from aep_bridge.testing import FakeCore, MemoryChannel
 from tests.bridge_process import free_port
 from tests.core.doubles import VirtualTime
 from tests.core.rig import Rig, memory_host, two_channels

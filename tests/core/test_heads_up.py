@@ -13,9 +13,9 @@ from __future__ import annotations
 import asyncio
 
 from aep_bridge import hookimpl
-from aep_bridge.adapter import ChannelRegistration
+from aep_bridge.contract.adapter import ChannelRegistration
+from aep_bridge.contract.types import RateLimit, RateLimits, ResolutionStatus
 from aep_bridge.testing import MemoryChannel
-from aep_bridge.types import RateLimit, RateLimits, ResolutionStatus
 
 from .rig import ALICE, Rig, memory_host
 

@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 
 from aep_bridge.aep.envelope import Event
-from aep_bridge.tinyagent import TinyAgent
+from aep_bridge.commands.tinyagent import TinyAgent
 from tests.bridge_process import BridgeProcess as Bridge
 from tests.bridge_process import free_port, write_config
 

@@ -17,24 +17,24 @@ from pathlib import Path
 from aep_bridge.aep.build import make_event
 from aep_bridge.aep.envelope import Event
 from aep_bridge.aep.redaction import RedactionPolicy, Redactor
-from aep_bridge.approvers import RouteApprovers
-from aep_bridge.attention import Attention
-from aep_bridge.away import AwayState
-from aep_bridge.channel_core import Channel
+from aep_bridge.config.people import People
+from aep_bridge.contract.plugins import PluginHost
+from aep_bridge.contract.types import ChannelConfig, ResolutionStatus
 from aep_bridge.intake.hub import Hub
 from aep_bridge.intake.source import CommandResult, EventSource, LocalSource
-from aep_bridge.mirror import Mirror
+from aep_bridge.loop.approvers import RouteApprovers
+from aep_bridge.loop.attention import Attention
+from aep_bridge.loop.away import AwayState
+from aep_bridge.loop.channel_core import Channel
+from aep_bridge.loop.mirror import Mirror
+from aep_bridge.loop.questions import QuestionCards
+from aep_bridge.loop.routing import Routes
+from aep_bridge.loop.sessions import SessionRecord, Sessions
 from aep_bridge.outbox import Outbox
-from aep_bridge.people import People
-from aep_bridge.plugins import PluginHost
-from aep_bridge.questions import QuestionCards
 from aep_bridge.render import Renderer
-from aep_bridge.routing import Routes
-from aep_bridge.sessions import SessionRecord, Sessions
 from aep_bridge.store import Store
 from aep_bridge.testing import MemoryChannel
 from aep_bridge.testing.memory import FakeCore
-from aep_bridge.types import ChannelConfig, ResolutionStatus
 
 from .rig import ALICE, MALLORY
 

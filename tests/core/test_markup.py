@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from aep_bridge.aep.envelope import Event
 from aep_bridge.aep.redaction import RedactionPolicy, Redactor
 from aep_bridge.aep.validation import validate_event
+from aep_bridge.contract.types import ChannelConfig, OutgoingMessage, RateLimits
 from aep_bridge.markup import (
     Block,
     Blocks,
@@ -46,7 +47,6 @@ from aep_bridge.outbox import Job, Outbox
 from aep_bridge.render import Renderer
 from aep_bridge.store import Store
 from aep_bridge.testing import FakeCore, MemoryChannel
-from aep_bridge.types import ChannelConfig, OutgoingMessage, RateLimits
 from tests.core.doubles import VirtualTime
 
 #: the issue's own example of what agents write, shown raw on Telegram before

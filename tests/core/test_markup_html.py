@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from aep_bridge.contract.markup_html import blocks_html
 from aep_bridge.markup import (
     Code,
     Details,
@@ -18,7 +19,6 @@ from aep_bridge.markup import (
     Table,
     parse_markdown,
 )
-from aep_bridge.markup_html import blocks_html
 
 SCRIPT = "<script>alert(1)</script>"
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"

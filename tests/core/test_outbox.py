@@ -29,12 +29,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aep_bridge.outbox import OWED_WHILE, Job, Outbox, Priority, card_key, split_markdown
-from aep_bridge.outbox.limiter import Limiter
-from aep_bridge.store import Store
-from aep_bridge.testing import FakeCore, MemoryChannel
-from aep_bridge.text import LengthUnit, measure
-from aep_bridge.types import (
+from aep_bridge.contract.types import (
     ChannelConfig,
     ChannelError,
     NotificationMessage,
@@ -45,6 +40,11 @@ from aep_bridge.types import (
     RateLimited,
     RateLimits,
 )
+from aep_bridge.outbox import OWED_WHILE, Job, Outbox, Priority, card_key, split_markdown
+from aep_bridge.outbox.limiter import Limiter
+from aep_bridge.store import Store
+from aep_bridge.testing import FakeCore, MemoryChannel
+from aep_bridge.text.text import LengthUnit, measure
 from tests.core.doubles import VirtualTime
 
 TELEGRAM = RateLimits(

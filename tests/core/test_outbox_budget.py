@@ -20,12 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from aep_bridge.adapter import ChannelAdapter
-from aep_bridge.outbox import Job, Outbox, card_key
-from aep_bridge.store import Store
-from aep_bridge.store.outbox import OutboxTable
-from aep_bridge.testing import FakeCore, MemoryChannel
-from aep_bridge.types import (
+from aep_bridge.contract.adapter import ChannelAdapter
+from aep_bridge.contract.types import (
     ChannelConfig,
     NotificationMessage,
     OutcomeStatus,
@@ -36,6 +32,10 @@ from aep_bridge.types import (
     RateLimit,
     RateLimits,
 )
+from aep_bridge.outbox import Job, Outbox, card_key
+from aep_bridge.store import Store
+from aep_bridge.store.outbox import OutboxTable
+from aep_bridge.testing import FakeCore, MemoryChannel
 from tests.core.doubles import VirtualTime
 
 if TYPE_CHECKING:

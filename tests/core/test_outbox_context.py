@@ -9,15 +9,15 @@ On Telegram's limits in one forum group, on simulated time (`VirtualTime`), thro
 
 from __future__ import annotations
 
-from aep_bridge.outbox import Job, Outbox, Priority, card_key
-from aep_bridge.store import Store
-from aep_bridge.types import (
+from aep_bridge.contract.types import (
     OutcomeStatus,
     OutgoingMessage,
     PermissionOption,
     PermissionOutcome,
     PermissionRequest,
 )
+from aep_bridge.outbox import Job, Outbox, Priority, card_key
+from aep_bridge.store import Store
 from tests.core.doubles import VirtualTime
 from tests.core.test_outbox import Recorder, drain, message, outbox_for, rows, store, vt
 
@@ -254,9 +254,9 @@ async def test_a_second_card_does_not_take_what_the_first_carries(
 
 
 def test_a_message_with_an_attachment_is_never_carried() -> None:
+    from aep_bridge.contract.types import Attachment
     from aep_bridge.outbox.context import fold
     from aep_bridge.outbox.lanes import Entry
-    from aep_bridge.types import Attachment
 
     content = OutgoingMessage(
         type="text", text="the log", attachment=Attachment(type="file", file_name="log.txt")

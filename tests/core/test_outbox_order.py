@@ -200,8 +200,8 @@ async def test_a_card_s_update_waits_for_the_card_it_edits(vt: VirtualTime, stor
     """A question answered while its card is still on its way: the update (an edit of the
     card's message) goes after the card, never before it, where it would edit nothing and
     leave the card's buttons up."""
+    from aep_bridge.contract.types import OutcomeStatus, PermissionOutcome
     from aep_bridge.outbox import Job
-    from aep_bridge.types import OutcomeStatus, PermissionOutcome
 
     adapter = Recorder(vt, forum=True)
     release = asyncio.Event()
@@ -257,9 +257,9 @@ async def test_an_answer_s_update_does_not_wait_behind_another_session_s_story(
     """Session a asks with ten messages queued ahead of its card (lifted to its rank); b's
     card, already shown, is answered: its update (one edit) is not ranked as a card asked
     after a's, which would hold it behind all eleven of a's calls."""
+    from aep_bridge.contract.types import OutcomeStatus, PermissionOutcome
     from aep_bridge.outbox import Job
     from aep_bridge.outbox.jobs import arguments
-    from aep_bridge.types import OutcomeStatus, PermissionOutcome
 
     adapter = Recorder(vt, forum=True)
     edit = adapter.update_permission_request

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from aep_bridge.approvers import NOT_OWNER
-from aep_bridge.audit_export import export
-from aep_bridge.config import BridgeConfig, resolve_channels
+from aep_bridge.commands.audit_export import export
+from aep_bridge.config.config import BridgeConfig, resolve_channels
+from aep_bridge.contract.types import ChannelUser, ResolutionStatus
 from aep_bridge.intake.principals import Principal
-from aep_bridge.sessions import Owner
-from aep_bridge.types import ChannelUser, ResolutionStatus
+from aep_bridge.loop.approvers import NOT_OWNER
+from aep_bridge.loop.sessions import Owner
 
 from .rig import Rig, memory_host
 

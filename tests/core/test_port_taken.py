@@ -15,7 +15,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-from aep_bridge.exit_status import EXIT_CANNOT_LISTEN
+from aep_bridge.process.exit_status import EXIT_CANNOT_LISTEN
 from tests.bridge_process import ROOT, BridgeProcess, free_port, write_config
 
 WEB = {"web": {"type": "web", "approvers": ["local"]}}

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import invariant, precondition, rule
 
 from aep_bridge.aep import Event
-from aep_bridge.types import ChannelUser, ResolutionStatus
+from aep_bridge.contract.types import ChannelUser, ResolutionStatus
 
 from .rig import ALICE, BOB, MALLORY, BridgeMachine, machine_settings, two_channels
 

@@ -24,8 +24,8 @@ from aep_bridge.aep.payloads import PAYLOAD_MODELS, RESERVED_MODELS
 from aep_bridge.aep.redaction import RedactionPolicy, Redactor
 from aep_bridge.aep.registry import FOREIGN_EMITTER_PATTERN
 from aep_bridge.aep.validation import parse_event, validate_event
+from aep_bridge.contract.types import OUTGOING_KINDS, OutgoingMessage, PermissionRequest
 from aep_bridge.render import RENDERED_TYPES, Rendered, Renderer, aep_form_values
-from aep_bridge.types import OUTGOING_KINDS, OutgoingMessage, PermissionRequest
 from tests.shared_data import AEP_FIXTURES
 
 CEILINGS = ("none", "metadata", "redacted", "full")

@@ -20,8 +20,8 @@ from typing import Any
 import httpx
 import pytest
 
-from aep_bridge.exit_status import EXIT_CANNOT_LISTEN
-from aep_bridge.tinyagent import TinyAgent
+from aep_bridge.commands.tinyagent import TinyAgent
+from aep_bridge.process.exit_status import EXIT_CANNOT_LISTEN
 from tests.bridge_process import BridgeProcess, free_port, write_config
 
 from .recording_channel import FakePlatform, serve_platform

@@ -28,8 +28,9 @@ from pathlib import Path
 
 import pytest
 
-from aep_bridge import __version__, log_setup
-from aep_bridge.tinyagent import TinyAgent
+from aep_bridge import __version__
+from aep_bridge.commands.tinyagent import TinyAgent
+from aep_bridge.process import log_setup
 from tests.bridge_process import ROOT, BridgeProcess, free_port
 
 DOC = ROOT / "docs" / "cli.md"

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import websockets
 
-from aep_bridge.server import EXIT_BUSY, EXIT_STATE_DIR, EXIT_STORE
+from aep_bridge.process.server import EXIT_BUSY, EXIT_STATE_DIR, EXIT_STORE
 from tests.bridge_process import ROOT, BridgeProcess, free_port, write_config
 
 ROOT_DEFEATS_CHMOD = pytest.mark.skipif(
@@ -92,7 +92,7 @@ async def test_a_second_bridge_on_the_same_state_dir_stops_and_the_first_keeps_s
 def test_the_busy_line_copes_without_a_pid_or_an_address(tmp_path: Path):
     """A holder that wrote neither its pid nor listen.json (another tool, a bridge still
     starting): the line says what it does not know."""
-    from aep_bridge.listening import LOCK_FILE
+    from aep_bridge.process.listening import LOCK_FILE
 
     state = tmp_path / "state"
     state.mkdir()
@@ -407,7 +407,7 @@ async def test_a_refused_websocket_is_not_an_error_in_the_log(tmp_path: Path):
 
 def test_an_open_store_can_still_be_read_while_a_bridge_holds_the_lock(tmp_path: Path):
     """The lock is `run`'s alone: opening the store (a test, a tool) does not take it."""
-    from aep_bridge.listening import lock_state_dir
+    from aep_bridge.process.listening import lock_state_dir
     from aep_bridge.store import Store
 
     state = tmp_path / "state"

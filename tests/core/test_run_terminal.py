@@ -22,7 +22,7 @@ import termios
 import threading
 from pathlib import Path
 
-from aep_bridge.tinyagent import TinyAgent
+from aep_bridge.commands.tinyagent import TinyAgent
 from tests.bridge_process import ROOT, BridgeProcess, free_port, write_config
 from tests.terminal_text import HOSTILE, SHOWN, raw_controls
 

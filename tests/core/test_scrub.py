@@ -8,7 +8,9 @@ import logging
 
 import pytest
 
-from aep_bridge import cli, log_setup, scrub
+from aep_bridge import cli
+from aep_bridge.process import log_setup
+from aep_bridge.text import scrub
 from tests.bridge_process import BridgeProcess, free_port, write_config
 
 SECRET = "s3cr3t-value-0123456789"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from aep_bridge.aep.build import make_event
 from aep_bridge.aep.envelope import Event
-from aep_bridge.sessions import Sessions, ThreadRecord
+from aep_bridge.loop.sessions import Sessions, ThreadRecord
 from aep_bridge.store import Store
 
 

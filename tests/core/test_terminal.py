@@ -1,4 +1,4 @@
-"""Text made safe for a terminal (`aep_bridge.terminal`), and the bridge's log written with it
+"""Text made safe for a terminal (`aep_bridge.text.terminal`), and the bridge's log written with it
 (`log_setup.TerminalSafe`): whatever an agent writes, nothing that reaches the terminal is a
 control character, an escape sequence or a bidi override, and a person sees that something
 was there.
@@ -19,8 +19,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aep_bridge import log_setup
-from aep_bridge.terminal import safe_output, visible
+from aep_bridge.process import log_setup
+from aep_bridge.text.terminal import safe_output, visible
 from tests.terminal_text import BIDI, HOSTILE, SHOWN, raw_controls
 
 #: every character a terminal acts on, and the characters an escape is made of
@@ -106,7 +106,7 @@ def test_a_command_that_fails_prints_its_traceback_as_text(
     """A failure nobody foresaw ends a command as Python would (a traceback, status 1), its
     words, which can quote an agent's, shown as text."""
     import aep_bridge.cli as cli
-    from aep_bridge.exit_status import EXIT_FAILED
+    from aep_bridge.process.exit_status import EXIT_FAILED
 
     def fails(*args: object, **kwargs: object) -> int:
         raise RuntimeError(HOSTILE)

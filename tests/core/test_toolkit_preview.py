@@ -23,8 +23,8 @@ from aep_bridge import (
     message_icon,
     outcome_icon,
 )
-from aep_bridge.preview import Shown, ShownCard, ShownMessage, ShownThread, page
-from aep_bridge.types import NotificationMessage, OutcomeStatus
+from aep_bridge.contract.preview import Shown, ShownCard, ShownMessage, ShownThread, page
+from aep_bridge.contract.types import NotificationMessage, OutcomeStatus
 
 #: a toy platform's payload: the text it posts and its buttons' labels in rows
 Payload = tuple[str, list[list[str]]]

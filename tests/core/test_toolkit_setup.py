@@ -36,7 +36,7 @@ from aep_bridge import (
     token_env_option,
     write_channel_block,
 )
-from aep_bridge.plugins import PluginHost
+from aep_bridge.contract.plugins import PluginHost
 from aep_bridge.testing import ScriptedIO, run_setup
 
 ROOT = Path(__file__).resolve().parents[2]

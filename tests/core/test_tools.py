@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aep_bridge import ToolCall, ToolOutcome, ToolView, hookimpl, markup
+from aep_bridge.contract.plugins import PluginHost
 from aep_bridge.demo import recorded
 from aep_bridge.markup import Code, Details, Diff, Span
-from aep_bridge.plugins import PluginHost
 from aep_bridge.tools import MAX_DETAILS, MAX_TITLE, bound_view, render_tool
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -18,11 +18,11 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
 from aep_bridge.aep.build import make_event
+from aep_bridge.commands.tinyagent import TinyAgent
 from aep_bridge.intake.auth import AuthPolicy
 from aep_bridge.intake.hub import Hub
 from aep_bridge.intake.source import CommandResult, LocalSource
 from aep_bridge.store import Store
-from aep_bridge.tinyagent import TinyAgent
 
 from .conftest import TOKEN, Served, serve
 

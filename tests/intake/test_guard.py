@@ -21,11 +21,11 @@ from starlette.routing import Mount, Route
 from websockets.asyncio.client import connect
 
 from aep_bridge.aep.build import make_event
-from aep_bridge.config import ListenConfig
+from aep_bridge.commands.tinyagent import TinyAgent
+from aep_bridge.config.config import ListenConfig
 from aep_bridge.intake.auth import AuthPolicy, HostPolicy
 from aep_bridge.intake.endpoint import Endpoint
 from aep_bridge.intake.hub import Hub
-from aep_bridge.tinyagent import TinyAgent
 
 from .conftest import TOKEN
 

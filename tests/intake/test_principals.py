@@ -18,12 +18,12 @@ import pytest
 from websockets.asyncio.client import connect
 
 from aep_bridge.aep.build import make_event
+from aep_bridge.commands.tinyagent import AgentError, TinyAgent
 from aep_bridge.intake.auth import AuthPolicy
 from aep_bridge.intake.hub import Hub
 from aep_bridge.intake.principals import digest
 from aep_bridge.intake.source import LocalSource
 from aep_bridge.store import Store
-from aep_bridge.tinyagent import AgentError, TinyAgent
 
 from .conftest import TOKEN, Served, serve
 

@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 
-from aep_bridge.config import ListenConfig
+from aep_bridge.config.config import ListenConfig
 from aep_bridge.intake.auth import AuthPolicy
 from aep_bridge.intake.endpoint import Endpoint
 from aep_bridge.intake.hub import Hub
@@ -162,8 +162,8 @@ def test_the_config_names_the_key_and_the_fix():
 def test_an_https_public_url_without_a_trusted_proxy_is_warned_of():
     """Without it the proxy's https is not believed, and the web page behind the proxy
     would refuse its own requests: `check` and the start say so, naming the fix."""
-    from aep_bridge.config import BridgeConfig, resolve_channels
-    from aep_bridge.plugins import PluginHost
+    from aep_bridge.config.config import BridgeConfig, resolve_channels
+    from aep_bridge.contract.plugins import PluginHost
 
     lone = BridgeConfig.model_validate({"listen": {"public_url": PUBLIC}})
     [warning] = resolve_channels(lone, PluginHost(), {}).warnings
@@ -178,8 +178,8 @@ def test_open_on_loopback_is_ignored_behind_a_proxy():
     kept `open_on_loopback` would let anyone who reaches the proxy send events without a
     token. `check` warns, naming the key and the fix, and `run` ignores it (see
     test_the_real_bridge_behind_a_proxy_wants_the_token_from_loopback)."""
-    from aep_bridge.config import BridgeConfig, resolve_channels
-    from aep_bridge.plugins import PluginHost
+    from aep_bridge.config.config import BridgeConfig, resolve_channels
+    from aep_bridge.contract.plugins import PluginHost
 
     config = BridgeConfig.model_validate({"listen": BEHIND, "intake": {"open_on_loopback": True}})
     [warning] = resolve_channels(config, PluginHost(), {}).warnings

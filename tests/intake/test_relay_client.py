@@ -37,10 +37,10 @@ from websockets.asyncio.server import ServerConnection, serve
 from aep_bridge.aep.build import make_command, make_event
 from aep_bridge.aep.envelope import Event
 from aep_bridge.aep.ids import source_uri
+from aep_bridge.commands.tinyagent import TinyAgent
 from aep_bridge.intake.hub import Delivery, Hub, HubLimits, Participant
 from aep_bridge.intake.relay import CLOSE_TIMEOUT, RelayClient, RelayError
 from aep_bridge.store import Store
-from aep_bridge.tinyagent import TinyAgent
 from tests.bridge_process import free_port
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -26,7 +26,7 @@ from aep_bridge.aep.validation import parse_event
 from aep_bridge.intake.auth import AuthPolicy, host_allowed
 from aep_bridge.intake.endpoint import Endpoint
 from aep_bridge.intake.hub import Hub
-from aep_bridge.listening import base_url, read_listening, write_listening
+from aep_bridge.process.listening import base_url, read_listening, write_listening
 from aep_bridge.store import Store
 from tests.bridge_process import ROOT, BridgeProcess, free_port, write_config
 from tests.core.rig import ALICE, Rig, memory_host

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from aep_bridge.tinyagent import AgentError, TinyAgent
+from aep_bridge.commands.tinyagent import AgentError, TinyAgent
 from tests.bridge_process import ROOT, BridgeProcess, free_port, write_config
 
 

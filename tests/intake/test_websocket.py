@@ -16,8 +16,8 @@ from websockets.asyncio.client import connect
 
 from aep_bridge.aep.build import make_event, make_respond_command
 from aep_bridge.aep.payloads import Answer
+from aep_bridge.commands.tinyagent import TinyAgent
 from aep_bridge.intake.source import LocalSource
-from aep_bridge.tinyagent import TinyAgent
 
 from .conftest import TOKEN
 

@@ -193,8 +193,9 @@ def test_the_fixture_is_a_pytest_plugin_that_imports_cheaply() -> None:
             sys.executable,
             "-c",
             "import sys, aep_bridge.testing.fixture as f; assert callable(f.bridge); "
-            "print(sorted(m for m in ('uvicorn', 'aep_bridge.bridge', 'aep_bridge.config', "
-            "'aep_bridge.outbox', 'starlette.applications') if m in sys.modules))",
+            "print(sorted(m for m in ('uvicorn', 'aep_bridge.loop.bridge', "
+            "'aep_bridge.config.config', 'aep_bridge.outbox', 'starlette.applications') "
+            "if m in sys.modules))",
         ],
         capture_output=True,
         text=True,

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from aep_bridge import install_hint
-from aep_bridge import plugins as plugin_module
-from aep_bridge.plugins import PluginHost
+from aep_bridge.contract import install_hint
+from aep_bridge.contract import plugins as plugin_module
+from aep_bridge.contract.plugins import PluginHost
 
 GOOD = '''
 from aep_bridge import hookimpl

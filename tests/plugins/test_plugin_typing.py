@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from aep_bridge.plugins import PluginHost
-from aep_bridge.setup_command import find_wizards
+from aep_bridge.commands.setup_command import find_wizards
+from aep_bridge.contract.plugins import PluginHost
 
 PLUGIN = '''
 """A plugin written the way the docs say, checked by plain mypy --strict."""
@@ -433,7 +433,7 @@ def test_a_plugin_type_checks_under_plain_mypy_strict(tmp_path: Path):
     status, output = run_mypy(tmp_path, PLUGIN)
     assert status == 0, f"mypy --strict failed on the example plugin:\n{output}"
     # aep_bridge was really found and read: the field has its declared type, not Any
-    assert 'Revealed type is "aep_bridge.types.RateLimit | None"' in output, output
+    assert 'Revealed type is "aep_bridge.contract.types.RateLimit | None"' in output, output
 
 
 def test_mypy_reports_a_misuse_of_the_api(tmp_path: Path):

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 import aep_bridge
-from aep_bridge import hookspecs
-from aep_bridge.adapter import ConfigT
+from aep_bridge.contract import hookspecs
+from aep_bridge.contract.adapter import ConfigT
 
 #: The language's and the standard library's generic names, which need no export.
 _STANDARD = {
@@ -158,6 +158,6 @@ def test_the_tutorial_imports_only_exported_names():
 
 
 def test_a_foreign_import_is_caught():
-    assert _foreign_imports("from aep_bridge.bridge import Bridge\nimport aep_bridge") == [
-        "aep_bridge.bridge"
+    assert _foreign_imports("from aep_bridge.loop.bridge import Bridge\nimport aep_bridge") == [
+        "aep_bridge.loop.bridge"
     ]

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from aep_bridge.config import read_config
-from aep_bridge.setup_command import run_setup
+from aep_bridge.commands.setup_command import run_setup
+from aep_bridge.config.config import read_config
 from aep_bridge.testing import ScriptedIO
 
 from .test_setup_wizards import home, host  # noqa: F401  (the fixture, the plugins)

@@ -18,8 +18,8 @@ import pytest
 
 import aep_bridge_console
 from aep_bridge import SetupContext, SetupError, SetupOption, SetupWizard, hookimpl
-from aep_bridge.plugins import PluginHost
-from aep_bridge.setup_command import run_setup, target_path
+from aep_bridge.commands.setup_command import run_setup, target_path
+from aep_bridge.contract.plugins import PluginHost
 from aep_bridge.testing import ScriptedIO
 
 ROOT = Path(__file__).resolve().parents[2]

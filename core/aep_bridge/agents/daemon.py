@@ -46,10 +46,10 @@ from ..aep.envelope import Event
 from ..aep.errors import InvalidEvent
 from ..aep.redaction import RedactionPolicy, Redactor
 from ..aep.registry import CAPTURE_ORDER, Capture, Severity
-from ..config import ConfigError, config_path, read_config
-from ..exit_status import EXIT_OK, EXIT_USAGE
-from ..log_setup import TerminalSafe
-from ..scrub import ScrubFilter, register, secrets_in
+from ..config.config import ConfigError, config_path, read_config
+from ..process.exit_status import EXIT_OK, EXIT_USAGE
+from ..process.log_setup import TerminalSafe
+from ..text.scrub import ScrubFilter, register, secrets_in
 from . import claude_code, codex, grants, steer
 from .bounds import TooLarge, bounded_id
 from .emitter import LOG_DIR, Emitter, SessionState, log_name
@@ -677,7 +677,7 @@ def _address(
     if stored is not None and url is None:
         url, token = stored.url, token or stored.token
     if url is None or token is None:
-        from ..client_endpoint import endpoint
+        from ..process.client_endpoint import endpoint
 
         base, found = endpoint(config, url, token, "agentd")
         url, token = base, token or found

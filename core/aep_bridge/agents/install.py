@@ -64,9 +64,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, TextIO
 
-from .. import capture_choice
-from ..config_write import ConfigWriteError, indent_of, target_path
-from ..exit_status import EXIT_OK, EXIT_USAGE
+from ..config.config_write import ConfigWriteError, indent_of, target_path
+from ..process.exit_status import EXIT_OK, EXIT_USAGE
+from . import capture_choice
 from .login import LoginError
 from .login import load as load_login
 from .shim import (

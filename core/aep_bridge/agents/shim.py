@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final, NoReturn
 
-from ..exit_status import EXIT_FAILED, EXIT_OK
+from ..process.exit_status import EXIT_FAILED, EXIT_OK
 from .paths import agentd_dir, check_private, socket_path
 
 AGENTS: Final = ("claude-code", "codex")
@@ -175,7 +175,7 @@ def _bounded(hold: float) -> float:
 def _say_skipped(exc: BaseException) -> None:
     """One line on stderr for the person reading the agent's hook log, terminal-safe."""
     try:
-        from ..terminal import visible  # only now: the hook that skips nothing stays quick
+        from ..text.terminal import visible  # only now: the hook that skips nothing stays quick
 
         line = visible(f"aep-bridge hook: skipped ({type(exc).__name__}: {exc})", one_line=True)
         print(line[:500], file=sys.stderr)

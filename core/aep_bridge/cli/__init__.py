@@ -8,8 +8,8 @@ import traceback
 from collections.abc import Sequence
 
 from .. import _startup
-from ..exit_status import EXIT_FAILED
-from ..terminal import safe_output
+from ..process.exit_status import EXIT_FAILED
+from ..text.terminal import safe_output
 from .checks import check, doctor, plugins, show_config_path
 from .common import CONFIG_HELP, EXIT_OK, EXIT_USAGE, EXIT_VIOLATIONS
 from .logs import validate
@@ -78,7 +78,8 @@ def _command(argv: Sequence[str] | None) -> int:
         if args.command == "plugins":
             return plugins(as_json=args.json)
         if args.command == "preview":
-            from .. import log_setup, preview_command
+            from ..commands import preview_command
+            from ..process import log_setup
 
             log_setup.configure(quiet=True)  # the bridge's warnings and errors, as `run -q`
             return preview_command.main(
@@ -92,7 +93,7 @@ def _command(argv: Sequence[str] | None) -> int:
                 config_file=args.config,
             )
         if args.command == "setup":
-            from .. import setup_command
+            from ..commands import setup_command
 
             return setup_command.main(args)
         if args.command == "install":

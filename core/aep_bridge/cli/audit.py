@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 from typing import Any, cast
 
-from ..audit_export import FORMATS, AuditUsageError, Format, export, parse_since
-from ..config import ConfigError, config_path, read_config
+from ..commands.audit_export import FORMATS, AuditUsageError, Format, export, parse_since
+from ..config.config import ConfigError, config_path, read_config
 from ..store import DB_NAME, MIGRATIONS, Store
 from .common import CONFIG_HELP, EXIT_OK, EXIT_USAGE
 
@@ -48,7 +48,7 @@ def add_parser(commands: Any) -> None:
 
 def audit(args: argparse.Namespace) -> int:
     """Run `aep-bridge audit`."""
-    from ..server import state_dir_of
+    from ..process.server import state_dir_of
 
     try:
         config = read_config(config_path(args.config))

@@ -11,9 +11,9 @@ from __future__ import annotations
 import sys
 from typing import Any, TextIO
 
-from ..client_endpoint import endpoint
-from ..config import ConfigError
-from ..terminal import visible
+from ..config.config import ConfigError
+from ..process.client_endpoint import endpoint
+from ..text.terminal import visible
 from .common import EXIT_OK, EXIT_USAGE, EXIT_VIOLATIONS
 
 

@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from .. import env_file
-from ..config import (
+from ..commands.doctor import check_channel
+from ..config import env_file
+from ..config.config import (
     CONFIG_ENV,
     BridgeConfig,
     ChannelPlan,
@@ -20,10 +21,9 @@ from ..config import (
     default_config_path,
     resolve_channels,
 )
-from ..doctor import check_channel
-from ..plugins import PluginHost
-from ..scrub import scrub, secrets_in
-from ..terminal import visible
+from ..contract.plugins import PluginHost
+from ..text.scrub import scrub, secrets_in
+from ..text.terminal import visible
 from .common import EXIT_OK, EXIT_VIOLATIONS, load
 
 

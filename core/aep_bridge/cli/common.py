@@ -6,9 +6,9 @@ from __future__ import annotations
 import sys
 from typing import BinaryIO
 
-from ..config import CONFIG_ENV, BridgeConfig, config_path, read_config
-from ..exit_status import EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from ..plugins import PluginHost
+from ..config.config import CONFIG_ENV, BridgeConfig, config_path, read_config
+from ..contract.plugins import PluginHost
+from ..process.exit_status import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
 #: `--config`: every command that reads a config finds it the same way (`config_path`)
 CONFIG_HELP = (

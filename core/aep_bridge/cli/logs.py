@@ -9,7 +9,7 @@ from typing import BinaryIO, TextIO
 
 from ..aep.jsonl import Finding, LogCheck
 from ..aep.validation import DEFAULT_MAX_EVENT_BYTES
-from ..terminal import visible
+from ..text.terminal import visible
 from .common import EXIT_OK, EXIT_USAGE, EXIT_VIOLATIONS, open_input
 
 

@@ -6,7 +6,7 @@ import argparse
 
 from .. import __version__
 from ..aep.validation import DEFAULT_MAX_EVENT_BYTES
-from ..config import DEFAULT_HOST, DEFAULT_PORT
+from ..config.config import DEFAULT_HOST, DEFAULT_PORT
 from .common import CONFIG_HELP
 
 
@@ -175,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
         "else ~/.config/aep-bridge/config.json)",
     )
 
-    from .. import setup_command
+    from ..commands import setup_command
 
     setup_command.add_parser(commands)  # `setup NAME ...`: the wizard parses its own options
     hook = commands.add_parser(

@@ -11,9 +11,9 @@ import json
 import sys
 from typing import TextIO
 
-from ..client_endpoint import endpoint
-from ..config import ConfigError
-from ..terminal import visible
+from ..config.config import ConfigError
+from ..process.client_endpoint import endpoint
+from ..text.terminal import visible
 from .away import away_lines
 from .common import EXIT_OK, EXIT_USAGE, EXIT_VIOLATIONS
 

@@ -8,10 +8,10 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
-from ..client_endpoint import endpoint
-from ..config import ConfigError, resolve_channels
-from ..exit_status import EXIT_INTERRUPTED, EXIT_NO_ANSWER
-from ..terminal import visible
+from ..config.config import ConfigError, resolve_channels
+from ..process.client_endpoint import endpoint
+from ..process.exit_status import EXIT_INTERRUPTED, EXIT_NO_ANSWER
+from ..text.terminal import visible
 from .common import EXIT_OK, EXIT_USAGE, EXIT_VIOLATIONS, load, open_input
 
 if TYPE_CHECKING:
@@ -147,7 +147,7 @@ def ask(
     timeout: float | None,
 ) -> int:
     """Put one question through the whole loop and print the answer."""
-    from ..tinyagent import AgentError, Cancelled, TinyAgent
+    from ..commands.tinyagent import AgentError, Cancelled, TinyAgent
 
     try:
         base, secret = endpoint(config_file, url, token, "ask")
@@ -195,8 +195,8 @@ def demo(
     pace: float,
 ) -> int:
     """Play the scripted demo session against the bridge, printing each answer it gets."""
-    from ..demo_agent import DemoAgent
-    from ..tinyagent import AgentError, Cancelled
+    from ..commands.demo_agent import DemoAgent
+    from ..commands.tinyagent import AgentError, Cancelled
 
     try:
         base, secret = endpoint(config_file, url, token, "demo")

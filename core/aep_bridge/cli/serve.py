@@ -10,10 +10,11 @@ import signal
 import sys
 from pathlib import Path
 
-from .. import _startup, env_file
-from ..client_endpoint import running_bridge
-from ..config import BridgeConfig, ConfigError, config_path, read_config
-from ..exit_status import EXIT_INTERRUPTED
+from .. import _startup
+from ..config import env_file
+from ..config.config import BridgeConfig, ConfigError, config_path, read_config
+from ..process.client_endpoint import running_bridge
+from ..process.exit_status import EXIT_INTERRUPTED
 from .common import EXIT_OK, EXIT_USAGE, load
 
 log = logging.getLogger("aep_bridge.cli")
@@ -29,7 +30,7 @@ def run(
     quiet: bool = False,
 ) -> int:
     """Serve the bridge: the embedded AEP endpoint and the configured channels."""
-    from .. import log_setup
+    from ..process import log_setup
 
     # the bridge at INFO (or as asked), the libraries at WARNING; httpx and httpcore at
     # WARNING unless DEBUG is asked for: their INFO lines are URLs, and URLs can hold tokens
@@ -46,7 +47,7 @@ def run(
         listen = config.listen.model_copy(
             update={k: v for k, v in (("host", host), ("port", port)) if v is not None}
         )
-        from ..server import StartFailed, hold_state_dir, listen_on, serve, state_dir_of
+        from ..process.server import StartFailed, hold_state_dir, listen_on, serve, state_dir_of
 
         try:
             # one bridge per state directory, for this process's life, before the store opens
@@ -75,7 +76,7 @@ def run(
 
 
 def _state_dir(config: BridgeConfig) -> Path:
-    from ..server import state_dir_of
+    from ..process.server import state_dir_of
 
     return state_dir_of(config)
 

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from ..config import ConfigError, config_path, read_config
+from ..config.config import ConfigError, config_path, read_config
 from ..intake.principals import LOCAL, ROLES, BadName, check_name, check_role, digest, new_token
 from .common import CONFIG_HELP, EXIT_OK, EXIT_USAGE, EXIT_VIOLATIONS
 
@@ -44,7 +44,7 @@ def add_parser(token: argparse.ArgumentParser) -> None:
 
 
 def _state_dir(config_file: str | None) -> Path:
-    from ..server import state_dir_of
+    from ..process.server import state_dir_of
 
     return state_dir_of(read_config(config_path(config_file)))
 
@@ -57,7 +57,7 @@ def _when(stamp: float | None) -> str:
 
 def main(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Run `token create|list|revoke`; 0 done, 1 refused (a name taken or unknown), 2 usage."""
-    from ..audit import TOKEN_CREATED, TOKEN_REVOKED, AuditLog
+    from ..loop.audit import TOKEN_CREATED, TOKEN_REVOKED, AuditLog
     from ..store import Store, StoreError, TokenExists
 
     out = out or sys.stdout
@@ -130,8 +130,8 @@ def _close_connections(state_dir: Path, name: str, out: TextIO) -> None:
     """Ask a running bridge to close the revoked token's connections now."""
     import httpx
 
-    from ..client_endpoint import running_bridge
     from ..intake.auth import load_or_create_token
+    from ..process.client_endpoint import running_bridge
 
     base = running_bridge(state_dir, "token revoke")
     if base is None:

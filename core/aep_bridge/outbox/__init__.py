@@ -95,12 +95,12 @@ The modules: `jobs` (what is queued and how it fits the platform), `limiter` (th
 limits and their persistence), `journal` (the persisted rows), `lanes` (the queue) and
 `merge` (a card's context in as few calls as fit), `context` (a card's context in its own
 message, where the channel shows one), `scheduler` (the `Outbox`: lanes,
-dispatch, settle). Markdown splitting is `aep_bridge.text`'s.
+dispatch, settle). Markdown splitting is `aep_bridge.text.text`'s.
 """
 
 from __future__ import annotations
 
-from ..text import split_markdown, truncate_markdown
+from ..text.text import split_markdown, truncate_markdown
 from .jobs import OPS, Job, Op, Priority, card_key
 from .journal import LIMITS_SAVE_EVERY
 from .queue import HIGH_WATER, LOW_WATER, SHED_REPORT_EVERY

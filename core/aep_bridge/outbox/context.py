@@ -35,8 +35,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Final
 
+from ..contract.types import OutgoingMessage, PermissionOutcome, PermissionRequest
 from ..store import Store
-from ..types import OutgoingMessage, PermissionOutcome, PermissionRequest
 from .jobs import Priority, message_key
 from .lanes import Entry
 

@@ -12,13 +12,13 @@ from enum import IntEnum
 from typing import Any, Final, Literal, get_args
 
 from .. import markup
-from ..text import ELLIPSIS, LengthUnit, measure, split_markdown, truncate_markdown
-from ..types import (
+from ..contract.types import (
     NotificationMessage,
     OutgoingMessage,
     PermissionOutcome,
     PermissionRequest,
 )
+from ..text.text import ELLIPSIS, LengthUnit, measure, split_markdown, truncate_markdown
 
 
 class Priority(IntEnum):

@@ -24,8 +24,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Final
 
+from ..contract.types import CallKind, RateLimit, RateLimits
 from ..store import Store
-from ..types import CallKind, RateLimit, RateLimits
 
 log = logging.getLogger(__name__)
 

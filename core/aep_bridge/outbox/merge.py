@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from .. import markup
-from ..text import LengthUnit, measure
-from ..types import OutgoingMessage
+from ..contract.types import OutgoingMessage
+from ..text.text import LengthUnit, measure
 from .jobs import Job, Priority
 from .lanes import Entry
 

@@ -13,8 +13,8 @@ import math
 from collections.abc import Callable
 from typing import Any, Final
 
+from ..contract.types import PermissionRequest
 from ..store import Store
-from ..types import PermissionRequest
 from .context import FirstPosts
 from .jobs import Job, Priority, arguments
 from .journal import Journal

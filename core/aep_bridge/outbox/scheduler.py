@@ -18,10 +18,8 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
-from ..adapter import ChannelAdapter
-from ..store import Store
-from ..text import LengthUnit
-from ..types import (
+from ..contract.adapter import ChannelAdapter
+from ..contract.types import (
     CallKind,
     ChannelError,
     OutgoingMessage,
@@ -29,6 +27,8 @@ from ..types import (
     PermissionRequest,
     RateLimited,
 )
+from ..store import Store
+from ..text.text import LengthUnit
 from .context import CardContexts, Carried, FirstPosts, fold, replaced, with_context
 from .jobs import Job, Priority, arguments, card_key, fit, outcome_key
 from .journal import Journal

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ..activity import duration
 from ..aep.envelope import Event
 from ..aep.payloads import (
     AgentHealth,
@@ -17,6 +16,7 @@ from ..aep.payloads import (
     ErrorRaised,
 )
 from ..aep.registry import SEVERITY_RANK
+from .activity import duration
 from .base import RendererBase
 from .draft import Draft
 from .helpers import NORMAL, QUIET, SHORT, VERBOSE, _typed

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from ..activity import duration
 from ..aep.payloads import (
     AttentionAnswered,
     AttentionRequested,
@@ -10,6 +9,7 @@ from ..aep.payloads import (
     AttentionRouted,
     AttentionTimeout,
 )
+from .activity import duration
 from .base import RendererBase
 from .draft import Draft
 from .helpers import VERBOSE, _typed

@@ -10,15 +10,15 @@ from collections import OrderedDict
 from typing import Any, Final
 
 from .. import tools
-from ..activity import Tail, Thread, first_line, with_footer
 from ..aep.capture import downlevel, held_to_declared
 from ..aep.envelope import Event
 from ..aep.payloads import Answer, ErrorInfo
 from ..aep.redaction import Redactor, digest
 from ..aep.registry import Capture
+from ..contract.types import OutgoingMessage
 from ..markup import map_text, plain
 from ..tools import ToolCall, ToolOutcome, ToolView
-from ..types import OutgoingMessage
+from .activity import Tail, Thread, first_line, with_footer
 from .draft import Draft, Rendered, ToolRenderer, VendorRenderer
 from .helpers import MAX_TEXT, NORMAL, QUIET, SHORT, VERBOSE, _clip, _clip_blocks, _compact
 

@@ -16,10 +16,9 @@ from ..aep.envelope import Event
 from ..aep.payloads import AttentionRequested
 from ..aep.redaction import digest
 from ..aep.registry import CAPTURE_RANK, Capture
+from ..contract.types import FormChoice, FormField, PermissionOption, PermissionRequest
 from ..markup import Blocks, Code, Diff, Paragraph, Quote, Span, map_text, parse_markdown, plain
-from ..steer import is_instruction_request
 from ..tools import ToolCall
-from ..types import FormChoice, FormField, PermissionOption, PermissionRequest
 from .base import RendererBase
 from .helpers import (
     MAX_LABEL,
@@ -31,6 +30,7 @@ from .helpers import (
     _typed,
     _unfold,
 )
+from .steer import is_instruction_request
 from .tool import _kept_args
 
 log = logging.getLogger(__name__)

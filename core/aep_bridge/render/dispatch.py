@@ -11,7 +11,7 @@ from typing import Final
 from ..aep.envelope import Event
 from ..aep.payloads import SessionStarted
 from ..aep.registry import Capture
-from ..types import NotificationMessage
+from ..contract.types import NotificationMessage
 from .agent import AgentMixin
 from .attention import AttentionMixin
 from .cards import CardsMixin

@@ -8,13 +8,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from .. import types
-from ..activity import Tail, Thread
 from ..aep.envelope import Event
 from ..aep.registry import Capture
+from ..contract import types
+from ..contract.types import NotificationMessage, OutgoingKind, OutgoingMessage
 from ..markup import Blocks, plain
 from ..tools import ToolCall, ToolOutcome, ToolView
-from ..types import NotificationMessage, OutgoingKind, OutgoingMessage
+from .activity import Tail, Thread
 
 Verbosity = Literal["quiet", "normal", "verbose"]
 NotificationKind = Literal["completed", "error", "permission", "input_required", "budget_warning"]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ..activity import TAIL_ROOM, Held, Tail, marked_size
 from ..aep.envelope import Event
 from ..aep.payloads import MessageAgentReplied, MessageUserSubmitted
 from ..aep.payloads.message import MessageFact
 from ..markup import Blocks, Paragraph, Span, parse_markdown
+from .activity import TAIL_ROOM, Held, Tail, marked_size
 from .base import RendererBase
 from .draft import Draft
 from .helpers import MEDIUM, NORMAL, QUIET, VERBOSE, _clip, _number, _said_by, _typed

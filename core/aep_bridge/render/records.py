@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from ..activity import duration
 from ..aep.payloads.optional import (
     AssessmentEvaluationRecorded,
     AssessmentFeedbackReceived,
@@ -14,6 +13,7 @@ from ..aep.payloads.optional import (
     StateDelta,
     StateSnapshot,
 )
+from .activity import duration
 from .base import RendererBase
 from .draft import Draft
 from .helpers import VERBOSE, _compact, _typed

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ..activity import TAIL_ROOM, Tail, duration, first_line, marked_size, with_footer
 from ..aep.envelope import Event
 from ..aep.payloads import RunCancelled, RunFailed, RunFinished, RunStarted
 from ..aep.payloads.optional import RunStepFinished, RunStepStarted
 from ..markup import Paragraph, Span, parse_markdown
+from .activity import TAIL_ROOM, Tail, duration, first_line, marked_size, with_footer
 from .base import RendererBase
 from .draft import Draft
 from .helpers import MEDIUM, NORMAL, QUIET, VERBOSE, _typed, _usage_text

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from .. import tools
-from ..activity import Tail, duration
 from ..aep.payloads import SessionEnded, SessionStarted
 from ..aep.payloads.optional import SessionCompacted
 from ..markup import Blocks, Paragraph, Span
+from .activity import Tail, duration
 from .base import MAX_THREADS, RendererBase
 from .draft import Draft
 from .helpers import NORMAL, QUIET, SHORT, _number, _typed

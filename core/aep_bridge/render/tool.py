@@ -12,11 +12,11 @@ from typing import Any, Final
 
 from pydantic import BaseModel
 
-from ..activity import Activity, ToolLine
 from ..aep.envelope import Event
 from ..aep.payloads import Cost, ToolCompleted, ToolDenied, ToolFailed, ToolRequested
 from ..markup import Blocks
 from ..tools import ToolCall, ToolOutcome, ToolView
+from .activity import Activity, ToolLine
 from .draft import Draft
 from .helpers import NORMAL, VERBOSE, _typed, _usage_text
 from .progress import ProgressMixin

@@ -1,12 +1,12 @@
-"""Vendor and unknown types: the plugins' rendering, else `aep_bridge.defaults`."""
+"""Vendor and unknown types: the plugins' rendering, else `aep_bridge.contract.defaults`."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
 
-from .. import defaults
-from ..types import OutgoingMessage
+from ..contract import defaults
+from ..contract.types import OutgoingMessage
 from .base import RendererBase
 from .draft import Draft
 from .helpers import QUIET
@@ -19,7 +19,7 @@ class VendorMixin(RendererBase):
 
     def _vendor(self, draft: Draft, verbosity: str) -> None:
         """A vendor or unknown event: the plugins' rendering (`render_vendor_event`), whose
-        last resort is `aep_bridge.defaults`; that default, too, if the plugins fail."""
+        last resort is `aep_bridge.contract.defaults`; that default, too, if the plugins fail."""
         event = draft.event
         shown: Sequence[OutgoingMessage] | None = None
         if self.vendor is not None:

@@ -24,7 +24,7 @@ from .database import Database
 from .kv_owner import MAX_ID, OWNER, key_id
 
 if TYPE_CHECKING:
-    from ..adapter import ChannelState
+    from ..contract.adapter import ChannelState
 
 #: The kv namespace of the bridge's own keys (`Store.secret`); channels use `channel:{name}`.
 SECRETS_NAMESPACE: Final = "bridge:secrets"

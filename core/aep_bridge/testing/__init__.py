@@ -28,7 +28,7 @@ the bridge itself. The kit's modules: `conformance` (the suite and its `Harness`
 parts), `setup_kit` (`ScriptedIO`, `run_setup`), `platform` (`InLoopServer`, `FakePlatform`, the
 limit windows: the base of a fake platform server), `e2e` (`aep-bridge run` against your
 fake: `end_to_end`, `EndToEnd`, `BridgeProcess`), `agent` and `fixture` (the `bridge` fixture
-and its `ScriptedAgent`). `VirtualTime` lives in `aep_bridge.simtime` (`aep-bridge preview`
+and its `ScriptedAgent`). `VirtualTime` lives in `aep_bridge.commands.simtime` (`aep-bridge preview`
 runs on it) and is exported here for a plugin's outbox tests. Import every name from
 `aep_bridge.testing` (or `aep_bridge.testing.fixture`), not from the modules.
 """
@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..simtime import VirtualTime
+from ..commands.simtime import VirtualTime
 from .conformance import SESSION, ChannelConformance, Harness, sample_message
 from .memory import FakeCore, MemoryChannel, MemoryProbe, MemoryState, Press, Refusal
 from .platform import (

@@ -13,10 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..adapter import ChannelAdapter
-from ..markup import Code, Details, Diff, Paragraph, Span, parse_markdown, plain
-from ..text import measure
-from ..types import (
+from ..contract.adapter import ChannelAdapter
+from ..contract.types import (
     OUTGOING_KINDS,
     ChannelCapabilities,
     ChannelUser,
@@ -31,6 +29,8 @@ from ..types import (
     Resolution,
     ResolutionStatus,
 )
+from ..markup import Code, Details, Diff, Paragraph, Span, parse_markdown, plain
+from ..text.text import measure
 from .memory import FakeCore, Press
 from .views import ButtonView, MessageView, PlatformProbe
 
@@ -680,8 +680,8 @@ class ChannelConformance:
         them) goes through the core's outbox without a trace: never queued, never reaching
         the platform, never counted against a limit; and a card queued right after it goes
         out at once, without waiting for a slot. (Contract 1.2.)"""
+        from ..commands.simtime import VirtualTime
         from ..outbox import Job, Outbox
-        from ..simtime import VirtualTime
         from ..store import Store
 
         h = harness
@@ -724,8 +724,8 @@ class ChannelConformance:
         asks) goes through the core's outbox at the channel's declared limits; the thread, as
         the platform shows it, reads the burst and then the card below it, never the card
         above what led to it. (Issue 32.)"""
+        from ..commands.simtime import VirtualTime
         from ..outbox import Job, Outbox
-        from ..simtime import VirtualTime
         from ..store import Store
 
         h = harness
@@ -772,8 +772,8 @@ class ChannelConformance:
         question reads above its title in the card's own message, in order. A later edit of a
         message it carries (the tool call finishing) and the card's outcome both show in the
         card, and nothing else appears in the thread. (Issue 32.)"""
+        from ..commands.simtime import VirtualTime
         from ..outbox import Job, Outbox
-        from ..simtime import VirtualTime
         from ..store import Store
 
         h = harness

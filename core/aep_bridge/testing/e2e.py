@@ -46,7 +46,7 @@ from typing import Any, Generic, TypeVar
 import httpx
 
 from ..aep.envelope import Event
-from ..tinyagent import TinyAgent
+from ..commands.tinyagent import TinyAgent
 
 __all__ = [
     "PERMISSION_ASK",

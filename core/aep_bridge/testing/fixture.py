@@ -39,21 +39,21 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 import pytest
 
-from ..adapter import BridgeView, ChannelAdapter
 from ..aep.envelope import Event
-from ..hookspecs import hookimpl
-from ..types import ChannelError
+from ..contract.adapter import BridgeView, ChannelAdapter
+from ..contract.hookspecs import hookimpl
+from ..contract.types import ChannelError
 from .agent import ScriptedAgent
 
 if TYPE_CHECKING:
     import uvicorn
     from starlette.types import ASGIApp, Receive, Scope, Send
 
-    from ..bridge import Bridge
-    from ..config import BridgeConfig
+    from ..config.config import BridgeConfig
+    from ..contract.plugins import PluginHost
     from ..intake.hub import Hub
     from ..intake.source import LocalSource
-    from ..plugins import PluginHost
+    from ..loop.bridge import Bridge
     from ..store import Store
 
 try:
@@ -184,9 +184,9 @@ class RunningBridge(Generic[A]):
         return any(s.pending for s in self._hub.subscriptions if s.owner is owner)
 
     async def _start(self) -> None:
-        from ..bridge import Bridge
         from ..intake.hub import Hub, HubLimits
         from ..intake.source import LocalSource
+        from ..loop.bridge import Bridge
         from ..store import Store
 
         try:
@@ -302,8 +302,8 @@ class BridgeFixture:
         say); `settings` the rest of the config file (`routes`, `redaction`). A channel that
         cannot start raises `ChannelError` with the reason, as `aep-bridge run` logs it.
         """
-        from ..config import BridgeConfig
-        from ..plugins import PluginHost
+        from ..config.config import BridgeConfig
+        from ..contract.plugins import PluginHost
 
         if self._running is not None:
             raise RuntimeError("the bridge is running already: restart() or stop() it first")

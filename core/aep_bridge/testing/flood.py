@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..aep.envelope import Event
-from ..tinyagent import TinyAgent
+from ..commands.tinyagent import TinyAgent
 from .e2e import PERMISSION_ASK, BridgeProcess, free_port, write_config
 
 __all__ = [

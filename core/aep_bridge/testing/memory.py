@@ -11,10 +11,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import signing
-from ..adapter import DEFAULT_SIGNATURE_TTL, ChannelAdapter, ChannelState
-from ..text import split_text
-from ..types import (
+from ..contract import signing
+from ..contract.adapter import DEFAULT_SIGNATURE_TTL, ChannelAdapter, ChannelState
+from ..contract.types import (
     ChannelCapabilities,
     ChannelConfig,
     ChannelUser,
@@ -27,6 +26,7 @@ from ..types import (
     ResolutionStatus,
     SignedPress,
 )
+from ..text.text import split_text
 from .views import ButtonView, MessageView, ThreadView
 
 # -- the fake core ---------------------------------------------------------------------

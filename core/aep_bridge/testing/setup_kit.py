@@ -7,10 +7,10 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from ..wizard import SetupIO
+from ..contract.wizard import SetupIO
 
 if TYPE_CHECKING:
-    from ..plugins import PluginHost
+    from ..contract.plugins import PluginHost
 
 
 # -- setup wizards ------------------------------------------------------------------
@@ -73,6 +73,6 @@ async def run_setup(
     """`aep-bridge setup NAME ARGV` in this event loop (a fake platform served in it keeps
     answering), talking to `io`; the plugins of `host`, else the installed ones. Returns the
     exit status."""
-    from ..setup_command import run_setup as run
+    from ..commands.setup_command import run_setup as run
 
     return await run(name, argv, io=io, host=host)

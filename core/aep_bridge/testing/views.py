@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..types import ChannelUser
+from ..contract.types import ChannelUser
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from ..adapter import BridgeCore, ChannelState
-from ..types import ChannelUser, Resolution, ResolutionStatus
+from ..contract.adapter import BridgeCore, ChannelState
+from ..contract.types import ChannelUser, Resolution, ResolutionStatus
 
 #: a card record as the channel's code uses it (a dict, or a dataclass of its own)
 R = TypeVar("R")

@@ -21,9 +21,14 @@ from collections.abc import Callable, Sequence
 from datetime import UTC
 from typing import Final, Generic, TypeVar
 
-from ..markup_html import escape, link, safe_url
-from ..preview import PreviewDialect
-from ..types import NotificationMessage, OutgoingMessage, PermissionOutcome, PermissionRequest
+from ..contract.markup_html import escape, link, safe_url
+from ..contract.preview import PreviewDialect
+from ..contract.types import (
+    NotificationMessage,
+    OutgoingMessage,
+    PermissionOutcome,
+    PermissionRequest,
+)
 
 #: the icon a message of a kind starts with (a `tool_update`'s is its state's, `TOOL_ICONS`)
 MESSAGE_ICONS: Final[dict[str, str]] = {

@@ -25,8 +25,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Final, Literal, TypeVar, overload
 
-from ..types import DoctorCheck
-from ..wizard import SetupContext, SetupError, SetupOption
+from ..contract.types import DoctorCheck
+from ..contract.wizard import SetupContext, SetupError, SetupOption
 
 _T = TypeVar("_T")
 

@@ -17,9 +17,9 @@ from aep_bridge import (
     PermissionOutcome,
     PermissionRequest,
 )
+from aep_bridge.commands.simtime import VirtualTime
 from aep_bridge.markup import Code, Details, Diff, Paragraph, Span
 from aep_bridge.outbox import Job, Outbox
-from aep_bridge.simtime import VirtualTime
 from aep_bridge.store import Store
 from tests import permission_card
 

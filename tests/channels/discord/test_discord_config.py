@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from aep_bridge.config_errors import explain
+from aep_bridge.config.config_errors import explain
 from aep_bridge_discord.config import DiscordConfig
 
 GOOD = {"token": "${DISCORD_BOT_TOKEN}", "guild_id": "100", "channel_id": "201"}

@@ -14,9 +14,9 @@ import pytest
 
 from aep_bridge import OutgoingMessage
 from aep_bridge.aep.redaction import Redactor
+from aep_bridge.commands.preview_command import read_events
 from aep_bridge.demo import recorded
 from aep_bridge.markup import Code, Details, Diff, Paragraph, Span
-from aep_bridge.preview_command import read_events
 from aep_bridge.render import Renderer
 
 from .fake_discord import TEXT_CHANNEL_ID, FakeDiscord, FakeMessage, Limits

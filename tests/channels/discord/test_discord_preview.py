@@ -16,8 +16,8 @@ from aep_bridge import (
     PermissionOutcome,
     PermissionRequest,
 )
+from aep_bridge.contract.types import OutcomeStatus
 from aep_bridge.markup import Code, Details, Paragraph, Span
-from aep_bridge.types import OutcomeStatus
 from aep_bridge_discord import DiscordChannel
 from aep_bridge_discord.preview import DiscordDialect
 from tests.bridge_process import ROOT

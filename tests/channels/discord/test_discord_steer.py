@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from aep_bridge.aep.envelope import Event
-from aep_bridge.tinyagent import TinyAgent
+from aep_bridge.commands.tinyagent import TinyAgent
 
 from .fake_discord import ALICE, MALLORY, FakeMessage
 from .probe import shown

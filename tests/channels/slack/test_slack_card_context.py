@@ -11,10 +11,10 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from aep_bridge import OutgoingMessage, PermissionOption, PermissionOutcome, PermissionRequest
+from aep_bridge.contract.types import OutcomeStatus
 from aep_bridge.markup import Diff, Paragraph, Span, parse_markdown
 from aep_bridge.testing import FakeCore
 from aep_bridge.testing.conformance import sample_message
-from aep_bridge.types import OutcomeStatus
 from aep_bridge_slack import SlackChannel, look
 from aep_bridge_slack.preview import SlackDialect
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from aep_bridge.config_errors import explain
+from aep_bridge.config.config_errors import explain
 from aep_bridge_slack.config import SlackConfig
 from tests.bridge_process import ROOT
 

@@ -9,8 +9,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from aep_bridge.config import read_config, resolve_channels
-from aep_bridge.plugins import PluginHost
+from aep_bridge.config.config import read_config, resolve_channels
+from aep_bridge.contract.plugins import PluginHost
 from aep_bridge.testing import FakeCore
 from aep_bridge_slack.doctor import MANIFEST, NEEDED_SCOPES
 from aep_bridge_slack.setup import SlackSetup

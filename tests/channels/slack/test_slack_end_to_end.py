@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from aep_bridge.commands.tinyagent import TinyAgent
 from aep_bridge.testing import PERMISSION_ASK, EndToEnd, end_to_end
-from aep_bridge.tinyagent import TinyAgent
 from tests.bridge_process import ROOT, stored
 
 from .fake_slack import (

@@ -21,8 +21,8 @@ from aep_bridge import (
     PermissionOutcome,
     PermissionRequest,
 )
+from aep_bridge.contract.types import OutcomeStatus
 from aep_bridge.markup import Code, Details, Diff, Paragraph, Span, parse_markdown
-from aep_bridge.types import OutcomeStatus
 from aep_bridge_slack import look, modal
 from tests.channels.slack.fake_slack import BlockChecker, Limits, _state_value
 

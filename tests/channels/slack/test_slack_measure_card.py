@@ -16,12 +16,12 @@ from contextlib import asynccontextmanager
 import pytest
 
 from aep_bridge import OutgoingMessage, PermissionOption, PermissionOutcome, PermissionRequest
+from aep_bridge.commands.simtime import VirtualTime
+from aep_bridge.contract.types import OutcomeStatus
 from aep_bridge.markup import Code, Diff, Paragraph, Span, parse_markdown
 from aep_bridge.outbox import Job, Outbox
-from aep_bridge.simtime import VirtualTime
 from aep_bridge.store import Store
 from aep_bridge.testing import FakeCore
-from aep_bridge.types import OutcomeStatus
 from aep_bridge_slack import SlackChannel, look
 
 from .fake_slack import ALICE, C0AGENTS, FakeMessage, FakeSlack, Limits

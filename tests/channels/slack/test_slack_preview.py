@@ -17,8 +17,8 @@ from aep_bridge import (
     PermissionOutcome,
     PermissionRequest,
 )
+from aep_bridge.contract.types import OutcomeStatus
 from aep_bridge.markup import Code, Details, Paragraph, Span
-from aep_bridge.types import OutcomeStatus
 from aep_bridge_slack.channel import SlackChannel
 from aep_bridge_slack.preview import SlackDialect, block_html, inline, mrkdwn_html
 from tests.bridge_process import ROOT
@@ -154,7 +154,7 @@ def test_a_runs_end_is_previewed_on_the_sessions_parent_not_as_a_heads_up() -> N
     """Slack says a run's end on the session's parent message (no 🏁 heads-up rings): the
     preview shows it so, at the head of the thread, and only the question's heads-up under
     Notifications; and no empty thread named after the session's id appears beside it."""
-    from aep_bridge.preview_command import render
+    from aep_bridge.commands.preview_command import render
 
     recording = ROOT / "tests" / "sessions" / "realistic.jsonl"
     shown = render(recording.read_bytes(), recording.name, "slack", text=True)

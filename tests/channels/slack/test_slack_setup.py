@@ -25,8 +25,8 @@ import aep_bridge_console
 import aep_bridge_slack
 import aep_bridge_web
 from aep_bridge.cli import check
-from aep_bridge.config import read_config, resolve_channels
-from aep_bridge.plugins import PluginHost
+from aep_bridge.config.config import read_config, resolve_channels
+from aep_bridge.contract.plugins import PluginHost
 from aep_bridge.testing import ScriptedIO, run_setup
 
 from .fake_slack import (

@@ -10,7 +10,7 @@ import asyncio
 from typing import Any
 
 from aep_bridge.aep.envelope import Event
-from aep_bridge.tinyagent import TinyAgent
+from aep_bridge.commands.tinyagent import TinyAgent
 
 from .fake_slack import ALICE, C0AGENTS, FakeMessage
 from .probe import shown

@@ -13,9 +13,9 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 
 from aep_bridge import FormField, OutgoingMessage, PermissionRequest
+from aep_bridge.commands.simtime import VirtualTime
 from aep_bridge.markup import Code, Diff, Paragraph, Span, plain
 from aep_bridge.outbox import Job, Outbox
-from aep_bridge.simtime import VirtualTime
 from aep_bridge.store import Store
 from aep_bridge.testing.conformance import sample_message
 

@@ -21,8 +21,8 @@ from aep_bridge import (
     Resolution,
     ResolutionStatus,
 )
+from aep_bridge.commands.simtime import VirtualTime
 from aep_bridge.outbox import Job, Outbox
-from aep_bridge.simtime import VirtualTime
 from aep_bridge.store import Store
 from aep_bridge.testing import FakeCore
 from aep_bridge_telegram import TelegramChannel

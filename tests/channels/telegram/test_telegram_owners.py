@@ -12,9 +12,9 @@ import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+from aep_bridge.commands.tinyagent import TinyAgent
 from aep_bridge.intake.principals import digest
 from aep_bridge.store import Store
-from aep_bridge.tinyagent import TinyAgent
 from tests.bridge_process import BridgeProcess, free_port, write_config
 
 from .fake_bot_api import ALICE, BOB, FakeBotApi

@@ -4,9 +4,9 @@ under a card, and the channel offering it without being started."""
 from __future__ import annotations
 
 from aep_bridge import OutgoingMessage, PermissionOption, PermissionOutcome, PermissionRequest
+from aep_bridge.contract.types import OutcomeStatus
 from aep_bridge.markup import parse_markdown, plain
 from aep_bridge.testing.conformance import sample_message
-from aep_bridge.types import OutcomeStatus
 from aep_bridge_telegram import TelegramChannel
 from aep_bridge_telegram.preview import TelegramDialect, browser_html
 

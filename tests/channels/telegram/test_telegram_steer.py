@@ -9,7 +9,7 @@ import asyncio
 from typing import Any
 
 from aep_bridge.aep.envelope import Event
-from aep_bridge.tinyagent import TinyAgent
+from aep_bridge.commands.tinyagent import TinyAgent
 
 from .fake_bot_api import ALICE, FORUM_ID, FakeMessage
 from .test_telegram_end_to_end import WAIT, Running, running

@@ -12,8 +12,8 @@ from typing import Any
 
 from aep_bridge.agents import claude_code
 from aep_bridge.agents.mapping import DEFAULT_CEILING, Ceiling
-from aep_bridge.tinyagent import TinyAgent
-from aep_bridge.withheld import NOTICE
+from aep_bridge.commands.tinyagent import TinyAgent
+from aep_bridge.loop.withheld import NOTICE
 
 from .fake_bot_api import FORUM_ID
 from .test_telegram_end_to_end import Running, running

@@ -31,7 +31,7 @@ from playwright.async_api import (
     expect,
 )
 
-from aep_bridge.tinyagent import Answer, TinyAgent
+from aep_bridge.commands.tinyagent import Answer, TinyAgent
 from tests.bridge_process import ROOT, BridgeProcess, free_port, write_config
 
 CHROMIUM = Path("/usr/bin/chromium")

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from aep_bridge.config import read_config, resolve_channels
-from aep_bridge.plugins import PluginHost
+from aep_bridge.config.config import read_config, resolve_channels
+from aep_bridge.contract.plugins import PluginHost
 
 ROOT = Path(__file__).resolve().parents[3]
 

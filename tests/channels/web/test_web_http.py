@@ -500,7 +500,7 @@ def test_a_burst_within_one_millisecond_is_kept_in_its_order_of_arrival_and_acro
     """Every entry of the burst has the same time: the timeline and the queue follow the order
     the entries reached the page, and so does a board loaded from what the first one saved."""
     from aep_bridge import OutgoingMessage, PermissionOutcome, PermissionRequest
-    from aep_bridge.types import OutcomeStatus
+    from aep_bridge.contract.types import OutcomeStatus
     from aep_bridge_web import board
 
     monkeypatch.setattr(board, "now", lambda: "2026-01-01T00:00:00.000+00:00")
