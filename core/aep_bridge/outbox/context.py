@@ -19,9 +19,10 @@ the platform's one-message limit, as the channel measures its card
 What becomes of a folded message's later edits (`CardContexts`): its key now lives in the
 card. A later message with that key replaces it in the card's context: in the queued card,
 or, once the card went, in the card's next update (at once if the card has an outcome
-already; with its outcome otherwise), unless it grew past what the card can show: then it is
-posted below the card, whole, and the card keeps what it showed. Every update of the card
-carries its context, so
+already; with its outcome otherwise). One that grew past what the card can show is cut at its
+end to fit (`cut_into`), ending with "…", as any edit of one message is cut: its words stay
+where the person read them, never posted a second time below the card (a reply and then its
+footer would show the reply twice). Every update of the card carries its context, so
 redrawing the card never drops it. What each card carries is kept in the store
 (`kv`, namespace `outbox:<channel>`, one key per card, going with its session's records), in
 the same transaction as the rows it replaced, so a restart keeps both.
@@ -35,9 +36,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Final
 
+from .. import markup
 from ..store import Store
+from ..text import LengthUnit
 from ..types import OutgoingMessage, PermissionOutcome, PermissionRequest
-from .jobs import Priority, message_key
+from .jobs import Job, Priority, arguments, fit, message_key
 from .lanes import Entry
 
 #: sessions whose posted keys `FirstPosts` remembers (the least recently posting forgotten
@@ -267,6 +270,33 @@ def replaced(
     return tuple(message if m.key == message.key else m for m in context)
 
 
+def cut_into(
+    request: PermissionRequest,
+    message: OutgoingMessage,
+    fits: Callable[[PermissionRequest], bool],
+    limit: int,
+    unit: LengthUnit,
+    size: markup.Measure,
+) -> PermissionRequest | None:
+    """`request` with `message` in place of its key's message, cut at its end (as the outbox
+    cuts any edit of one message: `jobs.fit`) to the most of it that the card `fits`; None
+    when not even its first words do (the card then keeps what it showed)."""
+    job = Job.message("card", message)
+    best = None
+    low, high = 1, limit
+    while low <= high:  # the longest cut that fits: a dozen measures at most
+        middle = (low + high) // 2
+        pieces, _ = fit(job, middle, unit, size)
+        cut = arguments(pieces[0])[1]
+        assert isinstance(cut, OutgoingMessage)
+        candidate = with_context(request, replaced(request.context, cut))
+        if fits(candidate):
+            best, low = candidate, middle + 1
+        else:
+            high = middle - 1
+    return best
+
+
 __all__ = [
     "CARDS_KEPT",
     "SESSIONS_KEPT",
@@ -274,6 +304,7 @@ __all__ = [
     "Carried",
     "FirstPosts",
     "Fold",
+    "cut_into",
     "fold",
     "replaced",
     "with_context",
