@@ -398,3 +398,27 @@ async def test_a_reply_its_footer_outgrows_stays_once_in_the_card(
         texts = shown(adapter)
         assert sum(text.count("Fixed: invoice totals") for text in texts) == 1, texts
         adapter.messages.clear()
+
+
+async def test_an_edit_after_a_restart_is_not_carried_as_a_first_post(
+    vt: VirtualTime, store: Store
+) -> None:
+    """A reply shown before a restart, its footer joining it after: the next run cannot tell
+    that edit from a first post by what it saw, and a card that carried it showed the reply a
+    second time. The store says the session posted keyed messages before: the card leaves
+    the edit where it is (in order), and the reply is shown once, edited."""
+    adapter = carrying(vt)
+    outbox = outbox_for(adapter, store)
+    await outbox.start()
+    outbox.submit(message("s", "Fixed: invoice totals off by a cent.", key="reply-1"))
+    await drain(outbox)
+    await outbox.stop()
+    again = outbox_for(adapter, store)
+    await again.start()
+    again.submit(message("s", "Fixed: invoice totals off by a cent.\n\n_took 3 s_", key="reply-1"))
+    again.submit(Job.permission("s", request()))
+    await drain(again)
+    await again.stop()
+    texts = shown(adapter)
+    assert sum(text.count("Fixed: invoice totals") for text in texts) == 1, texts
+    assert texts == ["Fixed: invoice totals off by a cent.\n\n_took 3 s_", "Run make test?"]

@@ -57,24 +57,47 @@ HEADER_KEY: Final = "session:"
 class FirstPosts:
     """The keys each session has posted (or queued) on this channel: a keyed message whose
     key is not among them is a first post, which a card may carry; any later one is an edit
-    of a message already shown (or on its way), which it may not."""
+    of a message already shown (or on its way), which it may not.
 
-    def __init__(self) -> None:
-        self._keys: OrderedDict[str | None, set[str]] = OrderedDict()
+    Which keys a session posted is known only for what this run saw: after a restart (or
+    once a session was forgotten here), a key may be one shown before, and a card that
+    carried its edit would show that message a second time. So the store keeps one row per
+    session that posted a keyed message (`posted:<session>`, going with its records): a
+    session it names that this run did not see from its start is unsure (`first` None), and
+    a card neither carries nor overtakes its keyed messages."""
 
-    def first(self, session_id: str | None, key: str) -> bool:
-        """Whether `key` is new in `session_id`; remembers it either way."""
-        keys = self._keys.get(session_id)
-        if keys is None:
-            keys = self._keys[session_id] = set()
+    def __init__(self, store: Store | None = None, channel: str = "") -> None:
+        self._store = store
+        self._namespace = f"outbox:{channel}"
+        #: session -> (whether keys it posted before this run may be unknown, its keys)
+        self._keys: OrderedDict[str | None, tuple[bool, set[str]]] = OrderedDict()
+
+    def first(self, session_id: str | None, key: str) -> bool | None:
+        """Whether `key` is new in `session_id` (None: it may have been posted before this
+        run saw the session); remembers it either way. Inside the submit's transaction."""
+        known = self._keys.get(session_id)
+        if known is None:
+            known = self._keys[session_id] = (self._posted_before(session_id), set())
             if len(self._keys) > SESSIONS_KEPT:
                 self._keys.popitem(last=False)
         else:
             self._keys.move_to_end(session_id)
+        unsure, keys = known
         if key in keys:
             return False
         keys.add(key)
-        return True
+        return None if unsure else True
+
+    def _posted_before(self, session_id: str | None) -> bool:
+        """Whether the session posted a keyed message before this run (or before it was
+        forgotten here); notes that it has now."""
+        if self._store is None or session_id is None:
+            return False
+        name = f"posted:{session_id}"
+        if self._store.kv_get(self._namespace, name) is not None:
+            return True
+        self._store.channel_kv_set(self._namespace, name, "1")
+        return False
 
     def forget(self, session_id: str | None) -> None:
         """The session's thread is closed: its keys no longer matter."""
@@ -111,6 +134,8 @@ def fold(
         if message is None:
             break
         if entry.job is not None and entry.job.coalesce is not None:
+            if entry.first is None:
+                break  # perhaps shown before a restart: neither carried nor overtaken
             if not entry.first or edits_in_place(entry):
                 edits.append(entry)  # it changes a message shown above: it may follow the card
                 continue
@@ -200,7 +225,9 @@ class CardContexts:
         self._keys.clear()
         self._cards.clear()
         count = 0
-        for _, text in self._store.kv_items(self._namespace):
+        for name, text in self._store.kv_items(self._namespace):
+            if not name.startswith("card:"):
+                continue  # a session's `posted:` mark (`FirstPosts`)
             try:
                 carried = Carried.load(text)
             except (ValueError, KeyError, TypeError):

@@ -157,7 +157,7 @@ class Outbox(Queue):
         self._contexts: CardContexts | None = None
         if capabilities.card_context:
             self._contexts = CardContexts(store, self._channel)
-            self._first_posts = FirstPosts()
+            self._first_posts = FirstPosts(store, self._channel)
 
     # -- the API ---------------------------------------------------------------------------
 
