@@ -349,11 +349,12 @@ async def test_what_a_card_took_is_not_sent_again_after_a_restart(
     ]
 
 
-async def test_an_edit_that_outgrows_the_card_goes_below_it_whole(
+async def test_an_edit_that_outgrows_the_card_is_cut_into_it_not_posted_again(
     vt: VirtualTime, store: Store
 ) -> None:
-    """A carried tool call that finishes with more output than the card can show: the card
-    keeps what it showed, and the finished call is posted below it, whole, never cut."""
+    """A carried tool call that finishes with more output than the card can show: it is cut
+    at its end to fit the card, never posted again below it (issue 34: the bench found a
+    reply in its card and again below it, once its footer joined it)."""
     adapter = carrying(vt, max_length=500)
     outbox = outbox_for(adapter, store)
     await outbox.start()
@@ -362,8 +363,62 @@ async def test_an_edit_that_outgrows_the_card_goes_below_it_whole(
     await drain(outbox)
     output = "✅ Bash: pytest -x\n" + "\n".join(f"test_{n} PASSED" for n in range(30))
     outbox.submit(message("s", output, type="tool_update", key="tool-1"))
+    outbox.submit(Job.permission_update("s", request(), answered()))
     await drain(outbox)
     await outbox.stop()
-    card, below = shown(adapter)
-    assert "⏳ Bash: pytest -x" in card
-    assert below == output
+    [card] = shown(adapter)  # one message: the call is not shown a second time
+    assert card.count("Bash: pytest -x") == 1, card
+    assert "✅ Bash: pytest -x\ntest_0 PASSED" in card  # its new text, cut at its end
+    assert "test_29 PASSED" not in card
+    assert "…" in card
+    assert "Reading the failing test first." in card  # the rest of the context stays
+    assert "Answered by alice: Yes" in card
+    assert len(card) <= 500
+
+
+async def test_a_reply_its_footer_outgrows_stays_once_in_the_card(
+    vt: VirtualTime, store: Store
+) -> None:
+    """The bench's case: a keyed reply carried by a card, then its run's footer joins it
+    past what the card can show (`activity`: the last bubble a footer joins). The reply is
+    shown once, in the card, whether the card is still queued or already went."""
+    for sent_first in (False, True):
+        adapter = carrying(vt, max_length=400)
+        outbox = outbox_for(adapter, store)
+        await outbox.start()
+        reply = "Fixed: invoice totals off by a cent. Cause: float rounding in line_total."
+        outbox.submit(message("s", reply, key=f"reply-{sent_first}"))
+        outbox.submit(Job.permission("s", request(f"c-{sent_first}")))
+        if sent_first:
+            await drain(outbox)
+        footer = "\n\n_" + "took 1m 23s · 12 tool calls · $0.12 " * 10 + "_"
+        outbox.submit(message("s", reply + footer, key=f"reply-{sent_first}"))
+        await drain(outbox)
+        await outbox.stop()
+        texts = shown(adapter)
+        assert sum(text.count("Fixed: invoice totals") for text in texts) == 1, texts
+        adapter.messages.clear()
+
+
+async def test_an_edit_after_a_restart_is_not_carried_as_a_first_post(
+    vt: VirtualTime, store: Store
+) -> None:
+    """A reply shown before a restart, its footer joining it after: the next run cannot tell
+    that edit from a first post by what it saw, and a card that carried it showed the reply a
+    second time. The store says the session posted keyed messages before: the card leaves
+    the edit where it is (in order), and the reply is shown once, edited."""
+    adapter = carrying(vt)
+    outbox = outbox_for(adapter, store)
+    await outbox.start()
+    outbox.submit(message("s", "Fixed: invoice totals off by a cent.", key="reply-1"))
+    await drain(outbox)
+    await outbox.stop()
+    again = outbox_for(adapter, store)
+    await again.start()
+    again.submit(message("s", "Fixed: invoice totals off by a cent.\n\n_took 3 s_", key="reply-1"))
+    again.submit(Job.permission("s", request()))
+    await drain(again)
+    await again.stop()
+    texts = shown(adapter)
+    assert sum(text.count("Fixed: invoice totals") for text in texts) == 1, texts
+    assert texts == ["Fixed: invoice totals off by a cent.\n\n_took 3 s_", "Run make test?"]

@@ -48,7 +48,8 @@ What it guarantees, and why:
   each (`context`): the person reads what led to the question above it, and the card does
   not wait for them. An edit of a message shown before goes after the card (it moves
   nothing a person reads); a later edit of a message the card carries goes into the card
-  (the queued card, or its next update); every update of the card carries its context. What
+  (the queued card, or its next update), cut at its end to fit the card if it outgrew it,
+  never posted a second time below it; every update of the card carries its context. What
   each card carries is kept in the store with the rows it replaced, so a restart keeps it.
 - **Latest text wins.** A job with a `coalesce` key replaces an unsent job with the same key
   (in the same session) in its place, so a burst of edits to one card costs one call.

@@ -19,9 +19,10 @@ the platform's one-message limit, as the channel measures its card
 What becomes of a folded message's later edits (`CardContexts`): its key now lives in the
 card. A later message with that key replaces it in the card's context: in the queued card,
 or, once the card went, in the card's next update (at once if the card has an outcome
-already; with its outcome otherwise), unless it grew past what the card can show: then it is
-posted below the card, whole, and the card keeps what it showed. Every update of the card
-carries its context, so
+already; with its outcome otherwise). One that grew past what the card can show is cut at its
+end to fit (`cut_into`), ending with "…", as any edit of one message is cut: its words stay
+where the person read them, never posted a second time below the card (a reply and then its
+footer would show the reply twice). Every update of the card carries its context, so
 redrawing the card never drops it. What each card carries is kept in the store
 (`kv`, namespace `outbox:<channel>`, one key per card, going with its session's records), in
 the same transaction as the rows it replaced, so a restart keeps both.
@@ -35,9 +36,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Final
 
+from .. import markup
 from ..contract.types import OutgoingMessage, PermissionOutcome, PermissionRequest
 from ..store import Store
-from .jobs import Priority, message_key
+from ..text.text import LengthUnit
+from .jobs import Job, Priority, arguments, fit, message_key
 from .lanes import Entry
 
 #: sessions whose posted keys `FirstPosts` remembers (the least recently posting forgotten
@@ -54,24 +57,47 @@ HEADER_KEY: Final = "session:"
 class FirstPosts:
     """The keys each session has posted (or queued) on this channel: a keyed message whose
     key is not among them is a first post, which a card may carry; any later one is an edit
-    of a message already shown (or on its way), which it may not."""
+    of a message already shown (or on its way), which it may not.
 
-    def __init__(self) -> None:
-        self._keys: OrderedDict[str | None, set[str]] = OrderedDict()
+    Which keys a session posted is known only for what this run saw: after a restart (or
+    once a session was forgotten here), a key may be one shown before, and a card that
+    carried its edit would show that message a second time. So the store keeps one row per
+    session that posted a keyed message (`posted:<session>`, going with its records): a
+    session it names that this run did not see from its start is unsure (`first` None), and
+    a card neither carries nor overtakes its keyed messages."""
 
-    def first(self, session_id: str | None, key: str) -> bool:
-        """Whether `key` is new in `session_id`; remembers it either way."""
-        keys = self._keys.get(session_id)
-        if keys is None:
-            keys = self._keys[session_id] = set()
+    def __init__(self, store: Store | None = None, channel: str = "") -> None:
+        self._store = store
+        self._namespace = f"outbox:{channel}"
+        #: session -> (whether keys it posted before this run may be unknown, its keys)
+        self._keys: OrderedDict[str | None, tuple[bool, set[str]]] = OrderedDict()
+
+    def first(self, session_id: str | None, key: str) -> bool | None:
+        """Whether `key` is new in `session_id` (None: it may have been posted before this
+        run saw the session); remembers it either way. Inside the submit's transaction."""
+        known = self._keys.get(session_id)
+        if known is None:
+            known = self._keys[session_id] = (self._posted_before(session_id), set())
             if len(self._keys) > SESSIONS_KEPT:
                 self._keys.popitem(last=False)
         else:
             self._keys.move_to_end(session_id)
+        unsure, keys = known
         if key in keys:
             return False
         keys.add(key)
-        return True
+        return None if unsure else True
+
+    def _posted_before(self, session_id: str | None) -> bool:
+        """Whether the session posted a keyed message before this run (or before it was
+        forgotten here); notes that it has now."""
+        if self._store is None or session_id is None:
+            return False
+        name = f"posted:{session_id}"
+        if self._store.kv_get(self._namespace, name) is not None:
+            return True
+        self._store.channel_kv_set(self._namespace, name, "1")
+        return False
 
     def forget(self, session_id: str | None) -> None:
         """The session's thread is closed: its keys no longer matter."""
@@ -108,6 +134,8 @@ def fold(
         if message is None:
             break
         if entry.job is not None and entry.job.coalesce is not None:
+            if entry.first is None:
+                break  # perhaps shown before a restart: neither carried nor overtaken
             if not entry.first or edits_in_place(entry):
                 edits.append(entry)  # it changes a message shown above: it may follow the card
                 continue
@@ -197,7 +225,9 @@ class CardContexts:
         self._keys.clear()
         self._cards.clear()
         count = 0
-        for _, text in self._store.kv_items(self._namespace):
+        for name, text in self._store.kv_items(self._namespace):
+            if not name.startswith("card:"):
+                continue  # a session's `posted:` mark (`FirstPosts`)
             try:
                 carried = Carried.load(text)
             except (ValueError, KeyError, TypeError):
@@ -267,6 +297,33 @@ def replaced(
     return tuple(message if m.key == message.key else m for m in context)
 
 
+def cut_into(
+    request: PermissionRequest,
+    message: OutgoingMessage,
+    fits: Callable[[PermissionRequest], bool],
+    limit: int,
+    unit: LengthUnit,
+    size: markup.Measure,
+) -> PermissionRequest | None:
+    """`request` with `message` in place of its key's message, cut at its end (as the outbox
+    cuts any edit of one message: `jobs.fit`) to the most of it that the card `fits`; None
+    when not even its first words do (the card then keeps what it showed)."""
+    job = Job.message("card", message)
+    best = None
+    low, high = 1, limit
+    while low <= high:  # the longest cut that fits: a dozen measures at most
+        middle = (low + high) // 2
+        pieces, _ = fit(job, middle, unit, size)
+        cut = arguments(pieces[0])[1]
+        assert isinstance(cut, OutgoingMessage)
+        candidate = with_context(request, replaced(request.context, cut))
+        if fits(candidate):
+            best, low = candidate, middle + 1
+        else:
+            high = middle - 1
+    return best
+
+
 __all__ = [
     "CARDS_KEPT",
     "SESSIONS_KEPT",
@@ -274,6 +331,7 @@ __all__ = [
     "Carried",
     "FirstPosts",
     "Fold",
+    "cut_into",
     "fold",
     "replaced",
     "with_context",

@@ -67,8 +67,9 @@ class Entry:
     #: when each of `limiters` counted that attempt (`Limiter.settle` moves it to its answer)
     counted: tuple[float, ...] = ()
     #: a keyed message whose key its session never posted before (`context.FirstPosts`):
-    #: a card may carry it; any later one with its key is an edit of a message shown
-    first: bool = False
+    #: a card may carry it; any later one with its key is an edit of a message shown;
+    #: None: its session may have posted it before this run (a card leaves it in place)
+    first: bool | None = False
     #: the FIFO it waits in (fixed: session, priority and kind never change)
     lane: LaneKey = field(init=False)
 

@@ -304,6 +304,9 @@ class Queue:
         if target is not None:  # same key, another priority: the new one replaces it
             self._journal.delete([target.row])
         row = self._journal.insert(job)
+        first: bool | None = False
+        if self._first_posts is not None and job.coalesce is not None:
+            first = self._first_posts.first(job.session_id, job.coalesce)  # in the transaction
 
         def add() -> None:
             if target is not None:
@@ -311,8 +314,7 @@ class Queue:
                 self._stats["coalesced"] += 1
             entry = Entry(job.op, job.session_id, job.priority, args, next(self._seq), row, job)
             entry.group = group
-            if self._first_posts is not None and job.coalesce is not None:
-                entry.first = self._first_posts.first(job.session_id, job.coalesce)
+            entry.first = first
             self._add(entry, ahead_of)
 
         return add

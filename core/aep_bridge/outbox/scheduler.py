@@ -29,7 +29,15 @@ from ..contract.types import (
 )
 from ..store import Store
 from ..text.text import LengthUnit
-from .context import CardContexts, Carried, FirstPosts, fold, replaced, with_context
+from .context import (
+    CardContexts,
+    Carried,
+    FirstPosts,
+    cut_into,
+    fold,
+    replaced,
+    with_context,
+)
 from .jobs import Job, Priority, arguments, card_key, fit, outcome_key
 from .journal import Journal
 from .lanes import Entry, Lane, LaneKey
@@ -149,7 +157,7 @@ class Outbox(Queue):
         self._contexts: CardContexts | None = None
         if capabilities.card_context:
             self._contexts = CardContexts(store, self._channel)
-            self._first_posts = FirstPosts()
+            self._first_posts = FirstPosts(store, self._channel)
 
     # -- the API ---------------------------------------------------------------------------
 
@@ -327,9 +335,19 @@ class Outbox(Queue):
             contexts.forget_key(session, job.coalesce or "")
             return job
         request = with_context(known.request, replaced(known.request.context, message))
-        if not self._fits(request):  # grown past what the card can show: below it, whole
-            contexts.forget_key(session, job.coalesce or "")
-            return job
+        if not self._fits(request):  # grown past what the card can show: cut to fit it
+            # (posted again below the card, whole, it was the bench's one reply shown twice)
+            cut = cut_into(
+                known.request,
+                message,
+                self._fits,
+                self._max_length,
+                self._unit,
+                self._adapter.measure,
+            )
+            if cut is None:  # not even its first words fit: the card keeps what it showed
+                return None
+            request = cut
         self._stats["folded"] += 1
         for key in (card_key(card), outcome_key(card)):
             queued = self._coalescing.get((session, key))
