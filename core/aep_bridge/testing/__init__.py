@@ -35,37 +35,50 @@ runs on it) and is exported here for a plugin's outbox tests. Import every name 
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from ..commands.simtime import VirtualTime
 from .conformance import SESSION, ChannelConformance, Harness, sample_message
 from .memory import FakeCore, MemoryChannel, MemoryProbe, MemoryState, Press, Refusal
-from .platform import (
-    FakePlatform,
-    FixedWindow,
-    InLoopServer,
-    ManualClock,
-    RecordedCall,
-    SlidingWindow,
-    Window,
-    retry_after_seconds,
-)
 from .setup_kit import ScriptedIO, run_setup
 from .views import ButtonView, MessageView, PlatformProbe, ThreadView
 
 if TYPE_CHECKING:
     from .e2e import PERMISSION_ASK, BridgeProcess, EndToEnd, end_to_end
+    from .platform import (
+        FakePlatform,
+        FixedWindow,
+        InLoopServer,
+        ManualClock,
+        RecordedCall,
+        SlidingWindow,
+        Window,
+        retry_after_seconds,
+    )
 
-#: the end-to-end harness, imported when first used: it runs `aep-bridge` and an agent, which
-#: a test that loads the kit (the `bridge` fixture's plugin) does not need
-_END_TO_END = {"PERMISSION_ASK", "BridgeProcess", "EndToEnd", "end_to_end"}
+#: what is imported when first used: the end-to-end harness runs `aep-bridge` and an agent,
+#: the fake platform's base a web server (uvicorn); a test that loads the kit (the `bridge`
+#: fixture's plugin, loaded by every pytest run) needs neither
+_LAZY = {
+    "e2e": ("PERMISSION_ASK", "BridgeProcess", "EndToEnd", "end_to_end"),
+    "platform": (
+        "FakePlatform",
+        "FixedWindow",
+        "InLoopServer",
+        "ManualClock",
+        "RecordedCall",
+        "SlidingWindow",
+        "Window",
+        "retry_after_seconds",
+    ),
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _END_TO_END:
-        from . import e2e
-
-        return getattr(e2e, name)
+    for module, names in _LAZY.items():
+        if name in names:
+            return getattr(importlib.import_module(f".{module}", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
