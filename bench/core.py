@@ -79,7 +79,7 @@ from aep_bridge import hookimpl
 from aep_bridge.aep.build import make_event
 from aep_bridge.aep.envelope import Event
 from aep_bridge.aep.validation import parse_event
-from aep_bridge.config import BridgeConfig
+from aep_bridge.config.config import BridgeConfig
 from aep_bridge.contract.plugins import PluginHost
 from aep_bridge.contract.types import (
     ChannelUser,
