@@ -15,7 +15,7 @@ from urllib.parse import quote
 from ..markup import Block, Blocks, Code, Diff, Table, spans_text
 
 #: the mark a cut output starts with, on a line of its own
-CUT: Final = "…"
+_CUT: Final = "…"
 #: a line break to a chat platform's parser (which may read `\r\n` and `\r` as `\n`), or
 #: to a client that may draw one: a dialect escapes a line's start after any of them
 LINE_BREAK: Final = re.compile(r"(\r\n|[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029])")
@@ -80,7 +80,7 @@ def keep_end(
     line. When not even a line of the last block fits: a code block's last characters, or
     `last_resort(rendered last block, room)` (by default its end within the room). Returns
     "" when `room` cannot hold the `…` line."""
-    head = f"{CUT}\n"
+    head = f"{_CUT}\n"
     if room <= count(head):
         return ""
 
@@ -100,7 +100,7 @@ def keep_end(
     if chars is not None:
         return head + render((chars,))
     if isinstance(last, Code | Diff):
-        return CUT
+        return _CUT
     if last_resort is not None:
         return last_resort(render((last,)), room)
     return head + _end_within(render((last,)), room - count(head), count)
@@ -136,14 +136,3 @@ def _end_within(text: str, room: int, count: Callable[[str], int]) -> str:
         else:
             high = mid - 1
     return found
-
-
-__all__ = [
-    "CUT",
-    "LINE_BREAK",
-    "break_ticks",
-    "keep_end",
-    "link_target",
-    "one_line",
-    "table_text",
-]
