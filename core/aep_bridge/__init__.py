@@ -113,6 +113,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
         keep_end,
         link_target,
         one_line,
+        split_closing,
         table_text,
     )
     from .tools import ToolCall, ToolOutcome, ToolView
@@ -194,6 +195,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "keep_end",
         "link_target",
         "one_line",
+        "split_closing",
         "table_text",
     ),
     ".tools": (
@@ -351,6 +353,7 @@ __all__ = [
     "outcome_icon",
     "poll_times",
     "scrub_token",
+    "split_closing",
     "split_text",
     "table_text",
     "tilde",

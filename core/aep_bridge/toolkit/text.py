@@ -1,5 +1,6 @@
-"""Text helpers a dialect repeats: a text on one line, a table as monospace text, and a
-long output cut to its end (`keep_end`) within a platform's room, measured its way.
+"""Text helpers a dialect repeats: a text on one line, a table as monospace text, a message's
+closing lines apart (`split_closing`), and a long output cut to its end (`keep_end`) within
+a platform's room, measured its way.
 
 A failure's last lines say what failed, so where an output must be cut, its start goes:
 whole blocks first, then a code block or diff kept from a line on, after a `…` line.
@@ -12,7 +13,7 @@ from collections.abc import Callable
 from typing import Final
 from urllib.parse import quote
 
-from ..markup import Block, Blocks, Code, Diff, Table, spans_text
+from ..markup import Block, Blocks, Code, Diff, Paragraph, Table, spans_text
 
 #: the mark a cut output starts with, on a line of its own
 _CUT: Final = "…"
@@ -27,6 +28,31 @@ _LINKABLE: Final = re.compile(r"(?i)(?:https?://|mailto:)\S")
 def one_line(text: str) -> str:
     """`text` on one line: every line break and run of whitespace as one space, trimmed."""
     return " ".join(LINE_BREAK.sub(" ", text).split())
+
+
+#: how the core's line that closes a run or a session starts (`render/run.py`, `session.py`)
+_CLOSING: Final = ("Finished", "Session ended")
+
+
+def split_closing(blocks: Blocks) -> tuple[Blocks, list[str]]:
+    """`blocks` without the lines that close a run at their end (a paragraph of one italic
+    run saying how the run finished or the session ended), and those lines, each on one
+    line: for a dialect that shows them apart (a footer, a context line)."""
+    body = list(blocks)
+    lines: list[str] = []
+    while body:
+        last = body[-1]
+        if not (
+            isinstance(last, Paragraph)
+            and len(last.spans) == 1
+            and last.spans[0].italic
+            and not (last.spans[0].bold or last.spans[0].code or last.spans[0].url)
+            and last.spans[0].text.startswith(_CLOSING)
+        ):
+            break
+        lines.insert(0, one_line(last.spans[0].text))
+        body.pop()
+    return tuple(body), lines
 
 
 def break_ticks(code: str) -> str:
