@@ -68,6 +68,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
     from .text.terminal import visible
     from .text.text import measure, split_text
     from .toolkit.cards import CardKeys, CardRecords
+    from .toolkit.http import read_body
     from .toolkit.preview import (
         BARE_URL,
         HEADS_UP_ICONS,
@@ -189,6 +190,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "CardKeys",
         "CardRecords",
     ),
+    ".toolkit.http": ("read_body",),
     ".toolkit.text": (
         "LINE_BREAK",
         "break_ticks",
@@ -352,6 +354,7 @@ __all__ = [
     "one_line",
     "outcome_icon",
     "poll_times",
+    "read_body",
     "scrub_token",
     "split_closing",
     "split_text",

@@ -13,7 +13,21 @@ import html
 import re
 from typing import Final
 
-from .. import markup
+from ..markup import (
+    Block,
+    Blocks,
+    Code,
+    Details,
+    Diff,
+    Heading,
+    ListBlock,
+    Paragraph,
+    Quote,
+    Rule,
+    Span,
+    Spans,
+    Table,
+)
 
 #: the schemes a link may have; anything else is shown as its text
 _LINKABLE: Final = re.compile(r"(?i)(https?://|mailto:)\S")
@@ -40,17 +54,17 @@ def link(text_html: str, url: str) -> str:
     return f'<a href="{escape(url)}" target="_blank" rel="noopener noreferrer">{text_html}</a>'
 
 
-def blocks_html(blocks: markup.Blocks) -> str:
+def blocks_html(blocks: Blocks) -> str:
     """`blocks` as HTML, one element per block, each on its own line."""
     return "\n".join(filter(None, (block_html(block) for block in blocks)))
 
 
-def spans_html(spans: markup.Spans) -> str:
+def spans_html(spans: Spans) -> str:
     """Styled runs as inline HTML: `<code>` innermost, the link outermost."""
     return "".join(_span(span) for span in spans)
 
 
-def _span(span: markup.Span) -> str:
+def _span(span: Span) -> str:
     out = escape(span.text).replace("\n", "<br>")  # a hard line break
     if not out:
         return ""
@@ -66,34 +80,34 @@ def _span(span: markup.Span) -> str:
     return link(out, url) if url is not None else out
 
 
-def block_html(block: markup.Block) -> str:
+def block_html(block: Block) -> str:
     """One block as HTML."""
-    if isinstance(block, markup.Paragraph):
+    if isinstance(block, Paragraph):
         inner = spans_html(block.spans)
         return f"<p>{inner}</p>" if inner.strip() else ""
-    if isinstance(block, markup.Heading):
+    if isinstance(block, Heading):
         level = min(6, max(3, block.level + 2))  # a message's heading is never a page's
         return f"<h{level}>{spans_html(block.spans)}</h{level}>"
-    if isinstance(block, markup.Code):
+    if isinstance(block, Code):
         return _pre(block.code, block.language)
-    if isinstance(block, markup.ListBlock):
+    if isinstance(block, ListBlock):
         items = "".join(f"<li>{blocks_html(item)}</li>" for item in block.items)
         if not block.ordered:
             return f"<ul>{items}</ul>"
         start = f' start="{block.start}"' if block.start != 1 else ""
         return f"<ol{start}>{items}</ol>"
-    if isinstance(block, markup.Quote):
+    if isinstance(block, Quote):
         return f"<blockquote>{blocks_html(block.blocks)}</blockquote>"
-    if isinstance(block, markup.Table):
+    if isinstance(block, Table):
         return _table(block)
-    if isinstance(block, markup.Details):
+    if isinstance(block, Details):
         return (
             f"<details><summary>{escape(block.summary)}</summary>"
             f"{blocks_html(block.blocks)}</details>"
         )
-    if isinstance(block, markup.Diff):
+    if isinstance(block, Diff):
         return _diff(block)
-    assert isinstance(block, markup.Rule)
+    assert isinstance(block, Rule)
     return "<hr>"
 
 
@@ -105,7 +119,7 @@ def _pre(code: str, language: str = "") -> str:
     return f"<pre><code>{body}</code></pre>"
 
 
-def _table(table: markup.Table) -> str:
+def _table(table: Table) -> str:
     head = ""
     if table.header:
         cells = "".join(f"<th>{spans_html(cell)}</th>" for cell in table.header)
@@ -117,7 +131,7 @@ def _table(table: markup.Table) -> str:
     return f"<table>{head}<tbody>{rows}</tbody></table>"
 
 
-def _diff(diff: markup.Diff) -> str:
+def _diff(diff: Diff) -> str:
     """A change to a file: its path and `+N −M`, then its lines, each added or removed one
     marked (`<span class="add">`, `<span class="del">`; `hunk` for `@@` lines)."""
     counts = (
