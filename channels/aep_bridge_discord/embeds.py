@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from aep_bridge import OutgoingMessage, keep_end, markup, split_closing
+from aep_bridge import OutgoingMessage, keep_end, markup, plan_body, split_closing
 from aep_bridge.markup import Block, Blocks, Code, Details, Diff, Paragraph, Span, Spans
 
 from . import markdown
@@ -281,13 +281,7 @@ def _shorten(text: str, limit: int) -> str:
 def plan_embed(blocks: Blocks) -> Embed | None:
     """The plan (a bold "Plan" and its tasks, a line each) as one embed; None when it does
     not fit one."""
-    body: Blocks = blocks
-    first = blocks[0] if blocks else None
-    if isinstance(first, Paragraph) and first.spans and first.spans[0].bold:
-        rest = first.spans[1:]
-        if rest and rest[0].text.startswith("\n"):
-            rest = (rest[0].model_copy(update={"text": rest[0].text[1:]}), *rest[1:])
-        body = (Paragraph(spans=rest), *blocks[1:])
+    body = plan_body(blocks)
     description = markdown.blocks_markdown(body)
     if _units(description) > MAX_DESCRIPTION:
         return None

@@ -54,10 +54,11 @@ from aep_bridge import (
     markup,
     message_icon,
     outcome_icon,
+    plan_body,
     split_closing,
 )
 from aep_bridge import OUTCOME_ICONS as OUTCOME_ICONS  # the channel's closed heads-ups
-from aep_bridge.markup import Block, Code, Details, Diff, Paragraph
+from aep_bridge.markup import Block, Code, Details, Diff
 
 from . import mrkdwn
 
@@ -271,13 +272,7 @@ def _error_blocks(text: str) -> list[dict[str, Any]]:
 def _plan_blocks(blocks: Blocks) -> list[dict[str, Any]]:
     """The plan (a bold "Plan" and its tasks, a line each, their marks ✅ 🔄 ⬜) as a
     checklist under 📋 *Plan*."""
-    body: Blocks = blocks
-    first = blocks[0] if blocks else None
-    if isinstance(first, Paragraph) and first.spans and first.spans[0].bold:
-        rest = first.spans[1:]
-        if rest and rest[0].text.startswith("\n"):
-            rest = (rest[0].model_copy(update={"text": rest[0].text[1:]}), *rest[1:])
-        body = (Paragraph(spans=rest), *blocks[1:])
+    body = plan_body(blocks)
     sections = _sections(body)
     if not sections:
         return [section("📋 *Plan*")]

@@ -114,6 +114,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
         keep_end,
         link_target,
         one_line,
+        plan_body,
         split_closing,
         table_text,
     )
@@ -197,6 +198,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "keep_end",
         "link_target",
         "one_line",
+        "plan_body",
         "split_closing",
         "table_text",
     ),
@@ -353,6 +355,7 @@ __all__ = [
     "number_problem",
     "one_line",
     "outcome_icon",
+    "plan_body",
     "poll_times",
     "read_body",
     "scrub_token",

@@ -8,7 +8,15 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aep_bridge import break_ticks, keep_end, link_target, one_line, split_closing, table_text
+from aep_bridge import (
+    break_ticks,
+    keep_end,
+    link_target,
+    one_line,
+    plan_body,
+    split_closing,
+    table_text,
+)
 from aep_bridge.markup import Blocks, Code, Diff, Paragraph, Span, Table
 
 
@@ -147,3 +155,15 @@ def test_split_closing_takes_the_closing_lines_off_the_end_only() -> None:
     )
     assert split_closing(body) == (body, [])
     assert split_closing(()) == ((), [])
+
+
+def test_plan_body_drops_the_bold_title_and_the_line_break_after_it() -> None:
+    tasks = Paragraph(spans=(Span(text="\n✅ write the test"), Span(text="\n🔄 fix it")))
+    titled = Paragraph(spans=(Span(text="Plan", bold=True), *tasks.spans))
+    later = Paragraph(spans=(Span(text="more"),))
+    assert plan_body((titled, later)) == (
+        Paragraph(spans=(Span(text="✅ write the test"), Span(text="\n🔄 fix it"))),
+        later,
+    )
+    assert plan_body((tasks, later)) == (tasks, later)  # no bold title: as it is
+    assert plan_body(()) == ()

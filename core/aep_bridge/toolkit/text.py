@@ -55,6 +55,18 @@ def split_closing(blocks: Blocks) -> tuple[Blocks, list[str]]:
     return tuple(body), lines
 
 
+def plan_body(blocks: Blocks) -> Blocks:
+    """The core's plan message (a bold "Plan" and its tasks, a line each) without its bold
+    title: for a dialect that shows the title its own way (an embed's, a header)."""
+    first = blocks[0] if blocks else None
+    if not (isinstance(first, Paragraph) and first.spans and first.spans[0].bold):
+        return blocks
+    rest = first.spans[1:]
+    if rest and rest[0].text.startswith("\n"):
+        rest = (rest[0].model_copy(update={"text": rest[0].text[1:]}), *rest[1:])
+    return (Paragraph(spans=rest), *blocks[1:])
+
+
 def break_ticks(code: str) -> str:
     """`code` with every run of three or more backticks broken by zero-width spaces (which
     look the same), so code inside a fenced block can never close it."""
