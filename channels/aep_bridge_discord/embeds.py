@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from aep_bridge import OutgoingMessage, keep_end, markup
+from aep_bridge import OutgoingMessage, keep_end, markup, plan_body, split_closing
 from aep_bridge.markup import Block, Blocks, Code, Details, Diff, Paragraph, Span, Spans
 
 from . import markdown
@@ -53,7 +53,6 @@ YELLOW: Final = 0xFEE75C
 BLURPLE: Final = 0x5865F2
 _STATUS_COLOURS: Final = {"✅": GREEN, "❌": RED, "🚫": GREY, "⚠️": YELLOW, "⏳": BLURPLE}
 #: how the lines that close a run begin (the renderer's footer and the session's end)
-_CLOSING: Final = ("Finished", "Session ended")
 
 
 @dataclass(frozen=True)
@@ -140,32 +139,12 @@ def _last_line(paragraph: Paragraph) -> Spans | None:
     return tuple(line) if markup.spans_text(tuple(line)).strip() else None
 
 
-def _closing(blocks: Blocks) -> tuple[Blocks, list[str]]:
-    """`blocks` without the lines that close a run at their end (a paragraph of one italic
-    run saying how the run finished or the session ended), and those lines."""
-    body = list(blocks)
-    lines: list[str] = []
-    while body:
-        last = body[-1]
-        if not (
-            isinstance(last, Paragraph)
-            and len(last.spans) == 1
-            and last.spans[0].italic
-            and not (last.spans[0].bold or last.spans[0].code or last.spans[0].url)
-            and last.spans[0].text.startswith(_CLOSING)
-        ):
-            break
-        lines.insert(0, " ".join(last.spans[0].text.split()))
-        body.pop()
-    return tuple(body), lines
-
-
 def blocks_look(blocks: Blocks, *, embeddable: bool = True) -> Look:
     """`blocks` as content and embeds: what can be unfolded as embeds (the first ten), the
     rest as content, the lines closing a run as subtext. Not `embeddable` (a card's context,
     whose embeds would sit under the card): every fold stays in the content, as an eleventh
     does."""
-    body, closing = _closing(blocks)
+    body, closing = split_closing(blocks)
     marked, folds = _folds(body)
     embedded = set(range(min(len(folds), MAX_EMBEDS))) if embeddable else set()
     kept: list[Block] = []
@@ -302,13 +281,7 @@ def _shorten(text: str, limit: int) -> str:
 def plan_embed(blocks: Blocks) -> Embed | None:
     """The plan (a bold "Plan" and its tasks, a line each) as one embed; None when it does
     not fit one."""
-    body: Blocks = blocks
-    first = blocks[0] if blocks else None
-    if isinstance(first, Paragraph) and first.spans and first.spans[0].bold:
-        rest = first.spans[1:]
-        if rest and rest[0].text.startswith("\n"):
-            rest = (rest[0].model_copy(update={"text": rest[0].text[1:]}), *rest[1:])
-        body = (Paragraph(spans=rest), *blocks[1:])
+    body = plan_body(blocks)
     description = markdown.blocks_markdown(body)
     if _units(description) > MAX_DESCRIPTION:
         return None

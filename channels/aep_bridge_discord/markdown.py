@@ -45,22 +45,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from aep_bridge import LINE_BREAK, break_ticks, link_target, one_line, table_text
-from aep_bridge.markup import (
-    Block,
-    Blocks,
-    Code,
-    Details,
-    Diff,
-    Heading,
-    ListBlock,
-    Paragraph,
-    Quote,
-    Rule,
-    Span,
-    Spans,
-    Table,
-)
+from aep_bridge import LINE_BREAK, break_ticks, link_target, markup, one_line, table_text
 
 #: the most characters Discord takes in a message's content
 LIMIT: Final = 2000
@@ -147,7 +132,7 @@ def safe_url(url: str | None) -> str | None:
 # -- spans --------------------------------------------------------------------------------
 
 
-def spans_markdown(spans: Spans) -> str:
+def spans_markdown(spans: markup.Spans) -> str:
     """Styled runs as Discord markdown. Runs of one style are rendered as one (so a mention
     or a URL cut in two still reads whole to the escaping), and two runs whose markers would
     touch (`**a**` then `*b*`) are kept apart by a zero-width space."""
@@ -160,8 +145,8 @@ def spans_markdown(spans: Spans) -> str:
     return out
 
 
-def _merged(spans: Spans) -> list[Span]:
-    merged: list[Span] = []
+def _merged(spans: markup.Spans) -> list[markup.Span]:
+    merged: list[markup.Span] = []
     for span in spans:
         last = merged[-1] if merged else None
         if last is not None and last.model_copy(update={"text": ""}) == span.model_copy(
@@ -173,7 +158,7 @@ def _merged(spans: Spans) -> list[Span]:
     return merged
 
 
-def _span(span: Span) -> str:
+def _span(span: markup.Span) -> str:
     """A span, line by line. A link is masked (`[text](<url>)`), outermost, so no marker of
     ours reaches into its target. Brackets in its text would end it early, and Discord
     does not draw a masked link that shows another address: such a link is its text with its
@@ -191,7 +176,7 @@ def _span(span: Span) -> str:
     return f"{out.rstrip()} ({escape(url)})" if beside and url is not None else out
 
 
-def _span_line(text: str, span: Span, url: str | None, *, links: bool) -> str:
+def _span_line(text: str, span: markup.Span, url: str | None, *, links: bool) -> str:
     """One line of a span: styled on its own, so no marker spans a line break."""
     if not text:
         return ""
@@ -237,39 +222,39 @@ def _code_span(text: str) -> str | None:
 # -- blocks -------------------------------------------------------------------------------
 
 
-def blocks_markdown(blocks: Blocks) -> str:
+def blocks_markdown(blocks: markup.Blocks) -> str:
     """`blocks` as one Discord message's content, separated by a blank line."""
     rendered = (_block(block, nested=False, quoted=False) for block in blocks)
     return "\n\n".join(filter(None, rendered)).strip()
 
 
-def measure(blocks: Blocks) -> int:
+def measure(blocks: markup.Blocks) -> int:
     """How long Discord counts `blocks` as a message: its markdown source, in UTF-16 code
     units (never fewer than the characters Discord counts toward `LIMIT`)."""
     return len(blocks_markdown(blocks).encode("utf-16-le")) // 2
 
 
-def _block(block: Block, *, nested: bool, quoted: bool) -> str:
+def _block(block: markup.Block, *, nested: bool, quoted: bool) -> str:
     """One block; `nested` inside a list or quote (no heading sizes, no subtext there),
     `quoted` inside a quote (which Discord cannot nest)."""
-    if isinstance(block, Paragraph):
+    if isinstance(block, markup.Paragraph):
         return spans_markdown(block.spans).strip()
-    if isinstance(block, Heading):
+    if isinstance(block, markup.Heading):
         return _heading(block, nested=nested)
-    if isinstance(block, Code):
+    if isinstance(block, markup.Code):
         return _fence(block.code, block.language)
-    if isinstance(block, ListBlock):
+    if isinstance(block, markup.ListBlock):
         return _list(block, quoted=quoted)
-    if isinstance(block, Quote):
+    if isinstance(block, markup.Quote):
         inner = "\n\n".join(
             filter(None, (_block(b, nested=True, quoted=True) for b in block.blocks))
         )
         if quoted or not inner:
             return inner
         return "\n".join(f"> {line}" for line in inner.split("\n"))
-    if isinstance(block, Table):
+    if isinstance(block, markup.Table):
         return _fence(table_text(block))
-    if isinstance(block, Details):
+    if isinstance(block, markup.Details):
         summary = escape(one_line(block.summary))
         if summary:
             summary = f"*{summary}*" if nested else f"-# {summary}"
@@ -277,16 +262,16 @@ def _block(block: Block, *, nested: bool, quoted: bool) -> str:
             filter(None, (_block(b, nested=nested, quoted=quoted) for b in block.blocks))
         )
         return "\n".join(filter(None, (summary, inner)))
-    if isinstance(block, Diff):
+    if isinstance(block, markup.Diff):
         head = f"+{block.added} \u2212{block.removed}"
         path = escape(block.path.strip())
         head = f"**{path} {head}**" if path else f"**{head}**"
         return "\n".join(filter(None, (head, _fence(block.unified, "diff"))))
-    assert isinstance(block, Rule)
+    assert isinstance(block, markup.Rule)
     return RULE
 
 
-def _heading(block: Heading, *, nested: bool) -> str:
+def _heading(block: markup.Heading, *, nested: bool) -> str:
     spans = tuple(
         span.model_copy(update={"text": LINE_BREAK.sub(" ", span.text)}) for span in block.spans
     )
@@ -307,7 +292,7 @@ def _fence(code: str, language: str = "") -> str:
     return f"```{lang}\n{body}\n```"
 
 
-def _list(block: ListBlock, *, quoted: bool) -> str:
+def _list(block: markup.ListBlock, *, quoted: bool) -> str:
     """Items as `- ` or `N. ` lines; an item's further lines and nested lists indented under
     its text. Code stays at the line's start (indenting it would change it), so a code
     block in an item ends the list there, and the next item goes on with its own number."""
@@ -318,7 +303,7 @@ def _list(block: ListBlock, *, quoted: bool) -> str:
         shown = [(b, text) for b in item if (text := _block(b, nested=True, quoted=quoted))]
         parts = [text for _, text in shown]
         body = _indent("\n".join(parts), pad)
-        if shown and isinstance(shown[0][0], Paragraph | Heading):
+        if shown and isinstance(shown[0][0], markup.Paragraph | markup.Heading):
             lines.append(marker + body)
         else:  # a list, code or a quote starts its own line: the marker stands alone
             lines.append(marker.rstrip())

@@ -57,7 +57,7 @@ import contextlib
 import json
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar, Final, TypeVar
 
 import aiohttp
@@ -65,6 +65,7 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.app.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from aep_bridge import (
     Blocks,
@@ -258,6 +259,25 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
             channel.get("name", self.config.channel_id),
         )
 
+    async def _checked(
+        self, call: Awaitable[AsyncSlackResponse], refusal: Callable[[str | None], str | None]
+    ) -> dict[str, Any]:
+        """A check's answer; a refusal `refusal` explains (by Slack's error code) is a
+        permanent error with its fix, any other the usual mapping."""
+        try:
+            data = (await call).data
+        except SlackApiError as exc:
+            why = refusal(_code(exc))
+            if why is not None:
+                raise ChannelError(why, permanent=True) from None
+            raise self._mapped(exc) from None
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            raise ChannelError(
+                f"Slack channel {self.instance_name}: cannot reach Slack: {self._describe(exc)}"
+            ) from None
+        assert isinstance(data, dict)
+        return data
+
     async def _connect_checks(
         self, client: AsyncWebClient
     ) -> tuple[dict[str, Any], dict[str, Any], str]:
@@ -265,38 +285,24 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         with the bot in it), and the app token (`apps.connections.open`, whose URL the Socket
         Mode client then takes): each refusal a permanent error with its fix."""
         name = self.instance_name
-        try:
-            auth = (await client.auth_test()).data
-        except SlackApiError as exc:
-            code = _code(exc)
-            if code in FIXES and code not in ("not_in_channel", "channel_not_found"):
-                raise ChannelError(
-                    f"Slack refused the bot token of channel {name} ({code}): check "
-                    f"`bot_token`: {BOT_TOKEN_FIX}",
-                    permanent=True,
-                ) from None
-            raise self._mapped(exc) from None
-        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            raise ChannelError(
-                f"Slack channel {name}: cannot reach Slack: {self._describe(exc)}"
-            ) from None
-        assert isinstance(auth, dict)
-        try:
-            info = (await client.conversations_info(channel=self.config.channel_id)).data
-        except SlackApiError as exc:
-            code = _code(exc)
-            if code in ("channel_not_found", "not_in_channel"):
-                raise ChannelError(
-                    f"Slack channel {name}: cannot reach channel {self.config.channel_id} "
-                    f"({code}): {FIXES[code]}",
-                    permanent=True,
-                ) from None
-            raise self._mapped(exc) from None
-        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            raise ChannelError(
-                f"Slack channel {name}: cannot reach Slack: {self._describe(exc)}"
-            ) from None
-        assert isinstance(info, dict)
+        auth = await self._checked(
+            client.auth_test(),
+            lambda code: (
+                f"Slack refused the bot token of channel {name} ({code}): check "
+                f"`bot_token`: {BOT_TOKEN_FIX}"
+                if code in FIXES and code not in ("not_in_channel", "channel_not_found")
+                else None
+            ),
+        )
+        info = await self._checked(
+            client.conversations_info(channel=self.config.channel_id),
+            lambda code: (
+                f"Slack channel {name}: cannot reach channel {self.config.channel_id} "
+                f"({code}): {FIXES[code]}"
+                if code in ("channel_not_found", "not_in_channel")
+                else None
+            ),
+        )
         channel = dict(info.get("channel") or {})
         if channel.get("is_member") is False:
             raise ChannelError(

@@ -201,15 +201,7 @@ class Listeners:
                             thread=thread,
                         )
                     return
-            await self.adapter.core.handle_incoming_message(
-                IncomingMessage(
-                    channel=self.adapter.instance_name,
-                    session_id=session,
-                    thread_id=thread,
-                    user=user,
-                    text=text,
-                )
-            )
+            await self._said(session, thread, user, text)
         except Exception as exc:
             self.adapter.failed("a message", exc)
 
@@ -252,17 +244,23 @@ class Listeners:
             user = await self._user(
                 {"id": body.get("user_id", ""), "username": body.get("user_name")}
             )
-            await self.adapter.core.handle_incoming_message(
-                IncomingMessage(
-                    channel=self.adapter.instance_name,
-                    session_id=session,
-                    thread_id=thread,
-                    user=user,
-                    text=f"/{verb}",
-                )
-            )
+            await self._said(session, thread, user, f"/{verb}")
         except Exception as exc:
             self.adapter.failed("a command", exc)
+
+    async def _said(
+        self, session: str | None, thread: str | None, user: ChannelUser, text: str
+    ) -> None:
+        """Hand what `user` wrote in a session's thread to the core (an answer or a command)."""
+        await self.adapter.core.handle_incoming_message(
+            IncomingMessage(
+                channel=self.adapter.instance_name,
+                session_id=session,
+                thread_id=thread,
+                user=user,
+                text=text,
+            )
+        )
 
     def _sessions_text(self, live: dict[str, list[str]]) -> str:
         if not live:

@@ -54,9 +54,11 @@ from aep_bridge import (
     markup,
     message_icon,
     outcome_icon,
+    plan_body,
+    split_closing,
 )
 from aep_bridge import OUTCOME_ICONS as OUTCOME_ICONS  # the channel's closed heads-ups
-from aep_bridge.markup import Block, Code, Details, Diff, Paragraph
+from aep_bridge.markup import Block, Code, Details, Diff
 
 from . import mrkdwn
 
@@ -118,7 +120,6 @@ PARENT_STATES: Final = {
     "failed": ("🔴", "Failed"),
 }
 #: how the lines that close a run begin (the renderer's footer and the session's end)
-_CLOSING: Final = ("Finished", "Session ended")
 #: what the core calls an unfolded part when the line above says it all already
 _PLAIN_NAMES: Final = frozenset({"output", "diff", "error", "command"})
 #: an option's first word that says it stops the agent (its button is red)
@@ -271,13 +272,7 @@ def _error_blocks(text: str) -> list[dict[str, Any]]:
 def _plan_blocks(blocks: Blocks) -> list[dict[str, Any]]:
     """The plan (a bold "Plan" and its tasks, a line each, their marks ✅ 🔄 ⬜) as a
     checklist under 📋 *Plan*."""
-    body: Blocks = blocks
-    first = blocks[0] if blocks else None
-    if isinstance(first, Paragraph) and first.spans and first.spans[0].bold:
-        rest = first.spans[1:]
-        if rest and rest[0].text.startswith("\n"):
-            rest = (rest[0].model_copy(update={"text": rest[0].text[1:]}), *rest[1:])
-        body = (Paragraph(spans=rest), *blocks[1:])
+    body = plan_body(blocks)
     sections = _sections(body)
     if not sections:
         return [section("📋 *Plan*")]
@@ -301,7 +296,7 @@ def _sections(blocks: Blocks) -> list[str]:
 def blocks_look(blocks: Blocks, prefix: str = "") -> list[dict[str, Any]]:
     """`blocks` as Block Kit: text as sections, what a call unfolds as a code block of its
     own (its end kept when cut), the lines closing a run as grey context lines."""
-    body, closing = _closing(blocks)
+    body, closing = split_closing(blocks)
     out: list[dict[str, Any]] = []
     run: list[Block] = []
 
@@ -338,26 +333,6 @@ def blocks_look(blocks: Blocks, prefix: str = "") -> list[dict[str, Any]]:
 def _prefixed(prefix: str, text: str) -> str:
     joined = prefix + text
     return joined if len(joined) <= MAX_SECTION else text
-
-
-def _closing(blocks: Blocks) -> tuple[Blocks, list[str]]:
-    """`blocks` without the lines that close a run at their end (a paragraph of one italic
-    run saying how the run finished or the session ended), and those lines."""
-    body = list(blocks)
-    lines: list[str] = []
-    while body:
-        last = body[-1]
-        if not (
-            isinstance(last, Paragraph)
-            and len(last.spans) == 1
-            and last.spans[0].italic
-            and not (last.spans[0].bold or last.spans[0].code or last.spans[0].url)
-            and last.spans[0].text.startswith(_CLOSING)
-        ):
-            break
-        lines.insert(0, one_line(last.spans[0].text))
-        body.pop()
-    return tuple(body), lines
 
 
 def _fold_blocks(folded: list[Block], *, titled: bool) -> list[dict[str, Any]]:
@@ -397,7 +372,7 @@ def measure(blocks: Blocks) -> int:
     """How long Slack counts `blocks` as a message: the characters of every text it sends
     (mrkdwn, entities and all), and `BLOCK_COST` for each Block Kit block (Slack takes 50
     a message). What is cut to fit (a long output) counts as sent."""
-    body, _ = _closing(blocks)
+    body, _ = split_closing(blocks)
     text = len(mrkdwn.blocks_mrkdwn(tuple(b for b in body if not isinstance(b, Details | Diff))))
     if text > MAX_TEXT:  # over already (sections keep every character, and cost blocks):
         return text + BLOCK_COST  # the outbox splits it, with no need to lay it out first

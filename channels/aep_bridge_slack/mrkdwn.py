@@ -31,22 +31,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from aep_bridge import LINE_BREAK, break_ticks, link_target, one_line, table_text
-from aep_bridge.markup import (
-    Block,
-    Blocks,
-    Code,
-    Details,
-    Diff,
-    Heading,
-    ListBlock,
-    Paragraph,
-    Quote,
-    Rule,
-    Span,
-    Spans,
-    Table,
-)
+from aep_bridge import LINE_BREAK, break_ticks, link_target, markup, one_line, table_text
 
 #: what a thematic break shows (mrkdwn draws no rule)
 RULE: Final = "——————"
@@ -104,18 +89,18 @@ def safe_url(url: str | None) -> str | None:
 # -- spans --------------------------------------------------------------------------------
 
 
-def spans_mrkdwn(spans: Spans) -> str:
+def spans_mrkdwn(spans: markup.Spans) -> str:
     """Styled runs as mrkdwn; runs of one style rendered as one."""
     return "".join(_span(span) for span in _merged(spans))
 
 
-def _style(span: Span) -> tuple[bool, bool, bool, bool, str | None]:
+def _style(span: markup.Span) -> tuple[bool, bool, bool, bool, str | None]:
     return (span.bold, span.italic, span.code, span.strike, span.url)
 
 
-def _merged(spans: Spans) -> list[Span]:
+def _merged(spans: markup.Spans) -> list[markup.Span]:
     """Runs of one style as one span (a mention or URL cut in two still reads whole)."""
-    merged: list[Span] = []
+    merged: list[markup.Span] = []
     texts: list[list[str]] = []
     for span in spans:
         if merged and _style(merged[-1]) == _style(span):
@@ -129,7 +114,7 @@ def _merged(spans: Spans) -> list[Span]:
     ]
 
 
-def _span(span: Span) -> str:
+def _span(span: markup.Span) -> str:
     """A span, line by line (no marker spans a line break); a link as `<url|text>`."""
     url = safe_url(span.url)
     parts = LINE_BREAK.split(span.text)
@@ -138,7 +123,7 @@ def _span(span: Span) -> str:
     )
 
 
-def _span_line(text: str, span: Span, url: str | None) -> str:
+def _span_line(text: str, span: markup.Span, url: str | None) -> str:
     stripped = text.strip()
     if not stripped:
         return text
@@ -160,49 +145,49 @@ def _span_line(text: str, span: Span, url: str | None) -> str:
 # -- blocks -------------------------------------------------------------------------------
 
 
-def blocks_mrkdwn(blocks: Blocks) -> str:
+def blocks_mrkdwn(blocks: markup.Blocks) -> str:
     """`blocks` as one mrkdwn text, separated by a blank line."""
     rendered = (_block(block, nested=False) for block in blocks)
     return "\n\n".join(filter(None, rendered)).strip("\n")
 
 
-def measure(blocks: Blocks) -> int:
+def measure(blocks: markup.Blocks) -> int:
     """How long Slack counts `blocks` as mrkdwn: its characters (entities and all)."""
     return len(blocks_mrkdwn(blocks))
 
 
-def _block(block: Block, *, nested: bool) -> str:
-    if isinstance(block, Paragraph):
+def _block(block: markup.Block, *, nested: bool) -> str:
+    if isinstance(block, markup.Paragraph):
         return spans_mrkdwn(block.spans).strip()
-    if isinstance(block, Heading):
+    if isinstance(block, markup.Heading):
         spans = tuple(
             span.model_copy(update={"text": LINE_BREAK.sub(" ", span.text), "bold": True})
             for span in block.spans
         )
         return spans_mrkdwn(spans).strip()
-    if isinstance(block, Code):
+    if isinstance(block, markup.Code):
         return fence(block.code)
-    if isinstance(block, ListBlock):
+    if isinstance(block, markup.ListBlock):
         return _list(block)
-    if isinstance(block, Quote):
+    if isinstance(block, markup.Quote):
         inner = "\n\n".join(filter(None, (_block(b, nested=True) for b in block.blocks)))
         if not inner:
             return ""
         return "\n".join(f"> {line}" if line else ">" for line in inner.split("\n"))
-    if isinstance(block, Table):
+    if isinstance(block, markup.Table):
         return fence(table_text(block))
-    if isinstance(block, Details):
+    if isinstance(block, markup.Details):
         summary = one_line(block.summary)
         head = f"_{escape(summary)}_" if summary else ""
         inner = "\n\n".join(filter(None, (_block(b, nested=nested) for b in block.blocks)))
         return "\n".join(filter(None, (head, inner)))
-    if isinstance(block, Diff):
+    if isinstance(block, markup.Diff):
         return "\n".join(filter(None, (diff_head(block), fence(block.unified))))
-    assert isinstance(block, Rule)
+    assert isinstance(block, markup.Rule)
     return RULE
 
 
-def diff_head(block: Diff) -> str:
+def diff_head(block: markup.Diff) -> str:
     """A diff's bold line: its file and counts."""
     counts = f"+{block.added} \u2212{block.removed}"
     path = " ".join(block.path.split())
@@ -218,7 +203,7 @@ def fence(code: str) -> str:
     return f"```\n{body}\n```"
 
 
-def _list(block: ListBlock) -> str:
+def _list(block: markup.ListBlock) -> str:
     """Items as `•` or `N.` lines; an item's further lines and nested lists indented under
     its text."""
     lines: list[str] = []
@@ -227,7 +212,7 @@ def _list(block: ListBlock) -> str:
         pad = " " * (len(marker) + 1)
         parts = [text for b in item if (text := _block(b, nested=True))]
         body = _indent("\n".join(parts), pad)
-        if parts and item and isinstance(item[0], Paragraph | Heading):
+        if parts and item and isinstance(item[0], markup.Paragraph | markup.Heading):
             lines.append(marker + body)
         else:
             lines.append(marker.rstrip())

@@ -23,22 +23,7 @@ import html
 import re
 from typing import Final
 
-from aep_bridge import table_text
-from aep_bridge.markup import (
-    Block,
-    Blocks,
-    Code,
-    Details,
-    Diff,
-    Heading,
-    ListBlock,
-    Paragraph,
-    Quote,
-    Rule,
-    Span,
-    Spans,
-    Table,
-)
+from aep_bridge import markup, table_text
 
 _FENCE: Final = re.compile(r"```([A-Za-z0-9_+.#-]*)[ \t]*\n?(.*?)(?:```|\Z)", re.DOTALL)
 
@@ -93,31 +78,31 @@ _LINKABLE: Final = re.compile(r"(?i)(https?://|tg://|mailto:)\S")
 RULE: Final = "——————"
 
 
-def blocks_html(blocks: Blocks) -> str:
+def blocks_html(blocks: markup.Blocks) -> str:
     """`blocks` as Telegram HTML, separated by a blank line."""
     return "\n\n".join(filter(None, (_block(block, quoted=False) for block in blocks))).strip()
 
 
-def visible_text(markup: str) -> str:
+def visible_text(sent: str) -> str:
     """What Telegram shows of HTML this module made: the tags dropped, entities decoded (text
     and attributes are escaped here, so a `<` in the markup always opens a tag), trimmed as
     Telegram trims: all trailing whitespace, leading whitespace only before the first tag
     (an indented code block that starts a message keeps its indentation)."""
-    return html.unescape(_TAG.sub("", markup.lstrip())).rstrip()
+    return html.unescape(_TAG.sub("", sent.lstrip())).rstrip()
 
 
-def visible_length(markup: str) -> int:
-    """How long Telegram counts `markup`: its visible text in UTF-16 code units."""
-    return len(visible_text(markup).encode("utf-16-le")) // 2
+def visible_length(sent: str) -> int:
+    """How long Telegram counts `sent` (HTML): its visible text in UTF-16 code units."""
+    return len(visible_text(sent).encode("utf-16-le")) // 2
 
 
-def spans_html(spans: Spans) -> str:
+def spans_html(spans: markup.Spans) -> str:
     """Styled runs: the code innermost (Telegram allows no tag inside `<code>`), the link
     outermost."""
     return "".join(_span(span) for span in spans)
 
 
-def _span(span: Span) -> str:
+def _span(span: markup.Span) -> str:
     out = escape(span.text)
     if not out:
         return ""
@@ -144,38 +129,38 @@ def _pre(code: str, language: str = "") -> str:
     return f"<pre>{body}</pre>"
 
 
-def _block(block: Block, *, quoted: bool) -> str:
+def _block(block: markup.Block, *, quoted: bool) -> str:
     """One block; `quoted` inside a blockquote, where Telegram allows no other."""
-    if isinstance(block, Paragraph):
+    if isinstance(block, markup.Paragraph):
         return spans_html(block.spans).strip()
-    if isinstance(block, Heading):
+    if isinstance(block, markup.Heading):
         inner = spans_html(tuple(span.model_copy(update={"bold": False}) for span in block.spans))
         return f"<b>{inner.strip()}</b>" if inner.strip() else ""
-    if isinstance(block, Code):
+    if isinstance(block, markup.Code):
         return _pre(block.code, block.language)
-    if isinstance(block, ListBlock):
+    if isinstance(block, markup.ListBlock):
         return _list(block, quoted=quoted)
-    if isinstance(block, Quote):
+    if isinstance(block, markup.Quote):
         inner = "\n\n".join(filter(None, (_block(b, quoted=True) for b in block.blocks)))
         return inner if quoted or not inner else f"<blockquote>{inner}</blockquote>"
-    if isinstance(block, Table):
+    if isinstance(block, markup.Table):
         return _pre(table_text(block))
-    if isinstance(block, Details):
+    if isinstance(block, markup.Details):
         summary = escape(block.summary.strip())
         inner = "\n\n".join(filter(None, (_block(b, quoted=True) for b in block.blocks)))
         if inner and not quoted:
             inner = f"<blockquote expandable>{inner}</blockquote>"
         return "\n".join(filter(None, (summary, inner)))
-    if isinstance(block, Diff):
+    if isinstance(block, markup.Diff):
         head = f"+{block.added} \u2212{block.removed}"
         if block.path:
             head = f"<b>{escape(block.path)}</b> {head}"
         return "\n".join(filter(None, (head, _pre(block.unified, "diff"))))
-    assert isinstance(block, Rule)
+    assert isinstance(block, markup.Rule)
     return RULE
 
 
-def _list(block: ListBlock, *, quoted: bool) -> str:
+def _list(block: markup.ListBlock, *, quoted: bool) -> str:
     """Items as lines with a bullet or a number; an item's further lines and nested lists
     indented under its text. Code is never indented (that would change it): Telegram shows a
     `<pre>` as a block of its own anyway."""
@@ -185,7 +170,7 @@ def _list(block: ListBlock, *, quoted: bool) -> str:
         pad = " " * (len(marker) + 1)
         parts = [text for inner in item if (text := _block(inner, quoted=quoted))]
         body = _indent("\n".join(parts), pad)
-        if parts and not isinstance(item[0], Paragraph | Heading):
+        if parts and not isinstance(item[0], markup.Paragraph | markup.Heading):
             body = "\n" + (body if body.startswith("<") else pad + body)
         lines.append(marker + body)
     return "\n".join(lines)

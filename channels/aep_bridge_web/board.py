@@ -315,8 +315,8 @@ class Board:
         return bool(self._watchers)
 
     def notice(self, event: str, data: JSON) -> None:
-        """A change that belongs to no session (away mode), to every open page as it is: no
-        revision, nothing to save."""
+        """A change to every open page as it is: as such, one that belongs to no session (away
+        mode: no revision, nothing to save); `_publish` sends a session's change by it."""
         snapshot = dict(data)
         for queue in list(self._watchers):
             try:
@@ -328,9 +328,4 @@ class Board:
         self.rev += 1
         data["rev"] = self.rev
         self.changed(str(data["session_id"] if event != "session" else data["id"]))
-        snapshot = dict(data)
-        for queue in list(self._watchers):
-            try:
-                queue.put_nowait((event, snapshot))
-            except asyncio.QueueFull:  # too slow: it reconnects and fetches the state
-                self._end(queue)
+        self.notice(event, data)

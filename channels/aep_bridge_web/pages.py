@@ -30,7 +30,7 @@ from starlette.responses import (
 )
 from starlette.routing import BaseRoute, Route
 
-from aep_bridge import BridgeCore, ChannelUser, Resolution, ResolutionStatus, __version__
+from aep_bridge import BridgeCore, ChannelUser, Resolution, ResolutionStatus, __version__, read_body
 
 from .auth import COOKIE, KEY_HEADER, Ended, PageSession
 
@@ -169,19 +169,6 @@ def _html_page(status: int, title: str, text: str, form: str = "") -> Response:
     return _secure(Response(body, status, media_type="text/html; charset=utf-8"))
 
 
-async def _read(request: Request, limit: int = MAX_BODY) -> bytes | None:
-    """The body, or None when it is over `limit`."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        return None
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            return None
-    return bytes(body)
-
-
 def _media_type(request: Request) -> str:
     """The body's media type, without its parameters (`text/plain;application/json` is
     `text/plain`, a type any page may send, not JSON)."""
@@ -302,7 +289,7 @@ class Pages:
             return _html_page(403, "Refused", "The sign-in comes from another web page.")
         if _media_type(request) != "application/x-www-form-urlencoded":
             return self._signed_out(415, "Send the sign-in form", "The sign-in is a form.")
-        body = await _read(request, MAX_FORM)
+        body = await read_body(request, MAX_FORM)
         token = ""
         if body is not None:
             try:
@@ -390,7 +377,7 @@ class Pages:
         signed-in user; the core checks the approvers before anything changes."""
         if _media_type(request) != "application/json":
             return JSONResponse({"error": "unsupported", "detail": "send JSON"}, 415)
-        body = await _read(request, MAX_FORM)
+        body = await read_body(request, MAX_FORM)
         if body is None:
             return JSONResponse({"error": "too-large", "detail": "the request is too long"}, 413)
         try:
@@ -465,7 +452,7 @@ class Pages:
     async def answer(self, request: Request, session: PageSession) -> Response:
         if _media_type(request) != "application/json":
             return JSONResponse({"error": "unsupported", "detail": "send JSON"}, 415)
-        body = await _read(request)
+        body = await read_body(request, MAX_BODY)
         if body is None:
             return JSONResponse({"error": "too-large", "detail": "the answer is too long"}, 413)
         try:

@@ -68,6 +68,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
     from .text.terminal import visible
     from .text.text import measure, split_text
     from .toolkit.cards import CardKeys, CardRecords
+    from .toolkit.http import read_body
     from .toolkit.preview import (
         BARE_URL,
         HEADS_UP_ICONS,
@@ -113,6 +114,8 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
         keep_end,
         link_target,
         one_line,
+        plan_body,
+        split_closing,
         table_text,
     )
     from .tools import ToolCall, ToolOutcome, ToolView
@@ -188,12 +191,15 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "CardKeys",
         "CardRecords",
     ),
+    ".toolkit.http": ("read_body",),
     ".toolkit.text": (
         "LINE_BREAK",
         "break_ticks",
         "keep_end",
         "link_target",
         "one_line",
+        "plan_body",
+        "split_closing",
         "table_text",
     ),
     ".tools": (
@@ -349,8 +355,11 @@ __all__ = [
     "number_problem",
     "one_line",
     "outcome_icon",
+    "plan_body",
     "poll_times",
+    "read_body",
     "scrub_token",
+    "split_closing",
     "split_text",
     "table_text",
     "tilde",

@@ -8,7 +8,15 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aep_bridge import break_ticks, keep_end, link_target, one_line, table_text
+from aep_bridge import (
+    break_ticks,
+    keep_end,
+    link_target,
+    one_line,
+    plan_body,
+    split_closing,
+    table_text,
+)
 from aep_bridge.markup import Blocks, Code, Diff, Paragraph, Span, Table
 
 
@@ -127,3 +135,35 @@ def test_a_link_target_is_only_a_web_or_mail_address_without_control_characters(
     assert link_target("mailto:someone@example.com", unsafe) == "mailto:someone@example.com"
     for refused in ("javascript:alert(1)", "./README.md", "https://a.example/\x00", None, ""):
         assert link_target(refused, unsafe) is None, refused
+
+
+def test_split_closing_takes_the_closing_lines_off_the_end_only() -> None:
+    """The core's italic "Finished ..." / "Session ended" lines, at the end, come apart (on
+    one line each); the same words elsewhere, or not alone in italics, stay in the body."""
+    body = (
+        Paragraph(spans=(Span(text="Finished the tests", italic=True),)),  # not at the end: stays
+        Paragraph(spans=(Span(text="the agent's words"),)),
+        Paragraph(spans=(Span(text="Finished reading", bold=True, italic=True),)),  # bold: stays
+    )
+    closing = (
+        Paragraph(spans=(Span(text="Finished in 2m\n· 3k tokens", italic=True),)),
+        Paragraph(spans=(Span(text="Session ended (exit)", italic=True),)),
+    )
+    assert split_closing(body + closing) == (
+        body,
+        ["Finished in 2m · 3k tokens", "Session ended (exit)"],
+    )
+    assert split_closing(body) == (body, [])
+    assert split_closing(()) == ((), [])
+
+
+def test_plan_body_drops_the_bold_title_and_the_line_break_after_it() -> None:
+    tasks = Paragraph(spans=(Span(text="\n✅ write the test"), Span(text="\n🔄 fix it")))
+    titled = Paragraph(spans=(Span(text="Plan", bold=True), *tasks.spans))
+    later = Paragraph(spans=(Span(text="more"),))
+    assert plan_body((titled, later)) == (
+        Paragraph(spans=(Span(text="✅ write the test"), Span(text="\n🔄 fix it"))),
+        later,
+    )
+    assert plan_body((tasks, later)) == (tasks, later)  # no bold title: as it is
+    assert plan_body(()) == ()

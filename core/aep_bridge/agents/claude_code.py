@@ -168,11 +168,11 @@ from .mapping import (
     Emission,
     Verdict,
     emission,
+    map_named,
     permission_request,
     text_of,
     tool_event,
     tool_of,
-    vendor_fallback,
 )
 
 AGENT: Final = "claude-code"
@@ -378,15 +378,7 @@ _HANDLERS: Final[dict[str, Handler]] = {
 
 def map_hook(payload: Any, ceiling: Ceiling = DEFAULT_CEILING) -> list[Emission]:
     """The events one Claude Code hook payload stands for (none for a malformed one)."""
-    if not isinstance(payload, dict):
-        return []
-    name = text_of(payload.get("hook_event_name"))
-    if name is None:
-        return []
-    handler = _HANDLERS.get(name)
-    if handler is None:
-        return [vendor_fallback(AGENT, name)]
-    return handler(payload, ceiling)
+    return map_named(payload, AGENT, _HANDLERS, lambda handler, hook: handler(hook, ceiling))
 
 
 def session_grants(payload: Any) -> list[Grant]:

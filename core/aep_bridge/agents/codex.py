@@ -103,11 +103,11 @@ from .mapping import (
     Verdict,
     digest,
     emission,
+    map_named,
     permission_request,
     text_of,
     tool_event,
     tool_name,
-    vendor_fallback,
 )
 
 AGENT: Final = "codex"
@@ -142,15 +142,12 @@ def identity(payload: Any) -> tuple[str | None, str | None]:
 
 def map_hook(payload: Any, ceiling: Ceiling = DEFAULT_CEILING) -> list[Emission]:
     """The events one Codex hook payload becomes, at most `ceiling`; `[]` for junk."""
-    if not isinstance(payload, dict):
-        return []
-    name = text_of(payload.get("hook_event_name"))
-    if name is None:
-        return []
-    mapper = _MAPPERS.get(name)
-    if mapper is None:
-        return [vendor_fallback(AGENT, name)]
-    return mapper(payload, ceiling, text_of(payload.get("turn_id")))
+    return map_named(
+        payload,
+        AGENT,
+        _MAPPERS,
+        lambda mapper, hook: mapper(hook, ceiling, text_of(hook.get("turn_id"))),
+    )
 
 
 def hook_output(payload: Any, verdict: Verdict | None) -> dict[str, Any] | None:

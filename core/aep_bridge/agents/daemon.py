@@ -183,13 +183,7 @@ class AgentDaemon:
                 continue  # not a record this daemon wrote
             state = self.emitter.session(request.agent, request.session)
             try:
-                self._emit(
-                    state,
-                    "attention.resolved",
-                    {"resolution": "dismissed"},
-                    subject=request.id,
-                    cause=request.id,
-                )
+                self.loop.close(state, request.id)
             except (InvalidEvent, TooLarge):
                 continue
             closed += 1
@@ -251,7 +245,7 @@ class AgentDaemon:
 
     def _close_heads_ups(self, state: SessionState) -> None:
         for request in self._heads.open.pop((state.agent, state.session), []):
-            self.loop.close(state, request)
+            self.loop.close(state, request.id)
 
     # -- one hook -----------------------------------------------------------------------
 

@@ -210,19 +210,20 @@ class AttentionLoop:
     def _dismiss(self, held: Held) -> None:
         if self.pending.pop(held.request.id, None) is None:
             return
-        self.close(held.state, held.request)
+        self.close(held.state, held.request.id)
         if not held.future.done():
             held.future.set_result(None)
 
-    def close(self, state: SessionState, request: Event) -> None:
+    def close(self, state: SessionState, request_id: str) -> None:
         """Close a request no hook waits on as dismissed: a heads-up once the person is
-        back, or a prompt nobody can answer (the bridge is away: the agent asks itself)."""
+        back, a prompt nobody can answer (the bridge is away: the agent asks itself), or
+        one a killed daemon left open."""
         self._emit(
             state,
             "attention.resolved",
             {"resolution": "dismissed"},
-            subject=request.id,
-            cause=request.id,
+            subject=request_id,
+            cause=request_id,
         )
 
     def dismiss(self, state: SessionState, subject: str | None = None) -> int:

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from ..aep.capture import METADATA_STAR, field_levels, synthesize_prompt
 from ..aep.redaction import Redactor, digest
@@ -147,6 +148,28 @@ def vendor_fallback(vendor: str, hook: str) -> Emission:
     of them may leave at a `metadata` ceiling.
     """
     return Emission(f"x.{vendor}.session.{snake_case(hook)}", {})
+
+
+_H = TypeVar("_H")
+
+
+def map_named(
+    payload: Any,
+    vendor: str,
+    handlers: Mapping[str, _H],
+    call: Callable[[_H, dict[str, Any]], list[Emission]],
+) -> list[Emission]:
+    """The events one hook payload stands for: `call` its handler (by `hook_event_name`),
+    the vendor fallback for a hook without one, none for a malformed payload."""
+    if not isinstance(payload, dict):
+        return []
+    name = text_of(payload.get("hook_event_name"))
+    if name is None:
+        return []
+    handler = handlers.get(name)
+    if handler is None:
+        return [vendor_fallback(vendor, name)]
+    return call(handler, payload)
 
 
 def text_of(value: Any) -> str | None:

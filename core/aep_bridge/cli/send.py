@@ -113,6 +113,24 @@ def _post_events(client: httpx.Client, body: bytes) -> httpx.Response:
     return reply
 
 
+def _agent_socket(
+    command: str, config_file: str | None, url: str | None, token: str | None
+) -> tuple[str, str] | None:
+    """The bridge's agent socket URL and its token for `command` (`ask`, `demo`), the local
+    bridge's warnings printed when its config shows the question nowhere; None (the error
+    printed) when there is no endpoint to reach."""
+    try:
+        base, secret = endpoint(config_file, url, token, command)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return None
+    if url is None:  # the local bridge: its config says whether anything can show the question
+        for warning in _unseen(config_file):
+            print(f"aep-bridge {command}: warning: {warning}", file=sys.stderr)
+    ws_base = base.replace("http://", "ws://", 1).replace("https://", "wss://", 1)
+    return ws_base + "/socket", secret
+
+
 def _unseen(config_file: str | None) -> list[str]:
     """Why a question put to the local bridge would be shown nowhere, or answered by
     nobody, going by the config it runs (the running bridge itself is not asked)."""
@@ -149,15 +167,10 @@ def ask(
     """Put one question through the whole loop and print the answer."""
     from ..commands.tinyagent import AgentError, Cancelled, TinyAgent
 
-    try:
-        base, secret = endpoint(config_file, url, token, "ask")
-    except ConfigError as exc:
-        print(exc, file=sys.stderr)
+    found = _agent_socket("ask", config_file, url, token)
+    if found is None:
         return EXIT_USAGE
-    if url is None:  # the local bridge: its config says whether anything can show the question
-        for warning in _unseen(config_file):
-            print(f"aep-bridge ask: warning: {warning}", file=sys.stderr)
-    socket_url = base.replace("http://", "ws://", 1).replace("https://", "wss://", 1) + "/socket"
+    socket_url, secret = found
 
     async def go() -> int:
         async with TinyAgent(socket_url, secret) as agent:
@@ -198,15 +211,10 @@ def demo(
     from ..commands.demo_agent import DemoAgent
     from ..commands.tinyagent import AgentError, Cancelled
 
-    try:
-        base, secret = endpoint(config_file, url, token, "demo")
-    except ConfigError as exc:
-        print(exc, file=sys.stderr)
+    found = _agent_socket("demo", config_file, url, token)
+    if found is None:
         return EXIT_USAGE
-    if url is None:
-        for warning in _unseen(config_file):
-            print(f"aep-bridge demo: warning: {warning}", file=sys.stderr)
-    socket_url = base.replace("http://", "ws://", 1).replace("https://", "wss://", 1) + "/socket"
+    socket_url, secret = found
     agent = DemoAgent(socket_url, secret, timeout=timeout, pace=pace, say=_say)
     try:
         asyncio.run(agent.run())

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import (
     AliasChoices,
@@ -79,18 +79,7 @@ OutgoingKind = Literal[
     "attachment",
     "system_message",
 ]
-OUTGOING_KINDS: tuple[OutgoingKind, ...] = (
-    "text",
-    "thought",
-    "tool_call",
-    "tool_update",
-    "plan",
-    "usage",
-    "session_end",
-    "error",
-    "attachment",
-    "system_message",
-)
+OUTGOING_KINDS: tuple[OutgoingKind, ...] = get_args(OutgoingKind)
 
 
 class OutgoingMessage(_Model):

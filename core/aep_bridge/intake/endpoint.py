@@ -29,6 +29,7 @@ from starlette.websockets import WebSocket
 
 from ..aep.errors import InvalidEvent
 from ..aep.registry import AEP_VERSION
+from ..toolkit.http import read_body
 from .auth import AuthPolicy, HostPolicy
 from .hub import Hub, Participant, SubscribeError, Subscription
 from .ingest import (
@@ -38,7 +39,6 @@ from .ingest import (
     IngestLimits,
     batch_parts,
     parse_batch,
-    read_body,
     version_supported,
 )
 from .liveness import Cut, Deadline, Timing

@@ -9,8 +9,6 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from starlette.requests import Request
-
 from ..aep.envelope import Event
 from ..aep.errors import InvalidEvent
 from ..aep.jsonl import oversized, read_lines
@@ -43,21 +41,6 @@ def version_supported(header: str | None) -> bool:
         return False
     major = header.strip().split(".", 1)[0]
     return DIGITS.fullmatch(major) is not None and int(major) == SUPPORTED_MAJOR
-
-
-async def read_body(request: Request, limit: int) -> bytes | None:
-    """The body, or None once it passes `limit` (reading stops there)."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        return None
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def parse_batch(body: bytes, content_type: str, limits: IngestLimits) -> list[Event]:

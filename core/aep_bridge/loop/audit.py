@@ -23,6 +23,7 @@ from ..aep.envelope import Event
 from ..contract.types import ChannelUser, Posted
 from ..render.steer import is_instruction_request
 from ..store import Store
+from ..store.audit import DATA_COLUMNS
 from ..text.scrub import scrub
 from .attention_records import Request
 from .sessions import SessionRecord, Sessions
@@ -48,17 +49,6 @@ MAX_DATA: Final = 16_384
 #: records deleted by retention in one transaction at most
 PRUNE_BATCH: Final = 1000
 _DAY: Final = 86_400.0
-#: the `data` keys that are also columns of their own (`store/audit.py`)
-_COLUMNS: Final = (
-    "channel",
-    "message_id",
-    "actor_id",
-    "actor_name",
-    "request_id",
-    "answer",
-    "command_id",
-    "ack",
-)
 
 
 def _cut(value: object) -> object:
@@ -82,6 +72,19 @@ def _text(value: object) -> str | None:
         return None
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
     return text[:MAX_TEXT]
+
+
+def _about(
+    request: Request, channel: str | None = None, user: ChannelUser | None = None
+) -> dict[str, Any]:
+    """The keys every record of a question starts with: the question, its session, and where
+    and who when a person acted on it."""
+    data: dict[str, Any] = {"request_id": request.id, "session": request.event.session}
+    if channel is not None:
+        data["channel"] = channel
+    if user is not None:
+        data.update(actor_id=user.id, actor_name=user.display)
+    return data
 
 
 #: the principal whose connection sent a session's events (`EventSource.principal_of`)
@@ -138,7 +141,7 @@ class AuditLog:
             session_id,
             _text(session),
             _text(principal),
-            *(_text(_column(data, key, message_id)) for key in _COLUMNS),
+            *(_text(_column(data, key, message_id)) for key in DATA_COLUMNS),
             encoded,
             raw,
         )
@@ -194,11 +197,7 @@ class AuditLog:
         """Its card was posted in `channel` (the platform took it), and `where` it is when the
         channel said (`chat`, `message` (also the `message_id` column), `link`); a channel
         that returns nothing leaves them out."""
-        data: dict[str, Any] = {
-            "request_id": request.id,
-            "session": request.event.session,
-            "channel": channel,
-        }
+        data = _about(request, channel)
         if where is not None:
             data.update(chat=where.chat, message=where.message)
             if where.link is not None:
@@ -230,15 +229,7 @@ class AuditLog:
             INSTRUCTION_SENT if instruction else QUESTION_ANSWERED,
             session_id=request.session_id,
             principal=principal,
-            data={
-                "request_id": request.id,
-                "session": request.event.session,
-                "channel": channel,
-                "actor_id": user.id,
-                "actor_name": user.display,
-                "answer": answer,
-                "command_id": command.id,
-            },
+            data={**_about(request, channel, user), "answer": answer, "command_id": command.id},
         )
 
     def acknowledged(
@@ -251,8 +242,7 @@ class AuditLog:
             session_id=request.session_id,
             principal=principal,
             data={
-                "request_id": request.id,
-                "session": request.event.session,
+                **_about(request),
                 "command_id": request.command_id,
                 "actor_name": request.answered_by,
                 "ack": ack,
@@ -279,8 +269,7 @@ class AuditLog:
             session_id=request.session_id,
             principal=principal,
             data={
-                "request_id": request.id,
-                "session": request.event.session,
+                **_about(request),
                 "status": status,
                 "actor_name": by,
                 "command_id": request.command_id if by is not None else None,
@@ -366,11 +355,7 @@ class AttentionTrail:
                 session_id=request.session_id,
                 principal=self._principal(request),
                 data={
-                    "request_id": request.id,
-                    "session": request.event.session,
-                    "channel": channel,
-                    "actor_id": user.id,
-                    "actor_name": user.display,
+                    **_about(request, channel, user),
                     "answer": {"option": option, "progress": progress},
                 },
             )

@@ -148,15 +148,18 @@ class ProgressMixin(RendererBase):
 
 
 def _mark(status: str) -> str:
-    if status in _DONE:
-        return "✅"
-    if status in _FAILED:
-        return "❌"
-    if status in _SKIPPED:
-        return "➖"
-    if status in ("in_progress", "running", "started"):
-        return "🔄"
-    return "⬜"
+    """A plan step's mark, by the status it is shown as (`_plan_status`)."""
+    return _MARKS[_plan_status(status)]
+
+
+#: a plan step's mark by its status as shown
+_MARKS: Final = {
+    "completed": "✅",
+    "failed": "❌",
+    "skipped": "➖",
+    "in_progress": "🔄",
+    "pending": "⬜",
+}
 
 
 def _plan_status(status: str) -> str:

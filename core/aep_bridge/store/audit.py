@@ -28,13 +28,8 @@ AuditRow = tuple[
     str,
     bytes | None,
 ]
-#: the columns a record fills, in `add_audit`'s order
-AUDIT_COLUMNS: Final = (
-    "time",
-    "kind",
-    "session_id",
-    "session",
-    "principal",
+#: the keys of a record's `data` that are also columns of their own (`loop/audit.py`)
+DATA_COLUMNS: Final = (
     "channel",
     "message_id",
     "actor_id",
@@ -43,6 +38,15 @@ AUDIT_COLUMNS: Final = (
     "answer",
     "command_id",
     "ack",
+)
+#: the columns a record fills, in `add_audit`'s order
+AUDIT_COLUMNS: Final = (
+    "time",
+    "kind",
+    "session_id",
+    "session",
+    "principal",
+    *DATA_COLUMNS,
     "data",
     "envelope",
 )
@@ -124,4 +128,4 @@ class AuditTables(Database):
             ).rowcount
 
 
-__all__ = ["AUDIT_COLUMNS", "AuditRow", "AuditTables"]
+__all__ = ["AUDIT_COLUMNS", "DATA_COLUMNS", "AuditRow", "AuditTables"]

@@ -142,10 +142,10 @@ class InlineHtml:
             self._run.clear()
 
 
-Payload = TypeVar("Payload")
+_Payload = TypeVar("_Payload")
 
 
-class SentPreview(PreviewDialect, Generic[Payload]):
+class SentPreview(PreviewDialect, Generic[_Payload]):
     """A preview dialect that draws only what the channel sends.
 
     Say how the channel builds a message's payload (`message_payload`) and a card's at an
@@ -155,18 +155,18 @@ class SentPreview(PreviewDialect, Generic[Payload]):
     read from the payload, not from the request). The bubble of a message and of a card, and
     a card's buttons, follow from these, and a closed card has no buttons."""
 
-    def message_payload(self, content: OutgoingMessage) -> Payload:
+    def message_payload(self, content: OutgoingMessage) -> _Payload:
         raise NotImplementedError
 
     def card_payload(
         self, request: PermissionRequest, outcome: PermissionOutcome | None
-    ) -> Payload:
+    ) -> _Payload:
         raise NotImplementedError
 
-    def payload_html(self, payload: Payload) -> str:
+    def payload_html(self, payload: _Payload) -> str:
         raise NotImplementedError
 
-    def payload_buttons(self, payload: Payload) -> list[list[str]]:
+    def payload_buttons(self, payload: _Payload) -> list[list[str]]:
         """The labels of the buttons under a card's bubble; none where the platform draws
         them inside it (`payload_html`)."""
         return []
@@ -183,21 +183,3 @@ class SentPreview(PreviewDialect, Generic[Payload]):
         if outcome is not None and outcome.closed:
             return []
         return self.payload_buttons(self.card_payload(request, outcome))
-
-
-__all__ = [
-    "BARE_URL",
-    "HEADS_UP_ICONS",
-    "HEADS_UP_QUESTION",
-    "MESSAGE_ICONS",
-    "OUTCOME_ICONS",
-    "TOOL_ICONS",
-    "InlineHtml",
-    "SentPreview",
-    "autolinked",
-    "button_rows",
-    "expiry_time",
-    "heads_up_icon",
-    "message_icon",
-    "outcome_icon",
-]

@@ -422,28 +422,3 @@ def doctor_fail(name: str, detail: str, fix: str | None = None) -> DoctorCheck:
     """A doctor check that failed, with what to do (`detail` never quotes a token: see
     `clean_error`)."""
     return DoctorCheck(name=name, ok=False, detail=detail, fix=fix)
-
-
-__all__ = [
-    "PAIRING_ATTEMPTS",
-    "TOKEN_TRIES",
-    "PairingCode",
-    "PairingVerdict",
-    "SetupToken",
-    "ask_number",
-    "ask_token",
-    "check_token",
-    "check_with_doctor",
-    "clean_error",
-    "doctor_fail",
-    "doctor_ok",
-    "human_duration",
-    "keep_tokens",
-    "number_problem",
-    "poll_times",
-    "scrub_token",
-    "tilde",
-    "token_env_option",
-    "wait_option",
-    "write_channel_block",
-]

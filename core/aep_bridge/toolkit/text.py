@@ -1,5 +1,6 @@
-"""Text helpers a dialect repeats: a text on one line, a table as monospace text, and a
-long output cut to its end (`keep_end`) within a platform's room, measured its way.
+"""Text helpers a dialect repeats: a text on one line, a table as monospace text, a message's
+closing lines apart (`split_closing`), and a long output cut to its end (`keep_end`) within
+a platform's room, measured its way.
 
 A failure's last lines say what failed, so where an output must be cut, its start goes:
 whole blocks first, then a code block or diff kept from a line on, after a `…` line.
@@ -12,10 +13,10 @@ from collections.abc import Callable
 from typing import Final
 from urllib.parse import quote
 
-from ..markup import Block, Blocks, Code, Diff, Table, spans_text
+from ..markup import Block, Blocks, Code, Diff, Paragraph, Table, spans_text
 
 #: the mark a cut output starts with, on a line of its own
-CUT: Final = "…"
+_CUT: Final = "…"
 #: a line break to a chat platform's parser (which may read `\r\n` and `\r` as `\n`), or
 #: to a client that may draw one: a dialect escapes a line's start after any of them
 LINE_BREAK: Final = re.compile(r"(\r\n|[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029])")
@@ -27,6 +28,43 @@ _LINKABLE: Final = re.compile(r"(?i)(?:https?://|mailto:)\S")
 def one_line(text: str) -> str:
     """`text` on one line: every line break and run of whitespace as one space, trimmed."""
     return " ".join(LINE_BREAK.sub(" ", text).split())
+
+
+#: how the core's line that closes a run or a session starts (`render/run.py`, `session.py`)
+_CLOSING: Final = ("Finished", "Session ended")
+
+
+def split_closing(blocks: Blocks) -> tuple[Blocks, list[str]]:
+    """`blocks` without the lines that close a run at their end (a paragraph of one italic
+    run saying how the run finished or the session ended), and those lines, each on one
+    line: for a dialect that shows them apart (a footer, a context line)."""
+    body = list(blocks)
+    lines: list[str] = []
+    while body:
+        last = body[-1]
+        if not (
+            isinstance(last, Paragraph)
+            and len(last.spans) == 1
+            and last.spans[0].italic
+            and not (last.spans[0].bold or last.spans[0].code or last.spans[0].url)
+            and last.spans[0].text.startswith(_CLOSING)
+        ):
+            break
+        lines.insert(0, one_line(last.spans[0].text))
+        body.pop()
+    return tuple(body), lines
+
+
+def plan_body(blocks: Blocks) -> Blocks:
+    """The core's plan message (a bold "Plan" and its tasks, a line each) without its bold
+    title: for a dialect that shows the title its own way (an embed's, a header)."""
+    first = blocks[0] if blocks else None
+    if not (isinstance(first, Paragraph) and first.spans and first.spans[0].bold):
+        return blocks
+    rest = first.spans[1:]
+    if rest and rest[0].text.startswith("\n"):
+        rest = (rest[0].model_copy(update={"text": rest[0].text[1:]}), *rest[1:])
+    return (Paragraph(spans=rest), *blocks[1:])
 
 
 def break_ticks(code: str) -> str:
@@ -80,7 +118,7 @@ def keep_end(
     line. When not even a line of the last block fits: a code block's last characters, or
     `last_resort(rendered last block, room)` (by default its end within the room). Returns
     "" when `room` cannot hold the `…` line."""
-    head = f"{CUT}\n"
+    head = f"{_CUT}\n"
     if room <= count(head):
         return ""
 
@@ -100,7 +138,7 @@ def keep_end(
     if chars is not None:
         return head + render((chars,))
     if isinstance(last, Code | Diff):
-        return CUT
+        return _CUT
     if last_resort is not None:
         return last_resort(render((last,)), room)
     return head + _end_within(render((last,)), room - count(head), count)
@@ -136,14 +174,3 @@ def _end_within(text: str, room: int, count: Callable[[str], int]) -> str:
         else:
             high = mid - 1
     return found
-
-
-__all__ = [
-    "CUT",
-    "LINE_BREAK",
-    "break_ticks",
-    "keep_end",
-    "link_target",
-    "one_line",
-    "table_text",
-]

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Final
 
-from ..markup import Block, Span
+from ..markup import Block, Span, Spans
 from .call import (
     _URL,
     _code,
@@ -41,6 +42,26 @@ def _where(tool: _Tool) -> Span | None:
     return _plain(f" in {_line(where, 80)}") if where and where != "." else None
 
 
+def _listing(
+    tool: _Tool, title: Spans, nothing: str, counted: Callable[[list[str]], str]
+) -> ToolView:
+    """A search's view: `nothing` when it found nothing, else what `counted` makes of its
+    output's lines; the output itself when verbose, the error when it failed."""
+    summary = ""
+    details: tuple[Block, ...] = ()
+    text = tool.text()
+    if tool.status == "success" and isinstance(text, str):
+        lines = [x for x in _lines(text) if x.strip()]
+        summary = nothing if not lines or _NOTHING.match(lines[0]) else counted(lines)
+        if tool.verbose:
+            shown = _output_details(text)
+            details = (shown,) if shown is not None else ()
+    elif tool.status != "success":
+        summary = _other_summary(tool)
+        details = _failure_details(tool)
+    return ToolView(title=title, summary=summary, details=details)
+
+
 def _grep(tool: _Tool) -> ToolView:
     pattern = tool.arg("pattern", "query", "regex")
     title = _title(
@@ -49,61 +70,35 @@ def _grep(tool: _Tool) -> ToolView:
         _where(tool),
         _filters(tool),
     )
-    summary = ""
-    details: tuple[Block, ...] = ()
-    text = tool.text()
-    if tool.status == "success" and isinstance(text, str):
-        lines = [x for x in _lines(text) if x.strip()]
-        mode = tool.arg("output_mode")
-        found = _FOUND.match(lines[0]) if lines else None
-        if not lines or _NOTHING.match(lines[0]):
-            summary = "no matches"
-        elif found:
+    mode = tool.arg("output_mode")
+
+    def counted(lines: list[str]) -> str:
+        found = _FOUND.match(lines[0])
+        if found:
             count = int(found.group(1))
             many = found.group(2).lower() in ("file", "files")
-            summary = (
-                _plural(count, "file", "files") if many else _plural(count, "match", "matches")
-            )
-        elif mode == "count":
-            counted = [int(m.group(1)) for x in lines if (m := re.search(r":(\d+)$", x))]
-            summary = _plural(sum(counted), "match", "matches")
-        elif mode == "content" or (
+            return _plural(count, "file", "files") if many else _plural(count, "match", "matches")
+        if mode == "count":
+            counts = [int(m.group(1)) for x in lines if (m := re.search(r":(\d+)$", x))]
+            return _plural(sum(counts), "match", "matches")
+        if mode == "content" or (
             mode is None and sum(bool(_MATCH_LINE.match(x)) for x in lines) * 2 > len(lines)
         ):
-            summary = _plural(len(lines), "match", "matches")
-        else:
-            summary = _plural(len(lines), "file", "files")
-        if tool.verbose:
-            shown = _output_details(text)
-            details = (shown,) if shown is not None else ()
-    elif tool.status != "success":
-        summary = _other_summary(tool)
-        details = _failure_details(tool)
-    return ToolView(title=title, summary=summary, details=details)
+            return _plural(len(lines), "match", "matches")
+        return _plural(len(lines), "file", "files")
+
+    return _listing(tool, title, "no matches", counted)
 
 
 def _glob(tool: _Tool) -> ToolView:
     pattern = tool.arg("pattern", "glob")
     title = _title("Glob", _code(pattern, 80) if pattern else None, _where(tool))
-    summary = ""
-    details: tuple[Block, ...] = ()
-    text = tool.text()
-    if tool.status == "success" and isinstance(text, str):
-        lines = [x for x in _lines(text) if x.strip()]
-        found = _FOUND.match(lines[0]) if lines else None
-        if not lines or _NOTHING.match(lines[0]):
-            summary = "no files"
-        elif found:
-            summary = _plural(int(found.group(1)), "file", "files")
-        else:
-            summary = _plural(len(lines), "file", "files")
-        if tool.verbose:
-            shown = _output_details(text)
-            details = (shown,) if shown is not None else ()
-    elif tool.status != "success":
-        summary = _other_summary(tool)
-        details = _failure_details(tool)
-    return ToolView(title=title, summary=summary, details=details)
+
+    def counted(lines: list[str]) -> str:
+        found = _FOUND.match(lines[0])
+        return _plural(int(found.group(1)) if found else len(lines), "file", "files")
+
+    return _listing(tool, title, "no files", counted)
 
 
 # -- web --------------------------------------------------------------------------------

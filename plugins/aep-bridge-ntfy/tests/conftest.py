@@ -13,26 +13,26 @@ from typing import Any
 import pytest
 from fake_ntfy import FakeNtfy, Phone
 from ntfy_probe import NtfyProbe
-from servers import BridgeRoutes, LoopbackServer
+from servers import BridgeRoutes
 from support import TOPIC, AdapterFactory, ntfy_config
 
-from aep_bridge.testing import FakeCore
+from aep_bridge.testing import FakeCore, InLoopServer
 from aep_bridge_ntfy import NtfyChannel
 
 
 @pytest.fixture
 async def ntfy() -> AsyncIterator[FakeNtfy]:
     fake = FakeNtfy()
-    async with LoopbackServer(fake.app) as server:
-        fake.url = server.url
+    async with InLoopServer(fake.app) as server:
+        fake.url = server.url()
         yield fake
 
 
 @pytest.fixture
 async def routes() -> AsyncIterator[BridgeRoutes]:
     routes = BridgeRoutes()
-    async with LoopbackServer(routes) as server:
-        routes.url = server.url
+    async with InLoopServer(routes) as server:
+        routes.url = server.url()
         yield routes
 
 

@@ -18,6 +18,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from aep_bridge import read_body
+
 #: presses larger than this are not ours (ours are about 150 bytes)
 MAX_PRESS_BYTES: Final = 1024
 #: the most of a token or a session id a press may carry
@@ -69,23 +71,13 @@ def parse_press(raw: bytes) -> PressBody | None:
     return PressBody(token, session)
 
 
-async def _read_capped(request: Request, limit: int) -> bytes | None:
-    """The body, or None once it passes `limit` bytes (read no further)."""
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            return None
-    return bytes(body)
-
-
 def press_route(handle: PressHandler) -> Route:
     """The route the phone's `http` action calls."""
 
     async def press(request: Request) -> Response:
         if request.method == "OPTIONS":
             return Response(status_code=204, headers=_PREFLIGHT)
-        body = await _read_capped(request, MAX_PRESS_BYTES)
+        body = await read_body(request, MAX_PRESS_BYTES)
         if body is None:
             return JSONResponse(_TOO_LARGE, status_code=403, headers=_CORS)
         status, payload = await handle(body)
