@@ -18,7 +18,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from aep_bridge.contract.types import ChannelUser
 from aep_bridge.testing import (
+    FakeCore,
     FakePlatform,
     FixedWindow,
     InLoopServer,
@@ -271,3 +273,25 @@ def test_a_library_that_logs_an_error_fails_the_test_a_warning_does_not(
     assert "2 passed, 1 error" in out, out  # test_broken passes its call, errs after it
     assert "ERROR at teardown of test_broken" in out, out
     assert "chat_sdk.gateway: parse failed" in out, out
+
+
+# -- the probes' wait for the core -------------------------------------------------------------
+
+
+async def test_a_probes_reply_waits_until_the_core_has_heard_the_words() -> None:
+    """What a probe's `reply` waits for: the core handed one more press, refusal or
+    message; with nothing handed over, the wait ends in a timeout, not a silent pass."""
+    core = FakeCore(approvers=["alice"])
+    before = core.heard
+    with pytest.raises(TimeoutError):
+        await core.hears_more_than(before, timeout=0.05)
+
+    async def a_stranger_answers() -> None:
+        await asyncio.sleep(0.01)
+        await core.answer_text("card-1", "ship it", ChannelUser(id="mallory", name="Mallory"))
+
+    answering = asyncio.create_task(a_stranger_answers())
+    await core.hears_more_than(before)
+    await answering
+    assert core.heard > before
+    assert [r.user.id for r in core.refused] == ["mallory"]
