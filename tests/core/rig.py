@@ -287,6 +287,9 @@ class ChannelMachine(ChannelModel, BridgeMachine):
         thread: str | None = self.rig.bridge.sessions.thread_id(self.CHANNEL, record.id)
         return thread
 
+    async def _idle(self) -> None:
+        await self.rig.settle()
+
     def _restored(self) -> None:
         """Put back what the fake changed for the SDK (its endpoints), after teardown."""
 

@@ -15,12 +15,12 @@ its heads-up) twice: delivery is at least once.
 
 A subclass gives two sets of hooks (each raises `NotImplementedError` here):
 
-- the bridge (`_run`, `_settle`, `_restart`, `_new_agent`, `_thread_of`): the real bridge in
-  the machine's own event loop, with the platform's fake outliving its restarts;
-- the platform (`_press`, `_answered`, `_notes`, `_note`, `_bot_messages`, `_message`,
-  `_message_key`, `_shown`, `_buttons`, `_look`, `_heads_ups`, `_faults`, `_fill_in`,
-  `_check_places`): what a person sees and does on the fake, and the platform's own rule
-  for a session's place (a thread, a parent message).
+- the bridge (`_run`, `_settle`, `_idle`, `_restart`, `_new_agent`, `_thread_of`): the
+  real bridge in the machine's own event loop, the platform's fake outliving its restarts;
+- the platform (`_until`, `_press`, `_answered` (`_decided` helps), `_notes`, `_note`,
+  `_bot_messages`, `_message`, `_message_key`, `_shown`, `_buttons`, `_look`, `_heads_ups`,
+  `_faults`, `_fill_in`, `_check_places`): what a person sees and does on the fake, and the
+  platform's own rule for a session's place (a thread, a parent message).
 
 It adds its own rules and invariants (replies, a platform's quirks) beside these. `check()`
 runs every shared invariant, for regression tests kept from what the machine found.
@@ -168,10 +168,18 @@ class ChannelModel(RuleBasedStateMachine):
         """The platform's id of session `k`'s place (thread), as the bridge recorded it."""
         raise NotImplementedError
 
+    async def _idle(self) -> None:
+        """`_settle` inside the loop: the bridge handled everything and sent what it queued."""
+        raise NotImplementedError
+
     # -- the platform's hooks ------------------------------------------------------------
 
     def _press(self, asked: Asked, index: int, who: str) -> Pressed:
         """`who` presses the card's button `index`, under way."""
+        raise NotImplementedError
+
+    async def _until(self, what: str, check: Callable[[], Any]) -> Any:
+        """Wait until `check()` holds (and return it), failing with `what` at a timeout."""
         raise NotImplementedError
 
     async def _answered(self, pressed: Pressed) -> Any:
@@ -260,6 +268,20 @@ class ChannelModel(RuleBasedStateMachine):
     def _card(self, asked: Asked) -> Any:
         assert asked.message is not None
         return self._message(asked.message)
+
+    async def _decided(self, pressed: Pressed, what: str = "the press decided") -> None:
+        """Wait until the bridge decided `pressed`: a command at an agent, or a private note
+        to the person; then for what else the handler does after deciding (nothing, or a
+        note), and for the bridge."""
+        await self._until(
+            what,
+            lambda: (
+                self._notes(pressed.who) > pressed.notes_before
+                or self._all_commands() > pressed.commands_before
+            ),
+        )
+        await asyncio.sleep(0.02)
+        await self._idle()
 
     def _begun(self, what: Any, who: str) -> Pressed:
         """`what` `who` did, with the notes and commands counted before it."""

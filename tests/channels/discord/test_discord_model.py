@@ -28,7 +28,6 @@ The fake keeps Discord's size limits but not its rate limits, and the outbox run
 
 from __future__ import annotations
 
-import asyncio
 from types import ModuleType
 from typing import Any, ClassVar
 
@@ -103,15 +102,7 @@ class DiscordBridge(ChannelMachine):
         """Wait until the press was answered (deferred at once) and decided: a command at an
         agent, or a private note to the presser."""
         await self._until("the press answered", lambda: pressed.what.acknowledged)
-        await self._until(
-            "the press decided",
-            lambda: (
-                self._notes(pressed.who) > pressed.notes_before
-                or self._all_commands() > pressed.commands_before
-            ),
-        )
-        await asyncio.sleep(0.02)  # what else the handler does after deciding (nothing, or a note)
-        await self.rig.settle()
+        await self._decided(pressed)
 
     def _notes(self, who: str) -> int:
         return len(self.discord.ephemeral(PEOPLE[who]))

@@ -118,15 +118,7 @@ class SlackBridge(ChannelMachine):
         """Wait until the envelope was acked and decided: a command at an agent, or a private
         note to the person."""
         result = await asyncio.wait_for(pressed.what, WAIT)
-        await self._until(
-            "the envelope decided",
-            lambda: (
-                self._notes(pressed.who) > pressed.notes_before
-                or self._all_commands() > pressed.commands_before
-            ),
-        )
-        await asyncio.sleep(0.02)  # what else the handler does after deciding (nothing, or a note)
-        await self.rig.settle()
+        await self._decided(pressed, "the envelope decided")
         return result
 
     def _bot_messages(self, k: int) -> list[FakeMessage]:
