@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -50,7 +50,7 @@ def library_logs_nothing_wrong(
             caplog.set_level(min(level, logging.WARNING), logger=name)
         yield
         # `caplog.records` after the yield holds only the teardown's records: read every phase
-        phases = ("setup", "call", "teardown")
+        phases: tuple[Literal["setup", "call", "teardown"], ...] = ("setup", "call", "teardown")
         records = [r for when in phases for r in caplog.get_records(when)]
         wrong = logged_wrong(records, loggers, level)
         assert [w for w in wrong if not any(re.search(a, w) for a in allow)] == []
