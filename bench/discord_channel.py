@@ -112,6 +112,7 @@ from aep_bridge.commands.tinyagent import TinyAgent
 from aep_bridge.testing.flood import (
     BenchRun,
     Flood,
+    RoundTrip,
     bench_bridge,
     chatter,
     listen,
@@ -232,24 +233,17 @@ def _first_free(times: list[float], at: float) -> float:
 # -- the fake's own round trip --------------------------------------------------------------
 
 
-class Baseline:
+class Baseline(RoundTrip):
     """The same calls straight to the fake: REST with aiohttp, and a gateway connection of
     this process's own that answers the presses of its own messages."""
 
     def __init__(self, fake: FakeDiscord) -> None:
-        self.fake = fake
-        self.http: aiohttp.ClientSession | None = None
-        self.socket: aiohttp.ClientWebSocketResponse | None = None
+        super().__init__(fake)
         self.thread = 0
         self.interactions: dict[str, asyncio.Future[dict[str, Any]]] = {}
-        self.tasks: list[asyncio.Task[None]] = []
         self.client: discord.Client | None = None
-        self.send: list[float] = []
-        self.library: list[float] = []
-        self.press: list[float] = []
-        self.dispatch: list[float] = []
 
-    async def __aenter__(self) -> Baseline:
+    async def open(self) -> None:
         self.http = aiohttp.ClientSession(
             self.fake.api_base_url + "/", headers={"Authorization": f"Bot {DEFAULT_TOKEN}"}
         )
@@ -273,15 +267,8 @@ class Baseline:
         discord.http.Route.BASE = self.fake.api_base_url
         self.client = discord.Client(intents=discord.Intents.none())
         await self.client.login(DEFAULT_TOKEN)
-        return self
 
-    async def __aexit__(self, *exc: object) -> None:
-        for task in self.tasks:
-            task.cancel()
-        if self.socket is not None:
-            await self.socket.close()
-        if self.http is not None:
-            await self.http.close()
+    async def closing(self) -> None:
         if self.client is not None:
             await self.client.close()
 
@@ -303,28 +290,22 @@ class Baseline:
             await self.socket.send_json({"op": 1, "d": None})
 
     async def sample(self) -> None:
-        """One message send with aiohttp, one with discord.py (to its arrival), then one
-        press of the first answered: each timed."""
-        assert self.http is not None
+        """One message send with discord.py (to its arrival), one with aiohttp, then one
+        press of the second answered: each timed."""
         assert self.client is not None
         await asyncio.sleep(
             max(0.0, _budget_at([c.time for c in _counted(self.fake, self.thread)], 2))
             - time.monotonic()
         )
-        seen = len(self.fake.calls)
-        called = time.monotonic()
         route = discord.http.Route(
             "POST", "/channels/{channel_id}/messages", channel_id=self.thread
         )
-        await self.client.http.request(route, json=BASELINE_CARD)
-        arrived = next(c.time for c in self.fake.calls[seen:] if c.method == "POST")
-        self.library.append(arrived - called)
-        sent = time.monotonic()
-        async with self.http.post(f"channels/{self.thread}/messages", json=BASELINE_CARD) as r:
-            message = await r.json()
-            self.send.append(time.monotonic() - sent)
-            if r.status != 200:
-                raise RuntimeError(f"the fake refused the round trip's message: {message}")
+        await self.through_library(
+            self.client.http.request(route, json=BASELINE_CARD), lambda c: c.method == "POST"
+        )
+        message = await self.sent(
+            f"channels/{self.thread}/messages", BASELINE_CARD, lambda status, _: status == 200
+        )
         pressed = time.monotonic()
         interaction = self.fake.press(int(message["id"]), "bench:allow", ALICE)
         waiting = self.interactions[str(interaction.id)] = (
@@ -339,8 +320,7 @@ class Baseline:
             answered = time.monotonic()
             if r.status not in (200, 204):
                 raise RuntimeError(f"the fake refused the round trip's callback: {r.status}")
-        self.dispatch.append(arrived - pressed)
-        self.press.append(answered - pressed)
+        self.pressed(pressed, arrived, answered)
 
 
 class Watcher:
@@ -730,11 +710,8 @@ async def _latency(root: Path) -> dict[str, Any]:
             "request -> card": percentiles(card_in),
             "press -> command": percentiles(press_out),
             "press -> deferred": percentiles(deferred),
-            "send round trip": percentiles(baseline.send),
             "request -> consumers": percentiles(at_consumers),
-            "discord.py send": percentiles(baseline.library),
-            "press round trip": percentiles(baseline.press),
-            "press dispatch": percentiles(baseline.dispatch),
+            **baseline.figures("discord.py"),
             "floor request -> card": percentiles(floor.card),
             "floor press -> command": percentiles(floor.press),
             "span": starts[-1] - starts[0] if starts else 0.0,

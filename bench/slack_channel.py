@@ -99,6 +99,7 @@ import results
 from aep_bridge.testing.flood import (
     BenchRun,
     Flood,
+    RoundTrip,
     bench_bridge,
     chatter,
     listen,
@@ -249,23 +250,16 @@ async def running(fake: FakeSlack, state: Path, **slack: Any) -> AsyncIterator[R
 # -- the fake's own round trip ----------------------------------------------------------------
 
 
-class Baseline:
+class Baseline(RoundTrip):
     """The same calls straight to a second fake: a card posted with aiohttp and with
     slack-sdk, and a Socket Mode connection of this process's own that acks its presses."""
 
     def __init__(self, fake: FakeSlack) -> None:
-        self.fake = fake
-        self.http: aiohttp.ClientSession | None = None
-        self.socket: aiohttp.ClientWebSocketResponse | None = None
+        super().__init__(fake)
         self.client: AsyncWebClient | None = None
         self.envelopes: asyncio.Queue[tuple[float, dict[str, Any]]] = asyncio.Queue()
-        self.task: asyncio.Task[None] | None = None
-        self.send: list[float] = []
-        self.library: list[float] = []
-        self.press: list[float] = []
-        self.dispatch: list[float] = []
 
-    async def __aenter__(self) -> Baseline:
+    async def open(self) -> None:
         self.http = aiohttp.ClientSession(self.fake.api_base_url)
         async with self.http.post(
             "apps.connections.open", headers={"Authorization": f"Bearer {APP_TOKEN}"}
@@ -274,18 +268,9 @@ class Baseline:
         self.socket = await self.http.ws_connect(url)
         hello = await self.socket.receive_json()
         assert hello.get("type") == "hello", hello
-        self.task = asyncio.create_task(self._read())
+        self.tasks = [asyncio.create_task(self._read())]
         # slack-sdk as the channel uses it, in this process
         self.client = AsyncWebClient(token=BOT_TOKEN, base_url=self.fake.api_base_url)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self.task is not None:
-            self.task.cancel()
-        if self.socket is not None:
-            await self.socket.close()
-        if self.http is not None:
-            await self.http.close()
 
     async def _read(self) -> None:
         """Ack each envelope at once (as bolt does, before any work) and queue it."""
@@ -297,45 +282,28 @@ class Baseline:
                 await self.socket.send_json({"envelope_id": payload["envelope_id"]})
                 self.envelopes.put_nowait((arrived, payload))
 
-    async def send_once(self) -> None:
+    async def send_once(self) -> Any:
         """One card POSTed with aiohttp, until its answer is read: the fake's round trip."""
-        assert self.http is not None
         await asyncio.sleep(max(0.0, _budget_at(self.fake, (CHANNEL,), 0) - time.monotonic()))
-        sent = time.monotonic()
-        async with self.http.post(
+        return await self.sent(
             "chat.postMessage",
-            json={"channel": CHANNEL, "text": BASELINE_TEXT, "blocks": BASELINE_BLOCKS},
+            {"channel": CHANNEL, "text": BASELINE_TEXT, "blocks": BASELINE_BLOCKS},
+            lambda _, answer: bool(answer.get("ok")),
             headers={"Authorization": f"Bearer {BOT_TOKEN}"},
-        ) as r:
-            answer = await r.json()
-            self.send.append(time.monotonic() - sent)
-            if not answer.get("ok"):
-                raise RuntimeError(f"the fake refused the round trip's card: {answer}")
+        )
 
     async def sample(self) -> None:
         """One card posted with slack-sdk (to its arrival), one with aiohttp (to its answer),
         then one press of the second until its ack was recorded: each timed."""
-        assert self.http is not None
         assert self.client is not None
         await asyncio.sleep(max(0.0, _budget_at(self.fake, (CHANNEL,), 0) - time.monotonic()))
-        seen = len(self.fake.calls)
-        called = time.monotonic()
-        await self.client.chat_postMessage(
-            channel=CHANNEL, text=BASELINE_TEXT, blocks=BASELINE_BLOCKS
+        await self.through_library(
+            self.client.chat_postMessage(
+                channel=CHANNEL, text=BASELINE_TEXT, blocks=BASELINE_BLOCKS
+            ),
+            lambda c: c.method == POST,
         )
-        arrived = next(c.time for c in self.fake.calls[seen:] if c.method == POST)
-        self.library.append(arrived - called)
-        await asyncio.sleep(max(0.0, _budget_at(self.fake, (CHANNEL,), 0) - time.monotonic()))
-        sent = time.monotonic()
-        async with self.http.post(
-            "chat.postMessage",
-            json={"channel": CHANNEL, "text": BASELINE_TEXT, "blocks": BASELINE_BLOCKS},
-            headers={"Authorization": f"Bearer {BOT_TOKEN}"},
-        ) as r:
-            answer = await r.json()
-            self.send.append(time.monotonic() - sent)
-            if not answer.get("ok"):
-                raise RuntimeError(f"the fake refused the round trip's card: {answer}")
+        answer = await self.send_once()
         message = self.fake.message(CHANNEL, answer["ts"])
         pressed = time.monotonic()
         envelope = await self.fake.press(ALICE, message, "aep_answer_0", wait=False)
@@ -343,8 +311,7 @@ class Baseline:
             arrived, payload = await asyncio.wait_for(self.envelopes.get(), WAIT)
             if payload["envelope_id"] == envelope.id:
                 break
-        self.dispatch.append(arrived - pressed)
-        self.press.append(await _acked(envelope) - pressed)
+        self.pressed(pressed, arrived, await _acked(envelope))
 
 
 async def _acked(envelope: Envelope) -> float:
@@ -437,11 +404,8 @@ async def _latency(root: Path) -> dict[str, Any]:
             "request -> card": percentiles(card_in),
             "press -> command": percentiles(press_out),
             "press -> ack": percentiles(acked),
-            "send round trip": percentiles(baseline.send),
             "request -> consumers": percentiles(at_consumers),
-            "slack-sdk send": percentiles(baseline.library),
-            "press round trip": percentiles(baseline.press),
-            "press dispatch": percentiles(baseline.dispatch),
+            **baseline.figures("slack-sdk"),
             "span": starts[-1] - starts[0] if starts else 0.0,
             "heads-up": heads_up,
             "calls": len(_accepted(fake, OUTBOX, r.started)),

@@ -59,7 +59,8 @@ from tests.channels.slack.fake_slack import ALICE, FakeSlack
 
 import results
 from aep_bridge.agents.paths import DIR_VARIABLE
-from discord_channel import _cores, _percentiles
+from aep_bridge.testing.flood import other_cores as _cores
+from aep_bridge.testing.flood import percentiles as _percentiles
 from slack_channel import (
     CHANNEL,
     NOTIFY,

@@ -14,6 +14,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any, ClassVar
 
 from hypothesis import HealthCheck, settings
@@ -28,7 +29,8 @@ from aep_bridge.intake.hub import Hub, HubLimits, Participant
 from aep_bridge.intake.source import LocalSource
 from aep_bridge.loop.bridge import Bridge
 from aep_bridge.store import Store
-from aep_bridge.testing import MemoryChannel
+from aep_bridge.testing import MemoryChannel, VirtualTime
+from aep_bridge.testing.model import ChannelModel
 from tests.core.doubles import LocalAgent
 
 ALICE = ChannelUser(id="alice", name="Alice")
@@ -230,6 +232,75 @@ class BridgeMachine(RuleBasedStateMachine):
         try:
             self._run(self.rig.stop())
         finally:
+            self.loop.close()
+            self.tmp.cleanup()
+
+
+class ChannelMachine(ChannelModel, BridgeMachine):
+    """The kit's `ChannelModel` on this rig: the real bridge with one platform channel (its
+    plugin, `PLUGIN`, named `CHANNEL`) on its fake, which outlives the bridge's restarts as
+    the platform does. The outbox runs on `VirtualTime`: a platform's pace in no time (the
+    fakes keep their size limits but not their rate limits; the end-to-end tests keep
+    those). A subclass opens its fake (`_open_fake`), gives the channel's block, and the
+    kit's platform hooks."""
+
+    PLUGIN: ClassVar[ModuleType]
+    CHANNEL: ClassVar[str]
+
+    # the bridge's hooks are the rig's (the model's come first in the order of bases)
+    _run = BridgeMachine._run
+    _settle = BridgeMachine._settle
+    _restart = BridgeMachine._restart
+
+    def __init__(self) -> None:
+        self.fake: Any = None
+        self.clock = VirtualTime()
+        super().__init__()
+
+    async def _open_fake(self) -> Any:
+        raise NotImplementedError
+
+    def _channel_block(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    async def _start(self, **extra: Any) -> Rig:
+        if self.fake is None:
+            self.fake = await self._open_fake()
+        rig = Rig(
+            self.state_dir,
+            host=memory_host(self.PLUGIN),
+            channels={self.CHANNEL: {**self._channel_block(), "type": self.CHANNEL}},
+            outbox_options={"clock": self.clock.clock, "sleep": self.clock.sleep},
+            **extra,
+        )
+        return await rig.__aenter__()
+
+    def _new_agent(self, session: str, decide: Callable[[Any], str | None]) -> LocalAgent:
+        agent: LocalAgent = self.rig.agent(session, decide=decide)
+        return agent
+
+    def _thread_of(self, k: int) -> str | None:
+        agent = self.sessions[k].agent
+        record = self.rig.bridge.sessions.find(agent.source, agent.session)
+        if record is None:
+            return None
+        thread: str | None = self.rig.bridge.sessions.thread_id(self.CHANNEL, record.id)
+        return thread
+
+    async def _idle(self) -> None:
+        await self.rig.settle()
+
+    def _restored(self) -> None:
+        """Put back what the fake changed for the SDK (its endpoints), after teardown."""
+
+    def teardown(self) -> None:
+        try:
+            self._run(self.rig.stop())
+            self._run(self.clock.close())
+            if self.fake is not None:
+                self._run(self.fake.__aexit__(None, None, None))
+        finally:
+            self._restored()
             self.loop.close()
             self.tmp.cleanup()
 

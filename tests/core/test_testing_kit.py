@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
+import aiohttp
 import httpx
 import pytest
 from starlette.applications import Starlette
@@ -13,15 +18,19 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from aep_bridge.contract.types import ChannelUser
 from aep_bridge.testing import (
+    FakeCore,
     FakePlatform,
     FixedWindow,
     InLoopServer,
     ManualClock,
     SlidingWindow,
     Window,
+    logged_wrong,
     retry_after_seconds,
 )
+from aep_bridge.testing.flood import RoundTrip
 
 
 class TinyChat(FakePlatform):
@@ -160,3 +169,129 @@ def test_a_fixed_window_resets_all_at_once_a_sliding_one_call_by_call() -> None:
     assert sliding.wait(12.0) == pytest.approx(4.0)
     assert retry_after_seconds(4.0) == 4
     assert retry_after_seconds(0.01) == 1
+
+
+# -- the bench's round trip ------------------------------------------------------------------
+
+
+class Echo(FakePlatform):
+    """`POST /send` answers `{"ok": true}`, or 400 for the text "no"."""
+
+    def __init__(self) -> None:
+        super().__init__(Starlette(routes=[Route("/send", self._send, methods=["POST"])]))
+
+    async def _send(self, request: Request) -> Response:
+        body: dict[str, Any] = await request.json()
+        call = self.record("send", body)
+        if body["text"] == "no":
+            call.status = 400
+            return JSONResponse({"ok": False, "error": "no_text"}, status_code=400)
+        return JSONResponse({"ok": True, "id": len(self.calls)})
+
+
+class EchoTrip(RoundTrip):
+    async def open(self) -> None:
+        self.http = aiohttp.ClientSession(self.fake.url() + "/")
+        self.tasks = [asyncio.create_task(asyncio.sleep(3600))]  # a reader of its own
+
+
+async def test_the_round_trip_times_each_send_and_stops_the_bench_at_a_refused_one() -> None:
+    async with Echo() as fake:
+        async with EchoTrip(fake) as trip:
+            answer = await trip.sent("send", {"text": "hi"}, lambda status, _: status == 200)
+            assert answer == {"ok": True, "id": 1}
+            with pytest.raises(RuntimeError, match="no_text"):
+                await trip.sent("send", {"text": "no"}, lambda status, _: status == 200)
+            library = httpx.AsyncClient(base_url=fake.url())
+            await trip.through_library(
+                library.post("/send", json={"text": "sdk"}), lambda c: c.body["text"] == "sdk"
+            )
+            await library.aclose()
+            trip.pressed(10.0, 10.25, 10.5)
+            reader = trip.tasks[0]
+            figures = trip.figures("chat-sdk")
+        assert reader.cancelled() or reader.cancelling()
+        assert trip.http.closed
+    assert len(trip.send) == 2
+    assert len(trip.library) == 1
+    assert trip.library[0] >= 0
+    assert list(figures) == [
+        "send round trip",
+        "chat-sdk send",
+        "press round trip",
+        "press dispatch",
+    ]
+    assert figures["press dispatch"]["p50"] == 250.0
+    assert figures["press round trip"]["max"] == 500.0
+
+
+# -- the SDK's log -----------------------------------------------------------------------------
+
+
+def test_only_the_named_libraries_errors_count() -> None:
+    def record(name: str, level: int) -> logging.LogRecord:
+        return logging.LogRecord(name, level, __file__, 1, "boom %s", (name,), None)
+
+    records = [
+        record("chat_sdk.gateway", logging.ERROR),
+        record("chat_sdk", logging.WARNING),
+        record("chat_sdkx", logging.ERROR),  # another library whose name begins alike
+        record("aep_bridge", logging.ERROR),
+    ]
+    assert logged_wrong(records, ("chat_sdk",)) == ["chat_sdk.gateway: boom chat_sdk.gateway"]
+    assert logged_wrong(records, ("chat_sdk",), logging.WARNING) == [
+        "chat_sdk.gateway: boom chat_sdk.gateway",
+        "chat_sdk: boom chat_sdk",
+    ]
+
+
+def test_a_library_that_logs_an_error_fails_the_test_a_warning_does_not(
+    tmp_path: Path,
+) -> None:
+    """The conftest line a plugin's tests use: a test during which the SDK logged an error
+    fails, naming it; one with a warning, or an error of another logger, passes."""
+    (tmp_path / "conftest.py").write_text(
+        "from aep_bridge.testing import library_logs_nothing_wrong\n"
+        "_sdk_logs_no_errors = library_logs_nothing_wrong('chat_sdk')\n"
+    )
+    (tmp_path / "test_it.py").write_text(
+        "import logging\n"
+        "def test_quiet():\n"
+        "    logging.getLogger('chat_sdk.gateway').warning('slow')\n"
+        "    logging.getLogger('elsewhere').error('not ours')\n"
+        "def test_broken():\n"
+        "    logging.getLogger('chat_sdk.gateway').error('parse failed')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    out = done.stdout
+    assert "2 passed, 1 error" in out, out  # test_broken passes its call, errs after it
+    assert "ERROR at teardown of test_broken" in out, out
+    assert "chat_sdk.gateway: parse failed" in out, out
+
+
+# -- the probes' wait for the core -------------------------------------------------------------
+
+
+async def test_a_probes_reply_waits_until_the_core_has_heard_the_words() -> None:
+    """What a probe's `reply` waits for: the core handed one more press, refusal or
+    message; with nothing handed over, the wait ends in a timeout, not a silent pass."""
+    core = FakeCore(approvers=["alice"])
+    before = core.heard
+    with pytest.raises(TimeoutError):
+        await core.hears_more_than(before, timeout=0.05)
+
+    async def a_stranger_answers() -> None:
+        await asyncio.sleep(0.01)
+        await core.answer_text("card-1", "ship it", ChannelUser(id="mallory", name="Mallory"))
+
+    answering = asyncio.create_task(a_stranger_answers())
+    await core.hears_more_than(before)
+    await answering
+    assert core.heard > before
+    assert [r.user.id for r in core.refused] == ["mallory"]

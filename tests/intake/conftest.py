@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
-import uvicorn
 
 from aep_bridge.intake.auth import AuthPolicy
 from aep_bridge.intake.endpoint import Endpoint, IngestLimits, Timing
 from aep_bridge.intake.hub import Hub, HubLimits
+from aep_bridge.testing import InLoopServer
 from tests.bridge_process import free_port
+
+__all__ = ["TOKEN", "Served", "free_port", "serve"]
 
 TOKEN = "test-token-0123456789"
 
@@ -33,17 +34,6 @@ class Served:
         return f"ws://127.0.0.1:{self.port}/socket"
 
 
-class InLoopServer(uvicorn.Server):
-    """uvicorn in the test's own event loop, leaving the test runner's signals alone.
-
-    The hub is not thread-safe: an in-process consumer must share the server's loop.
-    """
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
 @contextlib.asynccontextmanager
 async def serve(
     hub: Hub,
@@ -60,25 +50,12 @@ async def serve(
         limits=IngestLimits(max_body_bytes=256_000, max_event_bytes=16_000),
         timing=timing,
     )
-    port = port or free_port()
-    server = InLoopServer(
-        uvicorn.Config(
-            endpoint.app if wrap is None else wrap(endpoint.app),
-            host="127.0.0.1",
-            port=port,
-            log_level="error",
-            ws_max_size=32_000,
-        )
-    )
-    task = asyncio.create_task(server.serve())
-    async with asyncio.timeout(10):
-        while not server.started:
-            await asyncio.sleep(0.01)
-    try:
-        yield Served(hub, port)
-    finally:
-        server.should_exit = True
-        await asyncio.wait_for(task, 10)
+    app = endpoint.app if wrap is None else wrap(endpoint.app)
+    # the hub is not thread-safe: an in-process consumer shares the server's loop
+    async with InLoopServer(
+        app, port=port or 0, ws="auto", log_level="error", ws_max_size=32_000
+    ) as server:
+        yield Served(hub, server.port)
 
 
 @pytest.fixture

@@ -30,7 +30,9 @@ limit windows: the base of a fake platform server), `e2e` (`aep-bridge run` agai
 fake: `end_to_end`, `EndToEnd`, `BridgeProcess`), `agent` and `fixture` (the `bridge` fixture
 and its `ScriptedAgent`). `VirtualTime` lives in `aep_bridge.commands.simtime` (`aep-bridge preview`
 runs on it) and is exported here for a plugin's outbox tests. Import every name from
-`aep_bridge.testing` (or `aep_bridge.testing.fixture`), not from the modules.
+`aep_bridge.testing` (or `aep_bridge.testing.fixture`), not from the modules; `logs`
+(`library_logs_nothing_wrong`: your SDK logged no error) is exported here too, while `model`
+(`ChannelModel`, a Hypothesis state machine) and `flood` are imported as modules.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..commands.simtime import VirtualTime
 from .conformance import SESSION, ChannelConformance, Harness, sample_message
+from .logs import library_logs_nothing_wrong, logged_wrong
 from .memory import FakeCore, MemoryChannel, MemoryProbe, MemoryState, Press, Refusal
 from .setup_kit import ScriptedIO, run_setup
 from .views import ButtonView, MessageView, PlatformProbe, ThreadView
@@ -109,6 +112,8 @@ __all__ = [
     "VirtualTime",
     "Window",
     "end_to_end",
+    "library_logs_nothing_wrong",
+    "logged_wrong",
     "retry_after_seconds",
     "run_setup",
     "sample_message",

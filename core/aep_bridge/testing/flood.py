@@ -13,7 +13,9 @@ flood it with replies while one of them asks a question.
         # then read the fake's record: calls per window, when the card arrived after flood.asked
 
 The measures are the fake's own record (when each call arrived, which were refused) and
-`percentiles` of what a bench timed, read against a baseline of the same run.
+`percentiles` of what a bench timed, read against a baseline of the same run: `RoundTrip`,
+the same calls straight to the fake (a raw send, one through the platform's SDK, a press
+dispatched to a connection of the bench's own), timed beside the bridge's figures.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import contextlib
 import os
 import statistics
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -35,6 +37,7 @@ from .e2e import PERMISSION_ASK, BridgeProcess, free_port, write_config
 __all__ = [
     "BenchRun",
     "Flood",
+    "RoundTrip",
     "bench_bridge",
     "chatter",
     "listen",
@@ -188,3 +191,83 @@ def percentiles(seconds: list[float]) -> dict[str, float]:
 
 def pass_fail(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
+
+
+class RoundTrip:
+    """The fake's own round trip, the baseline a bench holds the bridge's figures against.
+
+    A subclass opens its platform's connections in `open()` (an HTTP session in `http`, a
+    socket of its own in `socket`, readers in `tasks`; all closed at the end, then
+    `closing()`), and times one sample at a time with `sent` (a raw send), `through_library`
+    (the same send through the SDK the channel uses, to its arrival at the fake) and
+    `pressed` (a press, to its dispatch and to its answer). `figures(sdk)` is what a bench
+    reports: each list's `percentiles`.
+    """
+
+    def __init__(self, fake: Any) -> None:
+        self.fake = fake
+        self.http: Any = None
+        self.socket: Any = None
+        self.tasks: list[asyncio.Task[Any]] = []
+        #: a raw send, to its answer read
+        self.send: list[float] = []
+        #: a send through the SDK, to its arrival at the fake
+        self.library: list[float] = []
+        #: a press, to its answer (ack, callback) recorded
+        self.press: list[float] = []
+        #: a press, to its arrival at the bench's own connection
+        self.dispatch: list[float] = []
+
+    async def open(self) -> None:
+        """Connect to the fake as the platform's clients do."""
+
+    async def closing(self) -> None:
+        """Close what `open` made beyond `tasks`, `socket` and `http`."""
+
+    async def __aenter__(self) -> RoundTrip:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for task in self.tasks:
+            task.cancel()
+        if self.socket is not None:
+            await self.socket.close()
+        if self.http is not None:
+            await self.http.close()
+        await self.closing()
+
+    async def sent(self, path: str, body: Any, ok: Callable[[int, Any], bool], **kw: Any) -> Any:
+        """POST `body` to `path` on `http`, time it to its answer read (into `send`), and
+        return the answer; one `ok(status, answer)` refuses stops the bench."""
+        started = time.monotonic()
+        async with self.http.post(path, json=body, **kw) as response:
+            answer = await response.json()
+            self.send.append(time.monotonic() - started)
+            if not ok(response.status, answer):
+                raise RuntimeError(f"the fake refused the round trip's send: {answer}")
+        return answer
+
+    async def through_library(self, call: Awaitable[Any], arrived: Callable[[Any], bool]) -> None:
+        """Await the SDK's `call` and time it to the first call the fake recorded after it
+        began for which `arrived(call)` holds (into `library`)."""
+        seen = len(self.fake.calls)
+        started = time.monotonic()
+        await call
+        at = next(c.time for c in self.fake.calls[seen:] if arrived(c))
+        self.library.append(at - started)
+
+    def pressed(self, at: float, dispatched: float, answered: float) -> None:
+        """A press made at `at` reached the bench's connection at `dispatched` and was
+        answered at `answered` (all `time.monotonic()`)."""
+        self.dispatch.append(dispatched - at)
+        self.press.append(answered - at)
+
+    def figures(self, sdk: str) -> dict[str, dict[str, float]]:
+        """The round trip's figures by name, `sdk` naming the library's send."""
+        return {
+            "send round trip": percentiles(self.send),
+            f"{sdk} send": percentiles(self.library),
+            "press round trip": percentiles(self.press),
+            "press dispatch": percentiles(self.dispatch),
+        }

@@ -100,6 +100,18 @@ class FakeCore:
         self.away_everywhere = False
         self.away_sessions: dict[str, bool] = {}
 
+    @property
+    def heard(self) -> int:
+        """How many presses, refusals and messages the core has been handed."""
+        return len(self.presses) + len(self.refused) + len(self.incoming)
+
+    async def hears_more_than(self, before: int, timeout: float = 10.0) -> None:
+        """Wait until `heard` passes `before`: what a probe's `reply` does after a person
+        wrote, so the test reads what the core made of the words."""
+        async with asyncio.timeout(timeout):
+            while self.heard <= before:
+                await asyncio.sleep(0.01)
+
     def approves(self, user: ChannelUser) -> bool:
         """Whether `user` may answer here (the approver policy of this fake)."""
         return self.approvers is None or user.id in self.approvers

@@ -155,15 +155,18 @@ class _Uvicorn(uvicorn.Server):
 class InLoopServer:
     """An ASGI app on 127.0.0.1 in the running loop, from `async with` to its end.
 
-    `self.app` must be set (by the subclass's `__init__`) before the server starts.
+    `self.app` must be set (by the subclass's `__init__`) before the server starts. `port`:
+    serve on that one (a server started again where its clients expect it), else on one the
+    system picks; `options`: uvicorn's own, over the kit's (`ws_max_size=32_000`).
     """
 
     #: named in the error if the server stops while starting
     platform_name = "the fake platform"
 
-    def __init__(self, app: Any = None) -> None:
+    def __init__(self, app: Any = None, *, port: int = 0, **options: Any) -> None:
         self.app: Any = app
-        self.port = 0
+        self.port = port
+        self.options = options
         self._listener: socket.socket | None = None
         self._uvicorn: _Uvicorn | None = None
         self._serving: asyncio.Task[None] | None = None
@@ -182,16 +185,19 @@ class InLoopServer:
         # the listening socket says TCP, and without it every answer waits ~40 ms (Nagle +
         # delayed ACK on uvicorn's separate header and body writes).
         self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        self._listener.bind(("127.0.0.1", 0))
+        # as uvicorn does: a port given again binds while the last one's connections linger
+        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._listener.bind(("127.0.0.1", self.port))
         self.port = self._listener.getsockname()[1]
-        config = uvicorn.Config(
-            self.app,
-            log_config=None,
-            log_level="warning",
-            lifespan="off",
-            timeout_graceful_shutdown=2,
-            ws="websockets-sansio",
-        )
+        options: dict[str, Any] = {
+            "log_config": None,
+            "log_level": "warning",
+            "lifespan": "off",
+            "timeout_graceful_shutdown": 2,
+            "ws": "websockets-sansio",
+            **self.options,
+        }
+        config = uvicorn.Config(self.app, **options)
         self._uvicorn = _Uvicorn(config)
         self._serving = asyncio.create_task(self._uvicorn.serve(sockets=[self._listener]))
         async with asyncio.timeout(10):

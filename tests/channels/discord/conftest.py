@@ -3,19 +3,6 @@ gateway event, a button's callback or a parse of the fake's payloads, and carrie
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
+from aep_bridge.testing import library_logs_nothing_wrong
 
-import pytest
-
-
-@pytest.fixture(autouse=True)
-def _discord_logs_no_errors(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
-    caplog.set_level(logging.WARNING, logger="discord")
-    yield
-    errors = [
-        f"{r.name}: {r.getMessage()}"
-        for r in caplog.records
-        if r.name.startswith("discord") and r.levelno >= logging.ERROR
-    ]
-    assert errors == []
+_discord_logs_no_errors = library_logs_nothing_wrong("discord")

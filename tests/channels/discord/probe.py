@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from typing import Any
 
@@ -125,15 +124,11 @@ class DiscordProbe:
         user: ChannelUser,
         reply_to: MessageView | None = None,
     ) -> None:
-        before = len(self.core.presses) + len(self.core.incoming) + len(self.core.refused)
+        before = self.core.heard
         self.fake.say(
             int(thread_id) if thread_id else self.parent,
             text,
             discord_user(self.fake, user),
             reply_to=int(reply_to.id) if reply_to else None,
         )
-        async with asyncio.timeout(10):
-            while (
-                len(self.core.presses) + len(self.core.incoming) + len(self.core.refused) == before
-            ):
-                await asyncio.sleep(0.01)
+        await self.core.hears_more_than(before)

@@ -4,18 +4,7 @@ failed, a handler that raised or an answer it could not parse, and carries on)."
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 
-import pytest
+from aep_bridge.testing import library_logs_nothing_wrong
 
-
-@pytest.fixture(autouse=True)
-def _mautrix_logs_nothing_wrong(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
-    caplog.set_level(logging.WARNING, logger="mau")
-    yield
-    wrong = [
-        f"{r.name}: {r.getMessage()}"
-        for r in caplog.records
-        if r.name.startswith("mau") and r.levelno >= logging.WARNING
-    ]
-    assert wrong == []
+_mautrix_logs_nothing_wrong = library_logs_nothing_wrong("mau", level=logging.WARNING)

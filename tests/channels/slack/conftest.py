@@ -3,20 +3,6 @@ wrong in a listener, a Socket Mode frame or a parse of the fake's answers, and c
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
+from aep_bridge.testing import library_logs_nothing_wrong
 
-import pytest
-
-
-@pytest.fixture(autouse=True)
-def _slack_logs_no_errors(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
-    caplog.set_level(logging.WARNING, logger="slack_bolt")
-    caplog.set_level(logging.WARNING, logger="slack_sdk")
-    yield
-    errors = [
-        f"{r.name}: {r.getMessage()}"
-        for r in caplog.records
-        if r.name.startswith(("slack_bolt", "slack_sdk")) and r.levelno >= logging.ERROR
-    ]
-    assert errors == []
+_slack_logs_no_errors = library_logs_nothing_wrong("slack_bolt", "slack_sdk")

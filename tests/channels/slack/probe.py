@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 from typing import Any
 
@@ -139,11 +138,7 @@ class SlackProbe:
     ) -> None:
         """Words in a thread (Slack has no reply to one message inside a thread: `reply_to`
         is the thread's open question, which the words answer)."""
-        before = len(self.core.presses) + len(self.core.incoming) + len(self.core.refused)
+        before = self.core.heard
         thread = thread_id or (reply_to.thread_id if reply_to else None)
         await self.fake.say(slack_user(self.fake, user), C0AGENTS, text, thread_ts=thread)
-        async with asyncio.timeout(10):
-            while (
-                len(self.core.presses) + len(self.core.incoming) + len(self.core.refused) == before
-            ):
-                await asyncio.sleep(0.01)
+        await self.core.hears_more_than(before)

@@ -15,13 +15,31 @@ from aep_bridge import (
     Resolution,
     ResolutionStatus,
 )
-from aep_bridge.testing import ChannelConformance, FakeCore, Harness
+from aep_bridge.testing import (
+    ChannelConformance,
+    FakeCore,
+    Harness,
+    library_logs_nothing_wrong,
+)
 from aep_bridge_slack import SlackChannel
 
 from .fake_slack import ALICE, MALLORY, FakeSlack, Limits
 from .probe import SlackProbe, make_adapter
 
 APPROVER = ChannelUser(id=ALICE["id"], name="Alice")
+
+
+#: the conftest's check, but for one known record: the kit's restart test stops the adapter
+#: while bolt still acks an envelope over the closing Socket
+#: Mode session; the check found it once it read the test's call phase (issue 35)
+_slack_logs_no_errors = library_logs_nothing_wrong(
+    "slack_bolt",
+    "slack_sdk",
+    allow=(
+        r"^slack_bolt\.AsyncApp: Failed to run a request listener: "
+        r"Cannot write to closing transport",
+    ),
+)
 
 
 class TestSlackConformance(ChannelConformance):

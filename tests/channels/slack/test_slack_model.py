@@ -29,46 +29,25 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
+from typing import Any, ClassVar
 
-from hypothesis import event
 from hypothesis import strategies as st
-from hypothesis.control import currently_in_test_context
-from hypothesis.stateful import invariant, precondition, rule
+from hypothesis.stateful import precondition, rule
 
 import aep_bridge_slack
-from aep_bridge.aep import Event
-from tests.core.doubles import LocalAgent, VirtualTime
-from tests.core.rig import BridgeMachine, Rig, machine_settings, memory_host
+from aep_bridge.testing.model import REFUSED, Asked, Pressed
+from tests.core.rig import ChannelMachine, machine_settings
 
 from .fake_slack import ALICE, BOB, MALLORY, FakeMessage, FakeSlack, Limits, make_config
 
 PEOPLE = {"alice": ALICE, "bob": BOB, "mallory": MALLORY}
-APPROVERS = ("alice", "bob")  # Alice through the user group, Bob by id
-NAMES = {"alice": ALICE["name"], "bob": BOB["name"]}
-SESSIONS = ("s0", "s1")
 CHANNEL = "C0AGENTS"
 NOTIFY = "C0NOTIFY"
 GROUP = "S0OPS"
-REFUSED = "Refused: you are not an approver for this channel"
-#: the questions an agent asks: buttons (twice as often), a card without buttons (answered in
-#: the terminal only), a form, words (a reply in the thread)
-KINDS = ("options", "options", "informational", "form", "words")
-FORM = [
-    {
-        "id": "env",
-        "type": "select",
-        "label": "Environment",
-        "required": True,
-        "choices": [{"id": "stg", "label": "Staging"}, {"id": "prod", "label": "Production"}],
-    },
-    {"id": "note", "type": "string", "label": "Release note", "required": True},
-]
 #: what a person fills in (the modal's inputs by block: the menu's second choice, words) and
 #: what the agent then gets
 FILLED = {"f0": "1", "f1": "ships it"}
-FORM_ANSWER = {"values": {"env": "prod", "note": "ships it"}}
 #: seconds to wait for something the fake Slack and slack-bolt do over loopback
 WAIT = 10.0
 
@@ -91,121 +70,32 @@ def action_ids(message: FakeMessage) -> list[str]:
     return [str(b.get("action_id")) for b in message.buttons]
 
 
-@dataclass
-class Session:
-    agent: LocalAgent
-    started: bool = False
-    ended: bool = False
+class SlackBridge(ChannelMachine):
+    """The kit's `ChannelModel` with the Slack channel on the fake Slack: a session's place
+    is a parent message in the sessions channel, a refusal an ephemeral message, a form a
+    modal; its own rule is words in a session's thread."""
 
+    PLUGIN: ClassVar[ModuleType] = aep_bridge_slack
+    CHANNEL = "slack"
+    PEOPLE: ClassVar[dict[str, Any]] = PEOPLE
+    APPROVERS = ("alice", "bob")  # Alice through the user group, Bob by id
+    NAMES: ClassVar[dict[str, str]] = {"alice": ALICE["name"], "bob": BOB["name"]}
 
-@dataclass
-class Asked:
-    """What the model expects of one question and its card."""
+    async def _open_fake(self) -> FakeSlack:
+        return await FakeSlack(limits=Limits.loose()).__aenter__()
 
-    session: int
-    event: Event
-    options: tuple[str, ...]
-    form: bool = False
-    informational: bool = False
-    state: str = "open"  # open, answered (from Slack), elsewhere, dismissed
-    by: str | None = None  # the approver credited on the card
-    shown: str | None = None  # the answer the card shows
-    answer: dict[str, Any] | None = None  # what the agent was sent
-    ts: str | None = None  # the card's message on the fake Slack
-    words: bool = False  # answered by a reply in the thread
-    refused: int = 0  # answers sent that the agent refused (it had answered in its terminal)
-    restarts: int = 0  # of the bridge when the card was posted
-    killed: bool = False  # the bridge was killed while its card was on its way
+    def _channel_block(self) -> dict[str, Any]:
+        return make_config(self.slack, approvers=[BOB["id"]], approver_roles=[GROUP])
 
-    @property
-    def buttons(self) -> int:
-        if self.state != "open" or self.informational or self.words:
-            return 0
-        return 1 if self.form else len(self.options)
-
-
-@dataclass
-class Pressed:
-    """A press (or a submission, or words) and what it should become."""
-
-    task: asyncio.Task[Any]
-    who: str
-    notes_before: int = 0
-    commands_before: int = 0
-
-
-class SlackBridge(BridgeMachine):
-    """`BridgeMachine` with the Slack channel on the fake Slack instead of memory ones."""
-
-    def __init__(self) -> None:
-        self.fake: FakeSlack | None = None
-        self.clock = VirtualTime()  # the outbox's: Slack's 1-a-second pace in no time
-        super().__init__()
-        self.sessions = [Session(self.rig.agent(name, decide=self._decide)) for name in SESSIONS]
-        self.asked: list[Asked] = []
-        self.notes = {who: 0 for who in PEOPLE}  # private answers each person should have
-        self.restarts = 0
-        self.start_a_session()
-
-    async def _start(self, **extra: Any) -> Rig:
-        if self.fake is None:
-            self.fake = await FakeSlack(limits=Limits.loose()).__aenter__()
-        block = make_config(self.fake, approvers=[BOB["id"]], approver_roles=[GROUP])
-        rig = Rig(
-            self.state_dir,
-            host=memory_host(aep_bridge_slack),
-            channels={"slack": {**block, "type": "slack"}},
-            outbox_options={"clock": self.clock.clock, "sleep": self.clock.sleep},
-            **extra,
-        )
-        return await rig.__aenter__()
-
-    def teardown(self) -> None:
-        try:
-            self._run(self.rig.stop())
-            self._run(self.clock.close())
-            if self.fake is not None:
-                self._run(self.fake.__aexit__(None, None, None))
-        finally:
-            self.loop.close()
-            self.tmp.cleanup()
-
-    def _restart(self, agents: list[LocalAgent], *, flush_timeout: float = 5.0) -> None:
-        self.restarts += 1
-        super()._restart(agents, flush_timeout=flush_timeout)
-
-    # -- plumbing --------------------------------------------------------------------------
+    # -- the kit's platform hooks ----------------------------------------------------------
 
     @property
     def slack(self) -> FakeSlack:
         assert self.fake is not None
-        return self.fake
-
-    def _decide(self, command: Event) -> str | None:
-        """A real agent takes one answer per question and refuses any after it."""
-        asked = next((a for a in self.asked if a.event.id == command.subject), None)
-        if asked is not None and asked.state not in ("open", "answered"):
-            return "invalid"
-        return None
-
-    def _commands(self, asked: Asked) -> list[Event]:
-        agent = self.sessions[asked.session].agent
-        return [c for c in agent.commands if c.subject == asked.event.id]
-
-    def _all_commands(self) -> int:
-        return sum(len(s.agent.commands) for s in self.sessions)
-
-    def _thread_ts(self, k: int) -> str | None:
-        agent = self.sessions[k].agent
-        record = self.rig.bridge.sessions.find(agent.source, agent.session)
-        return None if record is None else self.rig.bridge.sessions.thread_id("slack", record.id)
+        return self.fake  # type: ignore[no-any-return]
 
     def _parents(self) -> list[Any]:
         return [m for m in self.slack.parents(CHANNEL) if m.from_bot]
-
-    def _card(self, asked: Asked) -> Any:
-        assert asked.ts is not None
-        return self.slack.message(CHANNEL, asked.ts)
 
     def _notes(self, who: str) -> int:
         return len(self.slack.ephemeral(PEOPLE[who]))
@@ -218,9 +108,7 @@ class SlackBridge(BridgeMachine):
 
     def _begin(self, who: str, coroutine: Any) -> Pressed:
         """Something `who` does in Slack, under way (its envelope queued for the bridge)."""
-        return Pressed(
-            self.loop.create_task(coroutine), who, self._notes(who), self._all_commands()
-        )
+        return self._begun(self.loop.create_task(coroutine), who)
 
     def _press(self, asked: Asked, index: int, who: str) -> Pressed:
         card = self._card(asked)
@@ -229,126 +117,78 @@ class SlackBridge(BridgeMachine):
     async def _answered(self, pressed: Pressed) -> Any:
         """Wait until the envelope was acked and decided: a command at an agent, or a private
         note to the person."""
-        result = await asyncio.wait_for(pressed.task, WAIT)
-        await self._until(
-            "the envelope decided",
-            lambda: (
-                self._notes(pressed.who) > pressed.notes_before
-                or self._all_commands() > pressed.commands_before
-            ),
-        )
-        await asyncio.sleep(0.02)  # what else the handler does after deciding (nothing, or a note)
-        await self.rig.settle()
+        result = await asyncio.wait_for(pressed.what, WAIT)
+        await self._decided(pressed, "the envelope decided")
         return result
 
-    # -- what the rules do, also for the regression tests below ------------------------------
-
-    def _ask(
-        self, k: int, kind: str, options: int = 2, turns: int = 0, restart: bool | None = None
-    ) -> Asked:
-        """Session `k`'s agent asks: `options` buttons, an informational card, a form, or
-        words. `restart`: the bridge is stopped `turns` turns of the loop later, flushing
-        nothing (True) or what it can (False), and started again."""
-        session = self.sessions[k]
-        prompt = f"question {len(self.asked)}?"
-        if kind == "form":
-            ids: tuple[str, ...] = ()
-            event = session.agent.ask(prompt, options=(), kind="form", fields=FORM)
-        elif kind == "words":
-            ids = ()
-            event = session.agent.ask(prompt, options=(), kind="input")
-        else:
-            ids = tuple(f"opt{n}" for n in range(options))
-            how = {"respond_via": ["oob"]} if kind == "informational" else {}
-            event = session.agent.ask(prompt, options=ids, **how)
-        asked = Asked(k, event, ids, form=kind == "form", informational=kind == "informational")
-        asked.words = kind == "words"
-        asked.restarts = self.restarts
-        self.asked.append(asked)
-        for _ in range(turns):
-            self._run(asyncio.sleep(0))
-        if restart is not None:  # before the card is out, perhaps
-            self._restart([s.agent for s in self.sessions], flush_timeout=0.0 if restart else 5.0)
-            asked.killed = restart
-        self._settle()
-        self._find_card(asked)
-        return asked
-
-    def _find_card(self, asked: Asked) -> None:
-        parent = self._thread_ts(asked.session)
+    def _bot_messages(self, k: int) -> list[FakeMessage]:
+        parent = self._thread_of(k)
         assert parent is not None
-        prompt = f"question {self.asked.index(asked)}?"
-        found = [m for m in self.slack.thread(CHANNEL, parent) if m.from_bot]
-        cards = [m for m in found if prompt in shown(m)]
-        # a kill while the card was on its way may show it twice (at least once): the last
-        # one is the card, the other keeps its buttons, which answer the same question
-        assert len(cards) == 1 or (asked.killed and len(cards) == 2), [shown(m) for m in found]
-        asked.ts = cards[-1].ts
+        return [m for m in self.slack.thread(CHANNEL, parent) if m.from_bot]
 
-    def _press_once(self, asked: Asked, index: int, who: str) -> None:
-        before = self._card(asked)
-        blocks = json.dumps(before.blocks)
-        pressed = self._press(asked, index, who)
-        self._run(self._answered(pressed))
-        self._event(f"press by {who} on a card {asked.state}")
-        self._event(f"press on a card from before a restart: {self.restarts > asked.restarts}")
-        if who not in APPROVERS:
-            self._refused(who, asked, blocks)
-            return
-        self._taken(asked, who, index)
+    def _message(self, key: str) -> Any:
+        return self.slack.message(CHANNEL, key)
 
-    def _press_twice(self, asked: Asked, picks: list[int], first: str, second: str) -> None:
-        presses = [self._press(asked, picks[0], first), self._press(asked, picks[1], second)]
-        if first == second:  # one person: their notes count from before both
-            presses[1].notes_before = presses[0].notes_before
-        for pressed in presses:
-            self._run(self._answered(pressed))
-        approvers = [p for p in (first, second) if p in APPROVERS]
-        self._event(f"two presses at once by {len(approvers)} approver(s)")
-        for who in {first, second} - set(APPROVERS):
-            self.notes[who] += [first, second].count(who)
-            assert self._note(who) == REFUSED
-        if not approvers:
-            return
-        [command] = self._commands(asked)  # one command, whoever won
-        option = command.data["answer"]["option"]
-        text = shown(self._card(asked))
-        winner = next(w for w in APPROVERS if f"Answered by {NAMES[w]}" in text)
-        assert winner in approvers, (winner, approvers)
-        self._taken(asked, winner, asked.options.index(option))
-        losers = approvers.copy()
-        losers.remove(winner)
-        for who in losers:
-            self.notes[who] += 1
-            assert self._note(who).startswith("This question is closed: Answered by"), self._note(
-                who
-            )
+    def _message_key(self, message: FakeMessage) -> str:
+        return str(message.ts)
+
+    def _shown(self, message: Any) -> str:
+        return shown(message)
+
+    def _buttons(self, message: FakeMessage) -> int:
+        return len(action_ids(message))
+
+    def _look(self, message: Any) -> str:
+        return json.dumps(message.blocks)
+
+    def _heads_ups(self, asked: Asked) -> list[str]:
+        heads_ups = [m for m in self.slack.messages(NOTIFY) if m.from_bot]
+        link = f"p{(asked.message or '').replace('.', '')}"
+        return [shown(m) for m in heads_ups if link in json.dumps(m.blocks) + m.text]
+
+    def _faults(self) -> list[Any]:
+        return [*self.slack.violations, *self.slack.unanswered()]
 
     def _fill_in(self, asked: Asked, who: str, restart: bool) -> None:
-        blocks = json.dumps(self._card(asked).blocks)
+        before = self._look(self._card(asked))
         views = len(self.slack.views)
         pressed = self._press(asked, 0, who)
-        if who not in APPROVERS:
+        if who not in self.APPROVERS:
             self._run(self._answered(pressed))
             assert len(self.slack.views) == views  # nothing opened for a stranger
-            self._refused(who, asked, blocks)
+            self._refused(who, asked, before)
             return
-        self._run(asyncio.wait_for(pressed.task, WAIT))
+        self._run(asyncio.wait_for(pressed.what, WAIT))
         self._run(self._until("the modal", lambda: len(self.slack.views) > views))
         view = self.slack.views[-1]
         if restart:  # the modal stays open in the person's Slack
-            self._restart([s.agent for s in self.sessions])
+            self._restart_all()
             self._settle()
         self._event(f"form submitted by an approver, restart between: {restart}")
         submitted = self._begin(who, self.slack.submit(PEOPLE[who], view, FILLED))
         self._run(self._answered(submitted))
         self._taken(asked, who, None)
 
+    def _check_places(self) -> None:
+        """One parent message per session, never a second, showing it ended once it did."""
+        parents = self._parents()
+        started = [k for k, s in enumerate(self.sessions) if s.started]
+        assert len(parents) == len(started), [shown(p) for p in parents]
+        for k in started:
+            ts = self._thread_of(k)
+            assert ts is not None
+            [parent] = [p for p in parents if p.ts == ts]
+            text = shown(parent)
+            assert f"session {k}" in text, text
+            assert ("Ended" in text) == self.sessions[k].ended, (k, text)
+
+    # -- Slack's own rule ------------------------------------------------------------------
+
     def _reply(self, asked: Asked, who: str) -> None:
         """`who` writes in the card's thread: while exactly one open question there takes
         words, an approver's words answer it and a stranger's are refused privately; else
         the words are a chat message to the session (the core answers in the thread)."""
-        parent = self._thread_ts(asked.session)
+        parent = self._thread_of(asked.session)
         assert parent is not None
         before = json.dumps(self._card(asked).blocks)
         takers = [
@@ -362,253 +202,26 @@ class SlackBridge(BridgeMachine):
         if len(takers) == 1:
             self._run(self._answered(said))
         else:  # a chat message: the core's answer lands in the thread
-            self._run(asyncio.wait_for(said.task, WAIT))
+            self._run(asyncio.wait_for(said.what, WAIT))
             self._run(asyncio.sleep(0.05))
             self._settle()
         self._event(f"words by {who} with {min(len(takers), 2)} question(s) taking them")
         if len(takers) != 1:
             assert self._all_commands() == commands
-        elif who not in APPROVERS:
+        elif who not in self.APPROVERS:
             self.notes[who] += 1
             assert self._note(who) == REFUSED
             assert json.dumps(self._card(asked).blocks) == before
         else:
             [taker] = takers
-            taker.state, taker.by = "answered", NAMES[who]
+            taker.state, taker.by = "answered", self.NAMES[who]
             taker.answer, taker.shown = {"text": text}, text
-
-    def _refused(self, who: str, asked: Asked, blocks: str) -> None:
-        self.notes[who] += 1
-        assert self._note(who) == REFUSED
-        assert json.dumps(self._card(asked).blocks) == blocks
-
-    def _taken(self, asked: Asked, who: str, index: int | None) -> None:
-        if asked.state == "open":
-            asked.state, asked.by = "answered", NAMES[who]
-            if index is None:
-                asked.answer, asked.shown = FORM_ANSWER, None
-            else:
-                option = asked.options[index]
-                asked.answer, asked.shown = {"option": option}, option.capitalize()
-        else:  # closed before the press was decided: the presser is told
-            self.notes[who] += 1
-
-    @staticmethod
-    def _event(what: str) -> None:
-        """What happened, for `--hypothesis-show-statistics` (outside a run: nothing)."""
-        if currently_in_test_context():
-            event(what)
-
-    def check(self) -> None:
-        """Every invariant, for the regression tests."""
-        self.one_parent_per_session()
-        self.each_card_shows_what_became_of_its_question()
-        self.each_answer_from_slack_reached_its_agent_once()
-        self.each_refusal_is_private_and_slack_saw_nothing_wrong()
-        self.a_question_rings_once_at_most()
-
-    # -- agents ----------------------------------------------------------------------------
-
-    def _live(self) -> list[int]:
-        return [k for k, s in enumerate(self.sessions) if s.started and not s.ended]
-
-    @precondition(lambda self: not all(s.started for s in self.sessions))
-    @rule()
-    def start_a_session(self) -> None:
-        k = next(k for k, s in enumerate(self.sessions) if not s.started)
-        self.sessions[k].agent.start(label=f"session {k}")
-        self.sessions[k].started = True
-        self._settle()
-
-    @precondition(lambda self: self._live() and len(self.asked) < 8)
-    @rule(data=st.data(), options=st.integers(1, 3), kind=st.sampled_from(KINDS))
-    def ask(self, data: st.DataObject, options: int, kind: str) -> None:
-        self._ask(data.draw(st.sampled_from(self._live())), kind, options)
-
-    @precondition(lambda self: self._live() and len(self.asked) < 8)
-    @rule(
-        data=st.data(),
-        kind=st.sampled_from(KINDS),
-        turns=st.integers(0, 12),
-        killed=st.booleans(),
-    )
-    def ask_and_restart_at_once(
-        self, data: st.DataObject, kind: str, turns: int, killed: bool
-    ) -> None:
-        """The bridge stops while the card may be on its way: after the restart the card is
-        there once, and works."""
-        self._ask(data.draw(st.sampled_from(self._live())), kind, 2, turns, killed)
-
-    @precondition(lambda self: not all(s.started for s in self.sessions))
-    @rule(turns=st.integers(0, 12))
-    def start_and_restart_at_once(self, turns: int) -> None:
-        """The bridge stops cleanly while the session's parent may be being posted: one
-        parent (a clean stop waits for it; a kill may post it twice, at least once)."""
-        k = next(k for k, s in enumerate(self.sessions) if not s.started)
-        self.sessions[k].agent.start(label=f"session {k}")
-        self.sessions[k].started = True
-        for _ in range(turns):
-            self._run(asyncio.sleep(0))
-        self._restart([s.agent for s in self.sessions])
-        self._settle()
-
-    @precondition(lambda self: any(a.state == "open" for a in self.asked))
-    @rule(data=st.data(), pressed_by=st.sampled_from((None, *sorted(PEOPLE))))
-    def answer_in_the_terminal(self, data: st.DataObject, pressed_by: str | None) -> None:
-        """The agent takes an answer in its terminal; `pressed_by` presses the card at the
-        same moment, before the bridge has shown that: the card closes either way, and the
-        press is refused (privately) or reaches the agent, which refuses it."""
-        asked = data.draw(st.sampled_from([a for a in self.asked if a.state == "open"]))
-        if pressed_by is not None and not (asked.buttons and not asked.form):
-            pressed_by = None
-        agent = self.sessions[asked.session].agent
-        if asked.form:
-            answer: dict[str, Any] = {"values": {"env": "stg", "note": "from the terminal"}}
-        elif asked.words:
-            answer = {"text": "from the terminal"}
-        else:
-            answer = {"option": data.draw(st.sampled_from(asked.options))}
-        agent.emit("attention.answered", {"answer": answer}, subject=asked.event.id)
-        agent.emit("attention.resolved", {"resolution": "answered"}, subject=asked.event.id)
-        asked.state = "elsewhere"
-        asked.shown = answer["option"].capitalize() if "option" in answer else answer.get("text")
-        if pressed_by is None:
-            self._settle()
-            return
-        pressed = self._press(asked, data.draw(st.integers(0, len(asked.options) - 1)), pressed_by)
-        self._run(self._answered(pressed))
-        told = self._notes(pressed_by) > pressed.notes_before
-        self._event(f"a press as the terminal answers: {'told' if told else 'sent'}")
-        if told:
-            self.notes[pressed_by] += 1
-            if pressed_by not in APPROVERS:
-                assert self._note(pressed_by) == REFUSED
-        else:  # taken before the bridge saw the terminal's answer: the agent refused it
-            assert pressed_by in APPROVERS
-            asked.refused += 1
-
-    @precondition(lambda self: self._live())
-    @rule(data=st.data())
-    def end_a_session(self, data: st.DataObject) -> None:
-        k = data.draw(st.sampled_from(self._live()))
-        self.sessions[k].agent.emit("session.ended", {"reason": "normal"})
-        self.sessions[k].ended = True
-        for asked in self.asked:
-            if asked.session == k and asked.state == "open":
-                asked.state = "dismissed"
-        self._settle()
-
-    # -- people in Slack -------------------------------------------------------------------
-
-    def _pressable(self) -> list[Asked]:
-        return [a for a in self.asked if a.buttons and not a.form]
-
-    def _forms(self) -> list[Asked]:
-        return [a for a in self.asked if a.buttons and a.form]
-
-    @precondition(lambda self: self._pressable())
-    @rule(data=st.data(), who=st.sampled_from(sorted(PEOPLE)))
-    def press(self, data: st.DataObject, who: str) -> None:
-        asked = data.draw(st.sampled_from(self._pressable()))
-        self._press_once(asked, data.draw(st.integers(0, len(asked.options) - 1)), who)
-
-    @precondition(lambda self: self._pressable())
-    @rule(
-        data=st.data(),
-        first=st.sampled_from(sorted(PEOPLE)),
-        second=st.sampled_from(sorted(PEOPLE)),
-    )
-    def press_twice_at_once(self, data: st.DataObject, first: str, second: str) -> None:
-        """Two presses (the same person's double click, or two people) before the card
-        changes: the first approver's to be decided wins, the other is told privately."""
-        asked = data.draw(st.sampled_from(self._pressable()))
-        picks = [data.draw(st.integers(0, len(asked.options) - 1)) for _ in range(2)]
-        self._press_twice(asked, picks, first, second)
-
-    @precondition(lambda self: self._forms())
-    @rule(data=st.data(), who=st.sampled_from(sorted(PEOPLE)), restart=st.booleans())
-    def fill_in_a_form(self, data: st.DataObject, who: str, restart: bool) -> None:
-        """Fill in opens the form as a modal for an approver (nothing for a stranger); what
-        they submit, after a restart of the bridge too, is the agent's answer."""
-        self._fill_in(data.draw(st.sampled_from(self._forms())), who, restart)
 
     @precondition(lambda self: any(not self.sessions[a.session].ended for a in self.asked))
     @rule(data=st.data(), who=st.sampled_from(sorted(PEOPLE)))
     def reply_in_a_thread(self, data: st.DataObject, who: str) -> None:
         live = [a for a in self.asked if not self.sessions[a.session].ended]
         self._reply(data.draw(st.sampled_from(live)), who)
-
-    # -- the bridge ------------------------------------------------------------------------
-
-    @rule(killed=st.booleans())
-    def restart(self, killed: bool) -> None:
-        self._restart([s.agent for s in self.sessions], flush_timeout=0.0 if killed else 5.0)
-        self._settle()
-
-    # -- what everyone sees ----------------------------------------------------------------
-
-    @invariant()
-    def one_parent_per_session(self) -> None:
-        parents = self._parents()
-        started = [k for k, s in enumerate(self.sessions) if s.started]
-        assert len(parents) == len(started), [shown(p) for p in parents]
-        for k in started:
-            ts = self._thread_ts(k)
-            assert ts is not None
-            [parent] = [p for p in parents if p.ts == ts]
-            text = shown(parent)
-            assert f"session {k}" in text, text
-            assert ("Ended" in text) == self.sessions[k].ended, (k, text)
-
-    @invariant()
-    def each_card_shows_what_became_of_its_question(self) -> None:
-        for n, asked in enumerate(self.asked):
-            card = self._card(asked)
-            text = shown(card)
-            where = (n, asked, text, card.blocks)
-            assert f"question {n}?" in text, where
-            assert len(action_ids(card)) == asked.buttons, where
-            if asked.state == "answered":
-                assert f"Answered by {asked.by}" in text, where
-                if asked.shown:
-                    assert asked.shown in text, where
-            elif asked.state == "elsewhere":
-                assert "Answered in the terminal" in text, where
-                if asked.shown:
-                    assert asked.shown in text, where
-            elif asked.state == "dismissed":
-                assert "Dismissed" in text, where
-            else:
-                assert "Answered" not in text, where
-
-    @invariant()
-    def each_answer_from_slack_reached_its_agent_once(self) -> None:
-        for asked in self.asked:
-            every = self._commands(asked)
-            assert all(c.type == "control.attention.respond" for c in every)
-            agent = self.sessions[asked.session].agent
-            commands = [c for c in every if agent.acks[c.id].type == "control.accepted"]
-            assert len(every) - len(commands) == asked.refused, (asked, every)
-            if asked.answer is None:
-                assert commands == [], asked
-            else:
-                assert [c.data["answer"] for c in commands] == [asked.answer], (asked, commands)
-
-    @invariant()
-    def a_question_rings_once_at_most(self) -> None:
-        """Its heads-up in the notifications channel, linking to its card, is one message."""
-        heads_ups = [m for m in self.slack.messages(NOTIFY) if m.from_bot]
-        for asked in self.asked:
-            link = f"p{(asked.ts or '').replace('.', '')}"
-            linked = [shown(m) for m in heads_ups if link in json.dumps(m.blocks) + m.text]
-            assert len(linked) <= (2 if asked.killed else 1), (asked, linked)  # as cards
-
-    @invariant()
-    def each_refusal_is_private_and_slack_saw_nothing_wrong(self) -> None:
-        for who, count in self.notes.items():
-            assert self._notes(who) == count, (who, count)
-        assert self.slack.violations == []
-        assert self.slack.unanswered() == []
 
 
 TestSlackBridge = SlackBridge.TestCase

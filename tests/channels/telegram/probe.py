@@ -85,7 +85,7 @@ class TelegramProbe:
         user: ChannelUser,
         reply_to: MessageView | None = None,
     ) -> None:
-        before = len(self.core.presses) + len(self.core.incoming) + len(self.core.refused)
+        before = self.core.heard
         self.fake.say(
             self.chat_id,
             text,
@@ -93,8 +93,4 @@ class TelegramProbe:
             message_thread_id=int(thread_id) if thread_id else None,
             reply_to_message_id=int(reply_to.id) if reply_to else None,
         )
-        async with asyncio.timeout(10):
-            while (
-                len(self.core.presses) + len(self.core.incoming) + len(self.core.refused) == before
-            ):
-                await asyncio.sleep(0.01)
+        await self.core.hears_more_than(before)

@@ -33,6 +33,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from aep_bridge.aep import Event
 from aep_bridge.testing.fixture import BridgeFixture, RunningBridge, ScriptedAgent
+from aep_bridge.testing.model import FORM, FORM_ANSWER
 from tests.core.rig import machine_settings
 
 SESSIONS = ("sess-0", "sess-1")
@@ -45,19 +46,8 @@ SAYINGS = (
     "a <b>tag</b> & an ampersand",
 )
 DANGER = ("<script", "<img", "<b>")
-FORM = [
-    {
-        "id": "env",
-        "type": "select",
-        "label": "Environment",
-        "required": True,
-        "choices": [{"id": "stg", "label": "Staging"}, {"id": "prod", "label": "Production"}],
-    },
-    {"id": "note", "type": "string", "label": "Release note", "required": True},
-]
 #: what the page sends (the card's field and choice ids) and what the agent then gets
 GOOD_VALUES = {"f1": "c2", "f2": "ships it"}
-FORM_ANSWER = {"values": {"env": "prod", "note": "ships it"}}
 #: a choice it does not have, a required field left out, a number for words, the agent's ids
 BAD_VALUES = (
     {"f1": "c9", "f2": "x"},
