@@ -51,6 +51,20 @@ class MatrixConfig(ChannelConfig):
         description="the device id the access token belongs to (optional; shown by whoami)",
     )
 
+    rate_per_second: float = Field(
+        default=0.2,
+        gt=0,
+        description=(
+            "the events a second the homeserver lets the bot send once its burst is spent "
+            "(Synapse's rc_message.per_second, 0.2 by default): the bridge paces itself to it"
+        ),
+    )
+    rate_burst: int = Field(
+        default=10,
+        ge=1,
+        description="the events the bot may send at once (Synapse's rc_message.burst_count, 10)",
+    )
+
     @field_validator("homeserver")
     @classmethod
     def _homeserver(cls, value: str) -> str:
