@@ -89,7 +89,8 @@ def test_agent_text_cannot_ping_link_a_pill_or_leave_the_html_subset():
         '[site](https://example.org/?a="b") <script>x</script>\n\n```python\nprint(1)\n```'
     )
     shown = html.blocks_shown(blocks)
-    assert "@room" not in shown.body and "@room" not in shown.html
+    assert "@room" not in shown.body
+    assert "@room" not in shown.html
     assert 'href="https://matrix.to' not in shown.html
     assert '<a href="https://example.org/?a=%22b%22">site</a>' in shown.html
     assert "<script>" not in shown.html
@@ -110,7 +111,8 @@ def test_a_card_lists_its_reactions_and_a_closed_one_shows_who_answered_with_wha
         status=OutcomeStatus.ANSWERED, option_id="d", option_label="Deny", by=ADA
     )
     closed = html.card(ASK, outcome)
-    assert outcome.summary() in closed.body and "React" not in closed.body
+    assert outcome.summary() in closed.body
+    assert "React" not in closed.body
     assert "rm -rf build/" in closed.body  # the question stays
     assert html_problems(closed.html) == []
     assert [html.option_of(k) for k in ("1️⃣", "1⃣", "🔟", "👍")] == [0, 0, 9, None]

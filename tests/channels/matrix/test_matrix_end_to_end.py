@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -212,4 +213,4 @@ async def test_a_429_s_retry_after_is_waited_out_and_nothing_is_lost(tmp_path):
         sends = [c.status for c in r.fake.calls_to("/send/")]
         assert 429 in sends, "the homeserver said 429"
         # each 429's retry_after_ms was waited out: the next send was taken, never refused
-        assert all(after == 200 for before, after in zip(sends, sends[1:]) if before == 429)
+        assert all(after == 200 for before, after in itertools.pairwise(sends) if before == 429)
