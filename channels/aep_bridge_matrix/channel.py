@@ -72,6 +72,8 @@ SYNC_TIMEOUT_MS: Final = 30_000
 MOST_BACKOFF: Final = 60.0
 #: events per sync the loop reads of the room (Synapse's default is 10)
 TIMELINE_LIMIT: Final = 100
+#: refusals remembered as said (per card and person), so each is said once
+TOLD: Final = 4096
 #: the reply fallback (`> <@user> ...` lines, then a blank line) clients put before words
 _FALLBACK: Final = re.compile(r"\A(?:>[^\n]*\n)+\n")
 
@@ -303,6 +305,8 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
         """A refusal, said once per person and card, in the card's thread, as a notice."""
         if (card_id, user.id) in self._told:
             return
+        if len(self._told) >= TOLD:
+            self._told.clear()  # bounded: at worst a refusal is said once more
         self._told.add((card_id, user.id))
         card = await self.cards.get(card_id)
         text = f"{user.id}: {message}"
