@@ -18,7 +18,9 @@ is said in the thread once per person and card, as a notice.
 Reactions and words arrive over a `/sync` long-poll loop of the adapter's own. The first
 start skips the room's history (the first sync's `next_batch`); every later sync's token is
 kept in the channel's state, so a restart reads what happened while the bridge was down.
-The bot ignores its own events. Encrypted rooms are refused at start: the bot cannot read
+A sync that says its timeline was `limited` (more happened than it holds) is filled from
+`/messages`, so nothing is skipped under a burst of chatter. The bot ignores its own events.
+Encrypted rooms are refused at start: the bot cannot read
 or write them without end-to-end encryption, which this channel does not do.
 """
 
@@ -31,6 +33,7 @@ import logging
 import re
 from typing import Any, ClassVar, Final, cast
 
+from mautrix.api import Method, Path
 from mautrix.client import Client
 from mautrix.errors import MatrixRequestError
 from mautrix.types import EventID, EventType, FilterID, RoomID, SyncToken
@@ -72,6 +75,8 @@ SYNC_TIMEOUT_MS: Final = 30_000
 MOST_BACKOFF: Final = 60.0
 #: events per sync the loop reads of the room (Synapse's default is 10)
 TIMELINE_LIMIT: Final = 100
+#: the most `/messages` pages read to fill a limited sync's gap
+CATCH_UP: Final = 10
 #: refusals remembered as said (per card and person), so each is said once
 TOLD: Final = 4096
 #: the reply fallback (`> <@user> ...` lines, then a blank line) clients put before words
@@ -218,7 +223,11 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
                     since=SyncToken(since), timeout=SYNC_TIMEOUT_MS, filter_id=self._filter()
                 )
                 room = answer.get("rooms", {}).get("join", {}).get(self.config.room_id, {})
-                for event in room.get("timeline", {}).get("events", []):
+                timeline = room.get("timeline", {})
+                events = list(timeline.get("events", []))
+                if timeline.get("limited"):  # more happened than one sync holds
+                    events = await self._missed(since, events)
+                for event in events:
                     await self._on_event(event)
                 since = str(answer["next_batch"])
                 await self._state().set("sync", since)
@@ -233,6 +242,25 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
                 wait = exc.retry_after if isinstance(exc, RateLimited) else pause
                 await asyncio.sleep(wait)
                 pause = min(pause * 2, MOST_BACKOFF)
+
+    async def _missed(self, since: str, timeline: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The room's events since `since` that a limited sync left out (a reaction made
+        while the bridge was down, under a burst of chatter), read forward with `/messages`
+        up to `CATCH_UP` pages, then the sync's own."""
+        seen = {event.get("event_id") for event in timeline}
+        found: list[dict[str, Any]] = []
+        path = Path.v3.rooms[RoomID(self.config.room_id)].messages
+        token: str | None = since
+        for _ in range(CATCH_UP):
+            query = {"dir": "f", "from": str(token), "limit": str(TIMELINE_LIMIT)}
+            page = await self.client.api.request(Method.GET, path, query_params=query)
+            chunk = [e for e in page.get("chunk", []) if isinstance(e, dict)]
+            done = any(e.get("event_id") in seen for e in chunk)
+            found += [e for e in chunk if e.get("event_id") not in seen]
+            token = page.get("end")
+            if done or not chunk or not token:
+                break
+        return found + timeline
 
     async def _on_event(self, event: dict[str, Any]) -> None:
         """A person's reaction (a press) or words in a session's thread (an answer)."""

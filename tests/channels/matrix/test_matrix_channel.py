@@ -116,3 +116,30 @@ def test_a_card_lists_its_reactions_and_a_closed_one_shows_who_answered_with_wha
     assert "rm -rf build/" in closed.body  # the question stays
     assert html_problems(closed.html) == []
     assert [html.option_of(k) for k in ("1️⃣", "1⃣", "🔟", "👍")] == [0, 0, 9, None]
+
+
+async def test_a_reaction_under_a_burst_of_chatter_while_down_is_still_read():
+    """More happened while the bridge was down than one sync holds (`limited`): the gap is
+    read from `/messages`, so the reaction buried under it still answers, once."""
+    async with FakeHomeserver(limits=Limits.loose()) as fake:
+        room = make_room(fake)
+        core = FakeCore()
+        first = make_adapter(fake, core, room)
+        await first.start()
+        await core.create_thread(first, "s1", "Session")
+        await first.send_permission_request("s1", ASK)
+        card = fake.messages(room, from_bot=True)[-1]
+        await fake.wait_until(lambda: len(fake.reactions(card.event_id)) == 2)
+        await asyncio.sleep(0.3)
+        await first.stop()
+        fake.react_as(ADA, room, card.event_id, "1️⃣")
+        for n in range(250):
+            fake.send_as(BOB, room, f"chatter {n}")
+        again = make_adapter(fake, core, room)  # the sync position kept
+        await again.start()
+        async with asyncio.timeout(5):
+            while not core.presses:
+                await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)
+        assert [(p.card_id, p.answer, p.user.id) for p in core.presses] == [("cAsk1", 0, ADA)]
+        await again.stop()
