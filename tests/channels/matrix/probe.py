@@ -39,11 +39,17 @@ def make_adapter(fake: FakeHomeserver, core: Any, room: str, **config: Any) -> M
 
 
 def visible(message: FakeMessage) -> str:
-    """What a person reads: the HTML as a client draws it (tags gone, entities read, a word
-    joiner unseen), else the body."""
-    if message.html is None:
-        return message.body.replace("\u2060", "")
-    text = _TAG.sub("", _BREAK.sub(lambda m: m.group() + "\n", message.html))
+    """What a person reads of a message as it is now (`drawn`)."""
+    return drawn(message.content)
+
+
+def drawn(content: dict[str, Any]) -> str:
+    """What a person reads of a content: the HTML as a client draws it (tags gone, entities
+    read, a word joiner unseen), else the body."""
+    markup = content.get("formatted_body")
+    if not isinstance(markup, str):
+        return str(content.get("body", "")).replace("\u2060", "")
+    text = _TAG.sub("", _BREAK.sub(lambda m: m.group() + "\n", markup))
     return htmllib.unescape(text).replace("\u2060", "")
 
 
