@@ -12,7 +12,7 @@ DEV_STAMP := $(VENV)/.installed-dev
 
 # Every built channel's extra (its platform SDK; web needs none), so each channel works after
 # `make run`. The list is kept in .venv, and a .venv made with another list is updated.
-CHANNEL_EXTRAS := telegram,discord,slack
+CHANNEL_EXTRAS := telegram,discord,slack,matrix
 EXTRAS_STAMP := $(VENV)/.channel-extras
 $(EXTRAS_STAMP): FORCE
 	@[ "$$(cat $@ 2>/dev/null)" = "$(CHANNEL_EXTRAS)" ] || { mkdir -p $(VENV) && echo "$(CHANNEL_EXTRAS)" > $@; }

@@ -5,8 +5,8 @@ The session is a recorded Claude Code session as our hooks emit it
 Grep and Read, a pytest run failing on an assertion, Edit and Write calls, a burst of four
 within a few ms right before a permission request for `pip install -e '.[test]'
 hypothesis==6.112.0` with its reason in ~/src/invoices, more work, the end). One real
-`aep-bridge run` process has all five channels at their default verbosity: Telegram, Discord
-and Slack against their fake platforms (with the platforms' limits), the web channel, open
+`aep-bridge run` process has all six channels at their default verbosity: Telegram, Discord,
+Slack and Matrix against their fake platforms (with the platforms' limits), the web channel, open
 in Debian's chromium (headless, signed in through the URL the bridge logs), and the console
 (its output read from the process's standard output, escape codes stripped). This process
 plays the agent on the bridge's WebSocket: each recorded event is sent as recorded, stamped
@@ -54,6 +54,13 @@ from playwright.async_api import Page, async_playwright
 from tests.bridge_process import BridgeProcess, free_port, write_config
 from tests.channels.discord.fake_discord import TEXT_CHANNEL_ID, FakeDiscord
 from tests.channels.discord.probe import channel_block as discord_block
+from tests.channels.matrix.fake_homeserver import ADA as MATRIX_ADA
+from tests.channels.matrix.fake_homeserver import BOT as MATRIX_BOT
+from tests.channels.matrix.fake_homeserver import FakeHomeserver
+from tests.channels.matrix.probe import buttons as matrix_buttons
+from tests.channels.matrix.probe import drawn as matrix_drawn
+from tests.channels.matrix.probe import make_config as matrix_config
+from tests.channels.matrix.probe import make_room as matrix_room
 from tests.channels.slack.fake_slack import ALICE as SLACK_ALICE
 from tests.channels.slack.fake_slack import C0AGENTS, FakeSlack, make_config
 from tests.channels.telegram.fake_bot_api import ALICE, FORUM_ID, FakeBotApi
@@ -76,13 +83,17 @@ from realistic_measures import (
     met,
 )
 
+#: the fake platforms, the homeserver with the room the sessions go to
+Fakes = tuple[FakeBotApi, FakeDiscord, FakeSlack, tuple[FakeHomeserver, str]]
+
 HEADING = "## Rendering (a realistic session on every channel)"
-CHANNELS = ("telegram", "discord", "slack", "web", "console")
+CHANNELS = ("telegram", "discord", "slack", "matrix", "web", "console")
 QUIET = 5.0  # seconds without a call to any platform after the session's end
 TIMEOUT = 300.0
 GAP = 1.0  # the longest pause kept between two recorded events
 PLUGINS = (
-    "aep_bridge_console,aep_bridge_telegram,aep_bridge_discord,aep_bridge_slack,aep_bridge_web"
+    "aep_bridge_console,aep_bridge_telegram,aep_bridge_discord,aep_bridge_slack,"
+    "aep_bridge_matrix,aep_bridge_web"
 )
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
 _CODE = re.compile(r"```(?:[\w+-]*\n)?([\s\S]*?)```|`([^`\n]+)`")
@@ -354,6 +365,41 @@ def slack_shown(fake: FakeSlack) -> Shown:
     return Shown("Slack", bubbles, rang, card)
 
 
+def _matrix_root(fake: FakeHomeserver, room: str) -> Any:
+    return next(
+        m
+        for m in fake.messages(room, from_bot=True, include_threads=False)
+        if session.LABEL in matrix_drawn(m.content)
+    )
+
+
+def matrix_shown(fake: FakeHomeserver, room: str) -> Shown:
+    """The session's root and its thread; a message rings when it is no notice (`m.text`)."""
+    root = _matrix_root(fake, room)
+    messages = [root, *(m for m in fake.thread(room, root.event_id) if m.sender == MATRIX_BOT)]
+    bubbles, card = [], None
+    for m in messages:
+        options = [b.label for b in matrix_buttons(fake.message(m.event_id))]
+        first = m.versions[0]
+        if not options and "React " in str(first.get("body", "")):  # closed since
+            options = [
+                part.split(" ", 1)[1]
+                for line in str(first["body"]).splitlines()
+                if line.startswith("React ")
+                for part in line[len("React ") :].split(" · ")
+            ]
+        bubbles.append(Bubble([matrix_drawn(v) for v in m.versions], bool(options)))
+        if options and card is None:
+            codes = [html.unescape(c[1]) for c in _HTML_CODE.findall(first["formatted_body"])]
+            card = Card(matrix_drawn(first), codes, options)
+    rang = [
+        _first_line(matrix_drawn(m.versions[0]))
+        for m in fake.messages(room, from_bot=True)
+        if m.versions[0].get("msgtype") == "m.text"
+    ]
+    return Shown("Matrix", bubbles, rang, card)
+
+
 def console_shown(output: str) -> Shown:
     """The console's lines for the session (a message's further lines indented under it),
     its heads-ups (`! ...`), and its card (`[name] ? ...` and the lines under it)."""
@@ -439,15 +485,16 @@ async def web_shown(page: Page) -> Shown:
 # -- the run -----------------------------------------------------------------------------
 
 
-async def _quiet(fakes: tuple[FakeBotApi, FakeDiscord, FakeSlack], bridge: BridgeProcess) -> None:
+async def _quiet(fakes: Fakes, bridge: BridgeProcess) -> None:
     """Until no platform has been called to change anything for `QUIET` seconds."""
-    telegram, discord, slack = fakes
+    telegram, discord, slack, (matrix, _) = fakes
     deadline = time.monotonic() + TIMEOUT
     while True:
         last = max(
             [c.time for c in telegram.calls if c.method in telegram.limits.counted_methods]
             + [c.time for c in discord.calls if c.method != "GET"]
             + [c.time for c in slack.calls if c.method.startswith("chat.")]
+            + [c.time for c in matrix.calls if c.method == "PUT"]
             + [0.0]
         )
         if time.monotonic() - last >= QUIET:
@@ -469,12 +516,12 @@ def _telegram_card(fake: FakeBotApi) -> tuple[int, str] | None:
     return None
 
 
-def _everywhere(fakes: tuple[FakeBotApi, FakeDiscord, FakeSlack], log: Path) -> bool:
-    telegram, discord, slack = fakes
+def _everywhere(fakes: Fakes, log: Path) -> bool:
+    telegram, discord, slack, (matrix, room) = fakes
     with contextlib.suppress(StopIteration):
         if _telegram_card(telegram) is None or discord_shown(discord).card is None:
             return False
-        if slack_shown(slack).card is None:
+        if slack_shown(slack).card is None or matrix_shown(matrix, room).card is None:
             return False
         return console_shown(log.read_text(errors="replace")).card is not None
     return False
@@ -484,13 +531,20 @@ async def run(folder: Path) -> dict[str, Any]:
     events = session.events()
     answer_at = next(i for i, e in enumerate(events) if e["type"] == "control.accepted")
     answer = events[answer_at : answer_at + 3]
-    async with FakeBotApi() as telegram, FakeDiscord() as discord, FakeSlack() as slack:
-        fakes = (telegram, discord, slack)
+    async with (
+        FakeBotApi() as telegram,
+        FakeDiscord() as discord,
+        FakeSlack() as slack,
+        FakeHomeserver() as matrix,  # Synapse's rate limit
+    ):
+        room = matrix_room(matrix)
+        fakes = (telegram, discord, slack, (matrix, room))
         port = free_port()
         channels = {
             "telegram": telegram.channel_block(approvers=[str(ALICE["id"])], poll_timeout=1),
             "discord": discord_block(discord),
             "slack": {"type": "slack", **make_config(slack, approvers=[SLACK_ALICE["id"]])},
+            "matrix": {"type": "matrix", **matrix_config(matrix, room, approvers=[MATRIX_ADA])},
             "web": {"approvers": ["local"]},
             "console": {"read_input": False},
         }
@@ -538,6 +592,7 @@ async def run(folder: Path) -> dict[str, Any]:
             telegram_shown(telegram, asked),
             discord_shown(discord),
             slack_shown(slack),
+            matrix_shown(matrix, room),
             web,
             console_shown(output),
         ]
@@ -546,7 +601,7 @@ async def run(folder: Path) -> dict[str, Any]:
 
 async def _press(
     bridge: BridgeProcess,
-    fakes: tuple[FakeBotApi, FakeDiscord, FakeSlack],
+    fakes: Fakes,
     page: Page,
     agent: Agent,
     answer: list[dict[str, Any]],

@@ -22,7 +22,12 @@ from aep_bridge.contract import install_hint
 from tests.bridge_process import ROOT
 
 #: each extra's platform module, as the channel package imports it
-SDK_MODULE = {"telegram": "telegram", "discord": "discord", "slack": "slack_sdk"}
+SDK_MODULE = {
+    "telegram": "telegram",
+    "discord": "discord",
+    "slack": "slack_sdk",
+    "matrix": "mautrix",
+}
 
 
 def _built_extras() -> set[str]:

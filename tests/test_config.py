@@ -136,16 +136,16 @@ def test_an_unknown_channel_type_says_what_to_install(tmp_path, host):
 def test_a_channel_that_is_not_built_is_unknown_not_an_extra_to_install(tmp_path, host):
     """No `aep-bridge[irc]` exists: the fix offered is never to install it."""
     config = read_config(
-        write(tmp_path, {"channels": {"team": {"type": "irc"}, "matrix": {"token": "t"}}})
+        write(tmp_path, {"channels": {"team": {"type": "irc"}, "mattermost": {"token": "t"}}})
     )
     plan = resolve_channels(config, host, {})
     problems = {p.key: str(p) for p in plan.problems}
-    assert set(problems) == {"channels.team.type", "channels.matrix"}
+    assert set(problems) == {"channels.team.type", "channels.mattermost"}
     assert problems["channels.team.type"].startswith(
         "channels.team.type: unknown channel type 'irc': the installed channel types are "
         "pager, failing; pip install the package that provides it"
     )
-    assert "unknown channel type 'matrix'" in problems["channels.matrix"]
+    assert "unknown channel type 'mattermost'" in problems["channels.mattermost"]
     for text in problems.values():
         assert "aep-bridge[" not in text
     assert not plan.channels

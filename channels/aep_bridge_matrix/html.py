@@ -1,0 +1,253 @@
+"""The Matrix dialect: the message model (`aep_bridge.markup`) as Matrix's HTML subset
+(`formatted_body`) beside its plain `body`, and how a session's root, a message and a card
+look (`Shown`), for the channel and its preview alike.
+
+Agent text is escaped, never markup; a link is kept only for http, https or mailto, and
+never to `matrix.to` (a client draws that as a pill); code is `<pre><code
+class="language-x">`. Nothing the agent writes can ping: every event says `m.mentions: {}`
+(no one is mentioned, so clients that know intentional mentions notify nobody) and `@room`
+is broken with a word joiner for older clients, in the body and the HTML alike.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Final
+
+from aep_bridge import (
+    OutgoingMessage,
+    PermissionOutcome,
+    PermissionRequest,
+    expiry_time,
+    link_target,
+    message_icon,
+    one_line,
+    outcome_icon,
+)
+from aep_bridge.markup import (
+    Block,
+    Blocks,
+    Code,
+    Details,
+    Diff,
+    Heading,
+    ListBlock,
+    Paragraph,
+    Quote,
+    Span,
+    Spans,
+    Table,
+    plain,
+)
+
+HTML_FORMAT: Final = "org.matrix.custom.html"
+#: the reaction keys a card offers, one per option, in order (a card has at most ten)
+OPTION_KEYS: Final = ("1️⃣", "2️⃣", "3️⃣", "4️⃣", "5️⃣", "6️⃣", "7️⃣", "8️⃣", "9️⃣", "🔟")
+#: where a card's record is in its event, so a reaction finds the card from the event alone
+CARD_FIELD: Final = "org.aep-bridge.card"
+#: the biggest event content we make, as JSON bytes (Matrix: 65,536 for the whole event; an
+#: edit carries its content twice)
+MAX_CONTENT: Final = 30_000
+#: `@room` with a word joiner: shown the same, pings nobody
+_ROOM_PING: Final = re.compile(r"@(room)\b", re.IGNORECASE)
+#: what would end an href early (the quote) or confuse a client's linkifier
+_UNSAFE_HREF: Final = re.compile(r"[\"'<>\s]")
+_LANGUAGE: Final = re.compile(r"[^A-Za-z0-9_+#.-]")
+
+
+def quiet(text: str) -> str:
+    """`text` with `@room` unable to ping (a word joiner after the `@`)."""
+    return _ROOM_PING.sub("@\u2060\\1", text)
+
+
+def escape(text: str) -> str:
+    """Agent text as HTML text: escaped, and pinging nobody."""
+    return html.escape(quiet(text), quote=True)
+
+
+@dataclass(frozen=True)
+class Shown:
+    """An event's words: the plain `body` and the `formatted_body`."""
+
+    body: str
+    html: str
+
+    def content(self, *, notice: bool = True, **extra: Any) -> dict[str, Any]:
+        """The `m.room.message` content (a notice unless it should alert), mentioning
+        no one."""
+        return {
+            "msgtype": "m.notice" if notice else "m.text",
+            "body": self.body,
+            "format": HTML_FORMAT,
+            "formatted_body": self.html,
+            "m.mentions": {},
+            **extra,
+        }
+
+    def size(self) -> int:
+        """Its content's size as JSON bytes (what the homeserver counts)."""
+        return len(json.dumps(self.content()).encode())
+
+
+def spans_html(spans: Spans) -> str:
+    return "".join(_span(span) for span in spans)
+
+
+def _span(span: Span) -> str:
+    out = escape(span.text).replace("\n", "<br>")
+    if not out:
+        return ""
+    for on, tag in ((span.code, "code"), (span.strike, "del"), (span.italic, "em")):
+        out = f"<{tag}>{out}</{tag}>" if on else out
+    out = f"<strong>{out}</strong>" if span.bold else out
+    url = link_target(span.url, _UNSAFE_HREF)
+    if url is None or "matrix.to" in url.lower():
+        return out  # no pills from agent text: its text alone
+    return f'<a href="{html.escape(url, quote=True)}">{out}</a>'
+
+
+def _pre(code: str, language: str = "") -> str:
+    lang = _LANGUAGE.sub("", language)
+    cls = f' class="language-{lang}"' if lang else ""
+    return f"<pre><code{cls}>{escape(code.rstrip(chr(10)))}</code></pre>"
+
+
+def block_html(block: Block) -> str:
+    if isinstance(block, Paragraph):
+        inner = spans_html(block.spans)
+        return f"<p>{inner}</p>" if inner.strip() else ""
+    if isinstance(block, Heading):
+        level = min(6, max(3, block.level + 2))  # a message's heading is never a page's
+        return f"<h{level}>{spans_html(block.spans)}</h{level}>"
+    if isinstance(block, Code):
+        return _pre(block.code, block.language)
+    if isinstance(block, ListBlock):
+        items = "".join(f"<li>{blocks_html(item)}</li>" for item in block.items)
+        if not block.ordered:
+            return f"<ul>{items}</ul>"
+        return (
+            f'<ol start="{block.start}">{items}</ol>' if block.start != 1 else f"<ol>{items}</ol>"
+        )
+    if isinstance(block, Quote):
+        return f"<blockquote>{blocks_html(block.blocks)}</blockquote>"
+    if isinstance(block, Table):
+        head = "".join(f"<th>{spans_html(cell)}</th>" for cell in block.header)
+        rows = "".join(
+            "<tr>" + "".join(f"<td>{spans_html(c)}</td>" for c in row) + "</tr>"
+            for row in block.rows
+        )
+        head = f"<thead><tr>{head}</tr></thead>" if head else ""
+        return f"<table>{head}<tbody>{rows}</tbody></table>"
+    if isinstance(block, Details):
+        summary = f"<summary>{escape(block.summary)}</summary>"
+        return f"<details>{summary}{blocks_html(block.blocks)}</details>"
+    if isinstance(block, Diff):
+        path = f"<code>{escape(block.path)}</code> " if block.path else ""
+        head = f"<p>{path}+{block.added} \u2212{block.removed}</p>"
+        return head + (_pre(block.unified, "diff") if block.unified.strip() else "")
+    return "<hr>"  # Rule
+
+
+def blocks_html(blocks: Blocks) -> str:
+    return "".join(block_html(block) for block in blocks)
+
+
+def blocks_shown(blocks: Blocks, icon: str = "") -> Shown:
+    """Blocks as an event's words, `icon` (an emoji) before them."""
+    body, inner = quiet(plain(blocks)), blocks_html(blocks)
+    if icon:
+        body, inner = f"{icon} {body}", f"{icon} {inner}"
+    return Shown(body, inner)
+
+
+def text_shown(text: str, icon: str = "") -> Shown:
+    """Plain text as an event's words: escaped, its line breaks kept."""
+    lead = f"{icon} " if icon else ""
+    return Shown(lead + quiet(text), lead + escape(text).replace("\n", "<br>"))
+
+
+def message(content: OutgoingMessage) -> Shown:
+    """A message as the thread shows it: its kind's icon, then its blocks (or text)."""
+    icon = message_icon(content)
+    if content.blocks:
+        return blocks_shown(content.blocks, icon)
+    return text_shown(content.text or content.type, icon)
+
+
+def root(name: str, state: str = "") -> Shown:
+    """A session's root message, which its thread hangs from: its name (and `state`)."""
+    name = one_line(name) or "Agent session"
+    suffix = f" ({state})" if state else ""
+    return Shown(f"🤖 {quiet(name)}{suffix}", f"🤖 <strong>{escape(name)}</strong>{suffix}")
+
+
+def card(request: PermissionRequest, outcome: PermissionOutcome | None = None) -> Shown:
+    """A question: its title, its session, what exactly is asked (the command in code),
+    then how to answer (a reaction per option, or words in the thread) or, once closed,
+    its outcome."""
+    body = [f"❓ {quiet(one_line(request.title))}"]
+    parts = [f"<p>❓ <strong>{escape(one_line(request.title))}</strong></p>"]
+    if request.session_name:
+        body.append(f"Session: {quiet(request.session_name)}")
+        parts.append(f"<p>Session: {escape(request.session_name)}</p>")
+    if request.details:
+        body.append(quiet(plain(request.details)))
+        parts.append(blocks_html(request.details))
+    elif request.description:
+        body.append(quiet(request.description))
+        parts.append(f"<p>{escape(request.description).replace(chr(10), '<br>')}</p>")
+    if outcome is not None:
+        line = f"{outcome_icon(outcome)} {one_line(outcome.summary())}"
+        body.append(quiet(line))
+        parts.append(f"<p><strong>{escape(line)}</strong></p>")
+    if outcome is None or not outcome.closed:
+        for hint in hints(request):
+            body.append(quiet(hint))
+            parts.append(f"<p><em>{escape(hint)}</em></p>")
+    return Shown("\n".join(body), "".join(parts))
+
+
+def hints(request: PermissionRequest) -> list[str]:
+    """How to answer an open card."""
+    out = []
+    if request.options and not request.informational:
+        keys = (
+            f"{key} {one_line(o.label)}"
+            for key, o in zip(OPTION_KEYS, request.options, strict=False)
+        )
+        out.append("React " + " · ".join(keys))
+    if request.accepts_text and not request.informational and not request.says_how_to_answer:
+        out.append("Or reply in this thread to answer in words.")
+    if (expiry := expiry_time(request)) is not None:
+        out.append(f"Expires at {expiry}")
+    return out
+
+
+def option_of(key: str) -> int | None:
+    """The option a reaction's key stands for (its index), or None."""
+    key = key.replace("\ufe0f", "")
+    for index, option in enumerate(OPTION_KEYS):
+        if option.replace("\ufe0f", "") == key:
+            return index
+    return None
+
+
+def edit(event_id: str, shown: Shown, *, notice: bool = True) -> dict[str, Any]:
+    """An `m.replace` edit of `event_id` to `shown` (the `* ` fallback for old clients)."""
+    new = shown.content(notice=notice)
+    return {
+        **Shown(f"* {shown.body}", f"* {shown.html}").content(notice=notice),
+        "m.new_content": new,
+        "m.relates_to": {"rel_type": "m.replace", "event_id": event_id},
+    }
+
+
+def in_thread(root_id: str | None) -> dict[str, Any]:
+    """The relation that puts an event in a session's thread (none without a root)."""
+    if root_id is None:
+        return {}
+    relation = {"rel_type": "m.thread", "event_id": root_id, "is_falling_back": True}
+    return {"m.relates_to": {**relation, "m.in_reply_to": {"event_id": root_id}}}
