@@ -50,18 +50,18 @@ SENDS: Final = (
 )
 
 
-def describe(exc: BaseException, token: str) -> str:
+def describe(exc: BaseException, *secrets: str) -> str:
     """A failure in a line: the homeserver's errcode and words, or the network's error; the
-    token is cut out either way."""
+    secrets (the token, a password) are cut out either way."""
     if isinstance(exc, MatrixRequestError):
         code = getattr(exc, "errcode", None)
         words = getattr(exc, "message", None) or ""
         status = getattr(exc, "http_status", None)
         text = f"{code}: {words}" if code else f"HTTP {status}"
-        return clean_error(Exception(text), token)
+        return clean_error(Exception(text), *secrets)
     if isinstance(exc, TimeoutError):
         return f"no answer within {CALL_TIMEOUT:.0f} s"
-    return clean_error(exc, token, with_type=True)
+    return clean_error(exc, *secrets, with_type=True)
 
 
 def errcode(exc: BaseException) -> str | None:
@@ -106,11 +106,11 @@ class RoomView:
         }
 
 
-def sync_filter(rooms: Sequence[str] | None = None) -> str:
-    """An inline sync filter: no timeline, no presence or account data; only `rooms` when
-    given (a bot in many rooms is not sent all of them)."""
+def sync_filter(rooms: Sequence[str] | None = None, *, timeline: int = 0) -> str:
+    """An inline sync filter: `timeline` events a room at most (none by default), no presence
+    or account data; only `rooms` when given (a bot in many rooms is not sent all of them)."""
     room: dict[str, Any] = {
-        "timeline": {"limit": 0},
+        "timeline": {"limit": timeline},
         "ephemeral": {"types": []},
         "account_data": {"types": []},
     }
