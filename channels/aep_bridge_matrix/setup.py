@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 from urllib.parse import urlsplit
@@ -47,6 +46,7 @@ from aep_bridge import (
 )
 
 from .client import RateAwareAPI, close_client, make_client
+from .config import _USER  # the config's own test of a user id
 from .doctor import (
     ENCRYPTION_WHY,
     FAILURES,
@@ -68,7 +68,6 @@ CODE_DIGITS: Final = 8
 _LONG_POLL: Final = 30.0
 #: seconds a homeserver has for one call of the wizard's (a long-poll gets this on top)
 _CALL: Final = 20.0
-_USER: Final = re.compile(r"^@[a-z0-9._=/+\-]+:[A-Za-z0-9.\-]+(:\d+)?$")
 _USER_ID_HOW: Final = "a person's full Matrix id, such as @ada:example.org (Element: click them)"
 _TOKEN_HOW: Final = (
     "Element, logged in as the bot: Settings > Help & About > Access Token; or pass "
