@@ -175,16 +175,16 @@ def test_a_builtin_channel_with_its_sdk_missing_says_which_extra_to_install(monk
 def test_a_channel_that_is_not_built_is_reported_unknown_with_the_installed_types(
     site: Path, tmp_path: Path
 ):
-    """`aep-bridge check` on a config naming Matrix: an unknown type, never an extra."""
+    """`aep-bridge check` on a config naming Mattermost: an unknown type, never an extra."""
     config = tmp_path / "config.json"
-    config.write_text(json.dumps({"channels": {"team": {"type": "matrix"}}}))
+    config.write_text(json.dumps({"channels": {"team": {"type": "mattermost"}}}))
     result = bridge(site, "check", str(config))
     assert result.returncode == 1
     [line] = [line for line in result.stdout.splitlines() if "channels.team" in line]
-    assert "error: channels.team.type: unknown channel type 'matrix': " in line
+    assert "error: channels.team.type: unknown channel type 'mattermost': " in line
     installed = line.split("the installed channel types are ", 1)[1].split(";", 1)[0]
     assert {"console", "telegram", "pager"} <= set(installed.split(", "))
-    assert "aep-bridge[matrix]" not in result.stdout
+    assert "aep-bridge[mattermost]" not in result.stdout
     assert "then check `aep-bridge plugins`" in line
 
 
@@ -195,12 +195,12 @@ def test_an_extra_is_offered_only_for_a_channel_aep_bridge_has(monkeypatch):
     from types import SimpleNamespace
 
     headers = Message()
-    for extra in ("telegram", "matrix", "all", "dev"):
+    for extra in ("telegram", "mattermost", "all", "dev"):
         headers["Provides-Extra"] = extra
     stale = SimpleNamespace(metadata=headers, entry_points=distribution("aep-bridge").entry_points)
     monkeypatch.setattr(importlib.metadata, "distribution", lambda name: stale)
     assert plugin_module._extras() == {"telegram"}
-    assert "unknown channel type 'matrix'" in PluginHost().problem("matrix")
+    assert "unknown channel type 'mattermost'" in PluginHost().problem("mattermost")
     assert install_hint.command("telegram") in PluginHost().problem("telegram")
 
 
