@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import httpx
-import uvicorn
 
 from aep_bridge import hookimpl
 from aep_bridge.aep.build import make_event
@@ -36,11 +35,10 @@ from aep_bridge.intake.endpoint import Endpoint, Timing
 from aep_bridge.intake.hub import Delivery, Hub, HubLimits, Participant
 from aep_bridge.outbox import Job, Outbox
 from aep_bridge.store import Store
-from aep_bridge.testing import FakeCore, MemoryChannel
+from aep_bridge.testing import FakeCore, InLoopServer, MemoryChannel
 from tests.bridge_process import free_port
 from tests.core.doubles import VirtualTime
 from tests.core.rig import Rig, memory_host, two_channels
-from tests.intake.conftest import InLoopServer
 
 #: Telegram's limits: 1 a second per chat, 20 a minute per group, 30 a second in all
 TELEGRAM = RateLimits(
@@ -273,14 +271,9 @@ async def test_a_burst_posted_back_to_back_shows_every_call_on_channels_without_
     async with Rig(tmp_path, channels=two_channels()) as rig:
         endpoint = Endpoint(rig.hub, None)
         port = free_port()
-        server = InLoopServer(
-            uvicorn.Config(endpoint.app, host="127.0.0.1", port=port, log_level="error")
-        )
-        serving = asyncio.create_task(server.serve())
+        server = InLoopServer(endpoint.app, port=port, log_level="error")
+        await server.start()
         try:
-            async with asyncio.timeout(10):
-                while not server.started:
-                    await asyncio.sleep(0.01)
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
                 await _post(client, _session(0))  # the reference: one session, alone
                 await asyncio.wait_for(rig.settle(), 30)
@@ -291,8 +284,7 @@ async def test_a_burst_posted_back_to_back_shows_every_call_on_channels_without_
             await asyncio.wait_for(_caught_up(rig), 300)
             await asyncio.wait_for(rig.settle(), 300)
         finally:
-            server.should_exit = True
-            await asyncio.wait_for(serving, 10)
+            await server.stop()
         for name in ("alpha", "beta"):
             assert rig.bridge.channels[name].outbox.stats["dropped"] == 0
             assert len(reference[name]) > 10
@@ -369,16 +361,11 @@ async def test_a_post_waits_while_the_bridge_catches_up_and_gets_503_if_it_does_
     bridge_side = hub.subscribe(hub.join(Participant("local", authenticated=True)), "bridge")
     endpoint = Endpoint(hub, None, timing=Timing(ingest_wait=0.3))
     port = free_port()
-    server = InLoopServer(
-        uvicorn.Config(endpoint.app, host="127.0.0.1", port=port, log_level="error")
-    )
-    serving = asyncio.create_task(server.serve())
+    server = InLoopServer(endpoint.app, port=port, log_level="error")
+    await server.start()
     lines = _session(0)
     headers = {"AEP-Version": "0.1", "Content-Type": "application/x-ndjson"}
     try:
-        async with asyncio.timeout(10):
-            while not server.started:
-                await asyncio.sleep(0.01)
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
             first = await client.post("/events", content=b"\n".join(lines[:10]), headers=headers)
             assert first.status_code == 202
@@ -403,8 +390,7 @@ async def test_a_post_waits_while_the_bridge_catches_up_and_gets_503_if_it_does_
         assert not bridge_side.overflowed
         assert len(bridge_side.queue) == 5
     finally:
-        server.should_exit = True
-        await asyncio.wait_for(serving, 10)
+        await server.stop()
 
 
 async def test_emit_sends_a_batch_again_after_a_503_and_every_event_arrives(
@@ -430,16 +416,13 @@ async def test_emit_sends_a_batch_again_after_a_503_and_every_event_arrives(
         await endpoint.app(scope, receive, sending)
 
     port = free_port()
-    server = InLoopServer(uvicorn.Config(counting, host="127.0.0.1", port=port, log_level="error"))
-    serving = asyncio.create_task(server.serve())
+    server = InLoopServer(counting, port=port, log_level="error")
+    await server.start()
     events = tmp_path / "events.jsonl"
     events.write_bytes(b"\n".join(lines[10:]) + b"\n")
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"state_dir": str(tmp_path / "state"), "channels": {}}))
     try:
-        async with asyncio.timeout(10):
-            while not server.started:
-                await asyncio.sleep(0.01)
         emitting = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
@@ -471,8 +454,7 @@ async def test_emit_sends_a_batch_again_after_a_503_and_every_event_arrives(
             await asyncio.sleep(0.01)
         reading.cancel()
     finally:
-        server.should_exit = True
-        await asyncio.wait_for(serving, 10)
+        await server.stop()
     assert emitting.returncode == 0, stderr.decode()
     assert f"sent {len(lines) - 10} event(s)" in stderr.decode()
     # every event reached the bridge (a batch sent again may repeat some: the bridge dedupes)
@@ -520,10 +502,8 @@ async def test_a_post_of_large_events_waits_on_the_bridges_byte_room_not_only_it
     bridge_side = hub.subscribe(hub.join(Participant("local", authenticated=True)), "bridge")
     endpoint = Endpoint(hub, None, timing=Timing(ingest_wait=0.3))
     port = free_port()
-    server = InLoopServer(
-        uvicorn.Config(endpoint.app, host="127.0.0.1", port=port, log_level="error")
-    )
-    serving = asyncio.create_task(server.serve())
+    server = InLoopServer(endpoint.app, port=port, log_level="error")
+    await server.start()
     source = "aep://test-host/agent/claude-code/session/big"
     lines = [
         make_event(
@@ -539,9 +519,6 @@ async def test_a_post_of_large_events_waits_on_the_bridges_byte_room_not_only_it
     ]
     headers = {"AEP-Version": "0.1", "Content-Type": "application/x-ndjson"}
     try:
-        async with asyncio.timeout(10):
-            while not server.started:
-                await asyncio.sleep(0.01)
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
             posted = await client.post("/events", content=b"\n".join(lines), headers=headers)
             assert posted.status_code == 503, posted.text
@@ -567,5 +544,4 @@ async def test_a_post_of_large_events_waits_on_the_bridges_byte_room_not_only_it
         assert bridge_side.dropped == 0
         assert not bridge_side.overflowed
     finally:
-        server.should_exit = True
-        await asyncio.wait_for(serving, 10)
+        await server.stop()
