@@ -19,11 +19,20 @@ import hmac
 import os
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any, Final, Literal, TypeVar, overload
+from typing import Any, Final, Literal, NoReturn, TypeVar, overload
+from urllib.parse import urlsplit
 
 from ..contract.types import DoctorCheck
 from ..contract.wizard import SetupContext, SetupError, SetupOption
@@ -133,6 +142,40 @@ def ask_number(
 
     answer = setup.ask(prompt, default=default, flag=flag, check=problem)
     return None if or_none and answer.lower() == "none" else int(answer) - 1
+
+
+def ask_choice(
+    setup: SetupContext,
+    intro: str,
+    labels: Sequence[str],
+    prompt: str,
+    *,
+    flag: str,
+    also: Callable[[int], str | None] | None = None,
+) -> int:
+    """Print `labels` as a numbered list under `intro` and ask for one (`ask_number`): its
+    index. A list of one is the default answer."""
+    setup.say("")
+    setup.say(intro)
+    for number, label in enumerate(labels, 1):
+        setup.say(f"  {number}. {label}")
+    default = "1" if len(labels) == 1 else None
+    return ask_number(setup, prompt, len(labels), default=default, flag=flag, also=also)
+
+
+def url_problem(text: str, *, example: str) -> str | None:
+    """Why `text` is not a server's base URL (http or https, a host, a numeric port if any,
+    no query or fragment), or None: a `check` for `SetupContext.ask`, or a validator's reason."""
+    try:
+        parts = urlsplit(text.strip())
+        parts.port  # noqa: B018 - a port that is not a number raises here
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"Give an http:// or https:// URL with a host, such as {example}."
+    if parts.query or parts.fragment:
+        return "Give the URL without a query (?...) or a fragment (#...)."
+    return None
 
 
 def wait_option(setup: SetupContext, *, most: float | None = None) -> float:
@@ -410,6 +453,32 @@ class PairingCode:
         )
 
 
+async def pair_from(
+    setup: SetupContext,
+    pairing: PairingCode,
+    messages: AsyncIterable[tuple[str, str]],
+    *,
+    where: str,
+    wait: float,
+    how: str,
+    who: Callable[[str], Awaitable[str]],
+) -> str:
+    """Show the code, then read `messages` ((sender id, text) of each new message in
+    `where`, the stream ending when `wait` is over) until one takes it: that sender's id.
+    A wrong code is said with `who(sender)` (a person's name); chatter is passed over and never
+    shown; too many wrong codes, or the stream's end, is a `SetupError` (`how` says how to
+    find an id for `--approver`)."""
+    pairing.show(setup, where, wait)
+    async for sender, text in messages:
+        verdict = pairing.check(text)
+        if verdict is PairingVerdict.TAKEN:
+            pairing.say_taken(setup, await who(sender))
+            return sender
+        if verdict is PairingVerdict.WRONG:
+            pairing.say_wrong(setup, await who(sender))
+    raise pairing.timed_out(where, wait, how)
+
+
 # -- the doctor -------------------------------------------------------------------------------
 
 
@@ -422,3 +491,35 @@ def doctor_fail(name: str, detail: str, fix: str | None = None) -> DoctorCheck:
     """A doctor check that failed, with what to do (`detail` never quotes a token: see
     `clean_error`)."""
     return DoctorCheck(name=name, ok=False, detail=detail, fix=fix)
+
+
+class _DoctorStop(Exception):
+    """A check the rest need failed: the run ends there."""
+
+
+class DoctorRun:
+    """The checks of one doctor run, in order, each needing the ones before: `add` records a
+    check; `need` records one the rest depend on and, when it failed, ends the run (the
+    `with run:` block); `stop` records a failure and ends it. Nothing is then checked against
+    what is known to be broken."""
+
+    def __init__(self) -> None:
+        self.checks: list[DoctorCheck] = []
+
+    def __enter__(self) -> DoctorRun:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> bool:
+        return kind is _DoctorStop
+
+    def add(self, check: DoctorCheck) -> None:
+        self.checks.append(check)
+
+    def need(self, check: DoctorCheck) -> None:
+        self.checks.append(check)
+        if not check.ok:
+            raise _DoctorStop
+
+    def stop(self, check: DoctorCheck) -> NoReturn:
+        self.checks.append(check)
+        raise _DoctorStop
