@@ -28,10 +28,10 @@ from aep_bridge import (
     human_duration,
     keep_tokens,
     pair_from,
-    poll_times,
     token_env_option,
     url_problem,
     wait_option,
+    wait_until,
     write_channel_block,
 )
 
@@ -270,27 +270,28 @@ async def _login(
 
 async def _rooms(setup: SetupContext, client: Client, token: str) -> list[_Room]:
     """The rooms the bot has joined or is invited to, by name; none yet: waits for an invite."""
-    bot = str(client.mxid)
-    wait, told = wait_option(setup, most=CODE_LIFE), False
-    async for _ in poll_times(wait, first=0.25, most=5.0):
+
+    async def look() -> list[_Room]:
         try:
             async with asyncio.timeout(_CALL):
                 answer = await client.sync(timeout=0, filter_id=sync_filter())
         except FAILURES as exc:
             raise SetupError(f"cannot list the bot's rooms: {describe(exc, token)}") from None
-        if found := [_Room(room_id, view) for room_id, view in rooms_of(answer).items()]:
-            return sorted(found, key=lambda r: ((r.view.name or "~").lower(), r.room_id))
-        if not told:
-            told = True
-            setup.say("")
-            setup.say(
-                f"The bot is in no room yet. In your Matrix client, invite {bot} to the room the"
-            )
-            setup.say("sessions go to (an unencrypted one: create it with encryption off).")
-            setup.say(f"Waiting for it (up to {human_duration(wait)}; Ctrl-C stops)...")
-    raise SetupError(
-        f"the bot was invited to no room within {human_duration(wait)}: invite {bot} to the "
-        "room for the sessions, then run this again"
+        found = [_Room(room_id, view) for room_id, view in rooms_of(answer).items()]
+        return sorted(found, key=lambda r: ((r.view.name or "~").lower(), r.room_id))
+
+    bot, wait = str(client.mxid), wait_option(setup, most=CODE_LIFE)
+    return await wait_until(
+        setup,
+        look,
+        wait=wait,
+        most=5.0,
+        how=(
+            f"The bot is in no room yet. In your Matrix client, invite {bot} to the room the",
+            "sessions go to (an unencrypted one: create it with encryption off).",
+        ),
+        gave_up=f"the bot was invited to no room within {human_duration(wait)}: invite {bot} "
+        "to the room for the sessions, then run this again",
     )
 
 

@@ -110,6 +110,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
         token_env_option,
         url_problem,
         wait_option,
+        wait_until,
         write_channel_block,
     )
     from .toolkit.text import (
@@ -177,6 +178,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "token_env_option",
         "url_problem",
         "wait_option",
+        "wait_until",
         "write_channel_block",
     ),
     ".toolkit.preview": (
@@ -378,5 +380,6 @@ __all__ = [
     "url_problem",
     "visible",
     "wait_option",
+    "wait_until",
     "write_channel_block",
 ]

@@ -38,6 +38,7 @@ from aep_bridge import (
     tilde,
     token_env_option,
     url_problem,
+    wait_until,
     write_channel_block,
 )
 from aep_bridge.contract.plugins import PluginHost
@@ -434,6 +435,46 @@ async def test_pair_from_stops_when_the_stream_ends_or_the_code_is_spent(tmp_pat
             wait=60,
             how="@id",
             who=_named,
+        )
+
+
+async def test_wait_until_says_how_once_and_returns_the_first_answer(tmp_path: Path) -> None:
+    answers = [[], [], ["#ops"]]
+
+    async def look() -> list[str]:
+        return answers.pop(0)
+
+    io = ScriptedIO()
+    how = ("Invite the bot to a channel.",)
+    found = await wait_until(
+        Context(io, tmp_path), look, wait=60, how=how, gave_up="no", first=0.001, most=0.001
+    )
+    assert found == ["#ops"]
+    assert io.transcript == ["", how[0], "Waiting for it (up to 1 minute; Ctrl-C stops)..."]
+    io = ScriptedIO()
+    assert await wait_until(
+        Context(io, tmp_path), lambda: _now(["#a"]), wait=1, how=how, gave_up="x"
+    ) == ["#a"]
+    assert io.transcript == []  # found at once: nothing to say
+
+
+async def _now(value: list[str]) -> list[str]:
+    return value
+
+
+async def test_wait_until_gives_up_when_the_wait_is_over(tmp_path: Path) -> None:
+    async def never() -> list[str]:
+        return []
+
+    with pytest.raises(SetupError, match="the bot joined nothing"):
+        await wait_until(
+            Context(ScriptedIO(), tmp_path),
+            never,
+            wait=0.01,
+            how=(),
+            gave_up="the bot joined nothing",
+            first=0.001,
+            most=0.001,
         )
 
 

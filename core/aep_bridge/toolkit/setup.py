@@ -198,6 +198,31 @@ async def poll_times(wait: float, *, first: float = 0.25, most: float = 3.0) -> 
         yield
 
 
+async def wait_until(
+    setup: SetupContext,
+    look: Callable[[], Awaitable[_T]],
+    *,
+    wait: float,
+    how: Sequence[str],
+    gave_up: str,
+    first: float = 0.25,
+    most: float = 3.0,
+) -> _T:
+    """`look()`'s first answer that is not empty: at once; else print `how` (what the person
+    is to do, such as invite the bot) and look again (`poll_times`) until `wait` is over,
+    then a `SetupError` saying `gave_up`."""
+    if found := await look():
+        return found
+    setup.say("")
+    for line in how:
+        setup.say(line)
+    setup.say(f"Waiting for it (up to {human_duration(wait)}; Ctrl-C stops)...")
+    async for _ in poll_times(wait, first=first, most=most):
+        if found := await look():
+            return found
+    raise SetupError(gave_up)
+
+
 # -- the token --------------------------------------------------------------------------------
 
 
