@@ -19,6 +19,7 @@ ACCESS_TOKEN_FIX: Final = (
 USER_ID: Final = re.compile(r"^@[a-z0-9._=/+\-]+:[A-Za-z0-9.\-]+(:\d+)?$")
 #: a room id, `!opaque:server`
 _ROOM_ID: Final = "!AbCdEf:example.org"
+ROOM_ID_HOW: Final = "Element: Room settings > Advanced > Internal room ID"
 _ROOM: Final = re.compile(r"^![A-Za-z0-9._~=+/\-]+:[A-Za-z0-9.\-]+(:\d+)?$")
 
 
@@ -37,9 +38,8 @@ class MatrixConfig(ChannelConfig):
     access_token: SecretStr = Field(description=ACCESS_TOKEN_FIX)
     room_id: str = Field(
         description=(
-            "the id of the room sessions go to, such as !AbCdEf:example.org (Element: Room "
-            "settings > Advanced > Internal room ID); invite the bot there first. The room "
-            "must not be encrypted"
+            f"the id of the room sessions go to, such as {_ROOM_ID} ({ROOM_ID_HOW}); invite "
+            "the bot there first. The room must not be encrypted"
         ),
     )
     device_id: str | None = Field(
@@ -85,7 +85,7 @@ class MatrixConfig(ChannelConfig):
     @classmethod
     def _room(cls, value: str) -> str:
         text = value.strip()
-        how = "(Element: Room settings > Advanced > Internal room ID)"
+        how = f"({ROOM_ID_HOW})"
         if text.startswith("#"):
             raise ValueError(f"{text!r} is a room's alias: write its id, such as {_ROOM_ID} {how}")
         if not _ROOM.match(text):

@@ -20,7 +20,7 @@ from mautrix.types import FilterID, RoomID
 from aep_bridge import DoctorCheck, DoctorRun, clean_error, doctor_fail, doctor_ok
 
 from .client import close_client, make_client
-from .config import ACCESS_TOKEN_FIX, MatrixConfig
+from .config import ACCESS_TOKEN_FIX, ROOM_ID_HOW, MatrixConfig
 
 #: seconds a homeserver has to answer one call
 CALL_TIMEOUT: Final = 20.0
@@ -40,7 +40,6 @@ SENDS: Final = (
     ("m.reaction", "add a question's reactions"),
     ("m.room.redaction", "redact its own events"),
 )
-_ROOM_ID_HOW: Final = "Element: Room settings > Advanced > Internal room ID"
 
 
 def describe(exc: BaseException, *secrets: str) -> str:
@@ -121,26 +120,6 @@ async def look_at_room(client: Client, room_id: str) -> RoomView:
     return rooms_of(answer).get(room_id, RoomView("none"))
 
 
-def power_problems(levels: Mapping[str, Any] | None, user: str) -> tuple[int, list[str]]:
-    """The user's power level, and what in `SENDS` it may not do, by `m.room.power_levels`."""
-    content = levels or {}
-    level = _int((content.get("users") or {}).get(user, content.get("users_default", 0)))
-    events, default = content.get("events") or {}, _int(content.get("events_default", 0))
-    problems = [
-        f"{why} (needs {needed}, for {event_type})"
-        for event_type, why in SENDS
-        if (needed := _int(events.get(event_type, default))) > level
-    ]
-    return level, problems
-
-
-def _int(value: Any) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return 0
-
-
 async def diagnose(config: MatrixConfig) -> list[DoctorCheck]:
     """The homeserver, the token, the room (joined, unencrypted, the bot's power) and the
     approvers, in order, ending at the first the rest need."""
@@ -212,7 +191,7 @@ async def _diagnose(client: Client, config: MatrixConfig, token: str, run: Docto
                 "room",
                 f"the bot is not in {config.room_id} (or no such room)",
                 f"invite {config.user_id} to the room from an account that may invite, then "
-                f"run `aep-bridge doctor` again; and check room_id ({_ROOM_ID_HOW})",
+                f"run `aep-bridge doctor` again; and check room_id ({ROOM_ID_HOW})",
             )
         )
     elif room.membership == "invite":  # not broken: the channel accepts it when it starts
@@ -248,7 +227,15 @@ def _version_key(version: str) -> tuple[int, ...]:
 
 
 def _power(config: MatrixConfig, room: RoomView) -> DoctorCheck:
-    level, problems = power_problems(room.content("m.room.power_levels"), config.user_id)
+    """What in `SENDS` the bot's power level may not do, by `m.room.power_levels`."""
+    levels = room.content("m.room.power_levels") or {}
+    users, events = levels.get("users") or {}, levels.get("events") or {}
+    level = _int(users.get(config.user_id, levels.get("users_default", 0)))
+    problems = [
+        f"{why} (needs {needed}, for {kind})"
+        for kind, why in SENDS
+        if (needed := _int(events.get(kind, levels.get("events_default", 0)))) > level
+    ]
     if not problems:
         return doctor_ok("power_level", f"{level}: it may send, react and redact its own")
     return doctor_fail(
@@ -257,6 +244,13 @@ def _power(config: MatrixConfig, room: RoomView) -> DoctorCheck:
         f"raise {config.user_id}'s power level in the room (Element: Room settings > "
         "Roles & Permissions), or lower the levels those events need",
     )
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
 
 
 async def _approvers(client: Client, config: MatrixConfig, room: RoomView) -> DoctorCheck:
