@@ -65,7 +65,7 @@ class MatrixConfig(ChannelConfig):
     @classmethod
     def _homeserver(cls, value: str) -> str:
         if problem := url_problem(value, example="https://matrix.example.org"):
-            raise ValueError(f"homeserver: {problem}")
+            raise ValueError(f"homeserver {problem}")
         return value.strip().rstrip("/")
 
     @field_validator("user_id")

@@ -156,14 +156,19 @@ class MatrixSetup(SetupWizard):
 
 async def _homeserver(setup: SetupContext) -> str:
     """`--homeserver`, else asked; checked by asking it for `/versions`."""
+
+    def problem(text: str) -> str | None:
+        wrong = url_problem(text, example=_EXAMPLE_URL)
+        return f"The URL {wrong}." if wrong else None
+
     url = setup.options["homeserver"]
-    if url is not None and (problem := url_problem(url, example=_EXAMPLE_URL)):
-        raise SetupError(f"--homeserver {url}: {problem}")
+    if url is not None and (wrong := problem(url)):
+        raise SetupError(f"--homeserver {url}: {wrong}")
     url = url or setup.ask(
         "The homeserver's URL (the address your Matrix client signs in to, such as "
         f"{_EXAMPLE_URL})",
         flag="--homeserver URL",
-        check=lambda text: url_problem(text, example=_EXAMPLE_URL),
+        check=problem,
     )
     url = str(url).strip().rstrip("/")
     api = RateAwareAPI(base_url=URL(url), default_retry_count=0)

@@ -371,13 +371,13 @@ def test_ask_choice_lists_the_choices_and_takes_the_only_one_by_default(tmp_path
         ("http://127.0.0.1:8008/", None),
         (
             "matrix.example.org",
-            "Give an http:// or https:// URL with a host, such as https://x.org.",
+            "must be an http:// or https:// URL with a host, such as https://x.org",
         ),
-        ("ftp://matrix.example.org", "Give an http:// or https:// URL with a host"),
-        ("https://", "Give an http:// or https:// URL with a host"),
-        ("https://host:port", "Give an http:// or https:// URL with a host"),
-        ("https://host/?a=1", "Give the URL without a query (?...) or a fragment (#...)."),
-        ("https://host/#top", "Give the URL without a query"),
+        ("ftp://matrix.example.org", "must be an http:// or https:// URL with a host"),
+        ("https://", "must be an http:// or https:// URL with a host"),
+        ("https://host:port", "must be an http:// or https:// URL with a host"),
+        ("https://host/?a=1", "must not have a query (?...) or a fragment (#...)"),
+        ("https://host/#top", "must not have a query"),
     ],
 )
 def test_url_problem_names_what_is_wrong(text: str, says: str | None) -> None:

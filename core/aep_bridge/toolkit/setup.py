@@ -164,17 +164,17 @@ def ask_choice(
 
 
 def url_problem(text: str, *, example: str) -> str | None:
-    """Why `text` is not a server's base URL (http or https, a host, a numeric port if any,
-    no query or fragment), or None: a `check` for `SetupContext.ask`, or a validator's reason."""
+    """What `text` lacks to be a server's base URL (http or https, a host, a numeric port if
+    any, no query or fragment), said after its name (`f"homeserver {problem}"`), or None."""
     try:
         parts = urlsplit(text.strip())
         parts.port  # noqa: B018 - a port that is not a number raises here
     except ValueError:
         parts = None
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-        return f"Give an http:// or https:// URL with a host, such as {example}."
+        return f"must be an http:// or https:// URL with a host, such as {example}"
     if parts.query or parts.fragment:
-        return "Give the URL without a query (?...) or a fragment (#...)."
+        return "must not have a query (?...) or a fragment (#...)"
     return None
 
 
