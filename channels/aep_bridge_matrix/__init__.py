@@ -1,12 +1,5 @@
-"""The Matrix channel: each agent session a thread (`m.thread`) in one room, each question a
-card answered by a reaction per option or by words in the thread, on mautrix.
-
-Written as a third-party plugin is: registered through the `aep_bridge` entry point
-`matrix`, importing only the public `aep_bridge` API and mautrix
-(`pip install 'aep-bridge[matrix]'`). Its modules: the config (`config`), the mautrix client
-with the homeserver's 429 kept for the outbox (`client`), the adapter (`channel`), the HTML
-dialect and how each message looks (`html`), the preview (`preview`), `aep-bridge doctor`'s
-checks (`doctor`) and `aep-bridge setup matrix` (`setup`).
+"""The Matrix channel: a session a thread in one room, a question a card answered by reaction or
+words, on mautrix; a third-party plugin on the public `aep_bridge` API (docs/channels/matrix.md).
 """
 
 from __future__ import annotations
@@ -29,7 +22,6 @@ def register_channels() -> list[type[MatrixChannel]]:
 
 @hookimpl
 def register_setup_wizards() -> list[MatrixSetup]:
-    """`aep-bridge setup matrix`."""
     from .setup import MatrixSetup
 
     return [MatrixSetup()]

@@ -1,11 +1,5 @@
-"""The mautrix client the channel, its doctor and its setup wizard talk to the homeserver with.
-
-mautrix 0.21 never retries a 429 and drops its `retry_after_ms` and `Retry-After`
-(`MLimitExceeded` keeps only the message), so `RateAwareAPI._send` reads the raw answer and
-raises the bridge's own `RateLimited` with the wait, which the outbox honours; every other
-refusal is a `ChannelError` whose text has the access token cut out. Retries on network
-errors are the outbox's too: the client is made with `default_retry_count=0`.
-"""
+"""The mautrix client of the channel, its doctor and its wizard. mautrix 0.21 drops a 429's wait,
+so `RateAwareAPI` raises `RateLimited` with it for the outbox, which also does every retry."""
 
 from __future__ import annotations
 
@@ -29,8 +23,7 @@ DEFAULT_RETRY_AFTER: Final = 5.0
 
 
 class RateAwareAPI(HTTPAPI):
-    """mautrix's `HTTPAPI`, whose refusals keep what the channel needs: a 429's wait as
-    `RateLimited`, every other error as a `ChannelError` without the access token."""
+    """mautrix's `HTTPAPI`, keeping a 429's wait as `RateLimited`."""
 
     async def _send(
         self,
@@ -90,10 +83,8 @@ async def close_client(client: Client) -> None:
 
 
 def as_channel_error(exc: BaseException, access_token: str) -> ChannelError:
-    """A mautrix or network failure as the bridge's error, its text without the token.
-
-    A `RateLimited` passes through as it is; an error trying again cannot fix (an unknown
-    token, the bot removed from the room) is permanent, so the outbox gives the call up."""
+    """A mautrix or network failure as the bridge's error, without the token; `PERMANENT`
+    ones are not retried."""
     if isinstance(exc, ChannelError):
         return exc
     text = clean_error(exc, access_token)

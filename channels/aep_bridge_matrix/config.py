@@ -1,19 +1,14 @@
-"""The `channels.<name>` block of a Matrix channel.
-
-The descriptions are the user interface: `aep-bridge check` shows a field's description as the
-fix when a required key is missing or wrong, and a validator's message names the fix when a
-value is of the wrong kind (a room's alias where an id is wanted, a display name for a user id).
-"""
+"""The `channels.<name>` block of a Matrix channel: each description and validator message is
+the fix `aep-bridge check` shows."""
 
 from __future__ import annotations
 
 import re
 from typing import Final
-from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator
 
-from aep_bridge import ChannelConfig
+from aep_bridge import ChannelConfig, url_problem
 
 ACCESS_TOKEN_FIX: Final = (
     "the bot account's access token (Element: Settings > Help & About > Access Token, or "
@@ -21,8 +16,10 @@ ACCESS_TOKEN_FIX: Final = (
     "${MATRIX_ACCESS_TOKEN} to keep it out of the file"
 )
 #: a Matrix user id, `@localpart:server` (the server part may carry a port)
-_USER: Final = re.compile(r"^@[a-z0-9._=/+\-]+:[A-Za-z0-9.\-]+(:\d+)?$")
+USER_ID: Final = re.compile(r"^@[a-z0-9._=/+\-]+:[A-Za-z0-9.\-]+(:\d+)?$")
 #: a room id, `!opaque:server`
+_ROOM_ID: Final = "!AbCdEf:example.org"
+ROOM_ID_HOW: Final = "Element: Room settings > Advanced > Internal room ID"
 _ROOM: Final = re.compile(r"^![A-Za-z0-9._~=+/\-]+:[A-Za-z0-9.\-]+(:\d+)?$")
 
 
@@ -41,9 +38,8 @@ class MatrixConfig(ChannelConfig):
     access_token: SecretStr = Field(description=ACCESS_TOKEN_FIX)
     room_id: str = Field(
         description=(
-            "the id of the room sessions go to, such as !AbCdEf:example.org (Element: Room "
-            "settings > Advanced > Internal room ID); invite the bot there first. The room "
-            "must not be encrypted"
+            f"the id of the room sessions go to, such as {_ROOM_ID} ({ROOM_ID_HOW}); invite "
+            "the bot there first. The room must not be encrypted"
         ),
     )
     device_id: str | None = Field(
@@ -68,30 +64,14 @@ class MatrixConfig(ChannelConfig):
     @field_validator("homeserver")
     @classmethod
     def _homeserver(cls, value: str) -> str:
-        try:
-            parts = urlsplit(value.strip())
-            parts.port  # noqa: B018 - a port that is not a number raises here
-        except ValueError:
-            parts = None
-        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(
-                "homeserver must be an http:// or https:// URL with a host, such as "
-                "https://matrix.example.org"
-            )
-        if parts.query or parts.fragment:
-            raise ValueError("homeserver must not have a query (?...) or a fragment (#...)")
+        if problem := url_problem(value, example="https://matrix.example.org"):
+            raise ValueError(f"homeserver {problem}")
         return value.strip().rstrip("/")
 
     @field_validator("user_id")
     @classmethod
     def _user_id(cls, value: str) -> str:
-        text = value.strip()
-        if not _USER.match(text):
-            raise ValueError(
-                f"{text!r} is not a Matrix user id: write the bot's full id, such as "
-                "@aep-bridge:example.org"
-            )
-        return text
+        return _user(value, "write the bot's full id, such as @aep-bridge:example.org")
 
     @field_validator("access_token")
     @classmethod
@@ -105,26 +85,22 @@ class MatrixConfig(ChannelConfig):
     @classmethod
     def _room(cls, value: str) -> str:
         text = value.strip()
+        how = f"({ROOM_ID_HOW})"
         if text.startswith("#"):
-            raise ValueError(
-                f"{text!r} is a room's alias: write its id, such as !AbCdEf:example.org "
-                "(Element: Room settings > Advanced > Internal room ID)"
-            )
+            raise ValueError(f"{text!r} is a room's alias: write its id, such as {_ROOM_ID} {how}")
         if not _ROOM.match(text):
-            raise ValueError(
-                f"{text!r} is not a Matrix room id: ids look like !AbCdEf:example.org "
-                "(Element: Room settings > Advanced > Internal room ID)"
-            )
+            raise ValueError(f"{text!r} is not a Matrix room id: ids look like {_ROOM_ID} {how}")
         return text
 
     @field_validator("approvers")
     @classmethod
     def _approvers(cls, value: list[str]) -> list[str]:
-        users = [str(user).strip() for user in value]
-        for user in users:
-            if not _USER.match(user):
-                raise ValueError(
-                    f"{user!r} is not a Matrix user id: approvers lists full user ids such as "
-                    "@ada:example.org, not display names"
-                )
-        return users
+        why = "approvers lists full user ids such as @ada:example.org, not display names"
+        return [_user(user, why) for user in value]
+
+
+def _user(value: str, fix: str) -> str:
+    text = str(value).strip()
+    if not USER_ID.match(text):
+        raise ValueError(f"{text!r} is not a Matrix user id: {fix}")
+    return text

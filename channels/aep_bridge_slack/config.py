@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import re
 from typing import Final
-from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator
 
-from aep_bridge import ChannelConfig
+from aep_bridge import ChannelConfig, url_problem
 
 #: Slack's Web API; slack-sdk joins `base_url + method`, so it keeps its trailing slash
 SLACK_API: Final = "https://slack.com/api/"
@@ -128,15 +127,6 @@ class SlackConfig(ChannelConfig):
     @field_validator("api_base_url")
     @classmethod
     def _url(cls, value: str) -> str:
-        try:
-            parts = urlsplit(value.strip())
-            parts.port  # noqa: B018 - a port that is not a number raises here
-        except ValueError:
-            parts = None
-        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(
-                f"api_base_url must be an http:// or https:// URL with a host, such as {SLACK_API}"
-            )
-        if parts.query or parts.fragment:
-            raise ValueError("api_base_url must not have a query (?...) or a fragment (#...)")
+        if problem := url_problem(value, example=SLACK_API):
+            raise ValueError(f"api_base_url {problem}")
         return value.strip().rstrip("/") + "/"

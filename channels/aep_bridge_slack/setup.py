@@ -41,8 +41,8 @@ from aep_bridge import (
     check_with_doctor,
     human_duration,
     keep_tokens,
-    poll_times,
     wait_option,
+    wait_until,
     write_channel_block,
 )
 
@@ -265,21 +265,19 @@ class SlackSetup(SetupWizard):
         self, setup: SetupContext, client: AsyncWebClient, bot: str
     ) -> list[_Channel]:
         """The channels the bot is in; none yet: says how to invite it, and waits."""
-        found = await _member_channels(client, bot)
-        if found:
-            return found
         wait = _wait(setup)
-        setup.say("")
-        setup.say("The bot is in no channel yet. In Slack, open the channel the sessions go to")
-        setup.say("(or create one) and invite the bot: type /invite @ and the app's name there.")
-        setup.say(f"Waiting for it (up to {human_duration(wait)}; Ctrl-C stops)...")
-        async for _ in poll_times(wait, first=_FIRST_POLL, most=_POLL):
-            found = await _member_channels(client, bot)
-            if found:
-                return found
-        raise SetupError(
-            f"the bot was invited to no channel within {human_duration(wait)}: type /invite @app "
-            "in the channel for the sessions, then run this again"
+        return await wait_until(
+            setup,
+            lambda: _member_channels(client, bot),
+            wait=wait,
+            first=_FIRST_POLL,
+            most=_POLL,
+            how=(
+                "The bot is in no channel yet. In Slack, open the channel the sessions go to",
+                "(or create one) and invite the bot: type /invite @ and the app's name there.",
+            ),
+            gave_up=f"the bot was invited to no channel within {human_duration(wait)}: type "
+            "/invite @app in the channel for the sessions, then run this again",
         )
 
     def _pick_channel(self, setup: SetupContext, channels: Sequence[_Channel]) -> _Channel:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -14,12 +14,14 @@ from typing import Any
 import pytest
 
 from aep_bridge import (
+    DoctorRun,
     PairingCode,
     PairingVerdict,
     SetupContext,
     SetupError,
     SetupToken,
     SetupWizard,
+    ask_choice,
     ask_number,
     ask_token,
     check_token,
@@ -31,9 +33,12 @@ from aep_bridge import (
     human_duration,
     keep_tokens,
     number_problem,
+    pair_from,
     scrub_token,
     tilde,
     token_env_option,
+    url_problem,
+    wait_until,
     write_channel_block,
 )
 from aep_bridge.contract.plugins import PluginHost
@@ -340,6 +345,157 @@ def test_doctor_checks() -> None:
     assert (ok.name, ok.ok, ok.detail, ok.fix) == ("token", True, "the bot is @x", None)
     bad = doctor_fail("chat", "no such chat", "add the bot")
     assert (bad.name, bad.ok, bad.detail, bad.fix) == ("chat", False, "no such chat", "add the bot")
+
+
+def test_ask_choice_lists_the_choices_and_takes_the_only_one_by_default(tmp_path: Path) -> None:
+    io = ScriptedIO("3", "2")
+    index = ask_choice(
+        Context(io, tmp_path),
+        "The rooms:",
+        ["lobby", "agents (encrypted)", "ops"],
+        "Which room (a number)?",
+        flag="--room ID",
+        also=lambda i: "that one is encrypted" if i == 1 else None,
+    )
+    assert index == 2
+    assert io.transcript[:4] == ["", "The rooms:", "  1. lobby", "  2. agents (encrypted)"]
+    io = ScriptedIO("", "2")
+    only = ask_choice(Context(io, tmp_path), "The rooms:", ["lobby"], "Which?", flag="--room ID")
+    assert only == 0  # the empty answer took the only choice
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("https://matrix.example.org", None),
+        ("http://127.0.0.1:8008/", None),
+        (
+            "matrix.example.org",
+            "must be an http:// or https:// URL with a host, such as https://x.org",
+        ),
+        ("ftp://matrix.example.org", "must be an http:// or https:// URL with a host"),
+        ("https://", "must be an http:// or https:// URL with a host"),
+        ("https://host:port", "must be an http:// or https:// URL with a host"),
+        ("https://host/?a=1", "must not have a query (?...) or a fragment (#...)"),
+        ("https://host/#top", "must not have a query"),
+    ],
+)
+def test_url_problem_names_what_is_wrong(text: str, says: str | None) -> None:
+    found = url_problem(text, example="https://x.org")
+    assert found == says if says is None else (found or "").startswith(says)
+
+
+async def _chat(*messages: tuple[str, str]) -> AsyncIterator[tuple[str, str]]:
+    for message in messages:
+        yield message
+
+
+async def _named(user: str) -> str:
+    return f"{user.title()} (@{user})"
+
+
+async def test_pair_from_returns_who_typed_the_code_and_never_shows_chatter(
+    tmp_path: Path,
+) -> None:
+    io = ScriptedIO()
+    pairing = PairingCode(digits=6, lifetime=60)
+    messages = _chat(
+        ("mallory", wrong(pairing.code)), ("bob", "secret plans"), ("alice", pairing.code)
+    )
+    who = await pair_from(
+        Context(io, tmp_path), pairing, messages, where="#ops", wait=60, how="@id", who=_named
+    )
+    assert who == "alice"
+    assert "Mallory (@mallory) typed another code: not taken. Still waiting..." in io.transcript
+    assert "Got it: Alice (@alice) typed the code, and is the first approver." in io.transcript
+    assert f"    {pairing.code}" in io.transcript
+    assert "secret plans" not in io.text
+
+
+async def test_pair_from_stops_when_the_stream_ends_or_the_code_is_spent(tmp_path: Path) -> None:
+    pairing = PairingCode(digits=6, lifetime=60)
+    with pytest.raises(SetupError, match="nobody typed the code in #ops within 1 minute"):
+        await pair_from(
+            Context(ScriptedIO(), tmp_path),
+            pairing,
+            _chat(("bob", "hello")),
+            where="#ops",
+            wait=60,
+            how="@id",
+            who=_named,
+        )
+    pairing = PairingCode(digits=6, lifetime=60, attempts=2)
+    guesses = _chat(("eve", wrong(pairing.code)), ("eve", wrong(pairing.code)), ("a", pairing.code))
+    with pytest.raises(SetupError, match="2 wrong codes were typed, so this one is spent"):
+        await pair_from(
+            Context(ScriptedIO(), tmp_path),
+            pairing,
+            guesses,
+            where="#ops",
+            wait=60,
+            how="@id",
+            who=_named,
+        )
+
+
+async def test_wait_until_says_how_once_and_returns_the_first_answer(tmp_path: Path) -> None:
+    answers = [[], [], ["#ops"]]
+
+    async def look() -> list[str]:
+        return answers.pop(0)
+
+    io = ScriptedIO()
+    how = ("Invite the bot to a channel.",)
+    found = await wait_until(
+        Context(io, tmp_path), look, wait=60, how=how, gave_up="no", first=0.001, most=0.001
+    )
+    assert found == ["#ops"]
+    assert io.transcript == ["", how[0], "Waiting for it (up to 1 minute; Ctrl-C stops)..."]
+    io = ScriptedIO()
+    assert await wait_until(
+        Context(io, tmp_path), lambda: _now(["#a"]), wait=1, how=how, gave_up="x"
+    ) == ["#a"]
+    assert io.transcript == []  # found at once: nothing to say
+
+
+async def _now(value: list[str]) -> list[str]:
+    return value
+
+
+async def test_wait_until_gives_up_when_the_wait_is_over(tmp_path: Path) -> None:
+    async def never() -> list[str]:
+        return []
+
+    with pytest.raises(SetupError, match="the bot joined nothing"):
+        await wait_until(
+            Context(ScriptedIO(), tmp_path),
+            never,
+            wait=0.01,
+            how=(),
+            gave_up="the bot joined nothing",
+            first=0.001,
+            most=0.001,
+        )
+
+
+def test_doctor_run_ends_at_the_first_failed_check_the_rest_need() -> None:
+    run = DoctorRun()
+    with run:
+        run.add(doctor_fail("warning", "a failure the rest do not need"))
+        run.need(doctor_ok("token", "the bot is @x"))
+        run.need(doctor_fail("chat", "no such chat", "add the bot"))
+        run.add(doctor_ok("members", "never reached"))
+    assert [(c.name, c.ok) for c in run.checks] == [
+        ("warning", False),
+        ("token", True),
+        ("chat", False),
+    ]
+    run = DoctorRun()
+    with run:
+        run.stop(doctor_fail("server", "no answer"))
+    assert [c.name for c in run.checks] == ["server"]
+    with pytest.raises(ValueError, match="a bug"), DoctorRun():  # a real error goes on
+        raise ValueError("a bug")
 
 
 # -- the documented example ---------------------------------------------------------------

@@ -19,11 +19,20 @@ import hmac
 import os
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any, Final, Literal, TypeVar, overload
+from typing import Any, Final, Literal, NoReturn, TypeVar, overload
+from urllib.parse import urlsplit
 
 from ..contract.types import DoctorCheck
 from ..contract.wizard import SetupContext, SetupError, SetupOption
@@ -135,6 +144,40 @@ def ask_number(
     return None if or_none and answer.lower() == "none" else int(answer) - 1
 
 
+def ask_choice(
+    setup: SetupContext,
+    intro: str,
+    labels: Sequence[str],
+    prompt: str,
+    *,
+    flag: str,
+    also: Callable[[int], str | None] | None = None,
+) -> int:
+    """Print `labels` as a numbered list under `intro` and ask for one (`ask_number`): its
+    index. A list of one is the default answer."""
+    setup.say("")
+    setup.say(intro)
+    for number, label in enumerate(labels, 1):
+        setup.say(f"  {number}. {label}")
+    default = "1" if len(labels) == 1 else None
+    return ask_number(setup, prompt, len(labels), default=default, flag=flag, also=also)
+
+
+def url_problem(text: str, *, example: str) -> str | None:
+    """What `text` lacks to be a server's base URL (http or https, a host, a numeric port if
+    any, no query or fragment), said after its name (`f"homeserver {problem}"`), or None."""
+    try:
+        parts = urlsplit(text.strip())
+        parts.port  # noqa: B018 - a port that is not a number raises here
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"must be an http:// or https:// URL with a host, such as {example}"
+    if parts.query or parts.fragment:
+        return "must not have a query (?...) or a fragment (#...)"
+    return None
+
+
 def wait_option(setup: SetupContext, *, most: float | None = None) -> float:
     """The `--wait` option in seconds: at least one, and at most `most` when given."""
     wait = max(1.0, float(setup.options["wait"]))
@@ -153,6 +196,31 @@ async def poll_times(wait: float, *, first: float = 0.25, most: float = 3.0) -> 
         await asyncio.sleep(min(pause, remaining))
         pause = min(pause * 2, most)
         yield
+
+
+async def wait_until(
+    setup: SetupContext,
+    look: Callable[[], Awaitable[_T]],
+    *,
+    wait: float,
+    how: Sequence[str],
+    gave_up: str,
+    first: float = 0.25,
+    most: float = 3.0,
+) -> _T:
+    """`look()`'s first answer that is not empty: at once; else print `how` (what the person
+    is to do, such as invite the bot) and look again (`poll_times`) until `wait` is over,
+    then a `SetupError` saying `gave_up`."""
+    if found := await look():
+        return found
+    setup.say("")
+    for line in how:
+        setup.say(line)
+    setup.say(f"Waiting for it (up to {human_duration(wait)}; Ctrl-C stops)...")
+    async for _ in poll_times(wait, first=first, most=most):
+        if found := await look():
+            return found
+    raise SetupError(gave_up)
 
 
 # -- the token --------------------------------------------------------------------------------
@@ -410,6 +478,32 @@ class PairingCode:
         )
 
 
+async def pair_from(
+    setup: SetupContext,
+    pairing: PairingCode,
+    messages: AsyncIterable[tuple[str, str]],
+    *,
+    where: str,
+    wait: float,
+    how: str,
+    who: Callable[[str], Awaitable[str]],
+) -> str:
+    """Show the code, then read `messages` ((sender id, text) of each new message in
+    `where`, the stream ending when `wait` is over) until one takes it: that sender's id.
+    A wrong code is said with `who(sender)` (a person's name); chatter is passed over and never
+    shown; too many wrong codes, or the stream's end, is a `SetupError` (`how` says how to
+    find an id for `--approver`)."""
+    pairing.show(setup, where, wait)
+    async for sender, text in messages:
+        verdict = pairing.check(text)
+        if verdict is PairingVerdict.TAKEN:
+            pairing.say_taken(setup, await who(sender))
+            return sender
+        if verdict is PairingVerdict.WRONG:
+            pairing.say_wrong(setup, await who(sender))
+    raise pairing.timed_out(where, wait, how)
+
+
 # -- the doctor -------------------------------------------------------------------------------
 
 
@@ -422,3 +516,35 @@ def doctor_fail(name: str, detail: str, fix: str | None = None) -> DoctorCheck:
     """A doctor check that failed, with what to do (`detail` never quotes a token: see
     `clean_error`)."""
     return DoctorCheck(name=name, ok=False, detail=detail, fix=fix)
+
+
+class _DoctorStop(Exception):
+    """A check the rest need failed: the run ends there."""
+
+
+class DoctorRun:
+    """The checks of one doctor run, in order, each needing the ones before: `add` records a
+    check; `need` records one the rest depend on and, when it failed, ends the run (the
+    `with run:` block); `stop` records a failure and ends it. Nothing is then checked against
+    what is known to be broken."""
+
+    def __init__(self) -> None:
+        self.checks: list[DoctorCheck] = []
+
+    def __enter__(self) -> DoctorRun:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> bool:
+        return kind is _DoctorStop
+
+    def add(self, check: DoctorCheck) -> None:
+        self.checks.append(check)
+
+    def need(self, check: DoctorCheck) -> None:
+        self.checks.append(check)
+        if not check.ok:
+            raise _DoctorStop
+
+    def stop(self, check: DoctorCheck) -> NoReturn:
+        self.checks.append(check)
+        raise _DoctorStop
