@@ -382,6 +382,7 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
     async def create_session_thread(self, session_id: str, name: str) -> str:
         root = await self._send(html.root(name).content())
         await self._state().set(f"thread:{root}", session_id)
+        await self._state().set(f"name:{session_id}", name)  # kept when the session ends
         return root
 
     async def rename_session_thread(self, session_id: str, new_name: str) -> None:

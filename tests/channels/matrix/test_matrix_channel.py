@@ -215,3 +215,16 @@ def test_a_card_s_context_is_escaped_and_cut_from_its_oldest_end_never_the_card(
     assert "3 x" in cut.body
     assert "React 1️⃣ Allow · 2️⃣ Deny" in cut.body  # the card whole
     assert html.card_size(long.model_copy(update={"context": tuple(big[2:])})) <= html.MAX_CONTENT
+
+
+async def test_a_session_s_thread_keeps_its_name_when_it_ends():
+    async with FakeHomeserver(limits=Limits.loose()) as fake:
+        room = make_room(fake)
+        core = FakeCore()
+        adapter = make_adapter(fake, core, room)
+        await adapter.start()
+        await core.create_thread(adapter, "s1", "Fix invoice rounding")
+        await adapter.archive_session_thread("s1")
+        root = fake.messages(room, from_bot=True, include_threads=False)[-1]
+        assert root.body == "🤖 Fix invoice rounding (ended)"
+        await adapter.stop()
