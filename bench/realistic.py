@@ -373,7 +373,24 @@ def _matrix_root(fake: FakeHomeserver, room: str) -> Any:
     )
 
 
-def matrix_shown(fake: FakeHomeserver, room: str) -> Shown:
+def matrix_card_wait(fake: FakeHomeserver, asked: float) -> str:
+    """How the card went out after its question arrived: the bot's events between the two
+    (each a slot of the homeserver's 0.2 a second the card waited for) and the time it took."""
+    sent = [c for c in fake.calls_to("/send/", ok=True) if c.time >= asked]
+    card = next((i for i, c in enumerate(sent) if "org.aep-bridge.card" in str(c.body)), None)
+    if card is None:
+        return "the card never went out"
+    before = [
+        "reaction" if "/m.reaction/" in c.path else "edit" if "m.new_content" in c.body else "post"
+        for c in sent[:card]
+    ]
+    return (
+        f"the card went out {sent[card].time - asked:.1f} s after its question arrived, "
+        f"its event {len(before) + 1} since ({', '.join(before) or 'none'} first)"
+    )
+
+
+def matrix_shown(fake: FakeHomeserver, room: str, asked: float | None = None) -> Shown:
     """The session's root and its thread; a message rings when it is no notice (`m.text`)."""
     root = _matrix_root(fake, room)
     messages = [root, *(m for m in fake.thread(room, root.event_id) if m.sender == MATRIX_BOT)]
@@ -397,7 +414,8 @@ def matrix_shown(fake: FakeHomeserver, room: str) -> Shown:
         for m in fake.messages(room, from_bot=True)
         if m.versions[0].get("msgtype") == "m.text"
     ]
-    return Shown("Matrix", bubbles, rang, card)
+    notes = [matrix_card_wait(fake, asked)] if asked is not None else []
+    return Shown("Matrix", bubbles, rang, card, notes=notes)
 
 
 def console_shown(output: str) -> Shown:
@@ -592,7 +610,7 @@ async def run(folder: Path) -> dict[str, Any]:
             telegram_shown(telegram, asked),
             discord_shown(discord),
             slack_shown(slack),
-            matrix_shown(matrix, room),
+            matrix_shown(matrix, room, asked),
             web,
             console_shown(output),
         ]

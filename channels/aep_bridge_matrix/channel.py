@@ -99,6 +99,7 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
         max_button_data=8,  # a reaction's key: an emoji
         max_buttons=len(html.OPTION_KEYS),
         heads_ups=False,  # the room is the one place: a question's card rings there
+        card_context=True,  # a card shows what its session said just before it (`html.card`)
         rate_limits=RateLimits(global_=RateLimit(count=1, per_seconds=5.25, burst=10)),
     )
     config_model: ClassVar[type[ChannelConfig]] = MatrixConfig
@@ -356,7 +357,10 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
         await self._send(html.text_shown(text).content(**html.in_thread(root)))
 
     async def react(self, event_id: str, key: str) -> None:
-        """The bot's own reaction to a card, one per option (the core's `call`)."""
+        """The bot's own reaction to a card, one per option (the core's `call`); none to a
+        card closed meanwhile."""
+        if await self._closed(event_id):
+            return
         relation = {"rel_type": "m.annotation", "event_id": event_id, "key": key}
         try:
             await self._send({"m.relates_to": relation}, "m.reaction")
@@ -378,6 +382,7 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
     async def create_session_thread(self, session_id: str, name: str) -> str:
         root = await self._send(html.root(name).content())
         await self._state().set(f"thread:{root}", session_id)
+        await self._state().set(f"name:{session_id}", name)  # kept when the session ends
         return root
 
     async def rename_session_thread(self, session_id: str, new_name: str) -> None:
@@ -397,6 +402,12 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
     def measure(self, blocks: Blocks) -> int:
         """What the homeserver counts: the event content's JSON bytes."""
         return html.blocks_shown(blocks, "🤖").size()
+
+    def measure_card(self, request: PermissionRequest) -> int:
+        """Exact for this channel's drawing (`html.card_size`, the rule `html.card` cuts its
+        context by), in the JSON bytes `measure` counts: the core folds only what the card
+        shows, as sent and in every update."""
+        return html.card_size(request)
 
     async def send_message(self, session_id: str, content: OutgoingMessage) -> None:
         blocks = content.blocks or (mk.Paragraph(spans=(mk.Span(text=content.text),)),)
@@ -444,17 +455,28 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
         if request.accepts_text and not request.informational:
             await self.cards.open_cards(session_id, add=request.id)
         if not request.informational:
-            for key, _ in zip(html.OPTION_KEYS, request.options, strict=False):
-                task = asyncio.create_task(self._react_later(sent, key))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+            keys = html.OPTION_KEYS[: len(request.options)]
+            task = asyncio.create_task(self._react_later(sent, keys))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
         return Posted(chat=self.config.room_id, message=sent)
 
-    async def _react_later(self, event_id: str, key: str) -> None:
-        try:
-            await self.core.call(self.instance_name, "react", event_id, key)
-        except Exception as exc:  # a person can still react with the key the card lists
-            log.warning("matrix %s: %s", self.instance_name, self._error(exc, "a reaction"))
+    async def _react_later(self, event_id: str, keys: tuple[str, ...]) -> None:
+        """The bot's reactions, after the card (they never hold it up), queued one at a
+        time: a card or an update asked meanwhile waits for one of them at most, and none is
+        sent once the card has closed (an event each, under the homeserver's rate)."""
+        for key in keys:
+            if await self._closed(event_id):
+                return
+            try:
+                await self.core.call(self.instance_name, "react", event_id, key)
+            except Exception as exc:  # a person can still react with the key the card lists
+                log.warning("matrix %s: %s", self.instance_name, self._error(exc, "a reaction"))
+
+    async def _closed(self, event_id: str) -> bool:
+        card_id = await self.cards.of_message(event_id)
+        card = await self.cards.get(card_id) if card_id is not None else None
+        return card is None or bool(card.get("closed"))
 
     async def update_permission_request(
         self, session_id: str, request: PermissionRequest, outcome: PermissionOutcome
@@ -464,6 +486,7 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
             return
         await self._edit(str(card["event"]), html.card(request, outcome), notice=True)
         if outcome.closed:
+            await self.cards.save(request.id, {**card, "closed": True})
             await self.cards.open_cards(session_id, remove=request.id)
 
     # -- what the adapter keeps ------------------------------------------------------------

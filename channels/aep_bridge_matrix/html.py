@@ -51,6 +51,10 @@ CARD_FIELD: Final = "org.aep-bridge.card"
 #: the biggest event content we make, as JSON bytes (Matrix: 65,536 for the whole event; an
 #: edit carries its content twice)
 MAX_CONTENT: Final = 30_000
+#: what a card's event adds to its words (its record, thread and mentions), and the longest
+#: outcome line (`OUTCOME_MOST` characters, each at most 24 bytes as JSON, body and HTML)
+CARD_TAIL: Final = 3_000
+OUTCOME_MOST: Final = 100
 #: `@room` with a word joiner: shown the same, pings nobody
 _ROOM_PING: Final = re.compile(r"@(room)\b", re.IGNORECASE)
 #: what would end an href early (the quote) or confuse a client's linkifier
@@ -185,6 +189,25 @@ def root(name: str, state: str = "") -> Shown:
 
 
 def card(request: PermissionRequest, outcome: PermissionOutcome | None = None) -> Shown:
+    """A question (`_own`) under its context (`PermissionRequest.context`), cut from its
+    oldest end, said by a line, where `card_size`'s rule finds the whole too long."""
+    drawn, own = [message(m) for m in request.context], _own(request)
+    start, shown = 0, drawn
+    while start < len(drawn) and _above(shown, own).size() + CARD_TAIL > MAX_CONTENT:
+        start += 1  # the context is cut from its oldest end, never the card
+        shown = [text_shown(f"… {start} earlier message{'s' * (start > 1)} left out")]
+        shown += drawn[start:]
+    return _above(shown, _own(request, outcome) if outcome is not None else own)
+
+
+def card_size(request: PermissionRequest) -> int:
+    """The most bytes any version of the card of `request` takes as JSON content, its whole
+    context above it (the channel's `measure_card`): the open card (its hints) and
+    `CARD_TAIL` for what an update adds (an outcome line) or the event around it."""
+    return _above([message(m) for m in request.context], _own(request)).size() + CARD_TAIL
+
+
+def _own(request: PermissionRequest, outcome: PermissionOutcome | None = None) -> Shown:
     """A question: its title, its session, what exactly is asked (the command in code),
     then how to answer (a reaction per option, or words in the thread) or, once closed,
     its outcome."""
@@ -201,6 +224,7 @@ def card(request: PermissionRequest, outcome: PermissionOutcome | None = None) -
         parts.append(f"<p>{escape(request.description).replace(chr(10), '<br>')}</p>")
     if outcome is not None:
         line = f"{outcome_icon(outcome)} {one_line(outcome.summary())}"
+        line = line if len(line) <= OUTCOME_MOST else line[: OUTCOME_MOST - 1] + "…"
         body.append(quiet(line))
         parts.append(f"<p><strong>{escape(line)}</strong></p>")
     if outcome is None or not outcome.closed:
@@ -208,6 +232,15 @@ def card(request: PermissionRequest, outcome: PermissionOutcome | None = None) -
             body.append(quiet(hint))
             parts.append(f"<p><em>{escape(hint)}</em></p>")
     return Shown("\n".join(body), "".join(parts))
+
+
+def _above(context: list[Shown], own: Shown) -> Shown:
+    """A card's words under its context (what its session said just before it, each message
+    as the thread shows it), a rule between them."""
+    if not context:
+        return own
+    body = "\n\n".join([*(shown.body for shown in context), "———", own.body])
+    return Shown(body, "".join(f"<div>{s.html}</div>" for s in context) + "<hr>" + own.html)
 
 
 def hints(request: PermissionRequest) -> list[str]:

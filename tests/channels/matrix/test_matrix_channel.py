@@ -4,6 +4,7 @@ an invitation accepted, an encrypted one refused), history skipped, and the HTML
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -143,3 +144,87 @@ async def test_a_reaction_under_a_burst_of_chatter_while_down_is_still_read():
         await asyncio.sleep(0.2)
         assert [(p.card_id, p.answer, p.user.id) for p in core.presses] == [("cAsk1", 0, ADA)]
         await again.stop()
+
+
+class HeldCore(FakeCore):
+    """A core whose `call` (the outbox's queue) holds each call until it is let go: what
+    waits there, and what a card's reactions still cost once it closed, are seen."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.queued: list[asyncio.Future[None]] = []
+
+    async def call(self, channel: str, op: str, *args: Any, session_id: str | None = None) -> Any:
+        gate = asyncio.get_running_loop().create_future()
+        self.queued.append(gate)
+        await gate
+        return await super().call(channel, op, *args, session_id=session_id)
+
+
+async def test_a_card_s_reactions_queue_one_at_a_time_and_none_goes_once_it_closed():
+    """A card's reactions (one an option, each an event under the homeserver's rate) wait in
+    the outbox one at a time, so a card or an outcome asked meanwhile waits for one at most;
+    once the card closed, the reaction waiting and those after it are not sent."""
+    from aep_bridge import OutcomeStatus, PermissionOutcome
+
+    three = ASK.model_copy(
+        update={"options": (*ASK.options, PermissionOption(id="x", label="Always allow"))}
+    )
+    async with FakeHomeserver(limits=Limits.loose()) as fake:
+        room = make_room(fake)
+        core = HeldCore()
+        adapter = make_adapter(fake, core, room)
+        await adapter.start()
+        await core.create_thread(adapter, "s1", "Session")
+        await adapter.send_permission_request("s1", three)
+        card = fake.messages(room, from_bot=True)[-1]
+        await fake.wait_until(lambda: core.queued)
+        await asyncio.sleep(0.2)
+        assert len(core.queued) == 1, "the card's reactions queued all at once"
+        core.queued[0].set_result(None)
+        await fake.wait_until(lambda: len(core.queued) == 2)
+        outcome = PermissionOutcome(status=OutcomeStatus.ANSWERED, option_label="Allow", by=ADA)
+        await adapter.update_permission_request("s1", three, outcome)
+        core.queued[1].set_result(None)  # its slot came after the card closed
+        await asyncio.sleep(0.2)
+        assert fake.reactions(card.event_id) == {"1️⃣": [BOT]}
+        assert len(core.queued) == 2, "a reaction was queued for a closed card"
+        await adapter.stop()
+
+
+def test_a_card_s_context_is_escaped_and_cut_from_its_oldest_end_never_the_card():
+    """What led to a question reads above it, each message as the thread shows it, escaped;
+    a context too long for one event loses its oldest messages, said by a line, and
+    `measure_card`'s rule (`card_size`) is over the limit exactly then."""
+    said = OutgoingMessage(type="text", text="<b>not bold</b> & @room")
+    small = ASK.model_copy(update={"context": (said,)})
+    shown = html.card(small)
+    assert shown.html.startswith(f"<div>{html.message(said).html}</div><hr>")
+    assert "&lt;b&gt;not bold" in shown.html
+    assert "@room" not in shown.body
+    assert html.card_size(small) <= html.MAX_CONTENT
+    assert html_problems(shown.html) == []
+    big = [OutgoingMessage(type="text", text=f"{n} " + "x" * 5_000) for n in range(4)]
+    long = ASK.model_copy(update={"context": tuple(big)})
+    assert html.card_size(long) > html.MAX_CONTENT
+    cut = html.card(long)
+    assert cut.size() <= html.MAX_CONTENT
+    assert "… 2 earlier messages left out" in cut.body
+    assert "0 x" not in cut.body
+    assert "1 x" not in cut.body
+    assert "3 x" in cut.body
+    assert "React 1️⃣ Allow · 2️⃣ Deny" in cut.body  # the card whole
+    assert html.card_size(long.model_copy(update={"context": tuple(big[2:])})) <= html.MAX_CONTENT
+
+
+async def test_a_session_s_thread_keeps_its_name_when_it_ends():
+    async with FakeHomeserver(limits=Limits.loose()) as fake:
+        room = make_room(fake)
+        core = FakeCore()
+        adapter = make_adapter(fake, core, room)
+        await adapter.start()
+        await core.create_thread(adapter, "s1", "Fix invoice rounding")
+        await adapter.archive_session_thread("s1")
+        root = fake.messages(room, from_bot=True, include_threads=False)[-1]
+        assert root.body == "🤖 Fix invoice rounding (ended)"
+        await adapter.stop()

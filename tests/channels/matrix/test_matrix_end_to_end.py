@@ -18,11 +18,12 @@ from typing import Any
 import pytest
 
 from aep_bridge.commands.tinyagent import TinyAgent
-from aep_bridge.testing import EndToEnd, end_to_end
+from aep_bridge.testing import PERMISSION_ASK, EndToEnd, end_to_end
+from aep_bridge_matrix.html import CARD_FIELD
 from tests.bridge_process import ROOT
 
 from .fake_homeserver import ADA, BOB, BOT, STRANGER, FakeHomeserver, FakeMessage, Limits
-from .probe import buttons, make_config, make_room, visible
+from .probe import buttons, drawn, make_config, make_room, visible
 
 WAIT = 20.0
 REFUSED = "Refused: you are not an approver for this channel"
@@ -43,7 +44,7 @@ class Running(EndToEnd[FakeHomeserver]):
         return [m for m in self.fake.thread(self.room, root.event_id) if m.sender == BOT]
 
     def cards(self, root: FakeMessage) -> list[FakeMessage]:
-        return [m for m in self.replies(root) if visible(m).startswith("❓")]
+        return [m for m in self.replies(root) if CARD_FIELD in m.versions[0]]
 
     def now(self, message: FakeMessage) -> FakeMessage:
         return self.fake.message(message.event_id)
@@ -214,3 +215,48 @@ async def test_a_429_s_retry_after_is_waited_out_and_nothing_is_lost(tmp_path):
         assert 429 in sends, "the homeserver said 429"
         # each 429's retry_after_ms was waited out: the next send was taken, never refused
         assert all(after == 200 for before, after in itertools.pairwise(sends) if before == 429)
+
+
+async def test_a_card_asked_after_a_burst_goes_out_first_with_what_was_said_above_it(tmp_path):
+    """Synapse's rate (0.2 events a second once a burst of 10 is spent): the agent says four
+    things in quick succession and asks. The card is the bot's next event, in the first
+    free slot, not the fifth; it shows those four above its question, in order, as sent and
+    with its outcome; none of them is shown anywhere else, and none is lost. (Issue 35.)"""
+    said = ["Reading **the failing test**", "The fixture leaks a socket", "Patched conftest.py",
+            "Running the suite again <quick>"]  # fmt: skip
+    async with running(tmp_path) as r, r.agent() as agent:  # Synapse's limits
+        await agent.emit("session.started", {"label": "busy"}, capture="redacted")
+        for n in range(9):  # the burst: spent before the question
+            await agent.emit("message.agent.replied", {"text": f"warm-up {n}"}, capture="full")
+        root = await r.until("the root", lambda: r.root("busy"))
+        await r.until("the burst", lambda: sum("warm-up" in m.body for m in r.replies(root)) == 9)
+        assert len(r.fake.messages(r.room, from_bot=True)) >= 10  # no slot left: each waits
+        for text in said:
+            await agent.emit("message.agent.replied", {"text": text}, capture="full")
+        request = await agent.emit("attention.requested", PERMISSION_ASK, capture="full")
+        card = await r.until("the card", lambda: next(iter(r.cards(root)), None), timeout=60)
+        thread = r.replies(root)
+        last = max(i for i, m in enumerate(thread) if "warm-up" in m.body)
+        after = thread[last + 1 :]  # what the bot sent after the burst, in order
+        assert after[0].event_id == card.event_id, f"the card waited for {visible(after[0])!r}"
+        shown = visible(card)
+        places = [shown.find(text.replace("**", "")) for text in said]
+        assert -1 not in places, shown
+        assert places == sorted(places), shown
+        assert max(places) < shown.find("❓"), "the context is above the question"
+        assert "&lt;quick&gt;" in (card.html or "")
+        assert "<strong>" in (card.html or "")
+        r.react(card, 0, ADA)
+        command = await asyncio.wait_for(agent.next_command(), WAIT)
+        assert command.subject == request.id
+        await agent.report_answer(command)
+        await r.until("the outcome", lambda: "Answered by" in visible(r.now(card)), timeout=60)
+        await agent.emit("message.agent.replied", {"text": "all green"}, capture="full")
+        await r.until("what came after", lambda: r.notices(root, "all green"), timeout=60)
+        every = r.fake.messages(r.room, from_bot=True)
+        for text in said:  # in the card, in each of its versions, and nowhere else
+            word = text.replace("**", "")
+            holders = [m for m in every if any(word in drawn(v) for v in m.versions)]
+            assert [m.event_id for m in holders] == [card.event_id], word
+            assert all(word in drawn(v) for v in r.now(card).versions), word
+        assert r.fake.violations == []
