@@ -89,73 +89,20 @@ import json
 import math
 import re
 import secrets
-import socket
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from html.parser import HTMLParser
 from types import TracebackType
 from typing import Any
 from urllib.parse import unquote
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-# -- the in-loop server (to move onto aep_bridge.testing's base when it lands) ---------------
-
-
-class InLoopServer:
-    """uvicorn serving `app` on 127.0.0.1:<free port> inside the running event loop, leaving the
-    test runner's signals alone, so a test and the server share state without locks."""
-
-    def __init__(self, app: Any, what: str = "the fake server") -> None:
-        self.app = app
-        self.what = what
-        self.port = 0
-        self._socket: socket.socket | None = None
-        self._server: uvicorn.Server | None = None
-        self._task: asyncio.Task[None] | None = None
-
-    async def start(self) -> int:
-        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        self._socket.bind(("127.0.0.1", 0))
-        self.port = self._socket.getsockname()[1]
-        config = uvicorn.Config(
-            self.app, log_config=None, log_level="warning", lifespan="off",
-            timeout_graceful_shutdown=1,
-        )  # fmt: skip
-        self._server = _QuietServer(config)
-        self._task = asyncio.create_task(self._server.serve(sockets=[self._socket]))
-        async with asyncio.timeout(10):
-            while not self._server.started:
-                if self._task.done():
-                    self._task.result()
-                    raise RuntimeError(f"{self.what} stopped while starting")
-                await asyncio.sleep(0.005)
-        return self.port
-
-    async def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._task is not None:
-            try:
-                await asyncio.wait_for(self._task, 10)
-            except TimeoutError:
-                if self._server is not None:
-                    self._server.force_exit = True
-                await asyncio.wait_for(self._task, 5)
-        if self._socket is not None:
-            self._socket.close()
-
-
-class _QuietServer(uvicorn.Server):
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
+from aep_bridge.testing import InLoopServer, ManualClock
 
 # -- the server's people ------------------------------------------------------------------------
 
@@ -202,19 +149,6 @@ class Limits:
     def loose(cls, **changes: Any) -> Limits:
         """Every size and format rule, but no rate limit."""
         return replace(cls(message_per_second=0.0), **changes)
-
-
-class ManualClock:
-    """A clock for `FakeHomeserver(clock=...)` that only moves when told: `clock.advance(5)`."""
-
-    def __init__(self, start: float = 1000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 @dataclass(frozen=True)
@@ -532,7 +466,9 @@ class FakeHomeserver:
                 Route("/_matrix/client/{rest:path}", self._dispatch, methods=["GET", "POST", "PUT"])
             ]
         )
-        self._server = InLoopServer(self.app, "the fake homeserver")
+        self._server = InLoopServer(
+            self.app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1
+        )
 
     # -- serving -----------------------------------------------------------------------------
 
@@ -1349,7 +1285,6 @@ __all__ = [
     "FakeHomeserver",
     "FakeMessage",
     "FakeRoom",
-    "InLoopServer",
     "Limits",
     "ManualClock",
     "MatrixError",
