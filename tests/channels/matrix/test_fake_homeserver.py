@@ -13,14 +13,11 @@ from collections.abc import AsyncIterator
 from typing import Any, cast
 
 import pytest
-from aiohttp import ClientResponse, ContentTypeError
-from mautrix.api import HTTPAPI, Method, Path
+from mautrix.api import Method, Path
 from mautrix.client import Client
 from mautrix.errors import (
     MatrixRequestError,
     MatrixUnknownRequestError,
-    MLimitExceeded,
-    make_request_error,
 )
 from mautrix.types import (
     EventID,
@@ -35,7 +32,9 @@ from mautrix.types import (
     RoomID,
     UserID,
 )
-from yarl import URL
+
+from aep_bridge import RateLimited
+from aep_bridge_matrix.client import make_client
 
 from .fake_homeserver import (
     ADA,
@@ -47,39 +46,6 @@ from .fake_homeserver import (
     ManualClock,
     html_problems,
 )
-
-
-class RetryAfterAPI(HTTPAPI):
-    """mautrix raises `MLimitExceeded` but drops the 429's `retry_after_ms` and `Retry-After`;
-    this `_send` (mautrix's own, plus two lines) puts them on the error it raises: the pattern
-    the channel uses to honour them through its outbox."""
-
-    async def _send(
-        self,
-        method: Method,
-        url: URL,
-        content: Any,
-        query_params: dict[str, str],
-        headers: dict[str, str],
-    ) -> tuple[Any, ClientResponse]:
-        request = self.session.request(
-            str(method), url, data=content, params=query_params, headers=headers
-        )
-        async with request as response:
-            if 200 <= response.status < 300:
-                return await response.json(), response
-            data: dict[str, Any] = {}
-            with contextlib.suppress(ValueError, ContentTypeError):
-                data = await response.json()
-            error = make_request_error(
-                http_status=response.status,
-                text=await response.text(),
-                errcode=data.get("errcode"),
-                message=data.get("error"),
-            )
-            error.retry_after_ms = data.get("retry_after_ms")  # type: ignore[attr-defined]
-            error.retry_after = response.headers.get("Retry-After")  # type: ignore[attr-defined]
-            raise error
 
 
 @pytest.fixture
@@ -284,16 +250,20 @@ async def test_the_eleventh_message_of_a_burst_is_rate_limited(fake: FakeHomeser
     clock = ManualClock()
     fake.clock = clock
     room = RoomID(fake.create_room("agents", [BOT]))
-    api = RetryAfterAPI(base_url=URL(fake.url), token=fake.token(BOT))
-    client = Client(mxid=BOT, api=api)
+    client = make_client(fake.url, BOT, fake.token(BOT))  # the channel's own client
     try:
         for n in range(10):
             await client.send_text(room, f"line {n}")
-        with pytest.raises(MLimitExceeded) as limited:
+        with pytest.raises(RateLimited) as limited:
             await client.send_text(room, "line 10")
-        assert limited.value.retry_after_ms == 5000  # type: ignore[attr-defined]
-        assert limited.value.retry_after == "5"  # type: ignore[attr-defined]
+        assert limited.value.retry_after == 5.0  # the body's `retry_after_ms`: 5000
         assert [v.kind for v in fake.violations] == ["M_LIMIT_EXCEEDED"]
+        url = f"{fake.url}/_matrix/client/v3/rooms/{room}/send/m.room.message/raw"
+        auth = {"Authorization": f"Bearer {fake.token(BOT)}"}
+        async with client.api.session.put(url, json={"body": "x"}, headers=auth) as raw:
+            assert raw.status == 429
+            assert raw.headers["Retry-After"] == "5"
+            assert (await raw.json())["retry_after_ms"] == 5000
         clock.advance(5)
         await client.send_text(room, "line 10")  # after the wait it goes through
         assert len(fake.messages(room)) == 11
