@@ -228,3 +228,40 @@ async def test_a_session_s_thread_keeps_its_name_when_it_ends():
         root = fake.messages(room, from_bot=True, include_threads=False)[-1]
         assert root.body == "🤖 Fix invoice rounding (ended)"
         await adapter.stop()
+
+
+async def test_reactions_to_what_is_not_a_card_or_taken_back_press_nothing():
+    """An option's emoji on a person's message (even one carrying a card's record) or on a
+    session's root is no press, nor is one taken back (redacted) before the bridge read it;
+    a later reaction on the card is."""
+    async with FakeHomeserver(limits=Limits.loose()) as fake:
+        room = make_room(fake)
+        core = FakeCore()
+        first = make_adapter(fake, core, room)
+        await first.start()
+        await core.create_thread(first, "s1", "Session")
+        await first.send_permission_request("s1", ASK)
+        root, card = fake.messages(room, from_bot=True)[-2:]
+        await fake.wait_until(lambda: len(fake.reactions(card.event_id)) == 2)
+        await first.stop()
+        chatter = fake.send_as(BOB, room, "unrelated")
+        fake.react_as(ADA, room, chatter, "1️⃣")
+        fake.react_as(ADA, room, root.event_id, "1️⃣")
+        forged = {"msgtype": "m.text", "body": "a card?", html.CARD_FIELD: {"id": "cAsk1"}}
+        fake_card = fake._accept(fake.rooms[room], BOB, "m.room.message", forged).event_id
+        fake.react_as(ADA, room, fake_card, "1️⃣")  # a card's record, in a person's event
+        taken_back = fake.react_as(ADA, room, card.event_id, "1️⃣")
+        fake.redact_as(ADA, room, taken_back)
+        fake.react_as(BOB, room, card.event_id, "2️⃣")
+        again = make_adapter(fake, core, room)  # reads all of it after its restart
+        await again.start()
+        async with asyncio.timeout(5):
+            while not core.presses:
+                await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)
+        assert [(p.card_id, p.answer, p.user.id) for p in core.presses] == [("cAsk1", 1, BOB)]
+        assert [m.event_id for m in fake.messages(room, from_bot=True)] == [
+            root.event_id,
+            card.event_id,
+        ]  # no notice said for any of them
+        await again.stop()
