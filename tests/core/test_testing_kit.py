@@ -171,6 +171,16 @@ def test_a_fixed_window_resets_all_at_once_a_sliding_one_call_by_call() -> None:
     assert retry_after_seconds(0.01) == 1
 
 
+def test_a_sliding_window_keeps_only_the_calls_inside_it() -> None:
+    """A flood against a fake runs for thousands of calls: its bucket must not keep them all."""
+    sliding = SlidingWindow(Window(2, 10.0))
+    for call in range(10_000):  # one every five seconds: two in any ten, as allowed
+        sliding.take(5.0 * call)
+    assert len(sliding.times) <= 2
+    assert sliding.wait(49_996.0) == pytest.approx(4.0)  # until the call at 49,990 is old
+    assert sliding.wait(50_005.0) == 0.0
+
+
 # -- the bench's round trip ------------------------------------------------------------------
 
 

@@ -227,11 +227,8 @@ class Bridge:
             create_threads=self._create_threads,
             dedupe_window=config.store.dedupe_window,
         )
-        #: everything one event causes (`Mirror.handle_event`), for the read loop and tests
-        self.handle_event = self.mirror.handle_event
         #: the approver policy (`QuestionCards.refusal`), asked by `set_away` through a channel
         self.refusal = self.questions.refusal
-        self.may_answer = self.questions.may_answer
         self._secret: bytes | None = None
         #: what the lifecycle hooks hand plugins
         self.view: BridgeView = PluginView(self)

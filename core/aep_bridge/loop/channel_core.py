@@ -245,8 +245,6 @@ class _Bridge(Protocol):
 
     def is_bridge_token(self, value: str) -> bool: ...
 
-    def may_answer(self, channel: str, user: ChannelUser, request: Request | None) -> bool: ...
-
     def refusal(
         self,
         channel: str,

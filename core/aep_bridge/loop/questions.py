@@ -276,10 +276,6 @@ class QuestionCards:
         principal = principal_of(session)
         return principal if isinstance(principal, str) else None
 
-    def may_answer(self, channel: str, user: ChannelUser, request: Request | None) -> bool:
-        """Whether `user` may answer `request` on `channel` (`refusal` says why not)."""
-        return self.refusal(channel, user, request) is None
-
     def session_refusal(
         self, channel: str, user: ChannelUser, session: SessionRecord
     ) -> str | None:

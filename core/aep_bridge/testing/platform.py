@@ -116,7 +116,10 @@ class SlidingWindow:
         return sliding_wait(self.times, self.window, now)
 
     def take(self, now: float) -> None:
-        """Count an accepted call."""
+        """Count an accepted call; forget those older than the window (a flood's calls would
+        otherwise be kept, and scanned at every call, for as long as the fake runs)."""
+        while self.times and self.times[0] <= now - self.window.seconds:
+            self.times.popleft()
         self.times.append(now)
 
 
