@@ -13,7 +13,7 @@ flag, for scripts: `--token-env`, `--guild-id`, `--channel-id`, `--notifications
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
@@ -23,7 +23,6 @@ import discord.http
 
 from aep_bridge import (
     PairingCode,
-    PairingVerdict,
     SetupContext,
     SetupError,
     SetupOption,
@@ -34,6 +33,7 @@ from aep_bridge import (
     check_with_doctor,
     human_duration,
     keep_tokens,
+    pair_from,
     poll_times,
     scrub_token,
     token_env_option,
@@ -390,28 +390,32 @@ class DiscordSetup(SetupWizard):
             raise SetupError(f"cannot read #{where.name}: {_describe(exc, token)}; {fix}") from None
         after = int(latest[0]["id"]) if latest else 0
         wait = wait_option(setup)
+        authors: dict[str, dict[str, Any]] = {}
+
+        async def heard() -> AsyncIterator[tuple[str, str]]:
+            nonlocal after
+            async for _ in poll_times(wait, first=_FIRST_POLL, most=_POLL):
+                try:
+                    found = await client.http.logs_from(where.id, _PAGE, after=after)
+                except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
+                    raise SetupError(
+                        f"cannot read #{where.name}: {_describe(exc, token)}; {fix}"
+                    ) from None
+                for message in sorted(found, key=lambda m: int(m["id"])):
+                    after = max(after, int(message["id"]))
+                    author: dict[str, Any] = dict(message.get("author") or {})
+                    if not author.get("bot"):
+                        authors[str(author["id"])] = author
+                        yield str(author["id"]), str(message.get("content") or "")
+
+        async def who(user: str) -> str:
+            return _who(authors[user])
+
         # taken for the wait, and the last look at the channel that ends it
         pairing = PairingCode(digits=_CODE_DIGITS, lifetime=wait + _POLL)
-        pairing.show(setup, f"#{where.name}", wait)
-        async for _ in poll_times(wait, first=_FIRST_POLL, most=_POLL):
-            try:
-                found = await client.http.logs_from(where.id, _PAGE, after=after)
-            except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
-                raise SetupError(
-                    f"cannot read #{where.name}: {_describe(exc, token)}; {fix}"
-                ) from None
-            for message in sorted(found, key=lambda m: int(m["id"])):
-                after = max(after, int(message["id"]))
-                author: dict[str, Any] = dict(message.get("author") or {})
-                if author.get("bot"):
-                    continue
-                verdict = pairing.check(str(message.get("content") or ""))
-                if verdict is PairingVerdict.TAKEN:
-                    pairing.say_taken(setup, _who(author))
-                    return str(author["id"])
-                if verdict is PairingVerdict.WRONG:
-                    pairing.say_wrong(setup, _who(author))
-        raise pairing.timed_out(f"#{where.name}", wait, _USER_ID_HOW)
+        return await pair_from(
+            setup, pairing, heard(), where=f"#{where.name}", wait=wait, how=_USER_ID_HOW, who=who
+        )
 
 
 async def _login(base: str, token: str) -> discord.Client:

@@ -14,9 +14,10 @@ flag, for scripts: `--bot-token-env`, `--app-token-env`, `--channel-id`,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
@@ -29,7 +30,6 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from aep_bridge import (
     PairingCode,
-    PairingVerdict,
     SetupContext,
     SetupError,
     SetupOption,
@@ -41,6 +41,7 @@ from aep_bridge import (
     check_with_doctor,
     human_duration,
     keep_tokens,
+    pair_from,
     wait_option,
     wait_until,
     write_channel_block,
@@ -443,14 +444,15 @@ async def _pair(
     never shown."""
     wait = _wait(setup)
     loop = asyncio.get_running_loop()
-    taken: asyncio.Future[str] = loop.create_future()
-    pairing: PairingCode | None = None  # made once connected: nothing is heard before
-    others: asyncio.Queue[str] = asyncio.Queue()
+    pairing = PairingCode(digits=CODE_DIGITS, lifetime=wait, clock=loop.time)
+    # code-shaped messages only, and a few: past its attempts the code is spent anyway
+    typed: asyncio.Queue[tuple[str, str]] = asyncio.Queue(maxsize=pairing.attempts + 1)
+    listening = False  # nothing is heard before the code is shown
 
     async def hear(socket: AsyncBaseSocketModeClient, request: SocketModeRequest) -> None:
         # every envelope is acked, or Slack sends it again
         await socket.send_socket_mode_response(SocketModeResponse(request.envelope_id))
-        if request.type != "events_api" or taken.done() or pairing is None:
+        if request.type != "events_api" or not listening:
             return
         event: dict[str, Any] = dict(request.payload.get("event") or {})
         if (
@@ -459,13 +461,22 @@ async def _pair(
             or event.get("bot_id")
             or event.get("channel") != where.id
             or not isinstance(event.get("user"), str)
+            or not pairing.looks_like_code(text := str(event.get("text") or ""))
         ):
             return
-        verdict = pairing.check(str(event.get("text") or ""))
-        if verdict is PairingVerdict.TAKEN:
-            taken.set_result(event["user"])
-        elif verdict is PairingVerdict.WRONG:
-            others.put_nowait(event["user"])
+        with contextlib.suppress(asyncio.QueueFull):
+            typed.put_nowait((event["user"], text))
+
+    async def heard() -> AsyncIterator[tuple[str, str]]:
+        deadline = loop.time() + wait
+        while (remaining := deadline - loop.time()) > 0:
+            try:
+                yield await asyncio.wait_for(typed.get(), remaining)
+            except TimeoutError:
+                return
+
+    async def who(user: str) -> str:
+        return await _who(client, user)
 
     quiet = logging.getLogger(f"{__name__}.socket_mode")  # its chatter is not the person's
     if not quiet.handlers:
@@ -481,28 +492,12 @@ async def _pair(
                 f"cannot connect over Socket Mode to hear the code: {describe(exc, app, bot)}; "
                 "or pass --approver ID"
             ) from None
-        deadline = loop.time() + wait
-        pairing = PairingCode(digits=CODE_DIGITS, lifetime=wait, clock=loop.time)
-        pairing.show(setup, where.label, wait)
-        while True:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                break
-            wrong = asyncio.ensure_future(others.get())
-            done, _ = await asyncio.wait(
-                {taken, wrong}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
-            )
-            if wrong in done:
-                pairing.say_wrong(setup, await _who(client, wrong.result()))
-                continue
-            wrong.cancel()
-            if taken in done:
-                user = taken.result()
-                pairing.say_taken(setup, await _who(client, user))
-                return user
+        listening = True
+        return await pair_from(
+            setup, pairing, heard(), where=where.label, wait=wait, how=_MEMBER_ID_HOW, who=who
+        )
     finally:
         await socket.close()  # type: ignore[no-untyped-call]
-    raise pairing.timed_out(where.label, wait, _MEMBER_ID_HOW)
 
 
 async def _who(client: AsyncWebClient, user: str) -> str:

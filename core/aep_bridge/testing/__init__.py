@@ -4,7 +4,7 @@
   real core does, and answers the rest as told.
 - `MemoryChannel`: an in-memory channel, for testing the core without any platform.
 - `ScriptedIO`: the person at a setup wizard, answering from a script; `run_setup` runs a
-  wizard as `aep-bridge setup NAME ARGS` does.
+  wizard as `aep-bridge setup NAME ARGS` does; `setup_home` gives its test a home of its own.
 - `ChannelConformance`: the suite every channel runs against its own adapter and its own fake
   platform. Subclass it in your tests and provide a `harness` fixture:
 
@@ -44,7 +44,7 @@ from ..commands.simtime import VirtualTime
 from .conformance import SESSION, ChannelConformance, Harness, sample_message
 from .logs import library_logs_nothing_wrong, logged_wrong
 from .memory import FakeCore, MemoryChannel, MemoryProbe, MemoryState, Press, Refusal
-from .setup_kit import ScriptedIO, run_setup
+from .setup_kit import ScriptedIO, SetupHome, run_setup, setup_home
 from .views import ButtonView, MessageView, PlatformProbe, ThreadView
 
 if TYPE_CHECKING:
@@ -107,6 +107,7 @@ __all__ = [
     "RecordedCall",
     "Refusal",
     "ScriptedIO",
+    "SetupHome",
     "SlidingWindow",
     "ThreadView",
     "VirtualTime",
@@ -117,4 +118,5 @@ __all__ = [
     "retry_after_seconds",
     "run_setup",
     "sample_message",
+    "setup_home",
 ]

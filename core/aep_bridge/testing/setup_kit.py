@@ -1,11 +1,16 @@
 """Testing a setup wizard: `ScriptedIO`, the person at the wizard answering from a script, and
-`run_setup`, which runs a wizard as `aep-bridge setup NAME ARGS` does."""
+`run_setup`, which runs a wizard as `aep-bridge setup NAME ARGS` does, and `setup_home`, a
+home of the test's own for what it writes."""
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
+
+import pytest
 
 from ..contract.wizard import SetupIO
 
@@ -76,3 +81,34 @@ async def run_setup(
     from ..commands.setup_command import run_setup as run
 
     return await run(name, argv, io=io, host=host)
+
+
+# -- a home of the test's own ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SetupHome:
+    """Where a wizard under test writes: `root` (HOME), and the default config file and env
+    file it goes to there (the ones `aep-bridge setup` writes without --config)."""
+
+    root: Path
+
+    @property
+    def config(self) -> Path:
+        return self.root / ".config" / "aep-bridge" / "config.json"
+
+    @property
+    def env_file(self) -> Path:
+        return self.root / ".config" / "aep-bridge" / "env"
+
+
+def setup_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *env: str) -> SetupHome:
+    """A home under `tmp_path` for a setup test: HOME and XDG_CONFIG_HOME point there, and
+    AEP_BRIDGE_CONFIG and the `env` names (the token variables your wizard offers) are unset,
+    so neither the person's real files nor their environment leak into the test."""
+    root = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(root))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(root / ".config"))
+    for name in ("AEP_BRIDGE_CONFIG", *env):
+        monkeypatch.delenv(name, raising=False)
+    return SetupHome(root)

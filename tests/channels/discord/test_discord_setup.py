@@ -27,7 +27,7 @@ import aep_bridge_web
 from aep_bridge.cli import check
 from aep_bridge.config.config import read_config, resolve_channels
 from aep_bridge.contract.plugins import PluginHost
-from aep_bridge.testing import ScriptedIO, run_setup
+from aep_bridge.testing import ScriptedIO, SetupHome, run_setup, setup_home
 
 from .fake_discord import (
     ALICE,
@@ -70,17 +70,9 @@ Person = Callable[[FakeDiscord, ScriptedIO], Awaitable[None]]
 
 
 @pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SetupHome:
     """A home of the test's own: the default config and the env file go under it."""
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "home" / ".config"))
-    for name in ("AEP_BRIDGE_CONFIG", "DISCORD_BOT_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
-    return tmp_path / "home"
-
-
-def default_config(home: Path) -> Path:
-    return home / ".config" / "aep-bridge" / "config.json"
+    return setup_home(tmp_path, monkeypatch, "DISCORD_BOT_TOKEN")
 
 
 def host() -> PluginHost:
@@ -216,7 +208,7 @@ async def test_an_interactive_run_from_invite_to_paired_approver(home, monkeypat
         "approver." in io.transcript
     )
 
-    path = default_config(home)
+    path = home.config
     assert written(path) == {
         "channels": {
             "console": {"approvers": ["local"]},
@@ -232,7 +224,7 @@ async def test_an_interactive_run_from_invite_to_paired_approver(home, monkeypat
         }
     }
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    env = home / ".config" / "aep-bridge" / "env"
+    env = home.env_file
     assert env.read_text() == f"DISCORD_BOT_TOKEN={DEFAULT_TOKEN}\n"
     assert stat.S_IMODE(env.stat().st_mode) == 0o600
     # the doctor ran on the block as written
@@ -274,11 +266,11 @@ async def test_flags_answer_every_question(home, tmp_path, monkeypatch):
         "api_base_url": fake.api_base_url,
     }
     # the token came from the environment: not saved, said how to keep it
-    assert not (home / ".config" / "aep-bridge" / "env").exists()
+    assert not home.env_file.exists()
     assert any("printf 'DISCORD_BOT_TOKEN=%s\\n'" in line for line in io.transcript)
     assert io.transcript[-1].endswith("a session becomes a post in #agent-sessions.")
     passes_check(config, monkeypatch)
-    assert not default_config(home).exists()
+    assert not home.config.exists()
 
 
 async def test_gateway_url_is_written_into_the_block(home, tmp_path, monkeypatch):
@@ -315,7 +307,7 @@ async def test_a_gateway_url_that_is_not_a_websocket_is_refused_first(home, monk
         assert fake.calls == []  # refused before asking Discord anything
     assert code == 1
     assert "--gateway-url takes a ws:// or wss:// URL" in io.errors[-1]
-    assert not default_config(home).exists()
+    assert not home.config.exists()
 
 
 async def test_the_token_in_discord_bot_token_is_offered_first(home, monkeypatch):
@@ -326,7 +318,7 @@ async def test_the_token_in_discord_bot_token_is_offered_first(home, monkeypatch
     assert code == 0, io.text
     assert io.secret_prompts == []
     assert io.prompts[0] == "Use the bot token in $DISCORD_BOT_TOKEN? [Y/n] "
-    block = written(default_config(home))["channels"]["discord"]
+    block = written(home.config)["channels"]["discord"]
     assert block["approvers"] == [BOB["id"]]
     assert "notifications_channel_id" not in block
 
@@ -378,7 +370,7 @@ async def test_several_servers_ask_which(home):
     assert "  2. Elsewhere (server id 1000000000000000999)" in io.transcript
     assert io.prompts[1] == "Which server (a number)?: "
     assert "Give a number from 1 to 2." in io.transcript
-    assert written(default_config(home))["channels"]["discord"]["guild_id"] == str(GUILD_ID)
+    assert written(home.config)["channels"]["discord"]["guild_id"] == str(GUILD_ID)
 
 
 # -- the pairing code --------------------------------------------------------------------
@@ -398,7 +390,7 @@ async def test_a_wrong_code_and_chatter_are_passed_over(home):
         f"Mallory (@mallory, user id {MALLORY['id']}) typed another code: not taken. Still "
         "waiting..." in io.transcript
     )
-    assert written(default_config(home))["channels"]["discord"]["approvers"] == [ALICE["id"]]
+    assert written(home.config)["channels"]["discord"]["approvers"] == [ALICE["id"]]
 
 
 async def test_guessing_codes_spends_the_code(home):
@@ -415,7 +407,7 @@ async def test_guessing_codes_spends_the_code(home):
     assert code == 1, io.text
     assert "10 wrong codes were typed, so this one is spent" in io.errors[-1]
     assert "--approver ID" in io.errors[-1]
-    assert not default_config(home).exists()
+    assert not home.config.exists()
 
 
 async def test_a_message_from_before_the_code_does_not_count(home):
@@ -427,7 +419,7 @@ async def test_a_message_from_before_the_code_does_not_count(home):
         code = await wizard(fake, io, person=types_the_code(TEXT_CHANNEL_ID, BOB))
         reads = fake.calls_to("GET", "/channels/{channel_id}/messages")
     assert code == 0, io.text
-    assert written(default_config(home))["channels"]["discord"]["approvers"] == [BOB["id"]]
+    assert written(home.config)["channels"]["discord"]["approvers"] == [BOB["id"]]
     assert all(c.query.get("after") for c in reads[1:])  # each look reads only newer ones
 
 
@@ -437,7 +429,7 @@ async def test_in_a_forum_the_code_goes_in_the_heads_up_channel(home):
         code = await wizard(fake, io, person=types_the_code(NOTIFY_CHANNEL_ID, BOB))
     assert code == 0, io.text
     assert any("whoever types this code in #notifications" in line for line in io.transcript)
-    block = written(default_config(home))["channels"]["discord"]
+    block = written(home.config)["channels"]["discord"]
     assert block["channel_id"] == str(FORUM_CHANNEL_ID)
     assert block["approvers"] == [BOB["id"]]
 
@@ -448,7 +440,7 @@ async def test_a_forum_without_heads_ups_asks_for_a_user_id(home):
         code = await wizard(fake, io)
     assert code == 0, io.text
     assert any("Not a user id" in line for line in io.transcript)  # "alice" was asked again
-    assert written(default_config(home))["channels"]["discord"]["approvers"] == [BOB["id"]]
+    assert written(home.config)["channels"]["discord"]["approvers"] == [BOB["id"]]
 
 
 async def test_nobody_typing_the_code_in_time_says_what_to_do(home, monkeypatch):
@@ -464,7 +456,7 @@ async def test_nobody_typing_the_code_in_time_says_what_to_do(home, monkeypatch)
     assert code == 1
     assert "nobody typed the code in #agents within 1 s" in io.errors[-1]
     assert "--approver ID" in io.errors[-1]
-    assert not default_config(home).exists()
+    assert not home.config.exists()
 
 
 # -- what goes wrong ---------------------------------------------------------------------
@@ -481,7 +473,7 @@ async def test_a_refused_token_says_where_to_reset_it_and_is_never_echoed(home, 
         "or was reset. In the Developer Portal (https://discord.com/developers/applications): "
         "your application > Bot > Reset Token, and copy the new one"
     ]
-    assert not default_config(home).exists()
+    assert not home.config.exists()
 
 
 async def test_a_wrong_typed_token_is_asked_for_again(home):
@@ -492,7 +484,7 @@ async def test_a_wrong_typed_token_is_asked_for_again(home):
     assert len(io.secret_prompts) == 3
     assert "Discord refused the token: it is wrong, or was reset" in io.text
     assert "that is not a bot token" in io.text
-    assert not (home / ".config" / "aep-bridge" / "env").exists()  # declined
+    assert not home.env_file.exists()  # declined
 
 
 async def test_yes_without_a_token_names_the_flag(home):
@@ -516,7 +508,7 @@ async def test_a_missing_message_content_intent_says_how_to_turn_it_on(home):
         for line in io.transcript
     )
     assert "nothing written" in io.errors[-1]
-    assert not default_config(home).exists()
+    assert not home.config.exists()
 
 
 async def test_the_intent_turned_on_while_the_wizard_waits_passes(home):
@@ -549,7 +541,7 @@ async def test_a_bot_that_never_joins_times_out_with_the_fix(home, monkeypatch):
         "ID once it is in)"
     )
     assert 2 <= looks <= 6  # it looked again while waiting, without hammering
-    assert not default_config(home).exists()
+    assert not home.config.exists()
 
 
 async def test_a_guild_id_the_bot_is_not_in_is_named(home, monkeypatch):
@@ -583,4 +575,4 @@ async def test_yes_with_several_channels_names_the_flag(home, monkeypatch):
         code = await wizard(fake, io, "--token-env", "DISCORD_BOT_TOKEN", "--yes")
     assert code == 1
     assert "pass --channel-id ID" in io.errors[-1]
-    assert not default_config(home).exists()
+    assert not home.config.exists()

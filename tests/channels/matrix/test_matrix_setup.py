@@ -23,7 +23,7 @@ import aep_bridge_console
 import aep_bridge_web
 from aep_bridge.config.config import read_config, resolve_channels
 from aep_bridge.contract.plugins import PluginHost
-from aep_bridge.testing import ScriptedIO, run_setup
+from aep_bridge.testing import ScriptedIO, SetupHome, run_setup, setup_home
 
 from . import wizard_plugin
 from .fake_homeserver import ADA, BOB, BOT, STRANGER, FakeHomeserver
@@ -36,21 +36,9 @@ Person = Callable[[FakeHomeserver, ScriptedIO], Awaitable[None]]
 
 
 @pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SetupHome:
     """A home of the test's own: the default config and the env file go under it."""
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "home" / ".config"))
-    for name in ("AEP_BRIDGE_CONFIG", *ENV):
-        monkeypatch.delenv(name, raising=False)
-    return tmp_path / "home"
-
-
-def default_config(home: Path) -> Path:
-    return home / ".config" / "aep-bridge" / "config.json"
-
-
-def env_file(home: Path) -> Path:
-    return home / ".config" / "aep-bridge" / "env"
+    return setup_home(tmp_path, monkeypatch, *ENV)
 
 
 def host() -> PluginHost:
@@ -144,7 +132,7 @@ async def test_an_interactive_run_from_token_to_paired_approver(home):
     ):
         assert line in io.transcript, io.text
     assert any(line.startswith("  2. lobby (!") and "invited" in line for line in io.transcript)
-    path = default_config(home)
+    path = home.config
     assert block_of(path) == {
         "homeserver": fake.url,
         "user_id": BOT,
@@ -154,7 +142,7 @@ async def test_an_interactive_run_from_token_to_paired_approver(home):
         "approvers": [ADA],
     }
     assert token not in path.read_text()
-    env = env_file(home)
+    env = home.env_file
     assert env.read_text() == f"MATRIX_ACCESS_TOKEN={token}\n"
     assert stat.S_IMODE(env.stat().st_mode) == 0o600
     assert io.transcript[-1] == (
@@ -178,7 +166,7 @@ async def test_a_wrong_token_is_asked_for_again_and_never_shown(home):
         "the homeserver does not take that access token (logged out, expired, or another "
         "server's)." in io.transcript
     )
-    assert not env_file(home).exists()  # declined
+    assert not home.env_file.exists()  # declined
 
 
 async def test_an_invite_is_accepted_when_its_room_is_picked(home):
@@ -208,7 +196,7 @@ async def test_guessing_codes_spends_the_code(home):
     assert code == 1, io.text
     assert f"Stranger ({STRANGER}) typed another code: not taken. Still waiting..." in io.transcript
     assert "10 wrong codes were typed, so this one is spent" in io.errors[-1]
-    assert not default_config(home).exists()
+    assert not home.config.exists()
 
 
 async def test_chatter_and_the_bots_own_words_are_passed_over(home):
@@ -250,7 +238,7 @@ async def test_an_encrypted_room_is_refused_and_another_asked_for(home):
         line.startswith(f"agents ({rooms['agents']}) is encrypted, and aep-bridge does not support")
         for line in io.transcript
     ), io.text
-    assert block_of(default_config(home))["room_id"] == rooms["plain"]
+    assert block_of(home.config)["room_id"] == rooms["plain"]
 
 
 async def test_an_encrypted_room_by_flag_or_invite_is_refused_and_nothing_written(home):
@@ -267,7 +255,7 @@ async def test_an_encrypted_room_by_flag_or_invite_is_refused_and_nothing_writte
         assert code == 1
         assert "every room the bot is in is encrypted" in io.errors[-1]
         assert BOT not in fake.rooms[only].members  # never joined
-    assert not default_config(home).exists()
+    assert not home.config.exists()
 
 
 # -- a password login ------------------------------------------------------------------------
@@ -293,7 +281,7 @@ async def test_a_password_login_keeps_only_the_token_and_never_writes_the_passwo
         io.transcript
     )
     assert len(made) == 1  # one login, one new token
-    config, env = default_config(home), env_file(home)
+    config, env = home.config, home.env_file
     assert env.read_text() == f"MATRIX_ACCESS_TOKEN={made[0]}\n"
     assert stat.S_IMODE(env.stat().st_mode) == 0o600
     block = block_of(config)
@@ -315,4 +303,4 @@ async def test_a_refused_password_names_the_variable_and_never_shows_the_passwor
     assert code == 1
     assert f"the homeserver refused {BOT} with the password in $BOT_PASSWORD" in io.errors[-1]
     assert "not-the-password-xyz" not in io.text
-    assert not default_config(home).exists()
+    assert not home.config.exists()

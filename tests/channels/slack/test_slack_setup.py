@@ -27,7 +27,7 @@ import aep_bridge_web
 from aep_bridge.cli import check
 from aep_bridge.config.config import read_config, resolve_channels
 from aep_bridge.contract.plugins import PluginHost
-from aep_bridge.testing import ScriptedIO, run_setup
+from aep_bridge.testing import ScriptedIO, SetupHome, run_setup, setup_home
 
 from .fake_slack import (
     ALICE,
@@ -51,21 +51,9 @@ Person = Callable[[FakeSlack, ScriptedIO], Awaitable[None]]
 
 
 @pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SetupHome:
     """A home of the test's own: the default config and the env file go under it."""
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "home" / ".config"))
-    for name in ("AEP_BRIDGE_CONFIG", *ENV):
-        monkeypatch.delenv(name, raising=False)
-    return tmp_path / "home"
-
-
-def default_config(home: Path) -> Path:
-    return home / ".config" / "aep-bridge" / "config.json"
-
-
-def env_file(home: Path) -> Path:
-    return home / ".config" / "aep-bridge" / "env"
+    return setup_home(tmp_path, monkeypatch, *ENV)
 
 
 def host() -> PluginHost:
@@ -188,7 +176,7 @@ async def test_an_interactive_run_from_tokens_to_paired_approver(home, monkeypat
         assert line in io.transcript, io.text
     assert "#random" not in io.text  # C0OTHER: the bot is not in it
 
-    path = default_config(home)
+    path = home.config
     assert written(path) == {
         "channels": {
             "console": {"approvers": ["local"]},
@@ -204,7 +192,7 @@ async def test_an_interactive_run_from_tokens_to_paired_approver(home, monkeypat
         }
     }
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    env = env_file(home)
+    env = home.env_file
     assert env.read_text() == f"SLACK_BOT_TOKEN={BOT_TOKEN}\nSLACK_APP_TOKEN={APP_TOKEN}\n"
     assert stat.S_IMODE(env.stat().st_mode) == 0o600
     # the doctor ran on the block as written
@@ -248,11 +236,11 @@ async def test_flags_answer_every_question_and_nothing_is_paired(home, tmp_path,
         "api_base_url": fake.api_base_url,
     }
     # the tokens came from the environment: not saved, said how to keep them
-    assert not env_file(home).exists()
+    assert not home.env_file.exists()
     assert any("printf 'MY_BOT=%s\\n' \"$MY_BOT\"" in line for line in io.transcript)
     assert any("printf 'MY_APP=%s\\n' \"$MY_APP\"" in line for line in io.transcript)
     assert io.transcript[-1].endswith("a session becomes a thread in #notifications.")
-    assert not default_config(home).exists()
+    assert not home.config.exists()
 
 
 async def test_the_tokens_in_the_environment_are_offered_first(home, monkeypatch):
@@ -267,10 +255,10 @@ async def test_the_tokens_in_the_environment_are_offered_first(home, monkeypatch
         "Use the bot token in $SLACK_BOT_TOKEN? [Y/n] ",
         "Use the app token in $SLACK_APP_TOKEN? [Y/n] ",
     ]
-    block = written(default_config(home))["channels"]["slack"]
+    block = written(home.config)["channels"]["slack"]
     assert block["approvers"] == [BOB["id"]]
     assert "notifications_channel_id" not in block
-    passes_check(default_config(home), monkeypatch)
+    passes_check(home.config, monkeypatch)
 
 
 # -- the pairing code --------------------------------------------------------------------
@@ -288,7 +276,7 @@ async def test_guessing_codes_spends_the_code(home):
         code = await wizard(fake, io, person=types_the_code(MALLORY, first=guesses))
     assert code == 1, io.text
     assert "10 wrong codes were typed, so this one is spent" in io.errors[-1]
-    assert not default_config(home).exists()
+    assert not home.config.exists()
 
 
 async def test_a_wrong_code_another_channel_and_chatter_are_passed_over(home):
@@ -302,7 +290,7 @@ async def test_a_wrong_code_another_channel_and_chatter_are_passed_over(home):
     async with FakeSlack() as fake:
         code = await wizard(fake, io, person=types_the_code(ALICE, first=first))
     assert code == 0, io.text
-    assert written(default_config(home))["channels"]["slack"]["approvers"] == [ALICE["id"]]
+    assert written(home.config)["channels"]["slack"]["approvers"] == [ALICE["id"]]
     assert (
         "Mallory (@mallory, member id U0MALLORY) typed another code: not taken. Still waiting..."
         in io.transcript
@@ -334,7 +322,7 @@ async def test_the_code_is_new_each_run_and_nobody_typing_it_says_what_to_do(hom
         assert code == 1
         assert "nobody typed the code in #agents within 1 s" in io.errors[-1]
         assert "--approver ID" in io.errors[-1]
-        assert not default_config(home).exists()
+        assert not home.config.exists()
     assert len(codes) == 2
     assert codes[0] != codes[1]
 
@@ -363,7 +351,7 @@ async def test_a_refused_bot_token_says_how_to_get_another_and_is_never_echoed(h
         "aep-bridge setup slack: $SLACK_BOT_TOKEN: Slack refused the bot token: in your app's "
         "settings (api.slack.com/apps), Install App > Reinstall to Workspace"
     )
-    assert not default_config(home).exists()
+    assert not home.config.exists()
 
 
 async def test_wrong_typed_tokens_are_asked_for_again(home):
@@ -378,7 +366,7 @@ async def test_wrong_typed_tokens_are_asked_for_again(home):
     assert "Slack refused the bot token" in io.text
     assert "that is not a bot token: bot tokens start with xoxb-" in io.text
     assert "Slack did not open Socket Mode with the app token (invalid_auth)" in io.text
-    assert not env_file(home).exists()  # declined
+    assert not home.env_file.exists()  # declined
 
 
 async def test_socket_mode_off_says_where_to_turn_it_on(home, monkeypatch):
@@ -440,7 +428,7 @@ async def test_missing_scopes_with_yes_stop_before_writing(home, monkeypatch):
     assert code == 1
     assert "        commands: to take /aep" in io.transcript
     assert "nothing written" in io.errors[-1]
-    assert not default_config(home).exists()
+    assert not home.config.exists()
 
 
 async def test_a_bot_in_no_channel_is_waited_for_until_invited(home, monkeypatch):
@@ -466,7 +454,7 @@ async def test_a_bot_in_no_channel_is_waited_for_until_invited(home, monkeypatch
     assert code == 0, io.text
     assert any("/invite @" in line for line in io.transcript)
     assert io.prompts[-1] == "Which channel holds the sessions (a number)? [1]: "
-    assert written(default_config(home))["channels"]["slack"]["channel_id"] == C0AGENTS
+    assert written(home.config)["channels"]["slack"]["channel_id"] == C0AGENTS
 
 
 async def test_a_bot_never_invited_times_out_with_the_fix(home, monkeypatch):
@@ -489,7 +477,7 @@ async def test_a_bot_never_invited_times_out_with_the_fix(home, monkeypatch):
         "@app in the channel for the sessions, then run this again"
     )
     assert 2 <= looks <= 6  # it looked again while waiting, without hammering
-    assert not default_config(home).exists()
+    assert not home.config.exists()
 
 
 async def test_a_channel_the_bot_is_not_in_is_named(home, monkeypatch):
@@ -521,7 +509,7 @@ async def test_an_approver_that_is_not_a_member_id_is_refused(home, monkeypatch)
         )
     assert code == 1
     assert "--approver takes a Slack member id such as U0123456789" in io.errors[-1]
-    assert not default_config(home).exists()
+    assert not home.config.exists()
 
 
 async def test_yes_with_several_channels_names_the_flag(home, monkeypatch):
@@ -532,4 +520,4 @@ async def test_yes_with_several_channels_names_the_flag(home, monkeypatch):
         code = await wizard(fake, io, "--yes")
     assert code == 1
     assert "pass --channel-id ID" in io.errors[-1]
-    assert not default_config(home).exists()
+    assert not home.config.exists()

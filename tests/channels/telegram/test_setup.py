@@ -24,7 +24,7 @@ import aep_bridge_web
 from aep_bridge.cli import check
 from aep_bridge.config.config import read_config, resolve_channels
 from aep_bridge.contract.plugins import PluginHost
-from aep_bridge.testing import ScriptedIO, run_setup
+from aep_bridge.testing import ScriptedIO, SetupHome, run_setup, setup_home
 
 from .fake_bot_api import (
     ALICE,
@@ -42,17 +42,9 @@ WRONG = "7000000001:AAWrongWrongWrongWrongWrongWrong012345"
 
 
 @pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SetupHome:
     """A home of the test's own: the default config and the env file go under it."""
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "home" / ".config"))
-    for name in ("AEP_BRIDGE_CONFIG", "TELEGRAM_BOT_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
-    return tmp_path / "home"
-
-
-def default_config(home: Path) -> Path:
-    return home / ".config" / "aep-bridge" / "config.json"
+    return setup_home(tmp_path, monkeypatch, "TELEGRAM_BOT_TOKEN")
 
 
 def host() -> PluginHost:
@@ -138,7 +130,7 @@ async def test_an_interactive_run_from_a_typed_token_to_a_checked_block(home):
     assert "ok    “Agents” has topics, and @aep_test_bot may manage them." in io.transcript
     assert io.prompts[1].startswith("Make Alice (@alice, user id 111111111) an approver")
 
-    path = default_config(home)
+    path = home.config
     config = written(path)
     assert config == {
         "channels": {
@@ -155,7 +147,7 @@ async def test_an_interactive_run_from_a_typed_token_to_a_checked_block(home):
     valid(path)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     # the token went to the env file, readable by its owner only, and was said so
-    env = home / ".config" / "aep-bridge" / "env"
+    env = home.env_file
     assert env.read_text() == f"TELEGRAM_BOT_TOKEN={DEFAULT_TOKEN}\n"
     assert stat.S_IMODE(env.stat().st_mode) == 0o600
     assert any(
@@ -183,9 +175,9 @@ async def test_the_token_in_telegram_bot_token_is_offered_first(home, monkeypatc
     assert io.secret_prompts == []
     assert io.prompts[0] == "Use the bot token in $TELEGRAM_BOT_TOKEN? [Y/n] "
     # the token is already in the environment: no offer to save it, how to keep it instead
-    assert not (home / ".config" / "aep-bridge" / "env").exists()
+    assert not home.env_file.exists()
     assert any("printf 'TELEGRAM_BOT_TOKEN=%s\\n'" in line for line in io.transcript)
-    valid(default_config(home))
+    valid(home.config)
 
 
 async def test_a_non_interactive_run_asks_nothing(home, tmp_path, monkeypatch):
@@ -209,7 +201,7 @@ async def test_a_non_interactive_run_asks_nothing(home, tmp_path, monkeypatch):
     assert block["approvers"] == [str(BOB["id"])]  # the sender, --yes taking the default
     assert block["chat_id"] == FORUM_ID
     valid(config)
-    assert not default_config(home).exists()
+    assert not home.config.exists()
 
 
 async def test_with_chat_id_and_approver_nothing_is_waited_for(home, monkeypatch):
@@ -231,11 +223,11 @@ async def test_with_chat_id_and_approver_nothing_is_waited_for(home, monkeypatch
         )
         assert fake.calls_to("getUpdates") == []
     assert code == 0, io.text
-    block = json.loads(default_config(home).read_text())["channels"]["telegram"]
+    block = json.loads(home.config.read_text())["channels"]["telegram"]
     # the config reads the token from where --token-env found it
     assert block["token"] == "${MY_TOKEN}"
     assert block["approvers"] == ["111111111", "222222222"]
-    assert SECRET not in default_config(home).read_text()
+    assert SECRET not in home.config.read_text()
 
 
 async def test_a_shared_telegram_id_is_never_made_an_approver(home, monkeypatch):
@@ -256,7 +248,7 @@ async def test_a_shared_telegram_id_is_never_made_an_approver(home, monkeypatch)
         )
     assert code == 1
     assert "1087968824 can never be an approver" in io.errors[-1]
-    assert not default_config(home).exists()
+    assert not home.config.exists()
 
 
 async def test_yes_without_a_token_names_the_flag(home):
@@ -265,7 +257,7 @@ async def test_yes_without_a_token_names_the_flag(home):
         code = await wizard(fake, io, "--yes")
     assert code == 1
     assert "pass --token-env VAR" in io.errors[-1]
-    assert not default_config(home).exists()
+    assert not home.config.exists()
 
 
 # -- what goes wrong ---------------------------------------------------------------------
@@ -281,7 +273,7 @@ async def test_a_wrong_token_gets_a_clear_message_and_is_never_echoed(home, monk
         "aep-bridge setup telegram: $TELEGRAM_BOT_TOKEN: Telegram refused the token: it is "
         "wrong, or was revoked. In @BotFather: /mybots → your bot → API Token, and copy it again"
     ]
-    assert not default_config(home).exists()
+    assert not home.config.exists()
 
 
 async def test_a_wrong_typed_token_is_asked_for_again(home):
@@ -292,8 +284,8 @@ async def test_a_wrong_typed_token_is_asked_for_again(home):
     assert len(io.secret_prompts) == 3
     assert "Telegram refused the token: it is wrong, or was revoked" in io.text
     assert "that is not a bot token" in io.text
-    assert not (home / ".config" / "aep-bridge" / "env").exists()  # declined
-    valid(default_config(home))
+    assert not home.env_file.exists()  # declined
+    valid(home.config)
 
 
 async def test_a_group_without_topics_says_how_to_turn_them_on(home):
@@ -310,7 +302,7 @@ async def test_a_group_without_topics_says_how_to_turn_them_on(home):
     )
     assert io.prompts[1].startswith("Continue without topics")
     assert "nothing written" in io.errors[-1]
-    assert not default_config(home).exists()
+    assert not home.config.exists()
 
 
 async def test_without_topics_the_block_says_topics_false(home):
@@ -319,11 +311,11 @@ async def test_without_topics_the_block_says_topics_false(home):
     async with FakeBotApi() as fake:
         code = await wizard(fake, io, message=(SUPERGROUP_ID, ALICE))
     assert code == 0, io.text
-    block = written(default_config(home))["channels"]["telegram"]
+    block = written(home.config)["channels"]["telegram"]
     assert block["topics"] is False
     assert block["chat_id"] == SUPERGROUP_ID
     assert "  ok    topics: off: sessions are reply chains" in io.transcript
-    valid(default_config(home))
+    valid(home.config)
 
 
 async def test_topics_turned_on_while_the_wizard_waits_pass_the_check_again(home):
@@ -340,7 +332,7 @@ async def test_topics_turned_on_while_the_wizard_waits_pass_the_check_again(home
         code = await wizard(fake, io, message=(SUPERGROUP_ID, ALICE))
     assert code == 0, io.text
     assert "ok    “Plain supergroup” has topics, and @aep_test_bot may manage them." in io.text
-    assert "topics" not in written(default_config(home))["channels"]["telegram"]
+    assert "topics" not in written(home.config)["channels"]["telegram"]
 
 
 async def test_yes_with_a_group_without_topics_stops_and_names_no_topics(home, monkeypatch):
@@ -350,7 +342,7 @@ async def test_yes_with_a_group_without_topics_stops_and_names_no_topics(home, m
         code = await wizard(fake, io, "--yes", message=(SUPERGROUP_ID, ALICE))
     assert code == 1
     assert "--no-topics" in io.errors[-1]
-    assert not default_config(home).exists()
+    assert not home.config.exists()
 
 
 async def test_a_basic_group_is_named_as_one(home):
@@ -377,8 +369,8 @@ async def test_a_basic_group_that_turns_on_topics_is_followed_to_its_new_id(home
         code = await wizard(fake, io, message=(GROUP_ID, ALICE))
     assert code == 0, io.text
     assert f"The group is a supergroup now, with a new id: {new_id}." in io.transcript
-    assert written(default_config(home))["channels"]["telegram"]["chat_id"] == new_id
-    valid(default_config(home))
+    assert written(home.config)["channels"]["telegram"]["chat_id"] == new_id
+    valid(home.config)
 
 
 async def test_a_bot_without_manage_topics_is_told_which_right(home):
@@ -401,7 +393,7 @@ async def test_a_bot_without_manage_topics_is_told_which_right(home):
         "Manage Topics" in io.transcript
     )
     assert "ok    “Agents” has topics, and @aep_test_bot may manage them." in io.transcript
-    valid(default_config(home))
+    valid(home.config)
 
 
 async def test_a_bot_that_is_not_an_admin_is_told_to_make_it_one(home):
@@ -427,7 +419,7 @@ async def test_a_private_message_is_not_taken_for_the_group(home):
         code = await wizard(fake, io, message=(FORUM_ID, BOB), before=private_first)
     assert code == 0, io.text
     assert any("That was a private message to the bot" in line for line in io.transcript)
-    block = written(default_config(home))["channels"]["telegram"]
+    block = written(home.config)["channels"]["telegram"]
     assert block["chat_id"] == FORUM_ID
     assert block["approvers"] == [str(BOB["id"])]
 
@@ -530,7 +522,7 @@ async def test_on_a_fresh_machine_the_page_and_the_console_stay(home, monkeypatc
             *("--approver", "111111111", "--yes"),
         )
     assert code == 0, io.text
-    path = default_config(home)
+    path = home.config
     config = written(path)
     assert list(config) == ["channels"]  # no listening address pinned that nobody chose
     assert list(config["channels"]) == ["console", "web", "telegram"]
