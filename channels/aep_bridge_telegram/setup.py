@@ -173,7 +173,7 @@ class TelegramSetup(SetupWizard):
                     "webhook): stop it while setting up, or pass --chat-id ID"
                 ) from None
             except TelegramError as exc:
-                raise SetupError(f"getUpdates failed: {exc}") from None
+                raise SetupError(f"getUpdates failed: {clean_error(exc, bot.token)}") from None
             for update in updates:
                 offset = update.update_id + 1
                 message = update.message
@@ -336,7 +336,12 @@ async def _topic_problems(bot: Bot, me: User, chat: ChatFullInfo) -> list[tuple[
     try:
         member = await bot.get_chat_member(chat.id, me.id)
     except TelegramError as exc:
-        found.append((f"cannot see the bot's rights: {exc}", f"add {bot_name} to the group"))
+        found.append(
+            (
+                f"cannot see the bot's rights: {clean_error(exc, bot.token)}",
+                f"add {bot_name} to the group",
+            )
+        )
         return found
     if member.status not in ("administrator", "creator"):
         found.append(
