@@ -27,10 +27,12 @@ from aep_bridge import (
     SetupError,
     SetupOption,
     SetupWizard,
+    approver_option,
     ask_number,
     ask_token,
     check_token,
     check_with_doctor,
+    given_approvers,
     human_duration,
     keep_tokens,
     pair_from,
@@ -38,6 +40,7 @@ from aep_bridge import (
     scrub_token,
     token_env_option,
     wait_option,
+    wait_setup_option,
     write_channel_block,
 )
 
@@ -110,20 +113,8 @@ class DiscordSetup(SetupWizard):
             "a text channel for heads-ups, or none, instead of asking",
             metavar="ID|none",
         ),
-        SetupOption(
-            "--approver",
-            "a Discord user id allowed to answer, instead of the pairing code",
-            metavar="ID",
-            kind=int,
-            repeat=True,
-        ),
-        SetupOption(
-            "--wait",
-            f"seconds to wait for the bot to join, and for the code (default {DEFAULT_WAIT:.0f})",
-            metavar="SECONDS",
-            kind=float,
-            default=DEFAULT_WAIT,
-        ),
+        approver_option("a Discord user id", kind=int),
+        wait_setup_option("for the bot to join, and for the code", default=DEFAULT_WAIT),
         SetupOption(
             "--api-base-url",
             f"Discord's REST API through a proxy, instead of {DISCORD_API} "
@@ -351,12 +342,8 @@ class DiscordSetup(SetupWizard):
     ) -> list[str]:
         """`--approver`, else whoever types the pairing code in the sessions' text channel
         (a forum's posts take no message: in the heads-up channel, else asked for an id)."""
-        given = setup.options["approver"]
-        if given:
-            wrong = [str(i) for i in given if int(i) <= 0]
-            if wrong:
-                raise SetupError(f"--approver takes a user's numeric id, not {', '.join(wrong)}")
-            return [str(int(i)) for i in given]
+        if given := given_approvers(setup, lambda i: int(i) > 0, "a user's numeric id"):
+            return given
         where = notes if channel.type == discord.ChannelType.forum else channel
         if where is None:
             setup.say(

@@ -1,31 +1,38 @@
 """`aep-bridge doctor` for Matrix: each check needs the one before (docs/channels/matrix.md).
 
 The room is looked at with one `/sync` filtered to it, without timeline, so a running bridge's
-sync position never moves; no check writes anything or quotes the token.
+sync position never moves; no check writes anything or quotes the token. The wizard makes its
+calls and reads its rooms with the same pieces.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, NoReturn, TypeVar
 
 from aiohttp import ClientError
 from mautrix.client import Client
 from mautrix.errors import MatrixError, MatrixRequestError
-from mautrix.types import FilterID, RoomID
+from mautrix.types import FilterID, SerializerError
 
 from aep_bridge import DoctorCheck, DoctorRun, clean_error, doctor_fail, doctor_ok
 
 from .client import close_client, make_client
 from .config import ACCESS_TOKEN_FIX, ROOM_ID_HOW, MatrixConfig
 
+_T = TypeVar("_T")
+#: what a failed call raises: made from the failure in a line and the homeserver's errcode
+Fail = Callable[[str, str | None], BaseException]
+
 #: seconds a homeserver has to answer one call
 CALL_TIMEOUT: Final = 20.0
-#: what a network failure or a homeserver's refusal can raise through the client
-FAILURES: Final = (MatrixError, ClientError, OSError, TimeoutError, ValueError)
+#: what a network failure (a timeout too: an OSError), a homeserver's refusal or an answer that
+#: is not Matrix's can raise
+FAILURES: Final = (MatrixError, SerializerError, ClientError, OSError, ValueError, KeyError)
 REFUSED_TOKEN: Final = frozenset({"M_UNKNOWN_TOKEN", "M_MISSING_TOKEN"})
 REFUSED_TOKEN_WHY: Final = (
     "the homeserver does not take {} access token (logged out, expired, or another server's)"
@@ -54,16 +61,47 @@ def describe(exc: BaseException, *secrets: str) -> str:
     return clean_error(exc, *secrets, with_type=True)
 
 
-def errcode(exc: BaseException) -> str | None:
-    code = getattr(exc, "errcode", None) if isinstance(exc, MatrixRequestError) else None
-    return code if isinstance(code, str) else None
+async def call(
+    awaitable: Awaitable[_T], fail: Fail, *secrets: str, seconds: float = CALL_TIMEOUT
+) -> _T:
+    """`awaitable`'s answer within `seconds`; a failure raises `fail(why, errcode)` (or `fail`
+    raises itself, as a doctor's `run.stop`), `why` never quoting `secrets`."""
+    try:
+        async with asyncio.timeout(seconds):
+            return await awaitable
+    except FAILURES as exc:
+        code = getattr(exc, "errcode", None) if isinstance(exc, MatrixRequestError) else None
+        raise fail(describe(exc, *secrets), code if isinstance(code, str) else None) from None
+
+
+@contextlib.asynccontextmanager
+async def connected(
+    homeserver: str, user_id: str, token: str, device_id: str | None = None
+) -> AsyncIterator[Client]:
+    """A client for one doctor run or one step of the wizard, let go of after."""
+    client = make_client(homeserver, user_id, token, device_id)
+    try:
+        yield client
+    finally:
+        await close_client(client)
+
+
+async def newest_version(client: Client, fail: Fail, *secrets: str) -> str:
+    """The newest Matrix version the homeserver speaks (`/versions`)."""
+    answer = await call(client.versions(no_cache=True), fail, *secrets)
+    return max((str(v) for v in answer.versions), default="?", key=_version_key)
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(d) if d.isdigit() else -1 for d in version.lstrip("rv").split("."))
 
 
 @dataclass(slots=True)
 class RoomView:
-    """The bot's `membership` of a room (`join`, `invite` or `none`) and the room's state
-    events (for an invite, the few the inviter's server shares)."""
+    """A room as a `/sync` shows it to the bot: its `membership` (`join`, `invite` or `none`)
+    and its state events (for an invite, the few the inviter's server shares)."""
 
+    room_id: str
     membership: str
     state: list[dict[str, Any]] = field(default_factory=list)
 
@@ -83,8 +121,9 @@ class RoomView:
         found = (self.content("m.room.name") or {}).get("name")
         return str(found) if found else None
 
-    def label(self, room_id: str) -> str:
-        return f"{self.name} ({room_id})" if self.name else room_id
+    @property
+    def label(self) -> str:
+        return f"{self.name} ({self.room_id})" if self.name else self.room_id
 
     def joined(self) -> set[str]:
         return {
@@ -105,70 +144,60 @@ def sync_filter(rooms: Sequence[str] | None = None, *, timeline: int = 0) -> Fil
     return FilterID(json.dumps(value, separators=(",", ":")))
 
 
-def rooms_of(answer: Mapping[str, Any]) -> dict[str, RoomView]:
+def rooms_of(answer: Mapping[str, Any]) -> list[RoomView]:
     """Each room a `/sync` answer names, joined or invited, with its (invite) state."""
-    found: dict[str, RoomView] = {}
+    found: list[RoomView] = []
     for membership, key in (("join", "state"), ("invite", "invite_state")):
         for room_id, room in ((answer.get("rooms") or {}).get(membership) or {}).items():
-            events = (room.get(key) or {}).get("events") or []
-            found[str(room_id)] = RoomView(membership, [e for e in events if isinstance(e, dict)])
+            events = [e for e in (room.get(key) or {}).get("events") or [] if isinstance(e, dict)]
+            found.append(RoomView(str(room_id), membership, events))
     return found
 
 
 async def look_at_room(client: Client, room_id: str) -> RoomView:
     answer = await client.sync(timeout=0, filter_id=sync_filter([room_id]))
-    return rooms_of(answer).get(room_id, RoomView("none"))
+    return next((r for r in rooms_of(answer) if r.room_id == room_id), RoomView(room_id, "none"))
 
 
 async def diagnose(config: MatrixConfig) -> list[DoctorCheck]:
     """The homeserver, the token, the room (joined, unencrypted, the bot's power) and the
     approvers, in order, ending at the first the rest need."""
     token = config.access_token.get_secret_value()
-    client = make_client(config.homeserver, config.user_id, token, config.device_id)
     run = DoctorRun()
     try:
-        async with asyncio.timeout(CALL_TIMEOUT * 4):
+        async with (
+            asyncio.timeout(CALL_TIMEOUT * 4),
+            connected(config.homeserver, config.user_id, token, config.device_id) as client,
+        ):
             with run:
                 await _diagnose(client, config, token, run)
     except TimeoutError:
         fix = "check the network and the homeserver, then run `aep-bridge doctor` again"
         return [doctor_fail("homeserver", f"{config.homeserver} stopped answering", fix)]
-    finally:
-        await close_client(client)
     return run.checks
 
 
 async def _diagnose(client: Client, config: MatrixConfig, token: str, run: DoctorRun) -> None:
-    try:
-        async with asyncio.timeout(CALL_TIMEOUT):
-            versions = await client.versions(no_cache=True)
-    except FAILURES as exc:
-        run.stop(
-            doctor_fail(
-                "homeserver",
-                f"{config.homeserver} does not answer as a Matrix homeserver: "
-                f"{describe(exc, token)}",
-                "check homeserver: it is the client-server URL your Matrix client signs in to "
-                "(https://matrix.example.org, without /_matrix), and that it is reachable "
-                "from here",
-            )
-        )
-    newest = max((str(v) for v in versions.versions), default="?", key=_version_key)
-    run.add(doctor_ok("homeserver", f"{config.homeserver} (Matrix {newest})"))
-    try:
-        async with asyncio.timeout(CALL_TIMEOUT):
-            me = await client.whoami()
-    except FAILURES as exc:
-        refused = errcode(exc) in REFUSED_TOKEN
-        run.stop(
-            doctor_fail(
-                "access_token",
-                REFUSED_TOKEN_WHY.format("the")
-                if refused
-                else f"whoami failed: {describe(exc, token)}",
-                f"get a new one: {ACCESS_TOKEN_FIX}" if refused else None,
-            )
-        )
+    def stop(name: str, detail: str, fix: str | None = None) -> Callable[[str, Any], NoReturn]:
+        """A failed call ends the run with check `name` failed: `detail`, then why."""
+        return lambda why, _: run.stop(doctor_fail(name, detail + why, fix))
+
+    def refused(why: str, code: str | None) -> NoReturn:
+        if code in REFUSED_TOKEN:
+            fix = f"get a new one: {ACCESS_TOKEN_FIX}"
+            run.stop(doctor_fail("access_token", REFUSED_TOKEN_WHY.format("the"), fix))
+        run.stop(doctor_fail("access_token", f"whoami failed: {why}"))
+
+    server = config.homeserver
+    fix = (
+        "check homeserver: it is the client-server URL your Matrix client signs in to "
+        "(https://matrix.example.org, without /_matrix), and that it is reachable from here"
+    )
+    failed = stop("homeserver", f"{server} does not answer as a Matrix homeserver: ", fix)
+    run.add(
+        doctor_ok("homeserver", f"{server} (Matrix {await newest_version(client, failed, token)})")
+    )
+    me = await call(client.whoami(), refused, token)
     if str(me.user_id) != config.user_id:
         run.stop(
             doctor_fail(
@@ -179,12 +208,8 @@ async def _diagnose(client: Client, config: MatrixConfig, token: str, run: Docto
         )
     device = f", device {me.device_id}" if me.device_id else ""
     run.add(doctor_ok("access_token", f"{config.user_id}{device}"))
-    try:
-        async with asyncio.timeout(CALL_TIMEOUT):
-            room = await look_at_room(client, config.room_id)
-    except FAILURES as exc:
-        run.stop(doctor_fail("room", f"{config.room_id}: {describe(exc, token)}"))
-    label = room.label(config.room_id)
+    failed = stop("room", f"{config.room_id}: ")
+    room = await call(look_at_room(client, config.room_id), failed, token)
     if room.membership == "none":
         run.stop(
             doctor_fail(
@@ -198,13 +223,13 @@ async def _diagnose(client: Client, config: MatrixConfig, token: str, run: Docto
         run.add(
             doctor_ok(
                 "room",
-                f"{label}: the bot is invited and has not joined yet; the channel accepts the "
-                "invite when it starts (or accept it as the bot now), and `aep-bridge doctor` "
+                f"{room.label}: the bot is invited and has not joined yet; the channel accepts "
+                "the invite when it starts (or accept it as the bot now), and `aep-bridge doctor` "
                 "then checks its power level and the approvers too",
             )
         )
     else:
-        run.add(doctor_ok("room", f"{label}: the bot has joined"))
+        run.add(doctor_ok("room", f"{room.label}: the bot has joined"))
     if room.encrypted:
         run.add(
             doctor_fail(
@@ -219,11 +244,7 @@ async def _diagnose(client: Client, config: MatrixConfig, token: str, run: Docto
         run.add(doctor_ok("encryption", "the room is not encrypted"))
     if room.membership == "join":
         run.add(_power(config, room))
-        run.add(await _approvers(client, config, room))
-
-
-def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(d) if d.isdigit() else -1 for d in version.lstrip("rv").split("."))
+        run.add(_approvers(config, room))
 
 
 def _power(config: MatrixConfig, room: RoomView) -> DoctorCheck:
@@ -253,17 +274,13 @@ def _int(value: Any) -> int:
         return 0
 
 
-async def _approvers(client: Client, config: MatrixConfig, room: RoomView) -> DoctorCheck:
-    """Approvers not in the room are a warning: the bridge works, they cannot answer."""
+def _approvers(config: MatrixConfig, room: RoomView) -> DoctorCheck:
+    """Approvers not in the room (by its member events) are a warning: the bridge works, they
+    cannot answer."""
     if not config.approvers:
         why = "none listed: nobody may answer here (list Matrix user ids in approvers)"
         return doctor_ok("approvers", why)
-    try:
-        async with asyncio.timeout(CALL_TIMEOUT):
-            members = {str(u) for u in await client.get_joined_members(RoomID(config.room_id))}
-    except FAILURES:
-        members = room.joined()  # the sync's member events say as much
-    away = [user for user in config.approvers if user not in members]
+    away = [user for user in config.approvers if user not in room.joined()]
     if not away:
         return doctor_ok("approvers", ", ".join(config.approvers) + ": in the room")
     return doctor_ok(

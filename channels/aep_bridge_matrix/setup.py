@@ -4,15 +4,12 @@ returns is kept), an unencrypted room, a paired first approver (docs/channels/ma
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 from collections.abc import AsyncIterator
 from typing import Any, ClassVar, Final, NamedTuple
 
-from mautrix.api import Method, Path
 from mautrix.client import Client
 from mautrix.types import RoomID, SyncToken, UserID
-from yarl import URL
 
 from aep_bridge import (
     PairingCode,
@@ -21,31 +18,35 @@ from aep_bridge import (
     SetupOption,
     SetupToken,
     SetupWizard,
+    approver_option,
     ask_choice,
     ask_token,
     check_token,
     check_with_doctor,
+    given_approvers,
     human_duration,
     keep_tokens,
     pair_from,
     token_env_option,
     url_problem,
     wait_option,
+    wait_setup_option,
     wait_until,
     write_channel_block,
 )
 
-from .client import RateAwareAPI, close_client, make_client
 from .config import USER_ID
 from .doctor import (
+    CALL_TIMEOUT,
     ENCRYPTION_WHY,
     FAILURES,
     REFUSED_TOKEN,
     REFUSED_TOKEN_WHY,
     RoomView,
-    describe,
-    errcode,
+    call,
+    connected,
     look_at_room,
+    newest_version,
     rooms_of,
     sync_filter,
 )
@@ -53,10 +54,10 @@ from .doctor import (
 TOKEN_ENV: Final = "MATRIX_ACCESS_TOKEN"
 #: how long the pairing code is taken (and the longest `--wait`)
 CODE_LIFE: Final = 600.0
+#: seconds a `/sync` long-poll waits (the homeserver has `CALL_TIMEOUT` on top to answer)
 _LONG_POLL: Final = 30.0
-#: seconds a homeserver has for one call (a long-poll gets this on top)
-_CALL: Final = 20.0
 _EXAMPLE_URL: Final = "https://matrix.example.org"
+_UNKNOWN: Final = "@aep-bridge:unknown"
 _USER_ID_HOW: Final = "a person's full Matrix id, such as @ada:example.org (Element: click them)"
 _TOKEN_HOW: Final = (
     "Element, logged in as the bot: Settings > Help & About > Access Token; or pass "
@@ -68,14 +69,10 @@ class _Bot(NamedTuple):
     user_id: str
     device_id: str | None
 
-
-class _Room(NamedTuple):
-    room_id: str
-    view: RoomView
-
-    @property
-    def label(self) -> str:
-        return self.view.label(self.room_id)
+    @classmethod
+    def of(cls, answer: Any) -> _Bot:
+        """Whose a `whoami` or a login says the token is."""
+        return cls(str(answer.user_id), str(answer.device_id) if answer.device_id else None)
 
 
 class MatrixSetup(SetupWizard):
@@ -113,34 +110,19 @@ class MatrixSetup(SetupWizard):
             "the room the sessions go to (one the bot is in or invited to), instead of asking",
             metavar="ID",
         ),
-        SetupOption(
-            "--approver",
-            "a Matrix user id (@name:server) allowed to answer, instead of the pairing code",
-            metavar="ID",
-            repeat=True,
-        ),
-        SetupOption(
-            "--wait",
-            "seconds to wait for the bot to be invited to a room, and for the code (default "
-            f"and most {CODE_LIFE:.0f}: the code is taken for ten minutes)",
-            metavar="SECONDS",
-            kind=float,
-            default=CODE_LIFE,
+        approver_option("a Matrix user id (@name:server)"),
+        wait_setup_option(
+            "for the bot to be invited to a room, and for the code", default=CODE_LIFE, longest=True
         ),
     )
 
     async def run(self, setup: SetupContext) -> bool:
+        approvers = given_approvers(setup, USER_ID.match, _USER_ID_HOW)
         homeserver = await _homeserver(setup)
         token, bot = await _token(setup, homeserver)
-        client = make_client(homeserver, bot.user_id, token.value, bot.device_id)
-        try:
+        async with connected(homeserver, bot.user_id, token.value, bot.device_id) as client:
             room = await _room(setup, client, token.value)
-            approvers = [str(a).strip() for a in setup.options["approver"]]
-            if wrong := [a for a in approvers if not USER_ID.match(a)]:
-                raise SetupError(f"--approver takes {_USER_ID_HOW}, not {', '.join(wrong)}")
             approvers = approvers or [await _pair(setup, client, room, token.value)]
-        finally:
-            await close_client(client)
         block: dict[str, Any] = {
             "homeserver": homeserver,
             "user_id": bot.user_id,
@@ -171,21 +153,15 @@ async def _homeserver(setup: SetupContext) -> str:
         check=problem,
     )
     url = str(url).strip().rstrip("/")
-    api = RateAwareAPI(base_url=URL(url), default_retry_count=0)
-    try:
-        async with asyncio.timeout(_CALL):
-            answer = await api.request(Method.GET, Path.versions)
-    except FAILURES as exc:
-        raise SetupError(
-            f"{url} does not answer as a Matrix homeserver ({describe(exc)}): give the "
-            "client-server URL your Matrix client signs in to, without /_matrix"
-        ) from None
-    finally:
-        with contextlib.suppress(Exception):
-            await api.session.close()
-    versions = answer.get("versions") if isinstance(answer, dict) else None
-    newest = f" (Matrix {versions[-1]})" if isinstance(versions, list) and versions else ""
-    setup.say(f"ok    {url} is a Matrix homeserver{newest}.")
+    async with connected(url, _UNKNOWN, "") as client:
+        newest = await newest_version(
+            client,
+            lambda why, _: SetupError(
+                f"{url} does not answer as a Matrix homeserver ({why}): give the client-server "
+                "URL your Matrix client signs in to, without /_matrix"
+            ),
+        )
+    setup.say(f"ok    {url} is a Matrix homeserver (Matrix {newest}).")
     return url
 
 
@@ -210,21 +186,17 @@ async def _token(setup: SetupContext, homeserver: str) -> tuple[SetupToken, _Bot
         hint=_TOKEN_HOW,
     )
 
+    def refused(why: str, code: str | None) -> SetupError:
+        if code in REFUSED_TOKEN:
+            return SetupError(REFUSED_TOKEN_WHY.format("that"))
+        return SetupError(f"cannot ask the homeserver whose the token is: {why}")
+
     async def whoami(value: str) -> _Bot:
-        client = make_client(homeserver, user_id or "@aep-bridge:unknown", value)
-        try:
-            async with asyncio.timeout(_CALL):
-                me = await client.whoami()
-        except FAILURES as exc:
-            if errcode(exc) in REFUSED_TOKEN:
-                raise SetupError(REFUSED_TOKEN_WHY.format("that")) from None
-            why = describe(exc, value)
-            raise SetupError(f"cannot ask the homeserver whose the token is: {why}") from None
-        finally:
-            await close_client(client)
-        if user_id is not None and str(me.user_id) != user_id:
-            raise SetupError(f"that access token is {me.user_id}'s, not {user_id}'s (--user-id)")
-        return _Bot(str(me.user_id), str(me.device_id) if me.device_id else None)
+        async with connected(homeserver, user_id or _UNKNOWN, value) as client:
+            bot = _Bot.of(await call(client.whoami(), refused, value))
+        if user_id is not None and bot.user_id != user_id:
+            raise SetupError(f"that access token is {bot.user_id}'s, not {user_id}'s (--user-id)")
+        return bot
 
     bot, token = await check_token(setup, token, whoami, again="The bot's access token, again")
     device = f", device {bot.device_id}" if bot.device_id else ""
@@ -240,50 +212,51 @@ async def _login(
     password = os.environ.get(variable, "")
     if not password:
         raise SetupError(f"${variable} is not set: export {variable}='the bot's password' first")
-    user_id = user_id or setup.ask(
+    user = user_id or setup.ask(
         "The bot account's Matrix user id (such as @aep-bridge:example.org)",
         flag="--user-id ID",
         check=lambda a: (
             None if USER_ID.match(a) else "Give a full id, such as @aep-bridge:example.org."
         ),
     )
-    client = make_client(homeserver, user_id, "")
-    try:
-        async with asyncio.timeout(_CALL):
-            login = await client.login(
-                identifier=UserID(user_id),
+
+    def refused(why: str, code: str | None) -> SetupError:
+        if code == "M_FORBIDDEN":
+            return SetupError(
+                f"the homeserver refused {user} with the password in ${variable}: check both "
+                "(nothing written)"
+            )
+        return SetupError(f"cannot log in as {user}: {why}")
+
+    async with connected(homeserver, user, "") as client:
+        login = await call(
+            client.login(
+                identifier=UserID(user),
                 password=password,
                 device_name="aep-bridge",
                 store_access_token=False,
-            )
-    except FAILURES as exc:
-        if errcode(exc) == "M_FORBIDDEN":
-            raise SetupError(
-                f"the homeserver refused {user_id} with the password in ${variable}: check both "
-                "(nothing written)"
-            ) from None
-        raise SetupError(f"cannot log in as {user_id}: {describe(exc, password)}") from None
-    finally:
-        await close_client(client)
+            ),
+            refused,
+            password,
+        )
     token = SetupToken(str(setup.options["token_env"] or TOKEN_ENV), str(login.access_token), False)
-    bot = _Bot(str(login.user_id), str(login.device_id) if login.device_id else None)
+    bot = _Bot.of(login)
     setup.say(
         f"ok    logged in as {bot.user_id}: the access token it gave is kept, the password is not."
     )
     return token, bot
 
 
-async def _rooms(setup: SetupContext, client: Client, token: str) -> list[_Room]:
+async def _rooms(setup: SetupContext, client: Client, token: str) -> list[RoomView]:
     """The rooms the bot has joined or is invited to, by name; none yet: waits for an invite."""
 
-    async def look() -> list[_Room]:
-        try:
-            async with asyncio.timeout(_CALL):
-                answer = await client.sync(timeout=0, filter_id=sync_filter())
-        except FAILURES as exc:
-            raise SetupError(f"cannot list the bot's rooms: {describe(exc, token)}") from None
-        found = [_Room(room_id, view) for room_id, view in rooms_of(answer).items()]
-        return sorted(found, key=lambda r: ((r.view.name or "~").lower(), r.room_id))
+    async def look() -> list[RoomView]:
+        answer = await call(
+            client.sync(timeout=0, filter_id=sync_filter()),
+            lambda why, _: SetupError(f"cannot list the bot's rooms: {why}"),
+            token,
+        )
+        return sorted(rooms_of(answer), key=lambda r: ((r.name or "~").lower(), r.room_id))
 
     bot, wait = str(client.mxid), wait_option(setup, most=CODE_LIFE)
     return await wait_until(
@@ -300,8 +273,8 @@ async def _rooms(setup: SetupContext, client: Client, token: str) -> list[_Room]
     )
 
 
-def _encrypted(room: _Room) -> str | None:
-    if not room.view.encrypted:
+def _encrypted(room: RoomView) -> str | None:
+    if not room.encrypted:
         return None
     return (
         f"{room.label} is encrypted, and {ENCRYPTION_WHY}: pick an unencrypted room, or create "
@@ -309,7 +282,7 @@ def _encrypted(room: _Room) -> str | None:
     )
 
 
-async def _room(setup: SetupContext, client: Client, token: str) -> _Room:
+async def _room(setup: SetupContext, client: Client, token: str) -> RoomView:
     """`--room-id`, else picked from a numbered list; an invite is accepted, an encrypted room
     refused."""
     bot = str(client.mxid)
@@ -321,7 +294,7 @@ async def _room(setup: SetupContext, client: Client, token: str) -> _Room:
                 f"the bot is neither in nor invited to {given}: invite {bot} there, or pick one "
                 "of: " + ", ".join(r.label for r in rooms)
             )
-    elif all(r.view.encrypted for r in rooms):
+    elif all(r.encrypted for r in rooms):
         raise SetupError(
             f"every room the bot is in is encrypted, and {ENCRYPTION_WHY}: create a room with "
             f"encryption off, invite {bot}, then run this again"
@@ -336,14 +309,14 @@ async def _room(setup: SetupContext, client: Client, token: str) -> _Room:
         room = rooms[index]
     if problem := _encrypted(room):
         raise SetupError(problem)
-    if room.view.membership == "invite":
-        try:  # accept it, and look again: the invite showed only a few state events
-            async with asyncio.timeout(_CALL):
-                await client.join_room_by_id(RoomID(room.room_id))
-                room = _Room(room.room_id, await look_at_room(client, room.room_id))
-        except FAILURES as exc:
-            why = describe(exc, token)
-            raise SetupError(f"cannot accept the invite to {room.label}: {why}") from None
+    if room.membership == "invite":  # accept it, and look again: the invite showed few events
+        label = room.label
+
+        def failed(why: str, _: object) -> SetupError:
+            return SetupError(f"cannot accept the invite to {label}: {why}")
+
+        await call(client.join_room_by_id(RoomID(room.room_id)), failed, token)
+        room = await call(look_at_room(client, room.room_id), failed, token)
         setup.say(f"ok    accepted the invite to {room.label}.")
         if problem := _encrypted(room):
             raise SetupError(problem)
@@ -351,46 +324,49 @@ async def _room(setup: SetupContext, client: Client, token: str) -> _Room:
     return room
 
 
-def _notes(room: _Room) -> str:
-    notes = ["invited: the bot joins it"] if room.view.membership == "invite" else []
-    notes += ["encrypted: not supported"] if room.view.encrypted else []
+def _notes(room: RoomView) -> str:
+    notes = ["invited: the bot joins it"] if room.membership == "invite" else []
+    notes += ["encrypted: not supported"] if room.encrypted else []
     return f" ({'; '.join(notes)})" if notes else ""
 
 
-async def _pair(setup: SetupContext, client: Client, room: _Room, token: str) -> str:
+async def _pair(setup: SetupContext, client: Client, room: RoomView, token: str) -> str:
     """Whoever types a fresh one-time code in `room`, heard by `/sync` long-polls from the
     moment the code is shown."""
     wait = wait_option(setup, most=CODE_LIFE)
     only = sync_filter([room.room_id], timeline=50)
-    try:
-        async with asyncio.timeout(_CALL):
-            since = SyncToken((await client.sync(timeout=0, filter_id=only))["next_batch"])
-    except (*FAILURES, KeyError) as exc:
-        raise SetupError(
-            f"cannot follow {room.label} to hear the code: {describe(exc, token)}; or pass "
+
+    async def position() -> SyncToken:
+        return SyncToken((await client.sync(timeout=0, filter_id=only))["next_batch"])
+
+    since = await call(
+        position(),
+        lambda why, _: SetupError(
+            f"cannot follow {room.label} to hear the code: {why}; or pass --approver ID"
+        ),
+        token,
+    )
+
+    def lost(why: str, _: object) -> SetupError:
+        return SetupError(
+            f"lost {room.label} while waiting for the code: {why}; run this again, or pass "
             "--approver ID"
-        ) from None
+        )
 
     async def heard() -> AsyncIterator[tuple[str, str]]:
         nonlocal since
         deadline = asyncio.get_running_loop().time() + wait
         while (remaining := deadline - asyncio.get_running_loop().time()) > 0:
             poll = min(remaining, _LONG_POLL)
-            try:
-                async with asyncio.timeout(poll + _CALL):
-                    answer = await client.sync(since, int(poll * 1000), filter_id=only)
-            except FAILURES as exc:
-                raise SetupError(
-                    f"lost {room.label} while waiting for the code: {describe(exc, token)}; run "
-                    "this again, or pass --approver ID"
-                ) from None
+            polled = client.sync(since, int(poll * 1000), filter_id=only)
+            answer = await call(polled, lost, token, seconds=poll + CALL_TIMEOUT)
             since = SyncToken(answer.get("next_batch") or since)
             for message in _messages(answer, room.room_id, str(client.mxid)):
                 yield message
 
     async def who(user: str) -> str:
         try:
-            async with asyncio.timeout(_CALL):
+            async with asyncio.timeout(CALL_TIMEOUT):
                 name = await client.get_displayname(UserID(user))
         except FAILURES:
             return user

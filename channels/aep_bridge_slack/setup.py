@@ -35,14 +35,17 @@ from aep_bridge import (
     SetupOption,
     SetupToken,
     SetupWizard,
+    approver_option,
     ask_number,
     ask_token,
     check_token,
     check_with_doctor,
+    given_approvers,
     human_duration,
     keep_tokens,
     pair_from,
     wait_option,
+    wait_setup_option,
     wait_until,
     write_channel_block,
 )
@@ -129,19 +132,11 @@ class SlackSetup(SetupWizard):
             "a channel for heads-ups, or none, instead of asking",
             metavar="ID|none",
         ),
-        SetupOption(
-            "--approver",
-            "a Slack member id (U...) allowed to answer, instead of the pairing code",
-            metavar="ID",
-            repeat=True,
-        ),
-        SetupOption(
-            "--wait",
-            "seconds to wait for the bot to be invited to a channel, and for the code "
-            f"(default and most {DEFAULT_WAIT:.0f}: the code is taken for ten minutes)",
-            metavar="SECONDS",
-            kind=float,
+        approver_option("a Slack member id (U...)"),
+        wait_setup_option(
+            "for the bot to be invited to a channel, and for the code",
             default=DEFAULT_WAIT,
+            longest=True,
         ),
         SetupOption(
             "--api-base-url",
@@ -348,14 +343,8 @@ class SlackSetup(SetupWizard):
         app: SetupToken,
     ) -> list[str]:
         """`--approver`, else whoever types the pairing code in the sessions' channel."""
-        given = [str(a).strip() for a in setup.options["approver"]]
-        if given:
-            wrong = [a for a in given if not _USER.fullmatch(a)]
-            if wrong:
-                raise SetupError(
-                    f"--approver takes a Slack member id such as U0123456789 ({_MEMBER_ID_HOW}), "
-                    f"not {', '.join(wrong)}"
-                )
+        takes = f"a Slack member id such as U0123456789 ({_MEMBER_ID_HOW})"
+        if given := given_approvers(setup, _USER.fullmatch, takes):
             return given
         return [await _pair(setup, client, base, channel, bot.value, app.value)]
 

@@ -21,6 +21,7 @@ from aep_bridge import (
     SetupError,
     SetupToken,
     SetupWizard,
+    approver_option,
     ask_choice,
     ask_number,
     ask_token,
@@ -29,6 +30,7 @@ from aep_bridge import (
     clean_error,
     doctor_fail,
     doctor_ok,
+    given_approvers,
     hookimpl,
     human_duration,
     keep_tokens,
@@ -38,6 +40,7 @@ from aep_bridge import (
     tilde,
     token_env_option,
     url_problem,
+    wait_setup_option,
     wait_until,
     write_channel_block,
 )
@@ -338,6 +341,36 @@ def test_token_env_option_names_the_default_variable() -> None:
     assert option.flag == "--token-env"
     assert option.dest == "token_env"
     assert option.help.endswith("default: ask, or use $CHATLY_TOKEN")
+
+
+def test_the_approver_and_wait_options_say_what_they_take() -> None:
+    approver = approver_option("a Chatly user id (u-...)")
+    assert (approver.flag, approver.dest, approver.repeat) == ("--approver", "approver", True)
+    assert (
+        approver.help == "a Chatly user id (u-...) allowed to answer, instead of the pairing code"
+    )
+    wait = wait_setup_option("for the code", default=600.0, longest=True)
+    assert (wait.flag, wait.kind, wait.default) == ("--wait", float, 600.0)
+    assert wait.help == (
+        "seconds to wait for the code (default and most 600: the code is taken for 10 minutes)"
+    )
+    assert (
+        wait_setup_option("for the bot", default=300.0).help
+        == "seconds to wait for the bot (default 300)"
+    )
+
+
+def test_given_approvers_are_checked_before_anything_is_asked(tmp_path: Path) -> None:
+    def valid(user: str) -> bool:
+        return user.startswith("u-")
+
+    setup = Context(ScriptedIO(), tmp_path, approver=[" u-ada ", "u-bob"])
+    assert given_approvers(setup, valid, "a user id such as u-ada") == ["u-ada", "u-bob"]
+    assert given_approvers(Context(ScriptedIO(), tmp_path, approver=[]), valid, "an id") == []
+    wrong = Context(ScriptedIO(), tmp_path, approver=["u-ada", "Ada", "bob"])
+    with pytest.raises(SetupError) as refused:
+        given_approvers(wrong, valid, "a user id such as u-ada")
+    assert str(refused.value) == "--approver takes a user id such as u-ada, not Ada, bob"
 
 
 def test_doctor_checks() -> None:

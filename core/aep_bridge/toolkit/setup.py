@@ -178,6 +178,22 @@ def url_problem(text: str, *, example: str) -> str | None:
     return None
 
 
+def wait_setup_option(what: str, *, default: float, longest: bool = False) -> SetupOption:
+    """The `--wait SECONDS` option `wait_option` reads: `what` the wizard waits for (`for the
+    bot to join, and for the code`); with `longest`, the default is the most, the pairing
+    code's lifetime."""
+    limit = f"default {default:.0f}"
+    if longest:
+        limit = f"default and most {default:.0f}: the code is taken for {human_duration(default)}"
+    return SetupOption(
+        "--wait",
+        f"seconds to wait {what} ({limit})",
+        metavar="SECONDS",
+        kind=float,
+        default=default,
+    )
+
+
 def wait_option(setup: SetupContext, *, most: float | None = None) -> float:
     """The `--wait` option in seconds: at least one, and at most `most` when given."""
     wait = max(1.0, float(setup.options["wait"]))
@@ -334,6 +350,32 @@ def keep_tokens(
         value = f'"${token.variable}"' if token.from_env else f"'{example}'"
         setup.say(f"  (umask 077; printf '{token.variable}=%s\\n' {value} >> {env_file})")
     setup.say(f"  set -a; . {env_file}; set +a    # in the shell that runs aep-bridge")
+
+
+# -- the approvers ----------------------------------------------------------------------------
+
+
+def approver_option(
+    what: str, *, kind: type = str, instead: str = "the pairing code"
+) -> SetupOption:
+    """The repeatable `--approver ID` option `given_approvers` reads: `what` an id is (`a
+    Slack member id (U...)`), given instead of `instead`."""
+    return SetupOption(
+        "--approver",
+        f"{what} allowed to answer, instead of {instead}",
+        metavar="ID",
+        kind=kind,
+        repeat=True,
+    )
+
+
+def given_approvers(setup: SetupContext, valid: Callable[[str], object], takes: str) -> list[str]:
+    """The `--approver` ids, stripped (none: an empty list): a `SetupError` naming each one
+    that is not `valid`, saying what the flag `takes`, before anything is asked or written."""
+    given = [str(approver).strip() for approver in setup.options["approver"]]
+    if wrong := [approver for approver in given if not valid(approver)]:
+        raise SetupError(f"--approver takes {takes}, not {', '.join(wrong)}")
+    return given
 
 
 # -- the last steps ---------------------------------------------------------------------------
