@@ -96,29 +96,23 @@ def _version_key(version: str) -> tuple[int, ...]:
     return tuple(int(d) if d.isdigit() else -1 for d in version.lstrip("rv").split("."))
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class RoomView:
     """A room as a `/sync` shows it to the bot: its `membership` (`join`, `invite` or `none`)
-    and its state events (for an invite, the few the inviter's server shares)."""
+    and the content of its state events by type and state key (for an invite, the few the
+    inviter's server shares)."""
 
     room_id: str
     membership: str
-    state: list[dict[str, Any]] = field(default_factory=list)
-
-    def content(self, event_type: str) -> dict[str, Any] | None:
-        for event in self.state:
-            if event.get("type") == event_type and event.get("state_key", "") == "":
-                found = event.get("content")
-                return found if isinstance(found, dict) else {}
-        return None
+    state: Mapping[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def encrypted(self) -> bool:
-        return self.content("m.room.encryption") is not None
+        return ("m.room.encryption", "") in self.state
 
     @property
     def name(self) -> str | None:
-        found = (self.content("m.room.name") or {}).get("name")
+        found = self.state.get(("m.room.name", ""), {}).get("name")
         return str(found) if found else None
 
     @property
@@ -127,10 +121,9 @@ class RoomView:
 
     def joined(self) -> set[str]:
         return {
-            str(e.get("state_key"))
-            for e in self.state
-            if e.get("type") == "m.room.member"
-            and (e.get("content") or {}).get("membership") == "join"
+            key
+            for (kind, key), content in self.state.items()
+            if kind == "m.room.member" and content.get("membership") == "join"
         }
 
 
@@ -149,8 +142,12 @@ def rooms_of(answer: Mapping[str, Any]) -> list[RoomView]:
     found: list[RoomView] = []
     for membership, key in (("join", "state"), ("invite", "invite_state")):
         for room_id, room in ((answer.get("rooms") or {}).get(membership) or {}).items():
-            events = [e for e in (room.get(key) or {}).get("events") or [] if isinstance(e, dict)]
-            found.append(RoomView(str(room_id), membership, events))
+            state = {
+                (str(e.get("type")), str(e.get("state_key", ""))): e["content"]
+                for e in (room.get(key) or {}).get("events") or []
+                if isinstance(e, dict) and isinstance(e.get("content"), dict)
+            }
+            found.append(RoomView(str(room_id), membership, state))
     return found
 
 
@@ -249,7 +246,7 @@ async def _diagnose(client: Client, config: MatrixConfig, token: str, run: Docto
 
 def _power(config: MatrixConfig, room: RoomView) -> DoctorCheck:
     """What in `SENDS` the bot's power level may not do, by `m.room.power_levels`."""
-    levels = room.content("m.room.power_levels") or {}
+    levels = room.state.get(("m.room.power_levels", ""), {})
     users, events = levels.get("users") or {}, levels.get("events") or {}
     level = _int(users.get(config.user_id, levels.get("users_default", 0)))
     problems = [

@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import AsyncIterator
-from typing import Any, ClassVar, Final, NamedTuple
+from typing import Any, ClassVar, Final
 
 from mautrix.client import Client
-from mautrix.types import RoomID, SyncToken, UserID
+from mautrix.types import RoomID, SyncToken, UserID, WhoamiResponse
 
 from aep_bridge import (
     PairingCode,
@@ -63,16 +63,6 @@ _TOKEN_HOW: Final = (
     "Element, logged in as the bot: Settings > Help & About > Access Token; or pass "
     "--user-id and --password-env to log in once"
 )
-
-
-class _Bot(NamedTuple):
-    user_id: str
-    device_id: str | None
-
-    @classmethod
-    def of(cls, answer: Any) -> _Bot:
-        """Whose a `whoami` or a login says the token is."""
-        return cls(str(answer.user_id), str(answer.device_id) if answer.device_id else None)
 
 
 class MatrixSetup(SetupWizard):
@@ -165,7 +155,7 @@ async def _homeserver(setup: SetupContext) -> str:
     return url
 
 
-async def _token(setup: SetupContext, homeserver: str) -> tuple[SetupToken, _Bot]:
+async def _token(setup: SetupContext, homeserver: str) -> tuple[SetupToken, WhoamiResponse]:
     """The access token and whose it is, by a password login (`--password-env`), else typed
     or from the variable and checked with `whoami` (a refused typed one is asked again)."""
     user_id = setup.options["user_id"]
@@ -191,9 +181,9 @@ async def _token(setup: SetupContext, homeserver: str) -> tuple[SetupToken, _Bot
             return SetupError(REFUSED_TOKEN_WHY.format("that"))
         return SetupError(f"cannot ask the homeserver whose the token is: {why}")
 
-    async def whoami(value: str) -> _Bot:
+    async def whoami(value: str) -> WhoamiResponse:
         async with connected(homeserver, user_id or _UNKNOWN, value) as client:
-            bot = _Bot.of(await call(client.whoami(), refused, value))
+            bot = await call(client.whoami(), refused, value)
         if user_id is not None and bot.user_id != user_id:
             raise SetupError(f"that access token is {bot.user_id}'s, not {user_id}'s (--user-id)")
         return bot
@@ -206,7 +196,7 @@ async def _token(setup: SetupContext, homeserver: str) -> tuple[SetupToken, _Bot
 
 async def _login(
     setup: SetupContext, homeserver: str, user_id: str | None
-) -> tuple[SetupToken, _Bot]:
+) -> tuple[SetupToken, WhoamiResponse]:
     """Log in once with the password in `--password-env`; only the token it returns goes on."""
     variable = str(setup.options["password_env"])
     password = os.environ.get(variable, "")
@@ -240,7 +230,7 @@ async def _login(
             password,
         )
     token = SetupToken(str(setup.options["token_env"] or TOKEN_ENV), str(login.access_token), False)
-    bot = _Bot.of(login)
+    bot = WhoamiResponse(login.user_id, login.device_id)
     setup.say(
         f"ok    logged in as {bot.user_id}: the access token it gave is kept, the password is not."
     )
