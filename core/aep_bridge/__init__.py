@@ -4,7 +4,8 @@ This module is the public API for channel plugins: the adapter contract, its typ
 hook markers, and the helpers every channel needs. Every name a hook or a contract method
 hands a plugin is exported here (`Event` for vendor rendering, `ToolCall`, `ToolOutcome` and
 `ToolView` for tool rendering, `BridgeView` for the lifecycle hooks, Starlette's `BaseRoute`
-for routes, the `Setup*` types for setup wizards, `blocks_html` for a page in a browser,
+for routes, the `Setup*` types for setup wizards, `blocks_html` for a page in a browser
+(`HtmlRenderer` for a platform's HTML built on it),
 `visible` for text bound for a terminal).
 A channel imports only from here, from `aep_bridge.markup` (the message model: the blocks
 of `OutgoingMessage.blocks`), and from `aep_bridge.testing` in its tests.
@@ -33,7 +34,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
         ContractMismatch,
     )
     from .contract.hookspecs import hookimpl
-    from .contract.markup_html import blocks_html
+    from .contract.markup_html import HtmlRenderer, blocks_html
     from .contract.preview import PreviewDialect
     from .contract.types import (
         OUTGOING_KINDS,
@@ -85,6 +86,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
         message_icon,
         outcome_icon,
     )
+    from .toolkit.runtime import Once, Tasks
     from .toolkit.setup import (
         PAIRING_ATTEMPTS,
         TOKEN_TRIES,
@@ -146,7 +148,10 @@ _HOMES: dict[str, tuple[str, ...]] = {
     ".aep.envelope": ("Event",),
     ".contract.hookspecs": ("hookimpl",),
     ".markup": ("Blocks",),
-    ".contract.markup_html": ("blocks_html",),
+    ".contract.markup_html": (
+        "HtmlRenderer",
+        "blocks_html",
+    ),
     ".contract.preview": ("PreviewDialect",),
     ".text.terminal": ("visible",),
     ".text.text": (
@@ -202,6 +207,10 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "CardRecords",
     ),
     ".toolkit.http": ("read_body",),
+    ".toolkit.runtime": (
+        "Once",
+        "Tasks",
+    ),
     ".toolkit.text": (
         "LINE_BREAK",
         "break_ticks",
@@ -312,9 +321,11 @@ __all__ = [
     "Event",
     "FormChoice",
     "FormField",
+    "HtmlRenderer",
     "IncomingMessage",
     "InlineHtml",
     "NotificationMessage",
+    "Once",
     "OutcomeStatus",
     "OutgoingKind",
     "OutgoingMessage",
@@ -338,6 +349,7 @@ __all__ = [
     "SetupToken",
     "SetupWizard",
     "SignedPress",
+    "Tasks",
     "ToolCall",
     "ToolOutcome",
     "ToolView",
