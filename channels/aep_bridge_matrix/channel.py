@@ -61,8 +61,8 @@ from aep_bridge import (
     RateLimits,
     Tasks,
     heads_up_icon,
+    split_to_fit,
 )
-from aep_bridge import markup as mk
 
 from . import html
 from .client import as_channel_error, close_client, make_client
@@ -303,26 +303,15 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
         text = _FALLBACK.sub("", str(content.get("body") or "")).strip()
         if session is None or not text:
             return
-        card_id = None
+        replied = None
         if not relation.get("is_falling_back", False):  # a reply to one message: a card?
-            replied = (relation.get("m.in_reply_to") or {}).get("event_id")
-            card_id = await self.cards.of_message(str(replied)) if replied else None
-        if card_id is None and not text.startswith("/"):
-            card_id = await self.cards.only_open_card(session)
-        if card_id is not None:
-            resolution = await self.core.answer_text(card_id, text, user)
-            if not resolution.accepted:
-                await self._refused(card_id, user, resolution.message)
-            return
-        await self.core.handle_incoming_message(
-            IncomingMessage(
-                channel=self.instance_name,
-                session_id=session,
-                thread_id=root,
-                user=user,
-                text=text,
-            )
+            replied = (relation.get("m.in_reply_to") or {}).get("event_id") or None
+        said = IncomingMessage(
+            channel=self.instance_name, session_id=session, thread_id=root, user=user, text=text
         )
+        answered = await self.cards.words(self.core, said, replied=replied)
+        if answered is not None and not answered[1].accepted:
+            await self._refused(answered[0], user, answered[1].message)
 
     async def _refused(self, card_id: str, user: ChannelUser, message: str) -> None:
         """A refusal, said once per person and card, in the card's thread, as a notice."""
@@ -401,17 +390,10 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
         return html.card_size(request)
 
     async def send_message(self, session_id: str, content: OutgoingMessage) -> None:
-        blocks = content.blocks or (mk.Paragraph(spans=(mk.Span(text=content.text),)),)
-        if html.message(content).size() > html.MAX_CONTENT:  # a direct caller's long text
-            pieces = mk.split(blocks, html.MAX_CONTENT, self.measure)
-            for index, piece in enumerate(pieces):
-                last = index == len(pieces) - 1
-                update = {
-                    "blocks": piece,
-                    "text": mk.plain(piece),
-                    "key": content.key if last else None,
-                }
-                await self.send_message(session_id, content.model_copy(update=update))
+        pieces = split_to_fit(content, html.MAX_CONTENT, self.measure)
+        for piece in pieces:  # a direct caller's long text
+            await self.send_message(session_id, piece)
+        if pieces:
             return
         shown = html.message(content)
         key = f"key:{session_id}:{content.key}" if content.key else None

@@ -123,6 +123,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
         one_line,
         plan_body,
         split_closing,
+        split_to_fit,
         table_text,
     )
     from .tools import ToolCall, ToolOutcome, ToolView
@@ -219,6 +220,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "one_line",
         "plan_body",
         "split_closing",
+        "split_to_fit",
         "table_text",
     ),
     ".tools": (
@@ -386,6 +388,7 @@ __all__ = [
     "scrub_token",
     "split_closing",
     "split_text",
+    "split_to_fit",
     "table_text",
     "tilde",
     "token_env_option",
