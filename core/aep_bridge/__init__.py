@@ -70,6 +70,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
     from .text.text import measure, split_text
     from .toolkit.cards import CardKeys, CardRecords
     from .toolkit.http import read_body
+    from .toolkit.limits import wait_seconds
     from .toolkit.preview import (
         BARE_URL,
         HEADS_UP_ICONS,
@@ -208,6 +209,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "CardRecords",
     ),
     ".toolkit.http": ("read_body",),
+    ".toolkit.limits": ("wait_seconds",),
     ".toolkit.runtime": (
         "Once",
         "Tasks",
@@ -395,6 +397,7 @@ __all__ = [
     "url_problem",
     "visible",
     "wait_option",
+    "wait_seconds",
     "wait_until",
     "write_channel_block",
 ]
