@@ -4,15 +4,10 @@ words, on mautrix; a third-party plugin on the public `aep_bridge` API (docs/cha
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from aep_bridge import hookimpl
+from aep_bridge import SetupWizard, hookimpl
 
 from .channel import MatrixChannel
 from .config import MatrixConfig
-
-if TYPE_CHECKING:
-    from .setup import MatrixSetup
 
 
 @hookimpl
@@ -21,8 +16,8 @@ def register_channels() -> list[type[MatrixChannel]]:
 
 
 @hookimpl
-def register_setup_wizards() -> list[MatrixSetup]:
-    from .setup import MatrixSetup
+def register_setup_wizards() -> list[SetupWizard]:
+    from .setup import MatrixSetup  # its imports only when `aep-bridge setup` asks
 
     return [MatrixSetup()]
 

@@ -46,11 +46,11 @@ from aep_bridge import (
     ChannelCapabilities,
     ChannelConfig,
     ChannelError,
-    ChannelState,
     ChannelUser,
     DoctorCheck,
     IncomingMessage,
     NotificationMessage,
+    Once,
     OutgoingMessage,
     PermissionOutcome,
     PermissionRequest,
@@ -59,9 +59,10 @@ from aep_bridge import (
     RateLimit,
     RateLimited,
     RateLimits,
+    Tasks,
     heads_up_icon,
+    split_to_fit,
 )
-from aep_bridge import markup as mk
 
 from . import html
 from .client import as_channel_error, close_client, make_client
@@ -114,11 +115,10 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
         self.capabilities = self.capabilities.model_copy(
             update={"rate_limits": RateLimits(global_=limit)}
         )
-        self.cards = CardRecords.plain(self._state, lambda card_id: card_id)
+        self.cards = CardRecords.plain(self.state, lambda card_id: card_id)
         self._client: Client | None = None
-        self._loop: asyncio.Task[None] | None = None
-        self._told: set[tuple[str, str]] = set()  # (card, user) refusals said
-        self._tasks: set[asyncio.Task[None]] = set()  # the bot's reactions on their way
+        self._told = Once(TOLD)  # (card, user): the refusals said
+        self._tasks = Tasks()  # the sync loop, the bot's reactions on their way
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -137,7 +137,7 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
                 raise
             raise self._error(exc, "start") from None
         self._client = client
-        self._loop = asyncio.create_task(self._sync_loop(since))
+        self._tasks.spawn(self._sync_loop(since))
 
     async def _connect(self, client: Client) -> str:
         room = RoomID(self.config.room_id)
@@ -164,12 +164,12 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
                 "turned off in a room; make a new one without it)",
                 permanent=True,
             )
-        kept = await self._state().get("sync")
+        kept = await self.state().get("sync")
         if kept is not None:
             return kept
         first = await client.sync(timeout=0, filter_id=self._filter())
         since = str(first["next_batch"])
-        await self._state().set("sync", since)
+        await self.state().set("sync", since)
         return since
 
     def _filter(self) -> FilterID:
@@ -184,11 +184,7 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
         )
 
     async def stop(self) -> None:
-        loop, self._loop = self._loop, None
-        for task in [*([loop] if loop else []), *self._tasks]:
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
+        await self._tasks.stop()
         client, self._client = self._client, None
         if client is not None:
             await close_client(client)
@@ -197,16 +193,14 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
         """The token, the room, encryption, sending: `doctor.diagnose`."""
         from .doctor import diagnose
 
-        checks: list[DoctorCheck] = await diagnose(self.config)
-        return checks
+        return await diagnose(self.config)
 
     @classmethod
     def preview_dialect(cls) -> PreviewDialect:
         """`aep-bridge preview --channel matrix`: a session in a Matrix thread."""
         from .preview import MatrixDialect
 
-        dialect: PreviewDialect = MatrixDialect()
-        return dialect
+        return MatrixDialect()
 
     @property
     def client(self) -> Client:
@@ -231,7 +225,7 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
                 for event in events:
                     await self._on_event(event)
                 since = str(answer["next_batch"])
-                await self._state().set("sync", since)
+                await self.state().set("sync", since)
                 pause = 1.0
             except asyncio.CancelledError:
                 raise
@@ -305,38 +299,24 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
     async def _words(
         self, root: str, relation: dict[str, Any], content: dict[str, Any], user: ChannelUser
     ) -> None:
-        session = await self._state().get(f"thread:{root}")
+        session = await self.state().get(f"thread:{root}")
         text = _FALLBACK.sub("", str(content.get("body") or "")).strip()
         if session is None or not text:
             return
-        card_id = None
+        replied = None
         if not relation.get("is_falling_back", False):  # a reply to one message: a card?
-            replied = (relation.get("m.in_reply_to") or {}).get("event_id")
-            card_id = await self.cards.of_message(str(replied)) if replied else None
-        if card_id is None and not text.startswith("/"):
-            card_id = await self.cards.only_open_card(session)
-        if card_id is not None:
-            resolution = await self.core.answer_text(card_id, text, user)
-            if not resolution.accepted:
-                await self._refused(card_id, user, resolution.message)
-            return
-        await self.core.handle_incoming_message(
-            IncomingMessage(
-                channel=self.instance_name,
-                session_id=session,
-                thread_id=root,
-                user=user,
-                text=text,
-            )
+            replied = (relation.get("m.in_reply_to") or {}).get("event_id") or None
+        said = IncomingMessage(
+            channel=self.instance_name, session_id=session, thread_id=root, user=user, text=text
         )
+        answered = await self.cards.words(self.core, said, replied=replied)
+        if answered is not None and not answered[1].accepted:
+            await self._refused(answered[0], user, answered[1].message)
 
     async def _refused(self, card_id: str, user: ChannelUser, message: str) -> None:
         """A refusal, said once per person and card, in the card's thread, as a notice."""
-        if (card_id, user.id) in self._told:
+        if not self._told.first((card_id, user.id)):
             return
-        if len(self._told) >= TOLD:
-            self._told.clear()  # bounded: at worst a refusal is said once more
-        self._told.add((card_id, user.id))
         card = await self.cards.get(card_id)
         text = f"{user.id}: {message}"
         await self.core.call(self.instance_name, "tell", card and card.get("thread"), text)
@@ -381,20 +361,20 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
 
     async def create_session_thread(self, session_id: str, name: str) -> str:
         root = await self._send(html.root(name).content())
-        await self._state().set(f"thread:{root}", session_id)
-        await self._state().set(f"name:{session_id}", name)  # kept when the session ends
+        await self.state().set(f"thread:{root}", session_id)
+        await self.state().set(f"name:{session_id}", name)  # kept when the session ends
         return root
 
     async def rename_session_thread(self, session_id: str, new_name: str) -> None:
-        root = self._root(session_id)
+        root = self.thread(session_id)
         if root is not None:
-            await self._state().set(f"name:{session_id}", new_name)
+            await self.state().set(f"name:{session_id}", new_name)
             await self._edit(root, html.root(new_name))
 
     async def archive_session_thread(self, session_id: str) -> None:
-        root = self._root(session_id)
+        root = self.thread(session_id)
         if root is not None:
-            name = await self._state().get(f"name:{session_id}")
+            name = await self.state().get(f"name:{session_id}")
             await self._edit(root, html.root(name or "Agent session", "ended"))
 
     # -- messages --------------------------------------------------------------------------
@@ -410,32 +390,25 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
         return html.card_size(request)
 
     async def send_message(self, session_id: str, content: OutgoingMessage) -> None:
-        blocks = content.blocks or (mk.Paragraph(spans=(mk.Span(text=content.text),)),)
-        if html.message(content).size() > html.MAX_CONTENT:  # a direct caller's long text
-            pieces = mk.split(blocks, html.MAX_CONTENT, self.measure)
-            for index, piece in enumerate(pieces):
-                last = index == len(pieces) - 1
-                update = {
-                    "blocks": piece,
-                    "text": mk.plain(piece),
-                    "key": content.key if last else None,
-                }
-                await self.send_message(session_id, content.model_copy(update=update))
+        pieces = split_to_fit(content, html.MAX_CONTENT, self.measure)
+        for piece in pieces:  # a direct caller's long text
+            await self.send_message(session_id, piece)
+        if pieces:
             return
         shown = html.message(content)
         key = f"key:{session_id}:{content.key}" if content.key else None
-        earlier = await self._state().get(key) if key else None
+        earlier = await self.state().get(key) if key else None
         if key is not None and earlier is not None:
             await self._edit(earlier, shown)  # streamed text, a tool's card: in place
             return
-        sent = await self._send(shown.content(**html.in_thread(self._root(session_id))))
+        sent = await self._send(shown.content(**html.in_thread(self.thread(session_id))))
         if key is not None:
-            await self._state().set(key, sent)
+            await self.state().set(key, sent)
 
     async def send_notification(self, notification: NotificationMessage) -> None:
         """Declined (`heads_ups=False`): the core queues none; a direct call says it in the
         session's thread."""
-        root = self._root(notification.session_id or "")
+        root = self.thread(notification.session_id or "")
         text = f"{heads_up_icon(notification)} {notification.summary}"
         await self._send(html.text_shown(text).content(**html.in_thread(root)))
 
@@ -445,7 +418,7 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
         known = await self.cards.get(request.id)
         if known is not None:  # sent before (a retry after a restart): not again
             return Posted(chat=self.config.room_id, message=str(known["event"]))
-        root = self._root(session_id)
+        root = self.thread(session_id)
         record = {"id": request.id}
         content = html.card(request).content(
             notice=not request.notify, **html.in_thread(root), **{html.CARD_FIELD: record}
@@ -456,9 +429,7 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
             await self.cards.open_cards(session_id, add=request.id)
         if not request.informational:
             keys = html.OPTION_KEYS[: len(request.options)]
-            task = asyncio.create_task(self._react_later(sent, keys))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._tasks.spawn(self._react_later(sent, keys))
         return Posted(chat=self.config.room_id, message=sent)
 
     async def _react_later(self, event_id: str, keys: tuple[str, ...]) -> None:
@@ -488,11 +459,3 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
         if outcome.closed:
             await self.cards.save(request.id, {**card, "closed": True})
             await self.cards.open_cards(session_id, remove=request.id)
-
-    # -- what the adapter keeps ------------------------------------------------------------
-
-    def _state(self) -> ChannelState:
-        return self.core.state(self.instance_name)
-
-    def _root(self, session_id: str) -> str | None:
-        return self.core.thread_id(self.instance_name, session_id)

@@ -4,7 +4,6 @@ so `RateAwareAPI` raises `RateLimited` with it for the outbox, which also does e
 from __future__ import annotations
 
 import contextlib
-import math
 from typing import Any, Final
 
 from aiohttp import ClientError, ClientResponse, ContentTypeError
@@ -14,7 +13,7 @@ from mautrix.errors import MatrixRequestError, make_request_error
 from mautrix.types import UserID
 from yarl import URL
 
-from aep_bridge import ChannelError, RateLimited, clean_error
+from aep_bridge import ChannelError, RateLimited, clean_error, wait_seconds
 
 #: errcodes that trying again cannot help: the token is gone, the bot was removed
 PERMANENT: Final = frozenset({"M_UNKNOWN_TOKEN", "M_MISSING_TOKEN", "M_FORBIDDEN", "M_NOT_FOUND"})
@@ -58,14 +57,8 @@ class RateAwareAPI(HTTPAPI):
 def _retry_after(data: dict[str, Any], header: str | None) -> float:
     """Seconds to wait: the body's `retry_after_ms`, else the `Retry-After` header."""
     millis = data.get("retry_after_ms")
-    if isinstance(millis, int | float) and millis >= 0 and math.isfinite(millis):
-        return float(millis) / 1000
-    if header is not None:
-        with contextlib.suppress(ValueError):
-            seconds = float(header)
-            if seconds >= 0 and math.isfinite(seconds):
-                return seconds
-    return DEFAULT_RETRY_AFTER
+    seconds = millis / 1000 if isinstance(millis, int | float) else None
+    return wait_seconds(seconds, header, default=DEFAULT_RETRY_AFTER)
 
 
 def make_client(

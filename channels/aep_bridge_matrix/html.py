@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from aep_bridge import (
+    HtmlRenderer,
     OutgoingMessage,
     PermissionOutcome,
     PermissionRequest,
@@ -27,26 +28,13 @@ from aep_bridge import (
     one_line,
     outcome_icon,
 )
-from aep_bridge.markup import (
-    Block,
-    Blocks,
-    Code,
-    Details,
-    Diff,
-    Heading,
-    ListBlock,
-    Paragraph,
-    Quote,
-    Span,
-    Spans,
-    Table,
-    plain,
-)
+from aep_bridge.markup import Blocks, Diff, plain
 
 HTML_FORMAT: Final = "org.matrix.custom.html"
 #: the reaction keys a card offers, one per option, in order (a card has at most ten)
 OPTION_KEYS: Final = ("1️⃣", "2️⃣", "3️⃣", "4️⃣", "5️⃣", "6️⃣", "7️⃣", "8️⃣", "9️⃣", "🔟")
 #: where a card's record is in its event, so a reaction finds the card from the event alone
+_OPTIONS: Final = {key.replace("\ufe0f", ""): index for index, key in enumerate(OPTION_KEYS)}
 CARD_FIELD: Final = "org.aep-bridge.card"
 #: the biggest event content we make, as JSON bytes (Matrix: 65,536 for the whole event; an
 #: edit carries its content twice)
@@ -59,7 +47,6 @@ OUTCOME_MOST: Final = 100
 _ROOM_PING: Final = re.compile(r"@(room)\b", re.IGNORECASE)
 #: what would end an href early (the quote) or confuse a client's linkifier
 _UNSAFE_HREF: Final = re.compile(r"[\"'<>\s]")
-_LANGUAGE: Final = re.compile(r"[^A-Za-z0-9_+#.-]")
 
 
 def quiet(text: str) -> str:
@@ -96,67 +83,30 @@ class Shown:
         return len(json.dumps(self.content()).encode())
 
 
-def spans_html(spans: Spans) -> str:
-    return "".join(_span(span) for span in spans)
+class _MatrixHtml(HtmlRenderer):
+    """The core's HTML in Matrix's subset: agent text quieted, `<del>` for struck text,
+    blocks unseparated, links only outside `matrix.to`, a diff as its head and code."""
+
+    joint = ""
+    strike = "del"
+
+    def text(self, text: str) -> str:
+        return escape(text)
+
+    def link(self, text_html: str, url: str | None) -> str:
+        target = link_target(url, _UNSAFE_HREF)
+        if target is None or "matrix.to" in target.lower():
+            return text_html  # no pills from agent text: its text alone
+        return f'<a href="{html.escape(target, quote=True)}">{text_html}</a>'
+
+    def diff(self, diff: Diff) -> str:
+        path = f"<code>{escape(diff.path)}</code> " if diff.path else ""
+        head = f"<p>{path}+{diff.added} \u2212{diff.removed}</p>"
+        return head + (self.pre(diff.unified, "diff") if diff.unified.strip() else "")
 
 
-def _span(span: Span) -> str:
-    out = escape(span.text).replace("\n", "<br>")
-    if not out:
-        return ""
-    for on, tag in ((span.code, "code"), (span.strike, "del"), (span.italic, "em")):
-        out = f"<{tag}>{out}</{tag}>" if on else out
-    out = f"<strong>{out}</strong>" if span.bold else out
-    url = link_target(span.url, _UNSAFE_HREF)
-    if url is None or "matrix.to" in url.lower():
-        return out  # no pills from agent text: its text alone
-    return f'<a href="{html.escape(url, quote=True)}">{out}</a>'
-
-
-def _pre(code: str, language: str = "") -> str:
-    lang = _LANGUAGE.sub("", language)
-    cls = f' class="language-{lang}"' if lang else ""
-    return f"<pre><code{cls}>{escape(code.rstrip(chr(10)))}</code></pre>"
-
-
-def block_html(block: Block) -> str:
-    if isinstance(block, Paragraph):
-        inner = spans_html(block.spans)
-        return f"<p>{inner}</p>" if inner.strip() else ""
-    if isinstance(block, Heading):
-        level = min(6, max(3, block.level + 2))  # a message's heading is never a page's
-        return f"<h{level}>{spans_html(block.spans)}</h{level}>"
-    if isinstance(block, Code):
-        return _pre(block.code, block.language)
-    if isinstance(block, ListBlock):
-        items = "".join(f"<li>{blocks_html(item)}</li>" for item in block.items)
-        if not block.ordered:
-            return f"<ul>{items}</ul>"
-        return (
-            f'<ol start="{block.start}">{items}</ol>' if block.start != 1 else f"<ol>{items}</ol>"
-        )
-    if isinstance(block, Quote):
-        return f"<blockquote>{blocks_html(block.blocks)}</blockquote>"
-    if isinstance(block, Table):
-        head = "".join(f"<th>{spans_html(cell)}</th>" for cell in block.header)
-        rows = "".join(
-            "<tr>" + "".join(f"<td>{spans_html(c)}</td>" for c in row) + "</tr>"
-            for row in block.rows
-        )
-        head = f"<thead><tr>{head}</tr></thead>" if head else ""
-        return f"<table>{head}<tbody>{rows}</tbody></table>"
-    if isinstance(block, Details):
-        summary = f"<summary>{escape(block.summary)}</summary>"
-        return f"<details>{summary}{blocks_html(block.blocks)}</details>"
-    if isinstance(block, Diff):
-        path = f"<code>{escape(block.path)}</code> " if block.path else ""
-        head = f"<p>{path}+{block.added} \u2212{block.removed}</p>"
-        return head + (_pre(block.unified, "diff") if block.unified.strip() else "")
-    return "<hr>"  # Rule
-
-
-def blocks_html(blocks: Blocks) -> str:
-    return "".join(block_html(block) for block in blocks)
+#: the blocks as Matrix's HTML subset
+blocks_html: Final = _MatrixHtml().blocks
 
 
 def blocks_shown(blocks: Blocks, icon: str = "") -> Shown:
@@ -260,12 +210,9 @@ def hints(request: PermissionRequest) -> list[str]:
 
 
 def option_of(key: str) -> int | None:
-    """The option a reaction's key stands for (its index), or None."""
-    key = key.replace("\ufe0f", "")
-    for index, option in enumerate(OPTION_KEYS):
-        if option.replace("\ufe0f", "") == key:
-            return index
-    return None
+    """The option a reaction's key stands for (its index), or None: the key with or
+    without its emoji presentation selector."""
+    return _OPTIONS.get(key.replace("\ufe0f", ""))
 
 
 def edit(event_id: str, shown: Shown, *, notice: bool = True) -> dict[str, Any]:

@@ -76,7 +76,6 @@ from aep_bridge import (
     ChannelCapabilities,
     ChannelConfig,
     ChannelError,
-    ChannelState,
     DoctorCheck,
     NotificationMessage,
     OutgoingMessage,
@@ -752,10 +751,6 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         return text
 
     # -- what the adapter keeps ------------------------------------------------------------
-
-    def state(self) -> ChannelState:
-        """The channel's keys in the bridge's store (what survives a restart)."""
-        return self.core.state(self.instance_name)
 
     def _thread(self, session_id: str) -> str | None:
         return self.core.thread_id(self.instance_name, session_id)

@@ -4,7 +4,8 @@ This module is the public API for channel plugins: the adapter contract, its typ
 hook markers, and the helpers every channel needs. Every name a hook or a contract method
 hands a plugin is exported here (`Event` for vendor rendering, `ToolCall`, `ToolOutcome` and
 `ToolView` for tool rendering, `BridgeView` for the lifecycle hooks, Starlette's `BaseRoute`
-for routes, the `Setup*` types for setup wizards, `blocks_html` for a page in a browser,
+for routes, the `Setup*` types for setup wizards, `blocks_html` for a page in a browser
+(`HtmlRenderer` for a platform's HTML built on it),
 `visible` for text bound for a terminal).
 A channel imports only from here, from `aep_bridge.markup` (the message model: the blocks
 of `OutgoingMessage.blocks`), and from `aep_bridge.testing` in its tests.
@@ -33,7 +34,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
         ContractMismatch,
     )
     from .contract.hookspecs import hookimpl
-    from .contract.markup_html import blocks_html
+    from .contract.markup_html import HtmlRenderer, blocks_html
     from .contract.preview import PreviewDialect
     from .contract.types import (
         OUTGOING_KINDS,
@@ -69,6 +70,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
     from .text.text import measure, split_text
     from .toolkit.cards import CardKeys, CardRecords
     from .toolkit.http import read_body
+    from .toolkit.limits import wait_seconds
     from .toolkit.preview import (
         BARE_URL,
         HEADS_UP_ICONS,
@@ -85,6 +87,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
         message_icon,
         outcome_icon,
     )
+    from .toolkit.runtime import Once, Tasks
     from .toolkit.setup import (
         PAIRING_ATTEMPTS,
         TOKEN_TRIES,
@@ -124,6 +127,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
         one_line,
         plan_body,
         split_closing,
+        split_to_fit,
         table_text,
     )
     from .tools import ToolCall, ToolOutcome, ToolView
@@ -149,7 +153,10 @@ _HOMES: dict[str, tuple[str, ...]] = {
     ".aep.envelope": ("Event",),
     ".contract.hookspecs": ("hookimpl",),
     ".markup": ("Blocks",),
-    ".contract.markup_html": ("blocks_html",),
+    ".contract.markup_html": (
+        "HtmlRenderer",
+        "blocks_html",
+    ),
     ".contract.preview": ("PreviewDialect",),
     ".text.terminal": ("visible",),
     ".text.text": (
@@ -208,6 +215,11 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "CardRecords",
     ),
     ".toolkit.http": ("read_body",),
+    ".toolkit.limits": ("wait_seconds",),
+    ".toolkit.runtime": (
+        "Once",
+        "Tasks",
+    ),
     ".toolkit.text": (
         "LINE_BREAK",
         "break_ticks",
@@ -216,6 +228,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "one_line",
         "plan_body",
         "split_closing",
+        "split_to_fit",
         "table_text",
     ),
     ".tools": (
@@ -318,9 +331,11 @@ __all__ = [
     "Event",
     "FormChoice",
     "FormField",
+    "HtmlRenderer",
     "IncomingMessage",
     "InlineHtml",
     "NotificationMessage",
+    "Once",
     "OutcomeStatus",
     "OutgoingKind",
     "OutgoingMessage",
@@ -344,6 +359,7 @@ __all__ = [
     "SetupToken",
     "SetupWizard",
     "SignedPress",
+    "Tasks",
     "ToolCall",
     "ToolOutcome",
     "ToolView",
@@ -382,12 +398,14 @@ __all__ = [
     "scrub_token",
     "split_closing",
     "split_text",
+    "split_to_fit",
     "table_text",
     "tilde",
     "token_env_option",
     "url_problem",
     "visible",
     "wait_option",
+    "wait_seconds",
     "wait_setup_option",
     "wait_until",
     "write_channel_block",

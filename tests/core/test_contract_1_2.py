@@ -164,6 +164,18 @@ class _TopicChannel(_Minimal):
         self.archived = (*self.archived, session_id)
 
 
+async def test_an_adapter_keeps_its_own_state_and_finds_its_sessions_threads(tmp_path):
+    async with Rig(tmp_path) as rig:
+        await _asking(rig)
+        session_id, _, _ = rig.card("alpha")
+        alpha, beta = rig.channel("alpha"), rig.channel("beta")
+        assert alpha.thread(session_id) in alpha.threads, "the thread the channel made"
+        assert alpha.thread("no-such-session") is None
+        await alpha.state().set("topic", "t9")
+        assert await _core(rig).state("alpha").get("topic") == "t9", "the core's, durable"
+        assert await beta.state().get("topic") is None, "each instance its own"
+
+
 async def test_an_adapter_with_the_old_archive_name_is_still_archived():
     config = ChannelConfig(name="old")
     channel = _TopicChannel(object(), config)

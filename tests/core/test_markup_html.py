@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from aep_bridge import HtmlRenderer
 from aep_bridge.contract.markup_html import blocks_html
 from aep_bridge.markup import (
     Code,
@@ -125,3 +126,39 @@ def test_a_diff_marks_its_added_and_removed_lines_under_its_counts() -> None:
 
 def test_a_hard_line_break_is_a_line_break() -> None:
     assert blocks_html((_p(Span(text="a\nb")),)) == "<p>a<br>b</p>"
+
+
+class _Quiet(HtmlRenderer):
+    """A platform's dialect on the web's: no separator, `<del>`, links to one site only, its
+    own escape (every `@` shown as `(at)`) and diff."""
+
+    joint = ""
+    strike = "del"
+
+    def text(self, text: str) -> str:
+        return super().text(text.replace("@", "(at)"))
+
+    def link(self, text_html: str, url: str | None) -> str:
+        return super().link(text_html, url) if url and "example.com" in url else text_html
+
+    def diff(self, diff: Diff) -> str:
+        return self.pre(diff.unified, "diff")
+
+
+def test_a_platform_dialect_changes_only_what_it_overrides_and_escapes_everywhere() -> None:
+    blocks = (
+        _p(Span(text="a@b", strike=True), Span(text=" x", url="https://example.com/")),
+        _p(Span(text="y", url="https://elsewhere.org/")),
+        Code(code=f"@{SCRIPT}", language="sh"),
+        Details(summary="@s", blocks=(_p(Span(text="t")),)),
+        Diff(path="p", unified="+@x", added=1),
+    )
+    out = _Quiet().blocks(blocks)
+    assert out == (
+        '<p><del>a(at)b</del><a href="https://example.com/" target="_blank" '
+        'rel="noopener noreferrer"> x</a></p><p>y</p>'
+        f'<pre><code class="language-sh">(at){ESCAPED}</code></pre>'
+        "<details><summary>(at)s</summary><p>t</p></details>"
+        '<pre><code class="language-diff">+(at)x</code></pre>'
+    )
+    assert blocks_html(blocks[:1]).startswith("<p><s>a@b</s>"), "the web dialect is as it was"

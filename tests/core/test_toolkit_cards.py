@@ -10,12 +10,20 @@ from pathlib import Path
 
 import pytest
 
-from aep_bridge import CardKeys, CardRecords, ChannelUser, ResolutionStatus
+from aep_bridge import (
+    CardKeys,
+    CardRecords,
+    ChannelUser,
+    IncomingMessage,
+    Resolution,
+    ResolutionStatus,
+)
 from aep_bridge.store import Store, StoreState
 from aep_bridge.testing import FakeCore
 
 KEYS = CardKeys(plain=lambda card_id: len(card_id) <= 20, digits=16)
 ALICE = ChannelUser(id="u1", name="Alice")
+ACCEPTED = Resolution(status=ResolutionStatus.ACCEPTED)
 
 
 def _records(store: Store) -> CardRecords[dict[str, object]]:
@@ -98,3 +106,24 @@ async def test_records_of_the_channels_own_type_round_trip(store: Store):
     assert await records.get("c1") == _Record("s1", 7)
     assert await records.get("nope") is None
     assert await records.get("") is None
+
+
+async def test_words_answer_the_card_replied_to_else_the_only_open_one_else_go_to_the_core(
+    store: Store,
+):
+    records, core = _records(store), FakeCore()
+
+    def said(text: str) -> IncomingMessage:
+        return IncomingMessage(
+            channel="chat", session_id="s1", thread_id="t1", user=ALICE, text=text
+        )
+
+    await records.sent("c1", {}, message="m1")
+    await records.open_cards("s1", add="c2")
+    assert await records.words(core, said("deploy it"), replied="m1") == ("c1", ACCEPTED)
+    assert await records.words(core, said("yes")) == ("c2", ACCEPTED), "the only open card"
+    assert await records.words(core, said("/status")) is None, "a command answers no card"
+    await records.open_cards("s1", add="c3")
+    assert await records.words(core, said("which?")) is None, "two open cards: neither"
+    assert [(p.card_id, p.answer) for p in core.presses] == [("c1", "deploy it"), ("c2", "yes")]
+    assert [m.text for m in core.incoming] == ["/status", "which?"]

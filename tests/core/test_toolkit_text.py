@@ -9,12 +9,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aep_bridge import (
+    OutgoingMessage,
     break_ticks,
     keep_end,
     link_target,
     one_line,
     plan_body,
     split_closing,
+    split_to_fit,
     table_text,
 )
 from aep_bridge.markup import Blocks, Code, Diff, Paragraph, Span, Table
@@ -167,3 +169,21 @@ def test_plan_body_drops_the_bold_title_and_the_line_break_after_it() -> None:
     )
     assert plan_body((tasks, later)) == (tasks, later)  # no bold title: as it is
     assert plan_body(()) == ()
+
+
+def test_split_to_fit_keeps_a_message_that_fits_and_cuts_a_long_one_in_order() -> None:
+    def measure(blocks: Blocks) -> int:
+        return len(render(blocks))
+
+    short = OutgoingMessage(type="text", text="hello", key="k", notify=True)
+    assert split_to_fit(short, 100, measure) == []
+    long = OutgoingMessage(
+        type="text", text=" ".join(f"w{i}" for i in range(300)), key="k", notify=True
+    )
+    pieces = split_to_fit(long, 100, measure)
+    assert len(pieces) > 3
+    assert all(measure(p.blocks) <= 100 for p in pieces)
+    assert " ".join(p.text for p in pieces).split() == long.text.split(), "every word, in order"
+    assert [(p.key, p.notify) for p in pieces[-2:]] == [(None, False), ("k", True)], (
+        "only the last piece stands for the keyed message and rings"
+    )

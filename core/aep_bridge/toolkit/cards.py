@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from ..contract.adapter import BridgeCore, ChannelState
-from ..contract.types import ChannelUser, Resolution, ResolutionStatus
+from ..contract.types import ChannelUser, IncomingMessage, Resolution, ResolutionStatus
 
 #: a card record as the channel's code uses it (a dict, or a dataclass of its own)
 R = TypeVar("R")
@@ -143,6 +143,22 @@ class CardRecords(Generic[R]):
         if not card_id or option is None:
             return Resolution(status=ResolutionStatus.UNKNOWN)
         return await core.resolve_permission(card_id, option, user)
+
+    async def words(
+        self, core: BridgeCore, said: IncomingMessage, *, replied: str | int | None = None
+    ) -> tuple[str, Resolution] | None:
+        """Words a person wrote in a session's thread: the answer to the card shown by the
+        message they reply to (`replied`), else, unless they are a `/command`, to the
+        session's one open card that takes words; else they go to the core as they are (a
+        chat command, words for the agent). The card answered and the core's resolution
+        (show a refusal), or None when they were no answer."""
+        card_id = await self.of_message(replied) if replied is not None else None
+        if card_id is None and said.session_id and not said.text.startswith("/"):
+            card_id = await self.only_open_card(said.session_id)
+        if card_id is not None:
+            return card_id, await core.answer_text(card_id, said.text, said.user)
+        await core.handle_incoming_message(said)
+        return None
 
 
 __all__ = ["DIGEST_MARK", "CardKeys", "CardRecords"]

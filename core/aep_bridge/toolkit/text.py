@@ -1,6 +1,6 @@
 """Text helpers a dialect repeats: a text on one line, a table as monospace text, a message's
-closing lines apart (`split_closing`), and a long output cut to its end (`keep_end`) within
-a platform's room, measured its way.
+closing lines apart (`split_closing`), a long message in pieces (`split_to_fit`), and a long
+output cut to its end (`keep_end`) within a platform's room, measured its way.
 
 A failure's last lines say what failed, so where an output must be cut, its start goes:
 whole blocks first, then a code block or diff kept from a line on, after a `…` line.
@@ -13,7 +13,8 @@ from collections.abc import Callable
 from typing import Final
 from urllib.parse import quote
 
-from ..markup import Block, Blocks, Code, Diff, Paragraph, Table, spans_text
+from ..contract.types import OutgoingMessage
+from ..markup import Block, Blocks, Code, Diff, Paragraph, Span, Table, plain, spans_text, split
 
 #: the mark a cut output starts with, on a line of its own
 _CUT: Final = "…"
@@ -83,6 +84,23 @@ def link_target(url: str | None, unsafe: re.Pattern[str]) -> str | None:
     if not _LINKABLE.match(url) or any(ord(c) < 32 or ord(c) == 127 for c in url):
         return None
     return unsafe.sub(lambda m: quote(m.group(), safe=""), url)
+
+
+def split_to_fit(
+    content: OutgoingMessage, limit: int, measure: Callable[[Blocks], int]
+) -> list[OutgoingMessage]:
+    """`content` in pieces each within `limit` as `measure` counts its blocks (its text as
+    one paragraph when it has none), or none when it fits whole: the core's outbox splits, a
+    direct caller may not have. Only the last piece keeps the key and may ring."""
+    blocks = content.blocks or (Paragraph(spans=(Span(text=content.text),)),)
+    if measure(blocks) <= limit:
+        return []
+    *pieces, last = split(blocks, limit, measure)
+    cut = {"key": None, "notify": False}
+    return [
+        *(content.model_copy(update={"blocks": p, "text": plain(p), **cut}) for p in pieces),
+        content.model_copy(update={"blocks": last, "text": plain(last)}),
+    ]
 
 
 def table_text(table: Table) -> str:

@@ -29,6 +29,7 @@ from aep_bridge import (
     ChannelState,
     ChannelUser,
     NotificationMessage,
+    Once,
     OutgoingMessage,
     PermissionOutcome,
     PermissionRequest,
@@ -81,7 +82,7 @@ class NtfyChannel(ChannelAdapter[NtfyConfig]):
         self._client = NtfyClient(config.server, config.token)
         self._names: dict[str, str] = {}
         self._sent_parts: dict[str, int] = {}
-        self._told: dict[tuple[str, str], None] = {}
+        self._told = Once(_TOLD_SLOTS)
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -224,13 +225,7 @@ class NtfyChannel(ChannelAdapter[NtfyConfig]):
         each time: the phone is told once per card and outcome, and the press itself still
         gets the answer in its HTTP response.
         """
-        key = (card, status)
-        if key in self._told:
-            return False
-        self._told[key] = None
-        if len(self._told) > _TOLD_SLOTS:
-            self._told.pop(next(iter(self._told)))
-        return True
+        return self._told.first((card, status))
 
     async def _tell(self, session_id: str | None, text: str) -> None:
         """Tell the phone what became of a press; a failure here is logged, not raised.

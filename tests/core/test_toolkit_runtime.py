@@ -1,0 +1,52 @@
+"""The toolkit's run-time bookkeeping (`aep_bridge.Tasks`, `Once`): a channel's background
+tasks all ended when it stops, and each thing said once, in bounded memory."""
+
+from __future__ import annotations
+
+import asyncio
+
+from aep_bridge import Once, Tasks
+
+
+async def test_stop_cancels_every_task_still_running_and_waits_for_it() -> None:
+    tasks, ended = Tasks(), []
+
+    async def forever(name: str) -> None:
+        try:
+            await asyncio.Event().wait()
+        finally:
+            ended.append(name)
+
+    first, second = tasks.spawn(forever("sync")), tasks.spawn(forever("reaction"))
+    await asyncio.sleep(0)
+    await tasks.stop()
+    assert sorted(ended) == ["reaction", "sync"], "no task runs on after stop"
+    assert first.cancelled()
+    assert second.cancelled()
+
+
+async def test_stop_lets_a_task_finish_within_the_drain_and_hides_its_failure() -> None:
+    tasks, done = Tasks(), []
+
+    async def quick() -> None:
+        await asyncio.sleep(0.01)
+        done.append("posted")
+
+    async def failing() -> None:
+        raise RuntimeError("the platform said no")
+
+    tasks.spawn(quick())
+    tasks.spawn(failing())
+    await tasks.stop(drain=5)
+    assert done == ["posted"]
+    await tasks.stop()  # a second stop has nothing left to do
+
+
+def test_each_key_is_new_once_and_the_oldest_is_forgotten_past_the_bound() -> None:
+    told = Once(most=2)
+    assert told.first(("c1", "bob"))
+    assert not told.first(("c1", "bob")), "said once per card and person"
+    assert told.first(("c1", "eve"))
+    assert told.first(("c2", "bob"))
+    assert told.first(("c1", "bob")), "the oldest was forgotten: memory stays bounded"
+    assert not told.first(("c2", "bob"))
