@@ -182,7 +182,8 @@ async def run_setup(
     """Run wizard `name` with its command-line `argv`; list the wizards when `name` is None.
 
     Returns the exit status: 0 set up and checked, 1 stopped or a check failed, 2 a usage
-    error (no such wizard, a bad option).
+    error (no such wizard, a bad option). A wizard's test awaits it (`aep_bridge.testing`
+    exports it): in the test's event loop, a fake platform served there keeps answering.
     """
     io = io or SetupIO()
     if host is None:
