@@ -37,6 +37,7 @@ from ..contract.plugins import PluginHost
 from ..contract.wizard import SetupContext, SetupError, SetupIO, SetupOption, SetupWizard
 from ..process.exit_status import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from ..text.terminal import visible
+from ..toolkit.setup import tilde
 from .doctor import check_channel
 
 #: the file `SetupContext.save_secret` writes, next to the default config file
@@ -108,7 +109,7 @@ def _parser(wizard: SetupWizard) -> argparse.ArgumentParser:
         "--config",
         metavar="FILE",
         help=f"the config file to write (default ${CONFIG_ENV}, else "
-        f"{_home(default_config_path())})",
+        f"{tilde(default_config_path())})",
     )
     parser.add_argument(
         "--name",
@@ -162,14 +163,6 @@ def _add_option(group: Any, option: SetupOption) -> None:
             default=option.default,
             help=option.help,
         )
-
-
-def _home(path: Path) -> str:
-    """`path` with the home folder written `~`, for help texts."""
-    try:
-        return "~/" + str(path.relative_to(Path.home()))
-    except ValueError:
-        return str(path)
 
 
 async def run_setup(
