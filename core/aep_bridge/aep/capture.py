@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import types
 import typing
+from collections.abc import Callable
 from functools import cache
 from typing import Any, Final, Protocol
 
@@ -79,17 +80,33 @@ def mechanical_target(declared: Capture, ceiling: Capture) -> Capture:
     return ceiling
 
 
-def _prune(value: Any, path: str, table: dict[str, Capture], rank: int) -> Any:
+#: what a `_by_field` visit returns to leave the field out
+_DROP: Final = object()
+
+
+def _by_field(value: Any, path: str, visit: Callable[[str, Any], Any]) -> Any:
+    """`value` with each field of its objects (in lists too) as `visit(its path, it)`
+    makes it (`_DROP`: left out), its path as the capture tables write it (`a.b`, `a[].b`)."""
     if isinstance(value, list):
-        return [_prune(item, path + "[]", table, rank) for item in value]
+        return [_by_field(item, path + "[]", visit) for item in value]
     if not isinstance(value, dict):
         return value
-    kept = {}
+    out = {}
     for key, item in value.items():
         child = f"{path}.{key}" if path else key
-        if CAPTURE_RANK[table.get(child, "metadata")] <= rank:
-            kept[key] = _prune(item, child, table, rank)
-    return kept
+        made = visit(child, item)
+        if made is not _DROP:
+            out[key] = made
+    return out
+
+
+def _prune(value: Any, path: str, table: dict[str, Capture], rank: int) -> Any:
+    def keep(child: str, item: Any) -> Any:
+        if CAPTURE_RANK[table.get(child, "metadata")] > rank:
+            return _DROP
+        return _by_field(item, child, keep)
+
+    return _by_field(value, path, keep)
 
 
 @cache
@@ -232,18 +249,13 @@ def held_to_declared(event: Event) -> Event:
 
 def _redact_gated(value: Any, path: str, table: dict[str, Capture], redactor: ValueRedactor) -> Any:
     """Run every content-bearing field (and the `[metadata*]` text) through the pipeline."""
-    if isinstance(value, list):
-        return [_redact_gated(item, path + "[]", table, redactor) for item in value]
-    if not isinstance(value, dict):
-        return value
-    out = {}
-    for key, item in value.items():
-        child = f"{path}.{key}" if path else key
+
+    def redact(child: str, item: Any) -> Any:
         if table.get(child, "metadata") != "metadata" or child in METADATA_STAR:
-            out[key] = redactor.value(item)
-        else:
-            out[key] = _redact_gated(item, child, table, redactor)
-    return out
+            return redactor.value(item)
+        return _by_field(item, child, redact)
+
+    return _by_field(value, path, redact)
 
 
 #: Fields that stay `metadata` in the schemas but may carry agent or user text at `redacted`+.

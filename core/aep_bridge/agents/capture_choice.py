@@ -58,25 +58,6 @@ def parse(answer: str) -> AgentCapture | None:
     return None
 
 
-def settle(
-    path: Path,
-    flag: str | None,
-    *,
-    interactive: bool,
-    ask: Ask,
-    say: Say,
-) -> AgentCapture | None:
-    """Choose `agents.capture` (`choose`) and write it into the config file at `path`.
-
-    Returns the level written or kept, None when none was chosen. Raises `ConfigWriteError`
-    when the file cannot be read or written.
-    """
-    chosen = choose(path, flag, interactive=interactive, ask=ask, say=say)
-    if chosen is not None:
-        write(path, chosen, say)
-    return chosen
-
-
 def choose(
     path: Path,
     flag: str | None,

@@ -490,14 +490,14 @@ def _capture(flag: str | None, config: str | None, stdin: TextIO, out: TextIO, e
         out.flush()
         return stdin.readline()
 
+    def say(line: str) -> None:
+        print(line, file=out)
+
     try:
-        capture_choice.settle(
-            target_path(config),
-            flag,
-            interactive=stdin.isatty(),
-            ask=ask,
-            say=lambda line: print(line, file=out),
-        )
+        path = target_path(config)
+        chosen = capture_choice.choose(path, flag, interactive=stdin.isatty(), ask=ask, say=say)
+        if chosen is not None:
+            capture_choice.write(path, chosen, say)
     except (ConfigWriteError, OSError) as exc:
         why = exc.strerror if isinstance(exc, OSError) else str(exc)
         # asked for (`--capture`): a failure; else only a warning, the hooks are what was asked

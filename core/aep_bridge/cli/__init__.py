@@ -3,9 +3,11 @@ each group of commands in a module of its own."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import TypedDict
 
 from .. import _startup
 from ..process.exit_status import EXIT_FAILED
@@ -59,19 +61,12 @@ def _command(argv: Sequence[str] | None) -> int:
         if args.command == "config":
             return show_config_path(args.config)
         if args.command == "status":
-            return status(
-                config_file=args.config, url=args.url, token=args.token, as_json=args.json
-            )
+            return status(as_json=args.json, **_reach(args))
         if args.command == "away":
             from .away import away
 
             return away(
-                args.state == "on",
-                session=args.session,
-                person=args.person,
-                config_file=args.config,
-                url=args.url,
-                token=args.token,
+                args.state == "on", session=args.session, person=args.person, **_reach(args)
             )
         if args.command == "doctor":
             return doctor(args.config)
@@ -130,31 +125,30 @@ def _command(argv: Sequence[str] | None) -> int:
                 return token_commands.main(args)
             return token(args.config, rotate=args.rotate)
         if args.command == "emit":
-            return emit(
-                args.files, config_file=args.config, url=args.url, token=args.token, demo=args.demo
-            )
+            return emit(args.files, demo=args.demo, **_reach(args))
         if args.command == "demo":
-            return demo(
-                config_file=args.config,
-                url=args.url,
-                token=args.token,
-                timeout=args.timeout,
-                pace=args.pace,
-            )
+            return demo(timeout=args.timeout, pace=args.pace, **_reach(args))
         if args.command == "ask":
             return ask(
-                args.question,
-                args.option,
-                kind=args.kind,
-                config_file=args.config,
-                url=args.url,
-                token=args.token,
-                timeout=args.timeout,
+                args.question, args.option, kind=args.kind, timeout=args.timeout, **_reach(args)
             )
     except BrokenPipeError:  # `aep-bridge validate x.jsonl | head` is not an error
         sys.stderr.close()
         return EXIT_OK
     return EXIT_USAGE  # pragma: no cover - argparse refuses unknown commands
+
+
+class _Reach(TypedDict):
+    """How a client command (`status`, `away`, `emit`, `demo`, `ask`) reaches the running
+    bridge: the `--config`, `--url` and `--token` the parser gives each of them."""
+
+    config_file: str | None
+    url: str | None
+    token: str | None
+
+
+def _reach(args: argparse.Namespace) -> _Reach:
+    return _Reach(config_file=args.config, url=args.url, token=args.token)
 
 
 __all__ = [

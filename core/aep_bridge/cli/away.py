@@ -11,10 +11,8 @@ from __future__ import annotations
 import sys
 from typing import Any, TextIO
 
-from ..config.config import ConfigError
-from ..process.client_endpoint import endpoint
 from ..text.terminal import visible
-from .common import EXIT_OK, EXIT_USAGE, EXIT_VIOLATIONS
+from .common import EXIT_OK, EXIT_USAGE, EXIT_VIOLATIONS, ask_bridge
 
 
 def away_lines(state: dict[str, Any]) -> list[str]:
@@ -66,45 +64,25 @@ def away(
 ) -> int:
     """Switch away mode: 0 when the bridge did, 1 when it refused (an unknown session), 2
     when no bridge answers (or it refuses the token)."""
-    import httpx
-
     out = out or sys.stdout
-    try:
-        base, secret = endpoint(config_file, url, token, "away")
-    except ConfigError as exc:
-        print(exc, file=sys.stderr)
+    body = {"on": on, "session": session, "person": person}
+    reply = ask_bridge("away", "/away", config_file=config_file, url=url, token=token, send=body)
+    if reply is None:
         return EXIT_USAGE
-    try:
-        reply = httpx.post(
-            f"{base}/away",
-            json={"on": on, "session": session, "person": person},
-            headers={"Authorization": f"Bearer {secret}"},
-            timeout=10.0,
-        )
-    except httpx.HTTPError as exc:
+    state = reply.body
+    if reply.status == 404 and state is not None and state.get("error") == "not-found":
         print(
-            f"aep-bridge away: no bridge answers at {base} ({exc}); is `aep-bridge run` "
-            "running (with this config)?",
+            f"aep-bridge away: the bridge at {reply.base} has no away mode (an older aep-bridge)",
             file=sys.stderr,
         )
         return EXIT_USAGE
-    try:
-        state = reply.json()
-    except ValueError:
-        state = None
-    if reply.status_code == 404 and isinstance(state, dict) and state.get("error") == "not-found":
+    if reply.status != 200 or state is None:
+        detail = state.get("detail", "") if state is not None else reply.text[:200]
         print(
-            f"aep-bridge away: the bridge at {base} has no away mode (an older aep-bridge)",
+            visible(f"aep-bridge away: {detail or reply.status}", one_line=True),
             file=sys.stderr,
         )
-        return EXIT_USAGE
-    if reply.status_code != 200 or not isinstance(state, dict):
-        detail = state.get("detail", "") if isinstance(state, dict) else reply.text[:200]
-        print(
-            visible(f"aep-bridge away: {detail or reply.status_code}", one_line=True),
-            file=sys.stderr,
-        )
-        return EXIT_VIOLATIONS if reply.status_code == 404 else EXIT_USAGE
+        return EXIT_VIOLATIONS if reply.status == 404 else EXIT_USAGE
     switched = state.get("person")
     person = person or (switched if isinstance(switched, str) else None)
     if person is not None:

@@ -30,15 +30,10 @@ from .common import EXIT_OK, EXIT_VIOLATIONS, load
 def check(config_file: str | None, *, out: TextIO | None = None) -> int:
     """Validate a config as `run` would use it; exit 1 if anything must be fixed."""
     out = out or sys.stdout
-    env_file.load()  # the secrets the wizards saved, as `run` reads them
-    try:
-        config, plugins = load(config_file)
-    except ConfigError as exc:
-        print(exc, file=out)
+    if (planned := _planned(config_file, out)) is None:
         return EXIT_VIOLATIONS
+    config, plan, secrets = planned
     source = config_file or str(config_path(None) or "embedded defaults")
-    plan = resolve_channels(config, plugins)
-    secrets = _secrets(config, plan)
     for problem in plan.problems:
         print(scrub(f"{source}: error: {problem}", secrets), file=out)
     for warning in plan.warnings:
@@ -55,24 +50,30 @@ def check(config_file: str | None, *, out: TextIO | None = None) -> int:
     return EXIT_OK
 
 
-def _secrets(config: BridgeConfig, plan: ChannelPlan) -> list[str]:
-    """The secrets `check` and `doctor` keep out of what they print (`scrub`): every secret
-    field of the config and of each channel's config."""
-    return secrets_in(config, *(resolved.config for resolved in plan.channels))
+def _planned(
+    config_file: str | None, out: TextIO
+) -> tuple[BridgeConfig, ChannelPlan, list[str]] | None:
+    """What `check` and `doctor` look at: the config as `run` reads it (the secrets the
+    wizards saved in the env file too), its channels' plan, and the secrets they keep out of
+    what they print (`scrub`: every secret field of the config and of each channel's
+    config). None, the reason printed, when the config cannot be read."""
+    env_file.load()
+    try:
+        config, host = load(config_file)
+    except ConfigError as exc:
+        print(exc, file=out)
+        return None
+    plan = resolve_channels(config, host)
+    return config, plan, secrets_in(config, *(resolved.config for resolved in plan.channels))
 
 
 def doctor(config_file: str | None, *, out: TextIO | None = None) -> int:
     """Check each channel's platform side (token, chat, rights) without running the bridge;
     print every check and the fix for each failure. Exit 1 if anything must be fixed."""
     out = out or sys.stdout
-    env_file.load()  # the secrets the wizards saved, as `run` reads them
-    try:
-        config, host = load(config_file)
-    except ConfigError as exc:
-        print(exc, file=out)
+    if (planned := _planned(config_file, out)) is None:
         return EXIT_VIOLATIONS
-    plan = resolve_channels(config, host)
-    secrets = _secrets(config, plan)
+    _, plan, secrets = planned
     failed = len(plan.problems)
     for problem in plan.problems:
         print(scrub(f"config: {problem}", secrets), file=out)

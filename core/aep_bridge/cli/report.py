@@ -11,11 +11,9 @@ import json
 import sys
 from typing import TextIO
 
-from ..config.config import ConfigError
-from ..process.client_endpoint import endpoint
 from ..text.terminal import visible
 from .away import away_lines
-from .common import EXIT_OK, EXIT_USAGE, EXIT_VIOLATIONS
+from .common import EXIT_OK, EXIT_USAGE, EXIT_VIOLATIONS, ask_bridge
 
 NO_CHANNEL = (
     "no channel is running: nothing shows your agents' sessions; fix the channels listed "
@@ -85,33 +83,15 @@ def status(
     Exit 0 when it runs with at least one channel and nothing failed, 1 when no channel is
     running or a channel or source failed, 2 when no bridge answers (or it refuses the token).
     """
-    import httpx
-
     out = out or sys.stdout
-    try:
-        base, secret = endpoint(config_file, url, token, "status")
-    except ConfigError as exc:
-        print(exc, file=sys.stderr)
+    reply = ask_bridge("status", "/status", config_file=config_file, url=url, token=token)
+    if reply is None:
         return EXIT_USAGE
-    try:
-        reply = httpx.get(
-            f"{base}/status", headers={"Authorization": f"Bearer {secret}"}, timeout=10.0
-        )
-    except httpx.HTTPError as exc:
+    base, report = reply.base, reply.body
+    if reply.status != 200 or report is None:
+        detail = report.get("detail", "") if report is not None else reply.text[:200]
         print(
-            f"aep-bridge status: no bridge answers at {base} ({exc}); is `aep-bridge run` "
-            "running (with this config)?",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
-    try:
-        report = reply.json()
-    except ValueError:
-        report = None
-    if reply.status_code != 200 or not isinstance(report, dict):
-        detail = report.get("detail", "") if isinstance(report, dict) else reply.text[:200]
-        print(
-            f"aep-bridge status: {base}/status answered {reply.status_code}: {detail}",
+            f"aep-bridge status: {base}/status answered {reply.status}: {detail}",
             file=sys.stderr,
         )
         return EXIT_USAGE

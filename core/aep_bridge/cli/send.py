@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, TextIO
+from collections.abc import Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..config.config import ConfigError, resolve_channels
 from ..process.client_endpoint import endpoint
@@ -165,7 +165,7 @@ def ask(
     timeout: float | None,
 ) -> int:
     """Put one question through the whole loop and print the answer."""
-    from ..commands.tinyagent import AgentError, Cancelled, TinyAgent
+    from ..commands.tinyagent import TinyAgent
 
     found = _agent_socket("ask", config_file, url, token)
     if found is None:
@@ -183,20 +183,8 @@ def ask(
             _line(str(answer), sys.stdout)  # a typed answer's newline shown as \n
             return EXIT_OK
 
-    try:
-        return asyncio.run(go())
-    except AgentError as exc:
-        if exc.code == "closed":  # the bridge stopped (or the network went) while we waited
-            _line(f"aep-bridge ask: {exc.detail}; no answer", sys.stderr)
-        else:
-            _line(f"aep-bridge ask: {exc}", sys.stderr)
-        return EXIT_USAGE
-    except Cancelled:
-        print("aep-bridge ask: cancelled by control.cancel", file=sys.stderr)
-        return EXIT_VIOLATIONS
-    except TimeoutError:
-        print("aep-bridge ask: no answer in time", file=sys.stderr)
-        return EXIT_NO_ANSWER
+    # `closed`: the bridge stopped (or the network went) while we waited
+    return _as_agent("ask", go(), closed="; no answer", late="no answer in time")
 
 
 def demo(
@@ -209,30 +197,47 @@ def demo(
 ) -> int:
     """Play the scripted demo session against the bridge, printing each answer it gets."""
     from ..commands.demo_agent import DemoAgent
-    from ..commands.tinyagent import AgentError, Cancelled
 
     found = _agent_socket("demo", config_file, url, token)
     if found is None:
         return EXIT_USAGE
     socket_url, secret = found
     agent = DemoAgent(socket_url, secret, timeout=timeout, pace=pace, say=_say)
+
+    async def go() -> int:
+        await agent.run()
+        return EXIT_OK
+
     try:
-        asyncio.run(agent.run())
-    except AgentError as exc:
-        detail = exc.detail if exc.code == "closed" else str(exc)
-        _line(f"aep-bridge demo: {detail}", sys.stderr)
-        return EXIT_USAGE
-    except Cancelled:
-        print("aep-bridge demo: cancelled by control.cancel", file=sys.stderr)
-        return EXIT_VIOLATIONS
-    except TimeoutError:
-        print(f"aep-bridge demo: no answer within {timeout:g} s", file=sys.stderr)
-        return EXIT_NO_ANSWER
+        done = _as_agent("demo", go(), late=f"no answer within {timeout:g} s")
     except KeyboardInterrupt:
         print("aep-bridge demo: stopped; the session has ended", file=sys.stderr)
         return EXIT_INTERRUPTED
-    print("demo finished: the session has ended", flush=True)
-    return EXIT_OK
+    if done == EXIT_OK:
+        print("demo finished: the session has ended", flush=True)
+    return done
+
+
+def _as_agent(
+    command: str, session: Coroutine[Any, Any, int], *, closed: str = "", late: str
+) -> int:
+    """Run a tiny agent's `session` to its exit status; the ways it ends without an answer
+    as `command`'s error line and status (`closed`: what follows the reason the connection
+    closed; `late`: what a timeout says)."""
+    from ..commands.tinyagent import AgentError, Cancelled
+
+    try:
+        return asyncio.run(session)
+    except AgentError as exc:
+        detail = exc.detail + closed if exc.code == "closed" else str(exc)
+        _line(f"aep-bridge {command}: {detail}", sys.stderr)
+        return EXIT_USAGE
+    except Cancelled:
+        print(f"aep-bridge {command}: cancelled by control.cancel", file=sys.stderr)
+        return EXIT_VIOLATIONS
+    except TimeoutError:
+        print(f"aep-bridge {command}: {late}", file=sys.stderr)
+        return EXIT_NO_ANSWER
 
 
 def _say(line: str) -> None:

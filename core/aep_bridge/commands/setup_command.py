@@ -37,6 +37,7 @@ from ..contract.plugins import PluginHost
 from ..contract.wizard import SetupContext, SetupError, SetupIO, SetupOption, SetupWizard
 from ..process.exit_status import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from ..text.terminal import visible
+from ..toolkit.setup import tilde
 from .doctor import check_channel
 
 #: the file `SetupContext.save_secret` writes, next to the default config file
@@ -108,7 +109,7 @@ def _parser(wizard: SetupWizard) -> argparse.ArgumentParser:
         "--config",
         metavar="FILE",
         help=f"the config file to write (default ${CONFIG_ENV}, else "
-        f"{_home(default_config_path())})",
+        f"{tilde(default_config_path())})",
     )
     parser.add_argument(
         "--name",
@@ -164,14 +165,6 @@ def _add_option(group: Any, option: SetupOption) -> None:
         )
 
 
-def _home(path: Path) -> str:
-    """`path` with the home folder written `~`, for help texts."""
-    try:
-        return "~/" + str(path.relative_to(Path.home()))
-    except ValueError:
-        return str(path)
-
-
 async def run_setup(
     name: str | None,
     argv: Sequence[str] = (),
@@ -182,7 +175,8 @@ async def run_setup(
     """Run wizard `name` with its command-line `argv`; list the wizards when `name` is None.
 
     Returns the exit status: 0 set up and checked, 1 stopped or a check failed, 2 a usage
-    error (no such wizard, a bad option).
+    error (no such wizard, a bad option). A wizard's test awaits it (`aep_bridge.testing`
+    exports it): in the test's event loop, a fake platform served there keeps answering.
     """
     io = io or SetupIO()
     if host is None:

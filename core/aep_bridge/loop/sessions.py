@@ -111,16 +111,23 @@ class Sessions:
             if known is not None:
                 self._remember(replace(known, owner=Owner.from_json(text)))
         for session_id, channel, thread_id, state, name in self.store.thread_rows():
-            known = self._by_id.get(session_id)
-            self._put_thread(
-                ThreadRecord(
-                    known.id if known is not None else session_id,
-                    sys.intern(channel),
-                    thread_id,
-                    sys.intern(state),  # type: ignore[arg-type]
-                    name,
-                )
+            self._hold_thread(session_id, channel, thread_id, state, name)
+
+    def _hold_thread(
+        self, session_id: str, channel: str, thread_id: str | None, state: str, name: str
+    ) -> None:
+        """Hold a new thread record, compact: the session record's own id string, the channel
+        and state names interned."""
+        known = self._by_id.get(session_id)
+        self._put_thread(
+            ThreadRecord(
+                known.id if known is not None else session_id,
+                sys.intern(channel),
+                thread_id,
+                sys.intern(state),  # type: ignore[arg-type]
+                name,
             )
+        )
 
     def _put_thread(self, record: ThreadRecord) -> None:
         threads = self._threads.get(record.session_id, ())
@@ -281,16 +288,7 @@ class Sessions:
             if other.name == name:
                 name = other.name  # one string for the session's threads alike
                 break
-        known = self._by_id.get(session_id)
-        self._put_thread(
-            ThreadRecord(
-                known.id if known is not None else session_id,
-                sys.intern(channel),
-                None,
-                "creating",
-                name,
-            )
-        )
+        self._hold_thread(session_id, channel, None, "creating", name)
 
     def bind_thread(self, session_id: str, channel: str, thread_id: str) -> None:
         """The platform created the thread: remember its id (state `open`)."""

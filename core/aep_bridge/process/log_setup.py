@@ -26,7 +26,7 @@ import logging
 import sys
 from typing import Final, TextIO
 
-from ..text.scrub import ScrubFilter
+from ..text.scrub import ScrubFilter, rewrite_trace
 from ..text.terminal import visible
 
 #: the prefix of the bridge's own logger names
@@ -71,12 +71,7 @@ class TerminalSafe(logging.Filter):
         except Exception:  # a bad format string: say what was logged, still one safe line
             message = f"{record.msg} (could not be formatted with {record.args!r})"
         record.msg, record.args = visible(message, one_line=True), None
-        if record.exc_info and not record.exc_text:
-            record.exc_text = logging.Formatter().formatException(record.exc_info)
-        if record.exc_text:
-            record.exc_text = _indented(record.exc_text)
-        if record.stack_info:
-            record.stack_info = _indented(record.stack_info)
+        rewrite_trace(record, _indented)
         setattr(record, "_terminal_safe", True)  # noqa: B010
         return True
 

@@ -4,7 +4,7 @@ subagents and its errors.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 from ..aep.envelope import Event
 from ..aep.payloads import (
@@ -28,46 +28,49 @@ class AgentMixin(RendererBase):
     """`agent.presence`, `.idle`, `.health`, `.heartbeat`; `delegation.subagent.*`;
     `error.raised`."""
 
-    def _subagent_key(self, ev: Event, child: Any, agent_type: str | None, *, start: bool) -> str:
+    def _subagent(
+        self,
+        ev: Event,
+        p: DelegationSubagentStarted | DelegationSubagentStopped | None,
+        *,
+        start: bool,
+    ) -> tuple[str, str]:
+        """A subagent's name as shown (`Subagent Explore`, `A subagent`), and the key of its
+        line: its stop's line replaces its start's."""
+        child = p.child if p is not None else None
+        agent_type = p.agent_type if p is not None else None
+        name = self._line(agent_type, 60) if agent_type else ""
+        if not name and child is not None and child.agent:
+            name = self._line(child.agent, 60)
         ident = None
         if child is not None:
             ident = child.session or child.run or child.agent
         ident = ident or agent_type
         if ident:
-            return f"subagent:{ident}"
-        if start or not ev.cause:
-            return f"subagent:@{ev.id}"
-        return f"subagent:@{ev.cause}"
-
-    def _subagent_name(self, child: Any, agent_type: str | None) -> str:
-        name = self._line(agent_type, 60) if agent_type else ""
-        if not name and child is not None and child.agent:
-            name = self._line(child.agent, 60)
-        return f"Subagent {name}" if name else "A subagent"
+            key = f"subagent:{ident}"
+        elif start or not ev.cause:
+            key = f"subagent:@{ev.id}"
+        else:
+            key = f"subagent:@{ev.cause}"
+        return (f"Subagent {name}" if name else "A subagent"), key
 
     def _subagent_started(self, d: Draft) -> None:
-        ev = d.event
-        p = _typed(ev, DelegationSubagentStarted)
-        child = p.child if p is not None else None
-        agent_type = p.agent_type if p is not None else None
-        text = self._subagent_name(child, agent_type) + " started"
+        p = _typed(d.event, DelegationSubagentStarted)
+        name, key = self._subagent(d.event, p, start=True)
+        text = name + " started"
         if p is not None and p.role:
             text += f" ({self._line(p.role, 60)})"
-        key = self._subagent_key(ev, child, agent_type, start=True)
         d.add(NORMAL, "system_message", text, key=key, metadata={"status": "running"})
 
     def _subagent_stopped(self, d: Draft) -> None:
-        ev = d.event
-        p = _typed(ev, DelegationSubagentStopped)
-        child = p.child if p is not None else None
-        agent_type = p.agent_type if p is not None else None
-        text = self._subagent_name(child, agent_type) + " finished"
+        p = _typed(d.event, DelegationSubagentStopped)
+        name, key = self._subagent(d.event, p, start=False)
+        text = name + " finished"
         facts = [self._line(p.status, 40) if p is not None and p.status else ""]
         if p is not None and p.duration_ms is not None:
             facts.append(f"after {duration(p.duration_ms)}")
         if any(facts):
             text += ": " + ", ".join(x for x in facts if x)
-        key = self._subagent_key(ev, child, agent_type, start=False)
         status = p.status if p is not None and p.status else "finished"
         d.add(NORMAL, "system_message", text, key=key, metadata={"status": status})
 

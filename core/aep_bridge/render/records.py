@@ -24,23 +24,15 @@ class RecordsMixin(RendererBase):
     `assessment.*`."""
 
     def _state_snapshot(self, d: Draft) -> None:
-        ev = d.event
-        p = _typed(ev, StateSnapshot)
-        name = self._line(p.key, 60) if p is not None and p.key else "state"
-        text = f"State {name}" if name != "state" else "State"
-        if p is not None and p.rev is not None:
-            text += f" (rev {p.rev})"
+        p = _typed(d.event, StateSnapshot)
+        detail = None
         if p is not None and p.state:
-            text += ": " + self._line(", ".join(f"{k}={_compact(v)}" for k, v in p.state.items()))
-        d.add(VERBOSE, "system_message", text, key=f"state:{p.key if p and p.key else 'state'}")
+            detail = self._line(", ".join(f"{k}={_compact(v)}" for k, v in p.state.items()))
+        self._state(d, p, " (rev {})", detail)
 
     def _state_delta(self, d: Draft) -> None:
-        ev = d.event
-        p = _typed(ev, StateDelta)
-        name = self._line(p.key, 60) if p is not None and p.key else "state"
-        text = f"State {name}" if name != "state" else "State"
-        if p is not None and p.rev is not None:
-            text += f" → rev {p.rev}"
+        p = _typed(d.event, StateDelta)
+        detail = None
         if p is not None and p.delta:
             ops = []
             for op in p.delta[:5]:
@@ -49,7 +41,20 @@ class RecordsMixin(RendererBase):
                     step += f" = {_compact(op['value'])}"
                 ops.append(step)
             more = f" (and {len(p.delta) - 5} more)" if len(p.delta) > 5 else ""
-            text += ": " + self._line("; ".join(ops)) + more
+            detail = self._line("; ".join(ops)) + more
+        self._state(d, p, " → rev {}", detail)
+
+    def _state(
+        self, d: Draft, p: StateSnapshot | StateDelta | None, rev: str, detail: str | None
+    ) -> None:
+        """A `state.*` line: the state's name, its revision (`rev` with it), then `detail` if any;
+        keyed by the state, so its next snapshot or delta replaces it."""
+        name = self._line(p.key, 60) if p is not None and p.key else "state"
+        text = f"State {name}" if name != "state" else "State"
+        if p is not None and p.rev is not None:
+            text += rev.format(p.rev)
+        if detail is not None:
+            text += ": " + detail
         d.add(VERBOSE, "system_message", text, key=f"state:{p.key if p and p.key else 'state'}")
 
     def _retrieval_requested(self, d: Draft) -> None:

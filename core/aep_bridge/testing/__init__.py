@@ -25,7 +25,7 @@
 It needs pytest and pytest-asyncio, which a plugin's tests have anyway; nothing here runs in
 the bridge itself. The kit's modules: `conformance` (the suite and its `Harness`), `views`
 (what a probe shows, and `PlatformProbe`), `memory` (`FakeCore`, `MemoryChannel` and their
-parts), `setup_kit` (`ScriptedIO`, `run_setup`), `platform` (`InLoopServer`, `FakePlatform`, the
+parts), `setup_kit` (`ScriptedIO`, `setup_home`), `platform` (`InLoopServer`, `FakePlatform`, the
 limit windows: the base of a fake platform server), `e2e` (`aep-bridge run` against your
 fake: `end_to_end`, `EndToEnd`, `BridgeProcess`), `agent` and `fixture` (the `bridge` fixture
 and its `ScriptedAgent`). `VirtualTime` lives in `aep_bridge.commands.simtime` (`aep-bridge preview`
@@ -44,10 +44,11 @@ from ..commands.simtime import VirtualTime
 from .conformance import SESSION, ChannelConformance, Harness, sample_message
 from .logs import library_logs_nothing_wrong, logged_wrong
 from .memory import FakeCore, MemoryChannel, MemoryProbe, MemoryState, Press, Refusal
-from .setup_kit import ScriptedIO, SetupHome, run_setup, setup_home
+from .setup_kit import ScriptedIO, SetupHome, setup_home
 from .views import ButtonView, MessageView, PlatformProbe, ThreadView
 
 if TYPE_CHECKING:
+    from ..commands.setup_command import run_setup
     from .e2e import PERMISSION_ASK, BridgeProcess, EndToEnd, end_to_end
     from .platform import (
         FakePlatform,
@@ -61,11 +62,13 @@ if TYPE_CHECKING:
     )
 
 #: what is imported when first used: the end-to-end harness runs `aep-bridge` and an agent,
-#: the fake platform's base a web server (uvicorn); a test that loads the kit (the `bridge`
-#: fixture's plugin, loaded by every pytest run) needs neither
+#: the fake platform's base a web server (uvicorn), `run_setup` (`aep-bridge setup`) the
+#: config and the plugin host; a test that loads the kit (the `bridge` fixture's plugin,
+#: loaded by every pytest run) needs none of them
 _LAZY = {
-    "e2e": ("PERMISSION_ASK", "BridgeProcess", "EndToEnd", "end_to_end"),
-    "platform": (
+    "..commands.setup_command": ("run_setup",),
+    ".e2e": ("PERMISSION_ASK", "BridgeProcess", "EndToEnd", "end_to_end"),
+    ".platform": (
         "FakePlatform",
         "FixedWindow",
         "InLoopServer",
@@ -81,7 +84,7 @@ _LAZY = {
 def __getattr__(name: str) -> Any:
     for module, names in _LAZY.items():
         if name in names:
-            return getattr(importlib.import_module(f".{module}", __name__), name)
+            return getattr(importlib.import_module(module, __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -16,7 +16,9 @@ such fake needs is here, so a plugin's fake is its routes and its platform's rul
   and `SlidingWindow` (at most N calls in any span: Telegram), both of a `Window`.
 - `ManualClock`: a clock that moves only when told, for limits tested without waiting.
 
-It runs no platform SDK; a fake built on it is for tests and benches, never the bridge.
+It runs no platform SDK; a fake built on it is for tests and benches, never the bridge. Its
+names are imported from `aep_bridge.testing`, whose `_LAZY` lists them (this module is read
+when one is first used: it imports uvicorn); it has no `__all__` to say them again.
 """
 
 from __future__ import annotations
@@ -33,19 +35,6 @@ from typing import Any, Protocol, Self
 
 import uvicorn
 from starlette.responses import JSONResponse, Response
-
-__all__ = [
-    "Bucket",
-    "FakePlatform",
-    "FixedWindow",
-    "InLoopServer",
-    "ManualClock",
-    "RecordedCall",
-    "SlidingWindow",
-    "Window",
-    "retry_after_seconds",
-    "sliding_wait",
-]
 
 
 class ManualClock:

@@ -1,22 +1,17 @@
 """Testing a setup wizard: `ScriptedIO`, the person at the wizard answering from a script, and
-`run_setup`, which runs a wizard as `aep-bridge setup NAME ARGS` does, and `setup_home`, a
-home of the test's own for what it writes."""
+`setup_home`, a home of the test's own for what it writes. `run_setup`, which runs a wizard as
+`aep-bridge setup NAME ARGS` does, is that command's own (`aep_bridge.testing` exports it)."""
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
 from ..contract.wizard import SetupIO
-
-if TYPE_CHECKING:
-    from ..contract.plugins import PluginHost
-
 
 # -- setup wizards ------------------------------------------------------------------
 
@@ -66,21 +61,6 @@ class ScriptedIO(SetupIO):
     def secret(self, prompt: str) -> str:
         self.secret_prompts.append(prompt)
         return self.ask(prompt)
-
-
-async def run_setup(
-    name: str | None,
-    argv: Sequence[str] = (),
-    *,
-    io: SetupIO | None = None,
-    host: PluginHost | None = None,
-) -> int:
-    """`aep-bridge setup NAME ARGV` in this event loop (a fake platform served in it keeps
-    answering), talking to `io`; the plugins of `host`, else the installed ones. Returns the
-    exit status."""
-    from ..commands.setup_command import run_setup as run
-
-    return await run(name, argv, io=io, host=host)
 
 
 # -- a home of the test's own ------------------------------------------------------------

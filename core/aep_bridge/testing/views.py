@@ -64,5 +64,7 @@ class PlatformProbe(Protocol):
         user: ChannelUser,
         reply_to: MessageView | None = None,
     ) -> None:
-        """Write `text` in a thread as `user`, optionally as a reply to a message."""
-        ...
+        """Write `text` in a thread as `user`, optionally as a reply to a message. A probe
+        of a platform nobody replies on (push notifications) subclasses `PlatformProbe` and
+        leaves this out: the kit's suite never replies, and a test that does is told why."""
+        raise NotImplementedError(f"{type(self).__name__}: this platform takes no replies")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
 from pydantic import BaseModel, SecretBytes, SecretStr
@@ -103,13 +103,29 @@ class ScrubFilter(logging.Filter):
         cleaned = scrub(message)
         if cleaned != message:
             record.msg, record.args = cleaned, None
-        if record.exc_info and not record.exc_text:
-            record.exc_text = logging.Formatter().formatException(record.exc_info)
-        if record.exc_text:
-            record.exc_text = scrub(record.exc_text)
-        if record.stack_info:
-            record.stack_info = scrub(record.stack_info)
+        rewrite_trace(record, scrub)
         return True
 
 
-__all__ = ["MASK", "ScrubFilter", "forget", "register", "registered", "scrub", "secrets_in"]
+def rewrite_trace(record: logging.LogRecord, change: Callable[[str], str]) -> None:
+    """Pass what a handler prints of `record` after its message through `change`: its
+    traceback (formatted here if no handler did yet, so that each sees the changed one) and
+    its stack."""
+    if record.exc_info and not record.exc_text:
+        record.exc_text = logging.Formatter().formatException(record.exc_info)
+    if record.exc_text:
+        record.exc_text = change(record.exc_text)
+    if record.stack_info:
+        record.stack_info = change(record.stack_info)
+
+
+__all__ = [
+    "MASK",
+    "ScrubFilter",
+    "forget",
+    "register",
+    "registered",
+    "rewrite_trace",
+    "scrub",
+    "secrets_in",
+]

@@ -31,7 +31,7 @@ from collections.abc import (
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any, Final, Literal, NoReturn, TypeVar, overload
+from typing import Any, Final, Literal, NoReturn, Required, TypedDict, TypeVar, Unpack, overload
 from urllib.parse import urlsplit
 
 from ..contract.types import DoctorCheck
@@ -92,16 +92,22 @@ def number_problem(answer: str, count: int) -> str | None:
     return f"Give a number from 1 to {count}."
 
 
+class _NumberOptions(TypedDict, total=False):
+    """What `ask_number` takes besides `or_none`, declared once for its overloads and itself."""
+
+    flag: Required[str]
+    default: str | None
+    also: Callable[[int], str | None] | None
+
+
 @overload
 def ask_number(
     setup: SetupContext,
     prompt: str,
     count: int,
     *,
-    flag: str,
-    default: str | None = None,
     or_none: Literal[False] = False,
-    also: Callable[[int], str | None] | None = None,
+    **options: Unpack[_NumberOptions],
 ) -> int: ...
 
 
@@ -111,10 +117,8 @@ def ask_number(
     prompt: str,
     count: int,
     *,
-    flag: str,
-    default: str | None = None,
     or_none: Literal[True],
-    also: Callable[[int], str | None] | None = None,
+    **options: Unpack[_NumberOptions],
 ) -> int | None: ...
 
 
@@ -123,14 +127,14 @@ def ask_number(
     prompt: str,
     count: int,
     *,
-    flag: str,
-    default: str | None = None,
     or_none: bool = False,
-    also: Callable[[int], str | None] | None = None,
+    **options: Unpack[_NumberOptions],
 ) -> int | None:
     """The index (from 0) of a choice from a numbered list of `count` the person was shown,
-    asked with `prompt`; with `or_none`, `none` is an answer too (then None). `also(index)`
-    says why a choice in range is still not acceptable, or None."""
+    asked with `prompt` (`flag` and `default` as `SetupContext.ask` takes them); with
+    `or_none`, `none` is an answer too (then None). `also(index)` says why a choice in range
+    is still not acceptable, or None."""
+    also = options.get("also")
 
     def problem(answer: str) -> str | None:
         if or_none and answer.lower() == "none":
@@ -140,7 +144,7 @@ def ask_number(
             return wrong + " Or none." if or_none else wrong
         return also(int(answer) - 1) if also is not None else None
 
-    answer = setup.ask(prompt, default=default, flag=flag, check=problem)
+    answer = setup.ask(prompt, default=options.get("default"), flag=options["flag"], check=problem)
     return None if or_none and answer.lower() == "none" else int(answer) - 1
 
 

@@ -13,11 +13,12 @@ import httpx
 from fake_ntfy import FakeNtfy, Phone, button_data
 
 from aep_bridge import ChannelUser
-from aep_bridge.testing import ButtonView, MessageView, ThreadView
+from aep_bridge.testing import ButtonView, MessageView, PlatformProbe, ThreadView
 
 
-class NtfyProbe:
-    """`PlatformProbe` over the fake ntfy server and the fake phone."""
+class NtfyProbe(PlatformProbe):
+    """`PlatformProbe` over the fake ntfy server and the fake phone; ntfy notifications
+    cannot be replied to (the inherited `reply`)."""
 
     def __init__(self, ntfy: FakeNtfy, topic: str, phone: Phone) -> None:
         self.ntfy = ntfy
@@ -74,12 +75,3 @@ class NtfyProbe:
                 assert response.status_code == 200, response.text
                 return
         raise AssertionError(f"no button {button.label!r} on notification {message.id}")
-
-    async def reply(
-        self,
-        thread_id: str | None,
-        text: str,
-        user: ChannelUser,
-        reply_to: MessageView | None = None,
-    ) -> None:
-        raise NotImplementedError("ntfy notifications cannot be replied to")
