@@ -35,13 +35,9 @@ from aep_bridge import (
     write_channel_block,
 )
 
-from .config import USER_ID
-from .doctor import (
+from .client import (
     CALL_TIMEOUT,
-    ENCRYPTION_WHY,
     FAILURES,
-    REFUSED_TOKEN,
-    REFUSED_TOKEN_WHY,
     RoomView,
     call,
     connected,
@@ -50,6 +46,8 @@ from .doctor import (
     rooms_of,
     sync_filter,
 )
+from .config import USER_ID
+from .doctor import ENCRYPTION_WHY, REFUSED_TOKEN, REFUSED_TOKEN_WHY
 
 TOKEN_ENV: Final = "MATRIX_ACCESS_TOKEN"
 #: how long the pairing code is taken (and the longest `--wait`)
