@@ -37,7 +37,6 @@ from aep_bridge import (
 
 from .client import (
     CALL_TIMEOUT,
-    FAILURES,
     RoomView,
     call,
     connected,
@@ -354,9 +353,8 @@ async def _pair(setup: SetupContext, client: Client, room: RoomView, token: str)
 
     async def who(user: str) -> str:
         try:
-            async with asyncio.timeout(CALL_TIMEOUT):
-                name = await client.get_displayname(UserID(user))
-        except FAILURES:
+            name = await call(client.get_displayname(UserID(user)), lambda *_: LookupError())
+        except LookupError:  # no name to show: the id alone
             return user
         return f"{name} ({user})" if name else user
 
