@@ -147,11 +147,7 @@ async def connected(
 async def newest_version(client: Client, fail: Fail, *secrets: str) -> str:
     """The newest Matrix version the homeserver speaks (`/versions`)."""
     answer = await call(client.versions(no_cache=True), fail, *secrets)
-    return max((str(v) for v in answer.versions), default="?", key=_version_key)
-
-
-def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(d) if d.isdigit() else -1 for d in version.lstrip("rv").split("."))
+    return str(answer.latest_version) if answer.versions else "?"
 
 
 @dataclass(frozen=True, slots=True)
