@@ -332,9 +332,6 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
             if "M_DUPLICATE_ANNOTATION" not in str(exc):
                 raise
 
-    async def _edit(self, event_id: str, shown: html.Shown, *, notice: bool = True) -> None:
-        await self._send(html.edit(event_id, shown, notice=notice))
-
     def _error(self, exc: BaseException, what: str) -> ChannelError:
         return as_channel_error(exc, self.config.access_token.get_secret_value(), what)
 
@@ -350,13 +347,13 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
         root = self.thread(session_id)
         if root is not None:
             await self.state().set(f"name:{session_id}", new_name)
-            await self._edit(root, html.root(new_name))
+            await self._send(html.edit(root, html.root(new_name)))
 
     async def archive_session_thread(self, session_id: str) -> None:
         root = self.thread(session_id)
         if root is not None:
             name = await self.state().get(f"name:{session_id}")
-            await self._edit(root, html.root(name or "Agent session", "ended"))
+            await self._send(html.edit(root, html.root(name or "Agent session", "ended")))
 
     # -- messages --------------------------------------------------------------------------
 
@@ -380,7 +377,7 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
         key = f"key:{session_id}:{content.key}" if content.key else None
         earlier = await self.state().get(key) if key else None
         if key is not None and earlier is not None:
-            await self._edit(earlier, shown)  # streamed text, a tool's card: in place
+            await self._send(html.edit(earlier, shown))  # streamed text, a tool's card: in place
             return
         sent = await self._send(shown.content(**html.in_thread(self.thread(session_id))))
         if key is not None:
@@ -390,8 +387,7 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
         """Declined (`heads_ups=False`): the core queues none; a direct call says it in the
         session's thread."""
         root = self.thread(notification.session_id or "")
-        text = f"{heads_up_icon(notification)} {notification.summary}"
-        await self._send(html.text_shown(text).content(**html.in_thread(root)))
+        await self.tell(root, f"{heads_up_icon(notification)} {notification.summary}")
 
     # -- cards -----------------------------------------------------------------------------
 
@@ -436,7 +432,7 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
         card = await self.cards.get(request.id)
         if card is None:
             return
-        await self._edit(str(card["event"]), html.card(request, outcome), notice=True)
+        await self._send(html.edit(str(card["event"]), html.card(request, outcome)))
         if outcome.closed:
             await self.cards.save(request.id, {**card, "closed": True})
             await self.cards.open_cards(session_id, remove=request.id)
