@@ -27,8 +27,6 @@ or write them without end-to-end encryption, which this channel does not do.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import logging
 import re
 from typing import Any, ClassVar, Final, cast
@@ -36,7 +34,7 @@ from typing import Any, ClassVar, Final, cast
 from mautrix.api import Method, Path
 from mautrix.client import Client
 from mautrix.errors import MatrixRequestError
-from mautrix.types import EventID, EventType, FilterID, RoomID, SyncToken
+from mautrix.types import EventID, EventType, RoomID, SyncToken
 
 from aep_bridge import (
     Blocks,
@@ -65,7 +63,7 @@ from aep_bridge import (
 )
 
 from . import html
-from .client import as_channel_error, close_client, make_client
+from .client import as_channel_error, close_client, make_client, room_in, sync_filter
 from .config import MatrixConfig
 
 log = logging.getLogger(__name__)
@@ -117,6 +115,7 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
         )
         self.cards = CardRecords.plain(self.state, lambda card_id: card_id)
         self._client: Client | None = None
+        self._filter = sync_filter([config.room_id], timeline=TIMELINE_LIMIT)
         self._told = Once(TOLD)  # (card, user): the refusals said
         self._tasks = Tasks()  # the sync loop, the bot's reactions on their way
 
@@ -156,32 +155,17 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
                 f"({exc.errcode}): invite {self.config.user_id} to it, or fix `room_id`",
                 permanent=exc.errcode in ("M_FORBIDDEN", "M_NOT_FOUND"),
             ) from None
-        with contextlib.suppress(MatrixRequestError):  # M_NOT_FOUND: not encrypted
-            await client.get_state_event(room, EventType.ROOM_ENCRYPTION)
+        answer = await client.sync(timeout=0, filter_id=sync_filter([room]))  # its state, now
+        if room_in(answer, room).encrypted:
             raise ChannelError(
                 f"Matrix channel {self.instance_name}: room {room} is encrypted, and Matrix "
                 "encryption is not supported: use an unencrypted room (encryption cannot be "
                 "turned off in a room; make a new one without it)",
                 permanent=True,
             )
-        kept = await self.state().get("sync")
-        if kept is not None:
-            return kept
-        first = await client.sync(timeout=0, filter_id=self._filter())
-        since = str(first["next_batch"])
+        since = await self.state().get("sync") or str(answer["next_batch"])
         await self.state().set("sync", since)
         return since
-
-    def _filter(self) -> FilterID:
-        return FilterID(
-            json.dumps(
-                {
-                    "room": {"rooms": [self.config.room_id], "timeline": {"limit": TIMELINE_LIMIT}},
-                    "presence": {"types": []},
-                    "account_data": {"types": []},
-                }
-            )
-        )
 
     async def stop(self) -> None:
         await self._tasks.stop()
@@ -215,7 +199,7 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
         while True:
             try:
                 answer = await self.client.sync(
-                    since=SyncToken(since), timeout=SYNC_TIMEOUT_MS, filter_id=self._filter()
+                    since=SyncToken(since), timeout=SYNC_TIMEOUT_MS, filter_id=self._filter
                 )
                 room = answer.get("rooms", {}).get("join", {}).get(self.config.room_id, {})
                 timeline = room.get("timeline", {})
@@ -348,14 +332,8 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
             if "M_DUPLICATE_ANNOTATION" not in str(exc):
                 raise
 
-    async def _edit(self, event_id: str, shown: html.Shown, *, notice: bool = True) -> None:
-        await self._send(html.edit(event_id, shown, notice=notice))
-
     def _error(self, exc: BaseException, what: str) -> ChannelError:
-        error = as_channel_error(exc, self.config.access_token.get_secret_value())
-        if isinstance(error, RateLimited):
-            return error
-        return ChannelError(f"Matrix {what} failed: {error}", permanent=error.permanent)
+        return as_channel_error(exc, self.config.access_token.get_secret_value(), what)
 
     # -- threads ---------------------------------------------------------------------------
 
@@ -369,13 +347,13 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
         root = self.thread(session_id)
         if root is not None:
             await self.state().set(f"name:{session_id}", new_name)
-            await self._edit(root, html.root(new_name))
+            await self._send(html.edit(root, html.root(new_name)))
 
     async def archive_session_thread(self, session_id: str) -> None:
         root = self.thread(session_id)
         if root is not None:
             name = await self.state().get(f"name:{session_id}")
-            await self._edit(root, html.root(name or "Agent session", "ended"))
+            await self._send(html.edit(root, html.root(name or "Agent session", "ended")))
 
     # -- messages --------------------------------------------------------------------------
 
@@ -399,7 +377,7 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
         key = f"key:{session_id}:{content.key}" if content.key else None
         earlier = await self.state().get(key) if key else None
         if key is not None and earlier is not None:
-            await self._edit(earlier, shown)  # streamed text, a tool's card: in place
+            await self._send(html.edit(earlier, shown))  # streamed text, a tool's card: in place
             return
         sent = await self._send(shown.content(**html.in_thread(self.thread(session_id))))
         if key is not None:
@@ -409,8 +387,7 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
         """Declined (`heads_ups=False`): the core queues none; a direct call says it in the
         session's thread."""
         root = self.thread(notification.session_id or "")
-        text = f"{heads_up_icon(notification)} {notification.summary}"
-        await self._send(html.text_shown(text).content(**html.in_thread(root)))
+        await self.tell(root, f"{heads_up_icon(notification)} {notification.summary}")
 
     # -- cards -----------------------------------------------------------------------------
 
@@ -455,7 +432,7 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
         card = await self.cards.get(request.id)
         if card is None:
             return
-        await self._edit(str(card["event"]), html.card(request, outcome), notice=True)
+        await self._send(html.edit(str(card["event"]), html.card(request, outcome)))
         if outcome.closed:
             await self.cards.save(request.id, {**card, "closed": True})
             await self.cards.open_cards(session_id, remove=request.id)

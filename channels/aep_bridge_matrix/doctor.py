@@ -1,38 +1,22 @@
 """`aep-bridge doctor` for Matrix: each check needs the one before (docs/channels/matrix.md).
 
 The room is looked at with one `/sync` filtered to it, without timeline, so a running bridge's
-sync position never moves; no check writes anything or quotes the token. The wizard makes its
-calls and reads its rooms with the same pieces.
+sync position never moves; no check writes anything or quotes the token.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Final, NoReturn, TypeVar
+from collections.abc import Callable
+from typing import Any, Final, NoReturn
 
-from aiohttp import ClientError
 from mautrix.client import Client
-from mautrix.errors import MatrixError, MatrixRequestError
-from mautrix.types import FilterID, SerializerError
 
-from aep_bridge import DoctorCheck, DoctorRun, clean_error, doctor_fail, doctor_ok
+from aep_bridge import DoctorCheck, DoctorRun, doctor_fail, doctor_ok
 
-from .client import close_client, make_client
+from .client import CALL_TIMEOUT, RoomView, call, connected, look_at_room, newest_version
 from .config import ACCESS_TOKEN_FIX, ROOM_ID_HOW, MatrixConfig
 
-_T = TypeVar("_T")
-#: what a failed call raises: made from the failure in a line and the homeserver's errcode
-Fail = Callable[[str, str | None], BaseException]
-
-#: seconds a homeserver has to answer one call
-CALL_TIMEOUT: Final = 20.0
-#: what a network failure (a timeout too: an OSError), a homeserver's refusal or an answer that
-#: is not Matrix's can raise
-FAILURES: Final = (MatrixError, SerializerError, ClientError, OSError, ValueError, KeyError)
 REFUSED_TOKEN: Final = frozenset({"M_UNKNOWN_TOKEN", "M_MISSING_TOKEN"})
 REFUSED_TOKEN_WHY: Final = (
     "the homeserver does not take {} access token (logged out, expired, or another server's)"
@@ -47,113 +31,6 @@ SENDS: Final = (
     ("m.reaction", "add a question's reactions"),
     ("m.room.redaction", "redact its own events"),
 )
-
-
-def describe(exc: BaseException, *secrets: str) -> str:
-    """A failure in a line (the homeserver's errcode and words, or the network's error),
-    the secrets cut out."""
-    if isinstance(exc, MatrixRequestError):
-        code, words = getattr(exc, "errcode", None), getattr(exc, "message", None) or ""
-        text = f"{code}: {words}" if code else f"HTTP {getattr(exc, 'http_status', None)}"
-        return clean_error(Exception(text), *secrets)
-    if isinstance(exc, TimeoutError):
-        return f"no answer within {CALL_TIMEOUT:.0f} s"
-    return clean_error(exc, *secrets, with_type=True)
-
-
-async def call(
-    awaitable: Awaitable[_T], fail: Fail, *secrets: str, seconds: float = CALL_TIMEOUT
-) -> _T:
-    """`awaitable`'s answer within `seconds`; a failure raises `fail(why, errcode)` (or `fail`
-    raises itself, as a doctor's `run.stop`), `why` never quoting `secrets`."""
-    try:
-        async with asyncio.timeout(seconds):
-            return await awaitable
-    except FAILURES as exc:
-        code = getattr(exc, "errcode", None) if isinstance(exc, MatrixRequestError) else None
-        raise fail(describe(exc, *secrets), code if isinstance(code, str) else None) from None
-
-
-@contextlib.asynccontextmanager
-async def connected(
-    homeserver: str, user_id: str, token: str, device_id: str | None = None
-) -> AsyncIterator[Client]:
-    """A client for one doctor run or one step of the wizard, let go of after."""
-    client = make_client(homeserver, user_id, token, device_id)
-    try:
-        yield client
-    finally:
-        await close_client(client)
-
-
-async def newest_version(client: Client, fail: Fail, *secrets: str) -> str:
-    """The newest Matrix version the homeserver speaks (`/versions`)."""
-    answer = await call(client.versions(no_cache=True), fail, *secrets)
-    return max((str(v) for v in answer.versions), default="?", key=_version_key)
-
-
-def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(d) if d.isdigit() else -1 for d in version.lstrip("rv").split("."))
-
-
-@dataclass(frozen=True, slots=True)
-class RoomView:
-    """A room as a `/sync` shows it to the bot: its `membership` (`join`, `invite` or `none`)
-    and the content of its state events by type and state key (for an invite, the few the
-    inviter's server shares)."""
-
-    room_id: str
-    membership: str
-    state: Mapping[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
-
-    @property
-    def encrypted(self) -> bool:
-        return ("m.room.encryption", "") in self.state
-
-    @property
-    def name(self) -> str | None:
-        found = self.state.get(("m.room.name", ""), {}).get("name")
-        return str(found) if found else None
-
-    @property
-    def label(self) -> str:
-        return f"{self.name} ({self.room_id})" if self.name else self.room_id
-
-    def joined(self) -> set[str]:
-        return {
-            key
-            for (kind, key), content in self.state.items()
-            if kind == "m.room.member" and content.get("membership") == "join"
-        }
-
-
-def sync_filter(rooms: Sequence[str] | None = None, *, timeline: int = 0) -> FilterID:
-    """An inline `/sync` filter: `timeline` events a room, only `rooms` when given, nothing else."""
-    room: dict[str, Any] = {"timeline": {"limit": timeline}, "ephemeral": {"types": []}}
-    room["account_data"] = {"types": []}
-    if rooms is not None:
-        room["rooms"] = list(rooms)
-    value = {"room": room, "presence": {"types": []}, "account_data": {"types": []}}
-    return FilterID(json.dumps(value, separators=(",", ":")))
-
-
-def rooms_of(answer: Mapping[str, Any]) -> list[RoomView]:
-    """Each room a `/sync` answer names, joined or invited, with its (invite) state."""
-    found: list[RoomView] = []
-    for membership, key in (("join", "state"), ("invite", "invite_state")):
-        for room_id, room in ((answer.get("rooms") or {}).get(membership) or {}).items():
-            state = {
-                (str(e.get("type")), str(e.get("state_key", ""))): e["content"]
-                for e in (room.get(key) or {}).get("events") or []
-                if isinstance(e, dict) and isinstance(e.get("content"), dict)
-            }
-            found.append(RoomView(str(room_id), membership, state))
-    return found
-
-
-async def look_at_room(client: Client, room_id: str) -> RoomView:
-    answer = await client.sync(timeout=0, filter_id=sync_filter([room_id]))
-    return next((r for r in rooms_of(answer) if r.room_id == room_id), RoomView(room_id, "none"))
 
 
 async def diagnose(config: MatrixConfig) -> list[DoctorCheck]:

@@ -215,12 +215,12 @@ def option_of(key: str) -> int | None:
     return _OPTIONS.get(key.replace("\ufe0f", ""))
 
 
-def edit(event_id: str, shown: Shown, *, notice: bool = True) -> dict[str, Any]:
-    """An `m.replace` edit of `event_id` to `shown` (the `* ` fallback for old clients)."""
-    new = shown.content(notice=notice)
+def edit(event_id: str, shown: Shown) -> dict[str, Any]:
+    """An `m.replace` edit of `event_id` to `shown` (the `* ` fallback for old clients), a
+    notice: an edit (a card's outcome too) alerts nobody again."""
     return {
-        **Shown(f"* {shown.body}", f"* {shown.html}").content(notice=notice),
-        "m.new_content": new,
+        **Shown(f"* {shown.body}", f"* {shown.html}").content(),
+        "m.new_content": shown.content(),
         "m.relates_to": {"rel_type": "m.replace", "event_id": event_id},
     }
 

@@ -35,13 +35,8 @@ from aep_bridge import (
     write_channel_block,
 )
 
-from .config import USER_ID
-from .doctor import (
+from .client import (
     CALL_TIMEOUT,
-    ENCRYPTION_WHY,
-    FAILURES,
-    REFUSED_TOKEN,
-    REFUSED_TOKEN_WHY,
     RoomView,
     call,
     connected,
@@ -50,6 +45,8 @@ from .doctor import (
     rooms_of,
     sync_filter,
 )
+from .config import USER_ID
+from .doctor import ENCRYPTION_WHY, REFUSED_TOKEN, REFUSED_TOKEN_WHY
 
 TOKEN_ENV: Final = "MATRIX_ACCESS_TOKEN"
 #: how long the pairing code is taken (and the longest `--wait`)
@@ -356,9 +353,8 @@ async def _pair(setup: SetupContext, client: Client, room: RoomView, token: str)
 
     async def who(user: str) -> str:
         try:
-            async with asyncio.timeout(CALL_TIMEOUT):
-                name = await client.get_displayname(UserID(user))
-        except FAILURES:
+            name = await call(client.get_displayname(UserID(user)), lambda *_: LookupError())
+        except LookupError:  # no name to show: the id alone
             return user
         return f"{name} ({user})" if name else user
 
