@@ -16,8 +16,9 @@ once it did; each question answered through Matrix reached its agent as exactly 
 approver who chose it; a stranger's reaction or words send nothing and leave the card as it
 was, and are refused in the card's thread, once per person and card while the bridge runs
 (`_tell`); a closed card shows its outcome and lists no reactions, an open one lists one
-per option, and the bot's own reactions on a card are its options'; a reaction made while the
-bridge was down answers after the restart; the homeserver saw no broken limit. A kill while
+per option and carries the bot's reaction for each, to tap (after a restart too), and the
+bot reacts to no card with anything else; a reaction made while the bridge was down answers
+after the restart; the homeserver saw no broken limit. A kill while
 a card is on its way may show it twice (delivery is at least once); so may a kill while a
 root is posted, so that rule stops the bridge cleanly.
 
