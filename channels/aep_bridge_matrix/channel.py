@@ -27,6 +27,7 @@ or write them without end-to-end encryption, which this channel does not do.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 from typing import Any, ClassVar, Final, cast
@@ -118,6 +119,7 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
         self._filter = sync_filter([config.room_id], timeline=TIMELINE_LIMIT)
         self._told = Once(TOLD)  # (card, user): the refusals said
         self._tasks = Tasks()  # the sync loop, the bot's reactions on their way
+        self._reacting: dict[str, int] = {}  # their cards (event: options), kept in the state
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -136,6 +138,9 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
                 raise
             raise self._error(exc, "start") from None
         self._client = client
+        self._reacting = json.loads(await self.state().get("reacting") or "{}")
+        for event_id, count in self._reacting.items():  # cut short by a stop: resumed
+            self._react_soon(event_id, count, resumed=True)
         self._tasks.spawn(self._sync_loop(since))
 
     async def _connect(self, client: Client) -> str:
@@ -404,22 +409,40 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
         await self.cards.sent(request.id, {"event": sent, "thread": root}, message=sent)
         if request.accepts_text and not request.informational:
             await self.cards.open_cards(session_id, add=request.id)
-        if not request.informational:
-            keys = html.OPTION_KEYS[: len(request.options)]
-            self._tasks.spawn(self._react_later(sent, keys))
+        if request.options and not request.informational:
+            self._reacting[sent] = len(request.options)
+            await self.state().set("reacting", json.dumps(self._reacting))
+            self._react_soon(sent, len(request.options))
         return Posted(chat=self.config.room_id, message=sent)
 
-    async def _react_later(self, event_id: str, keys: tuple[str, ...]) -> None:
+    def _react_soon(self, event_id: str, count: int, *, resumed: bool = False) -> None:
+        self._tasks.spawn(self._react_later(event_id, count, resumed))
+
+    async def _react_later(self, event_id: str, count: int, resumed: bool) -> None:
         """The bot's reactions, after the card (they never hold it up), queued one at a
         time: a card or an update asked meanwhile waits for one of them at most, and none is
-        sent once the card has closed (an event each, under the homeserver's rate)."""
-        for key in keys:
-            if await self._closed(event_id):
-                return
-            try:
-                await self.core.call(self.instance_name, "react", event_id, key)
-            except Exception as exc:  # a person can still react with the key the card lists
-                log.warning("matrix %s: %s", self.instance_name, self._error(exc, "a reaction"))
+        sent once the card has closed (an event each, under the homeserver's rate). Those a
+        stop cut short are resumed at the next start, past the ones the bot made."""
+        try:
+            done = await self._my_reactions(event_id) if resumed else set()
+            for key in html.OPTION_KEYS[:count]:
+                if await self._closed(event_id):
+                    break
+                if key not in done:
+                    await self.core.call(self.instance_name, "react", event_id, key)
+        except Exception as exc:  # a person can still react with the key the card lists
+            log.warning("matrix %s: %s", self.instance_name, self._error(exc, "a reaction"))
+            return  # tried again at the next start
+        self._reacting.pop(event_id, None)
+        await self.state().set("reacting", json.dumps(self._reacting))
+
+    async def _my_reactions(self, event_id: str) -> set[str]:
+        """The keys the bot has reacted to `event_id` with."""
+        room = RoomID(self.config.room_id)
+        path = Path.v1.rooms[room].relations[EventID(event_id)]["m.annotation"]
+        page = await self.client.api.request(Method.GET, path, query_params={"limit": "100"})
+        mine = [e for e in page.get("chunk", []) if e.get("sender") == self.config.user_id]
+        return {str(e["content"]["m.relates_to"].get("key")) for e in mine}
 
     async def _closed(self, event_id: str) -> bool:
         card_id = await self.cards.of_message(event_id)

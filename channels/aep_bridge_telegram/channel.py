@@ -81,7 +81,7 @@ from .format import (
     thread_heading,
     visible_length,
 )
-from .forms import Forms
+from .forms import STEP_SHOWN, Forms
 from .look import (
     TELEGRAM_LIMIT,
     _card_html,
@@ -594,7 +594,8 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
                         resolution = Resolution(status=ResolutionStatus.UNKNOWN)
                     else:
                         resolution = await self._forms.press(card_id, card, action, user)
-        await _toast(query, resolution.message)  # a refusal is logged by the core
+        # a refusal is logged by the core; a form's next field on show sent nothing yet
+        await _toast(query, "" if resolution == STEP_SHOWN else resolution.message)
 
     async def _on_text(self, update: Update, context: Any) -> None:
         message = update.effective_message

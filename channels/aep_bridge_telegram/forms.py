@@ -21,6 +21,8 @@ from .look import _keyboard
 
 #: why a form's button or words from another person's step filled nothing
 OTHER_STEP: Final = "that was another step of the form; the card shows yours now"
+#: a person's next field on show: nothing went to the agent yet (the toast says nothing)
+STEP_SHOWN: Final = Resolution(status=ResolutionStatus.ACCEPTED, reason="the next field")
 
 #: the core's `answer_form(card_id, values, user)`
 Answer = Callable[[str, dict[str, Any], ChannelUser], Awaitable[Resolution]]
@@ -120,4 +122,4 @@ class Forms:
         text = form_step(card.html, request, index)
         keyboard = _keyboard(request, (index, progress["values"]))
         self._show(card.message, text, keyboard)
-        return Resolution(status=ResolutionStatus.ACCEPTED)
+        return STEP_SHOWN

@@ -20,7 +20,8 @@ A subclass gives two sets of hooks (each raises `NotImplementedError` here):
 - the platform (`_until`, `_press`, `_answered` (`_decided` helps), `_notes`, `_note`,
   `_bot_messages`, `_message`, `_message_key`, `_shown`, `_buttons`, `_look`, `_heads_ups`,
   `_faults`, `_fill_in`, `_check_places`): what a person sees and does on the fake, and the
-  platform's own rule for a session's place (a thread, a parent message).
+  platform's own rule for a session's place (a thread, a parent message); `_tell` where a
+  platform tells a person less often than once per refusal (Matrix: once per card).
 
 It adds its own rules and invariants (replies, a platform's quirks) beside these. `check()`
 runs every shared invariant, for regression tests kept from what the machine found.
@@ -283,6 +284,11 @@ class ChannelModel(RuleBasedStateMachine):
         await asyncio.sleep(0.02)
         await self._idle()
 
+    def _tell(self, who: str, asked: Asked) -> None:
+        """`who` is told privately about `asked` (a refusal, what became of it): one note
+        more. A platform that says it once per person and card overrides this."""
+        self.notes[who] += 1
+
     def _begun(self, what: Any, who: str) -> Pressed:
         """`what` `who` did, with the notes and commands counted before it."""
         return Pressed(what, who, self._notes(who), self._all_commands())
@@ -365,8 +371,10 @@ class ChannelModel(RuleBasedStateMachine):
             self._run(self._answered(pressed))
         approvers = [p for p in (first, second) if p in self.APPROVERS]
         self._event(f"two presses at once by {len(approvers)} approver(s)")
+        for who in (first, second):
+            if who not in self.APPROVERS:
+                self._tell(who, asked)
         for who in {first, second} - set(self.APPROVERS):
-            self.notes[who] += [first, second].count(who)
             assert self._note(who) == REFUSED
         if not approvers:
             return
@@ -380,13 +388,13 @@ class ChannelModel(RuleBasedStateMachine):
         losers = approvers.copy()
         losers.remove(winner)
         for who in losers:
-            self.notes[who] += 1
+            self._tell(who, asked)
             note = self._note(who)
             assert note.startswith(f"{CLOSED}Answered by"), note
 
     def _refused(self, who: str, asked: Asked, before: Any) -> None:
         """`who` was refused privately and the card is as it was (`before`: its `_look`)."""
-        self.notes[who] += 1
+        self._tell(who, asked)
         assert self._note(who) == REFUSED
         assert self._look(self._card(asked)) == before
 
@@ -400,7 +408,7 @@ class ChannelModel(RuleBasedStateMachine):
                 option = asked.options[index]
                 asked.answer, asked.shown = {"option": option}, option.capitalize()
         else:  # closed before the press was decided: the presser is told
-            self.notes[who] += 1
+            self._tell(who, asked)
 
     def check(self) -> None:
         """Every shared invariant, for the regression tests."""
@@ -479,15 +487,15 @@ class ChannelModel(RuleBasedStateMachine):
             return
         pressed = self._press(asked, data.draw(st.integers(0, len(asked.options) - 1)), pressed_by)
         self._run(self._answered(pressed))
-        told = self._notes(pressed_by) > pressed.notes_before
-        self._event(f"a press as the terminal answers: {'told' if told else 'sent'}")
-        if told:
-            self.notes[pressed_by] += 1
-            if pressed_by not in self.APPROVERS:
-                assert self._note(pressed_by) == REFUSED
-        else:  # taken before the bridge saw the terminal's answer: the agent refused it
+        sent = self._all_commands() > pressed.commands_before
+        self._event(f"a press as the terminal answers: {'sent' if sent else 'told'}")
+        if sent:  # taken before the bridge saw the terminal's answer: the agent refused it
             assert pressed_by in self.APPROVERS
             asked.refused += 1
+        else:
+            self._tell(pressed_by, asked)
+            if pressed_by not in self.APPROVERS:
+                assert self._note(pressed_by) == REFUSED
 
     @precondition(lambda self: self._live())
     @rule(data=st.data())

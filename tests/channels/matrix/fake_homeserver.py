@@ -78,7 +78,9 @@ from_bot=None, *, thread_root=..., include_threads=True)` -> `FakeMessage` (`bod
 `versions`: every accepted content, the latest last, `relates_to`, `redacted`), `message(id)`,
 `thread(room, root)` (the replies, oldest first), `reactions(event_id)` -> {key: [users]},
 `events(room)` (the raw timeline), `state(room, type, key)`, `calls` (`Call`: method, path,
-user, status, errcode, time, body), `calls_to(pattern)`, `violations`, `wait_until()`.
+user, status, errcode, time, body), `calls_to(pattern)`, `violations`, `wait_until()`,
+`synced_from` (each `/sync`'s `since` position as it arrived: a client asking from past an
+event has handled it).
 """
 
 from __future__ import annotations
@@ -419,6 +421,8 @@ class FakeHomeserver:
         self.users: dict[str, FakeUser] = {}
         self.rooms: dict[str, FakeRoom] = {}
         self.calls: list[Call] = []
+        #: the `since` position of each /sync, as it arrived (a long-poll's before it answers)
+        self.synced_from: list[int] = []
         self.violations: list[Violation] = []
         #: token -> (user, device)
         self.tokens: dict[str, tuple[str, str]] = {}
@@ -1048,6 +1052,7 @@ class FakeHomeserver:
     async def _sync(self, req: _Req) -> dict[str, Any]:
         raw_since = req.query.get("since")
         since = self._since(raw_since)
+        self.synced_from.append(since)
         filt = self._sync_filter(req.query.get("filter"))
         limit = int(
             filt.get("room", {}).get("timeline", {}).get("limit", self.limits.timeline_limit)
