@@ -88,6 +88,12 @@ What it guarantees, and why:
   is `behind`, and the bridge stops taking events until it has `caught_up` (backpressure).
 - **Threads before their questions.** A `call` for a held session (the one creating its
   thread) is ranked at least as the most urgent job waiting for that thread (`promote`).
+  Once the thread is made (`release`), what its session queued ahead of its card that the
+  channel now shows by editing a message it has (Slack's header edits the thread's parent
+  just made) goes after the card, as it would had the thread existed when the card was
+  queued, its rows written again behind the card's: the card is the next post after its
+  thread, not one that waits for the platform's budget of edits while every other
+  session's posts go.
 
 Logging names jobs by operation, session, row and priority, never by their text: the text may
 carry what the platform was meant to see, and logs are not the platform.

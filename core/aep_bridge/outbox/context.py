@@ -11,10 +11,13 @@ What is folded, and why (`fold`): the messages at the end of the card's thread l
 first, that nothing has been tried for yet: plain posts, and keyed posts whose key was never
 posted before (a first post; `FirstPosts` remembers the keys each session posted). An edit
 of a message already shown stays queued but goes *after* the card: it changes a message
-above, so it moves nothing a person reads. The fold stops at anything else (a call in flight
-or being retried, another card, a rename, an attachment, which a card cannot carry) and at
-the platform's one-message limit, as the channel measures its card
-(`ChannelAdapter.measure_card`): what it could not take is sent ahead of the card as before.
+above, so it moves nothing a person reads. So does a first post the channel shows by editing
+a message it has (Slack's header, in its thread's parent), asked again once the thread is
+made where it did not exist yet as the card was queued (`Outbox.release`). The fold stops
+at anything else (a call in flight or being retried, another card, a rename, an attachment,
+which a card cannot carry) and at the platform's one-message limit, as the channel measures
+its card (`ChannelAdapter.measure_card`): what it could not take is sent ahead of the card as
+before.
 
 What becomes of a folded message's later edits (`CardContexts`): its key now lives in the
 card. A later message with that key replaces it in the card's context: in the queued card,

@@ -265,6 +265,30 @@ class Outbox(Queue):
 
         return apply
 
+    def _card_first(self, session_id: str) -> None:
+        """The session's thread was just made: its open card goes ahead of the keyed messages
+        queued before it that the channel now shows by editing a message it has (Slack's
+        header edits the thread's parent), as `fold` puts them when the thread exists as the
+        card is queued. Judged at the card's submit, while no thread existed, they were posts
+        the card waited for; now they are edits, which the card would wait for on the
+        platform's budget of edits (Slack's Tier 3) while every other session's posts went.
+        The card takes nothing more: what fit in its message it took when queued."""
+        lane = self._lanes.get((session_id, "thread", False))
+        if lane is None or not lane.counts[Priority.QUESTION]:
+            return
+        card = next((e for e in lane.queue if not e.dead and e.priority is Priority.QUESTION), None)
+        if card is None or card.in_flight or card.row is None:
+            return
+        ahead = list(itertools.takewhile(lambda entry: entry is not card, lane.queue))
+        folding = fold(ahead, lambda context: False, self._edits)
+        if folding is None or folding.before is None:
+            return
+        with self._store.transaction(savepoint=False):
+            rewrite = self._rewrite_after(lane, folding.before, (card,))
+        rewrite()
+        lane.queue.remove(card)
+        lane.queue.insert(lane.queue.index(folding.before), card)
+
     def _fits(self, card: PermissionRequest) -> bool:
         """Whether the channel shows `card` with all of its context (`measure_card`)."""
         try:
@@ -461,6 +485,8 @@ class Outbox(Queue):
         """The session's thread exists: its jobs may go."""
         if session_id in self._held:
             self._held.discard(session_id)
+            if self._contexts is not None:
+                self._card_first(session_id)
             for key in self._held_lanes.pop(session_id, ()):
                 self._schedule(key)
             self._changed()
