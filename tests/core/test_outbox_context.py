@@ -529,3 +529,28 @@ async def test_the_card_ahead_of_its_header_stays_ahead_after_a_restart(
     asker = [c.op for c in adapter.calls if c.session == "asker"]
     assert asker == ["create_session_thread", "send_permission_request", "send_message"]
     assert rows(store) == 0
+
+
+async def test_a_card_goes_ahead_of_every_edit_queued_before_it_in_its_thread(
+    vt: VirtualTime, store: Store
+) -> None:
+    """The bench's other slow card: a session's header (an edit of its thread's parent)
+    waited at the head of its thread for the budget of edits, and the card asked behind it
+    and behind a reply too long to carry waited with it. The card goes ahead of every edit
+    queued before it in its thread; what it could not carry still goes first."""
+    adapter = OneChannel(vt)
+    outbox = outbox_for(adapter, store)
+    await outbox.start()
+    await spend_the_edits(adapter, outbox)
+    adapter.made.add("s")
+    outbox.submit(message("s", "s · claude-code", key="session:s"))
+    outbox.submit(message("s", "A reply too long to go in the card. " * 13, key="reply-1"))
+    outbox.submit(Job.permission("s", request()))
+    await drain(outbox)
+    await outbox.stop()
+
+    calls = [(c.op, c.text[:7], c.at) for c in adapter.calls if c.session == "s"]
+    assert [op for op, _, _ in calls] == ["send_message", "send_permission_request", "send_message"]
+    assert calls[0][1] == "A reply"
+    assert calls[1][2] < 5.0  # the card in the next post slot, not after the edits' minute
+    assert calls[2][1] == "s · cla"  # the header edits the parent after the card
