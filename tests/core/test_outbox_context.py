@@ -9,12 +9,18 @@ On Telegram's limits in one forum group, on simulated time (`VirtualTime`), thro
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 from aep_bridge.contract.types import (
+    CallKind,
     OutcomeStatus,
     OutgoingMessage,
     PermissionOption,
     PermissionOutcome,
     PermissionRequest,
+    RateLimit,
+    RateLimits,
 )
 from aep_bridge.outbox import Job, Outbox, Priority, card_key
 from aep_bridge.store import Store
@@ -422,3 +428,129 @@ async def test_an_edit_after_a_restart_is_not_carried_as_a_first_post(
     texts = shown(adapter)
     assert sum(text.count("Fixed: invoice totals") for text in texts) == 1, texts
     assert texts == ["Fixed: invoice totals off by a cent.\n\n_took 3 s_", "Run make test?"]
+
+
+class OneChannel(Recorder):
+    """Slack's shape: every session's posts count against one channel's pace (one a 1.1 s),
+    edits against a budget of their own (here one a minute, spent); a session's header is
+    shown by editing its thread's parent, once the thread is made."""
+
+    def __init__(self, vt: VirtualTime) -> None:
+        super().__init__(vt, RateLimits(per_chat=RateLimit(count=1, per_seconds=1.1)), forum=True)
+        edits = RateLimits(global_=RateLimit(count=1, per_seconds=60))
+        self.capabilities = self.capabilities.model_copy(
+            update={"card_context": True, "edit_rate_limits": edits}
+        )
+        self.made: set[str] = set()  # the sessions whose thread (parent) exists
+
+    async def create_session_thread(self, session_id: str, name: str) -> str:
+        thread = await super().create_session_thread(session_id, name)
+        self.made.add(session_id)
+        return thread
+
+    def call_kind(self, op: str, args: tuple[Any, ...]) -> CallKind | None:
+        header = op == "send_message" and (args[1].key or "").startswith("session:")
+        return "edit" if header and args[0] in self.made else super().call_kind(op, args)
+
+
+def new_session(outbox: Outbox, session: str) -> asyncio.Task[None]:
+    """What the bridge does for a session's first event: hold its jobs, queue its header,
+    make its thread (a call above chatter), then let its jobs go."""
+    outbox.hold(session)
+    outbox.submit(message(session, f"{session} · claude-code", key=f"session:{session}"))
+
+    async def make() -> None:
+        name = f"{session} · claude-code"
+        await outbox.call(
+            "create_session_thread", session, name, priority=Priority.FINAL, session_id=session
+        )
+        outbox.release(session)
+
+    return asyncio.create_task(make())
+
+
+async def spend_the_edits(adapter: OneChannel, outbox: Outbox) -> None:
+    adapter.made.add("old")
+    outbox.submit(message("old", "old · claude-code", key="session:old"))
+    await drain(outbox)
+
+
+async def test_a_new_session_s_card_goes_right_after_its_thread_not_behind_its_header(
+    vt: VirtualTime, store: Store
+) -> None:
+    """Issue 34, item 6: a card asked while its session's thread was being made waited for
+    its header, which the channel shows by editing the thread's parent: a minute for the
+    budget of edits (Slack's Tier 3, spent by the others' edits), while the channel's posts,
+    one a second for all its threads, went to every other session's thread first (the bench:
+    up to 590 of them). The card is the next post after its thread; the header follows it."""
+    adapter = OneChannel(vt)
+    outbox = outbox_for(adapter, store)
+    await outbox.start()
+    await spend_the_edits(adapter, outbox)
+    making = [new_session(outbox, f"new-{n}") for n in range(6)]
+    await asyncio.sleep(0)  # their threads are queued
+    making.append(new_session(outbox, "asker"))
+    outbox.submit(message("asker", "Running the suite first.", type="thought"))
+    outbox.submit(Job.permission("asker", request()))
+    await asyncio.gather(*making)
+    await drain(outbox)
+    await outbox.stop()
+
+    calls = [(c.op, c.session) for c in adapter.calls if c.session != "old"]
+    made = calls.index(("create_session_thread", "asker"))
+    assert calls[made + 1] == ("send_permission_request", "asker"), calls
+    later = calls[made + 2 :]
+    assert sum(1 for op, _ in later if op == "create_session_thread") >= 4, calls
+    card = next(m.text for m in adapter.messages if "Run make test?" in m.text)
+    assert card.startswith("Running the suite first.")  # what led to it, in it
+    assert "asker · claude-code" not in card  # the header edits the parent, after the card
+
+
+async def test_the_card_ahead_of_its_header_stays_ahead_after_a_restart(
+    vt: VirtualTime, store: Store
+) -> None:
+    """The header and the rows behind the card are written again after it when its thread
+    is made: a restart reads the card back first, as this run would have sent it."""
+    adapter = OneChannel(vt)
+    outbox = outbox_for(adapter, store)
+    await outbox.start()
+    await spend_the_edits(adapter, outbox)
+    outbox.submit(message("busy", "A reply in another thread."))  # the channel's pace: spent
+    making = new_session(outbox, "asker")
+    outbox.submit(Job.permission("asker", request()))
+    await making
+    await outbox.stop(flush_timeout=0)  # the card waits for the channel's next post
+    assert [c.op for c in adapter.calls if c.session == "asker"] == ["create_session_thread"]
+
+    again = outbox_for(adapter, store)
+    await again.start()
+    await drain(again)
+    await again.stop()
+    asker = [c.op for c in adapter.calls if c.session == "asker"]
+    assert asker == ["create_session_thread", "send_permission_request", "send_message"]
+    assert rows(store) == 0
+
+
+async def test_a_card_goes_ahead_of_every_edit_queued_before_it_in_its_thread(
+    vt: VirtualTime, store: Store
+) -> None:
+    """The bench's other slow card: a session's header (an edit of its thread's parent)
+    waited at the head of its thread for the budget of edits, and the card asked behind it
+    and behind a reply too long to carry waited with it. The card goes ahead of every edit
+    queued before it in its thread; what it could not carry still goes first."""
+    adapter = OneChannel(vt)
+    outbox = outbox_for(adapter, store)
+    await outbox.start()
+    await spend_the_edits(adapter, outbox)
+    adapter.made.add("s")
+    outbox.submit(message("s", "s · claude-code", key="session:s"))
+    outbox.submit(message("s", "A reply too long to go in the card. " * 13, key="reply-1"))
+    outbox.submit(Job.permission("s", request()))
+    await drain(outbox)
+    await outbox.stop()
+
+    calls = [(c.op, c.text[:7], c.at) for c in adapter.calls if c.session == "s"]
+    assert [op for op, _, _ in calls] == ["send_message", "send_permission_request", "send_message"]
+    assert calls[0][1] == "A reply"
+    assert calls[1][2] < 5.0  # the card in the next post slot, not after the edits' minute
+    assert calls[2][1] == "s · cla"  # the header edits the parent after the card

@@ -3,7 +3,8 @@
 Discord's), merging what waits at a slot's head (`merge_waiting`), driven by a Hypothesis state
 machine on simulated time (`VirtualTime`) with plain and keyed replies, their later edits
 (a footer or the calls under a reply), long replies split, cards and their answers, calls
-refused (429), failed and slow, and restarts.
+refused (429), failed and slow, restarts, and a session whose thread is made while its jobs
+wait (its header then shown by editing the thread's parent, as Slack shows it).
 
 The invariant is the bench's (`bench/team_load.py`): every reply carries a mark, and a mark is
 found in at most one message of the platform, counting every version of every message (a
@@ -23,6 +24,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from aep_bridge.contract.types import (
+    CallKind,
     ChannelError,
     OutcomeStatus,
     OutgoingMessage,
@@ -31,13 +33,15 @@ from aep_bridge.contract.types import (
     PermissionRequest,
     RateLimited,
 )
-from aep_bridge.outbox import Job, Outbox
+from aep_bridge.outbox import Job, Outbox, Priority
 from aep_bridge.store import Store
 from tests.core.doubles import VirtualTime
 from tests.core.rig import machine_settings
 from tests.core.test_outbox import HANG, Call, Recorder
 
 SESSIONS = ("s1", "s2")
+#: the session that starts with its thread still to make (`hold`, then `make_thread`)
+NEW = "s2"
 MARK = re.compile(r"\[m(\d+)\]")
 WORDS = "the invoice totals were off by a cent because line_total rounded a float "
 
@@ -58,6 +62,17 @@ class Versions(Recorder):
         self.plans: list[str] = []
         self.fail = self._planned_failure
         self.block = self._planned_block
+        self.made: set[str] = set()  # the sessions whose thread exists
+
+    def call_kind(self, op: str, args: tuple[Any, ...]) -> CallKind | None:
+        """A session's header edits its thread's parent once the thread exists (Slack)."""
+        header = op == "send_message" and (args[1].key or "").startswith("session:")
+        return "edit" if header and args[0] in self.made else super().call_kind(op, args)
+
+    async def create_session_thread(self, session_id: str, name: str) -> str:
+        thread = await super().create_session_thread(session_id, name)
+        self.made.add(session_id)
+        return thread
 
     def _planned_failure(self, call: Call) -> BaseException | None:
         if self.plans and self.plans[0] in ("429", "error"):
@@ -114,7 +129,13 @@ class OutboxMachine(RuleBasedStateMachine):
         #: keyed replies: (session, key) -> (mark, text so far)
         self.keyed: dict[tuple[str, str], tuple[int, str]] = {}
         self.asked: list[tuple[str, PermissionRequest]] = []
+        #: whether `NEW`'s thread is still to make (its jobs wait until it is)
+        self.held = True
         self.outbox = self._outbox()
+        header = f"[m{self._mark()}] {NEW} · claude-code"
+        self.outbox.submit(
+            Job.message(NEW, OutgoingMessage(type="text", text=header, key=f"session:{NEW}"))
+        )
 
     def _outbox(self) -> Outbox:
         outbox = Outbox(
@@ -125,6 +146,8 @@ class OutboxMachine(RuleBasedStateMachine):
             merge_waiting=True,
             rng=random.Random(7),
         )
+        if self.held:  # the bridge holds a session still "creating" before its outbox starts
+            outbox.hold(NEW)
         self._run(outbox.start())
         return outbox
 
@@ -179,6 +202,21 @@ class OutboxMachine(RuleBasedStateMachine):
         outcome = PermissionOutcome(status=OutcomeStatus.ANSWERED, option_label="Yes", by="alice")
         self.outbox.submit(Job.permission_update(session, request, outcome))
 
+    @precondition(lambda self: self.held)
+    @rule()
+    def make_thread(self) -> None:
+        """`NEW`'s thread is made (a call, as the bridge makes it), and its jobs go."""
+        name = f"{NEW} · claude-code"
+        call = self.outbox.call(
+            "create_session_thread", NEW, name, priority=Priority.FINAL, session_id=NEW
+        )
+        try:
+            self._run(asyncio.wait_for(call, HANG))
+        except ChannelError:
+            return  # refused too often: the bridge tries again later
+        self.held = False
+        self.outbox.release(NEW)
+
     @rule(plan=st.sampled_from(["429", "error", "slow"]))
     def trouble(self, plan: str) -> None:
         """The next attempt is refused, fails without posting, or hangs for a while."""
@@ -205,6 +243,8 @@ class OutboxMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         try:
             self.adapter.plans.clear()
+            if self.held:
+                self.make_thread()
             self._run(asyncio.wait_for(self.outbox.idle(), HANG))
             self._run(self.outbox.stop())
             self.each_reply_is_shown_at_most_once()

@@ -46,11 +46,16 @@ What it guarantees, and why:
   (`card_context`), the messages its session queued just before the card (none tried yet,
   within the platform's one-message limit) go in the card's own message instead of a slot
   each (`context`): the person reads what led to the question above it, and the card does
-  not wait for them. An edit of a message shown before goes after the card (it moves
-  nothing a person reads); a later edit of a message the card carries goes into the card
-  (the queued card, or its next update), cut at its end to fit the card if it outgrew it,
-  never posted a second time below it; every update of the card carries its context. What
-  each card carries is kept in the store with the rows it replaced, so a restart keeps it.
+  not wait for them. An edit of a message shown before goes after the card, wherever it
+  waits in the thread (it moves nothing a person reads; where the platform counts edits
+  apart, as Slack's Tier 3, the card, a post, would otherwise wait for the budget of edits
+  while every other session's posts went), its row and those behind the card written again
+  after the card's; so does a first post the channel shows by editing a message it has
+  (Slack's header, in its thread's parent); a later edit of a message the card carries
+  goes into the card (the queued card, or its next update), cut at its end to fit the card
+  if it outgrew it, never posted a second time below it; every update of the card carries
+  its context. What each card carries is kept in the store with the rows it replaced, so a
+  restart keeps it.
 - **Latest text wins.** A job with a `coalesce` key replaces an unsent job with the same key
   (in the same session) in its place, so a burst of edits to one card costs one call.
 - **No late heads-up.** An unsent keyed job can be taken back (`withdraw`), its row deleted
@@ -88,6 +93,9 @@ What it guarantees, and why:
   is `behind`, and the bridge stops taking events until it has `caught_up` (backpressure).
 - **Threads before their questions.** A `call` for a held session (the one creating its
   thread) is ranked at least as the most urgent job waiting for that thread (`promote`).
+  Once the thread is made (`release`), what the channel now shows by an edit (Slack's
+  header, in the parent just made) goes after the session's card too: the card is the next
+  post after its thread.
 
 Logging names jobs by operation, session, row and priority, never by their text: the text may
 carry what the platform was meant to see, and logs are not the platform.

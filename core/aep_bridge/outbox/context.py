@@ -10,11 +10,15 @@ the person reads what led to the question above it, in the one message that asks
 What is folded, and why (`fold`): the messages at the end of the card's thread lane, oldest
 first, that nothing has been tried for yet: plain posts, and keyed posts whose key was never
 posted before (a first post; `FirstPosts` remembers the keys each session posted). An edit
-of a message already shown stays queued but goes *after* the card: it changes a message
-above, so it moves nothing a person reads. The fold stops at anything else (a call in flight
-or being retried, another card, a rename, an attachment, which a card cannot carry) and at
-the platform's one-message limit, as the channel measures its card
-(`ChannelAdapter.measure_card`): what it could not take is sent ahead of the card as before.
+of a message already shown stays queued but goes *after* the card, wherever it waits in the
+card's thread (`follows`; the fold only skips those at the end): it changes a message above,
+so it moves nothing a person reads. So does a first post the channel shows by editing
+a message it has (Slack's header, in its thread's parent), asked again once the thread is
+made where it did not exist yet as the card was queued (`Outbox.release`). The fold stops
+at anything else (a call in flight or being retried, another card, a rename, an attachment,
+which a card cannot carry) and at the platform's one-message limit, as the channel measures
+its card (`ChannelAdapter.measure_card`): what it could not take is sent ahead of the card as
+before.
 
 What becomes of a folded message's later edits (`CardContexts`): its key now lives in the
 card. A later message with that key replaces it in the card's context: in the queued card,
@@ -136,7 +140,7 @@ def fold(
         if entry.job is not None and entry.job.coalesce is not None:
             if entry.first is None:
                 break  # perhaps shown before a restart: neither carried nor overtaken
-            if not entry.first or edits_in_place(entry):
+            if follows(entry, edits_in_place):
                 edits.append(entry)  # it changes a message shown above: it may follow the card
                 continue
             if (message.key or "").startswith(HEADER_KEY):
@@ -154,6 +158,19 @@ def fold(
         tuple(m for _, m in taken),
         edits[-1] if edits else None,
     )
+
+
+def follows(entry: Entry, edits_in_place: Callable[[Entry], bool]) -> bool:
+    """Whether a card may go ahead of this queued message: an edit of a message shown above
+    (a keyed message whose key its session posted before), or a first post the channel shows
+    by editing a message it has (`edits_in_place`); neither moves what a person reads below.
+    Not one nothing was tried for yet, nor one perhaps shown before a restart (`first`
+    None)."""
+    if _message(entry) is None or entry.job is None or entry.job.coalesce is None:
+        return False
+    if entry.first is None:
+        return False
+    return not entry.first or edits_in_place(entry)
 
 
 def _message(entry: Entry) -> OutgoingMessage | None:
@@ -333,6 +350,7 @@ __all__ = [
     "Fold",
     "cut_into",
     "fold",
+    "follows",
     "replaced",
     "with_context",
 ]

@@ -35,6 +35,7 @@ from .context import (
     FirstPosts,
     cut_into,
     fold,
+    follows,
     replaced,
     with_context,
 )
@@ -211,6 +212,8 @@ class Outbox(Queue):
                 self._contexts.forget_session(job.session_id)
         if job.session_id in self._held:  # what waits for the thread lends the call its rank
             self.promote(job.session_id, job.priority)
+        elif job.op == "send_permission_request" and self._contexts is not None:
+            self._card_first(job.session_id or "")
         self._shed()
         self._changed()
 
@@ -244,14 +247,15 @@ class Outbox(Queue):
     ) -> Callable[[], None]:
         """Write the rows of `lane`'s entries from `first` on (the edits the card goes ahead
         of; not what it `taken`, whose rows are gone) again, after the card just written
-        ahead of them (in the caller's transaction): a restart reads rows back in row order,
-        and must find them behind the card as this run sends them."""
-        moved = list(itertools.dropwhile(lambda entry: entry is not first, lane.queue))
-        moved = [
-            e
-            for e in moved
-            if not e.dead and not e.in_flight and e.row is not None and e not in taken
-        ]
+        ahead of them (in the caller's transaction)."""
+        moved = itertools.dropwhile(lambda entry: entry is not first, lane.queue)
+        return self._rewrite([e for e in moved if e not in taken])
+
+    def _rewrite(self, entries: list[Entry]) -> Callable[[], None]:
+        """Write the rows of `entries` again, in this order, after every row written so far
+        (in the caller's transaction): a restart reads rows back in row order, and must find
+        them where this run sends them. Returns what to do in memory once that committed."""
+        moved = [e for e in entries if not e.dead and not e.in_flight and e.row is not None]
         rows = []
         for entry in moved:
             assert entry.job is not None
@@ -264,6 +268,33 @@ class Outbox(Queue):
                 entry.row, entry.group = row, group
 
         return apply
+
+    def _card_first(self, session_id: str) -> None:
+        """The session's first open card goes ahead of every edit queued before it in its
+        thread (`context.follows`: an edit of a message shown above, or a first post the
+        channel shows by editing a message it has, as Slack's header edits its thread's
+        parent), wherever it waits there, as `fold` does with those right before the card.
+        An edit moves nothing a person reads; where the platform counts edits apart (Slack's
+        Tier 3), the card, a post, would wait at the lane's head for the budget of edits
+        while every other session's posts went. Asked when a card is queued, and when its
+        thread is made (`release`): what was a post while no thread existed may be an edit
+        now. The card takes nothing more: what fit in its message it took when queued."""
+        lane = self._lanes.get((session_id, "thread", False))
+        if lane is None or not lane.counts[Priority.QUESTION] or session_id in self._held:
+            return
+        queue = list(lane.queue)
+        card = next((e for e in queue if not e.dead and e.priority is Priority.QUESTION), None)
+        if card is None or card.in_flight or card.row is None:
+            return
+        at = queue.index(card)
+        edits = [e for e in queue[:at] if not e.dead and follows(e, self._edits)]
+        if not edits:
+            return
+        kept = [e for e in queue[:at] if e not in edits]
+        with self._store.transaction(savepoint=False):
+            rewrite = self._rewrite([*edits, *queue[at + 1 :]])
+        rewrite()
+        lane.queue = deque([*kept, card, *edits, *queue[at + 1 :]])
 
     def _fits(self, card: PermissionRequest) -> bool:
         """Whether the channel shows `card` with all of its context (`measure_card`)."""
@@ -461,6 +492,8 @@ class Outbox(Queue):
         """The session's thread exists: its jobs may go."""
         if session_id in self._held:
             self._held.discard(session_id)
+            if self._contexts is not None:
+                self._card_first(session_id)
             for key in self._held_lanes.pop(session_id, ()):
                 self._schedule(key)
             self._changed()

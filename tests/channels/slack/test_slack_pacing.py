@@ -237,3 +237,43 @@ def test_slack_declares_its_posts_and_edits_apart(notifications: str | None) -> 
     assert caps.edit_rate_limits.global_ is not None
     assert caps.edit_rate_limits.per_chat is None
     assert caps.heads_ups is (notifications is not None)
+
+
+async def test_a_new_session_s_card_comes_right_after_its_parent_when_the_edits_are_spent():
+    """Issue 34, item 6: a session that asks as it starts gets its parent, then its card, in
+    the channel's next two posts, ahead of the parents of sessions that started before it.
+    Its header (shown by editing the parent) follows the card: it had held the card back
+    for Slack's Tier 3 budget of edits, spent here by another session's renames, while the
+    channel's one post a second went to every other session's parent (the bench: up to 590
+    of them)."""
+    async with bridge(notifications_channel_id=None) as (rig, fake, clock):
+        renamed = await started(rig, fake, clock)
+        n = 0
+        while len(fake.calls_to("chat.update", ok=True)) < 50:  # Tier 3: 50 in 61 s, spent
+            n += 1
+            renamed.start(label=f"fix the tests, take {n}")
+            edits = len(fake.calls_to("chat.update", ok=True))
+            await fake.wait_until(
+                lambda edits=edits: len(fake.calls_to("chat.update", ok=True)) > edits,
+                WAIT,
+                "an edit",
+            )
+            clock.advance(0.1)
+        for k in range(6):
+            rig.agent(f"earlier-{k}").start(label=f"earlier {k}")
+        await fake.wait_until(lambda: len(fake.parents(C0AGENTS)) == 2, WAIT, "a parent")
+        asking = rig.agent("asking")
+        asking.start(label="asks at once")
+        asking.ask("Run the suite?")
+        for _ in range(12):  # a post each 1.1 s: 13 s for the seven parents and the card
+            await asyncio.sleep(0.05)
+            clock.advance(1.1)
+        await fake.wait_until(lambda: len(fake.parents(C0AGENTS)) == 8, WAIT, "every parent")
+        await fake.wait_until(lambda: cards(fake), WAIT, "the card")
+        posts = fake.calls_to("chat.postMessage", ok=True)
+        parent = next(c for c in posts if "asks at once" in str(c.args.get("text")))
+        card = posts[posts.index(parent) + 1]
+        assert card.args.get("thread_ts") == parent.result["ts"], card.args
+        assert "Run the suite?" in shown(cards(fake)[0])
+        later = [c for c in posts[posts.index(card) :] if "earlier" in str(c.args.get("text"))]
+        assert len(later) >= 3  # the earlier sessions' parents waited for it
