@@ -108,6 +108,7 @@ from aep_bridge import (
     RateLimits,
     Resolution,
     ResolutionStatus,
+    SessionThreads,
 )
 
 from . import embeds, markdown
@@ -273,6 +274,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         self._tasks: set[asyncio.Future[None]] = set()
         self._guild_ready = asyncio.Event()
         self._cards = CardRecords.plain(self._state, card_key)
+        self._sessions = SessionThreads(self._state)
         #: recipients whose DM Discord refused, warned about once (until one reaches them)
         self._unreachable: set[str] = set()
         if config.notifications_channel_id is None:  # nowhere to show a heads-up: the core
@@ -446,7 +448,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
             thread = str(made_thread.id)
         state = self._state()
         await state.set(f"thread:{thread}", session_id)
-        await self._remember_session(session_id, thread, name)
+        await self._sessions.remember(session_id, thread, name)
         return thread
 
     async def rename_session_thread(self, session_id: str, new_name: str) -> None:
@@ -454,10 +456,10 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         if thread is not None and thread.name != thread_name(new_name):
             await self._call(thread.edit(name=thread_name(new_name)))
         if thread is not None:
-            await self._remember_session(session_id, str(thread.id), thread_name(new_name))
+            await self._sessions.remember(session_id, str(thread.id), thread_name(new_name))
 
     async def archive_session_thread(self, session_id: str) -> None:
-        await self._forget_session(session_id)
+        await self._sessions.forget(session_id)
         thread = await self._thread_object(session_id)
         if thread is None:
             return
@@ -702,18 +704,17 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
     async def update_permission_request(
         self, session_id: str, request: PermissionRequest, outcome: PermissionOutcome
     ) -> None:
-        async with self._lock:
-            card = await self._cards.get(request.id)
-            if card is None:
-                return
+        async def edit(card: dict[str, Any]) -> None:
             text = card_text(request, outcome)
             view = None if outcome.closed else card_view(request)
             where = self.client.get_partial_messageable(
                 int(card["thread"]), guild_id=int(self.config.guild_id)
             )
             await self._edit(where, int(card["message"]), text, view=view, thread=card["thread"])
-        if outcome.closed:
-            await self._cards.open_cards(session_id, remove=request.id)
+
+        await self._cards.update(
+            session_id, request.id, closed=outcome.closed, lock=self._lock, edit=edit
+        )
 
     # -- events from Discord ---------------------------------------------------------------
 
@@ -909,7 +910,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         )
 
     async def _sessions_text(self) -> str:
-        live: dict[str, list[str]] = json.loads(await self._state().get("sessions") or "{}")
+        live = await self._sessions.live()
         if not live:
             return "No agent session is running."
         base = f"https://discord.com/channels/{self.config.guild_id}"
@@ -917,18 +918,6 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
             f"- [{markdown.escape(name)}](<{base}/{thread}>)" for thread, name in live.values()
         ]
         return "Sessions:\n" + "\n".join(lines)
-
-    async def _remember_session(self, session_id: str, thread: str, name: str) -> None:
-        state = self._state()
-        live: dict[str, list[str]] = json.loads(await state.get("sessions") or "{}")
-        live[session_id] = [thread, name]
-        await state.set("sessions", json.dumps(live))
-
-    async def _forget_session(self, session_id: str) -> None:
-        state = self._state()
-        live: dict[str, list[str]] = json.loads(await state.get("sessions") or "{}")
-        if live.pop(session_id, None) is not None:
-            await state.set("sessions", json.dumps(live))
 
     # -- calls the outbox runs for the adapter's own needs (`core.call`) -------------------
 

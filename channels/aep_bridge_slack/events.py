@@ -32,6 +32,7 @@ from aep_bridge import (
     PermissionRequest,
     Resolution,
     ResolutionStatus,
+    SessionThreads,
 )
 
 from . import look, modal, mrkdwn
@@ -58,7 +59,8 @@ class Adapter(Protocol):
     def state(self) -> ChannelState: ...
     @property
     def cards(self) -> CardRecords[dict[str, Any]]: ...
-    async def live_sessions(self) -> dict[str, list[str]]: ...
+    @property
+    def sessions(self) -> SessionThreads: ...
     def permalink(self, channel: str, ts: str, thread: str | None = None) -> str: ...
     def failed(self, what: str, exc: BaseException) -> None: ...
     def spawn(self, coroutine: Awaitable[None]) -> None: ...
@@ -217,7 +219,7 @@ class Listeners:
             return
         words = str(body.get("text") or "").split()
         verb = words[0].lower() if words else "sessions"
-        live = await self.adapter.live_sessions()
+        live = await self.adapter.sessions.live()
         if verb not in VERBS:
             await ack(text=f"Usage: {COMMAND} {'|'.join(VERBS)} [session]")
             return

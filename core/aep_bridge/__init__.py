@@ -67,7 +67,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
     from .markup import Blocks
     from .text.terminal import visible
     from .text.text import measure, split_text
-    from .toolkit.cards import CardKeys, CardRecords
+    from .toolkit.cards import CardKeys, CardRecords, SessionThreads
     from .toolkit.http import read_body
     from .toolkit.preview import (
         BARE_URL,
@@ -200,6 +200,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     ".toolkit.cards": (
         "CardKeys",
         "CardRecords",
+        "SessionThreads",
     ),
     ".toolkit.http": ("read_body",),
     ".toolkit.text": (
@@ -331,6 +332,7 @@ __all__ = [
     "Resolution",
     "ResolutionStatus",
     "SentPreview",
+    "SessionThreads",
     "SetupContext",
     "SetupError",
     "SetupIO",

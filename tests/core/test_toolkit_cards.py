@@ -1,16 +1,18 @@
 """The toolkit's card records (`aep_bridge.CardRecords`, `CardKeys`): a card's key and
-records kept in the channel's state across a restart of the store, and a press reaching
-the core only for a card a key stands for."""
+records kept in the channel's state across a restart of the store, a press reaching the
+core only for a card a key stands for, a card's update redrawing only a card posted here;
+and the live sessions' threads (`SessionThreads`) across a restart."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pytest
 
-from aep_bridge import CardKeys, CardRecords, ChannelUser, ResolutionStatus
+from aep_bridge import CardKeys, CardRecords, ChannelUser, ResolutionStatus, SessionThreads
 from aep_bridge.store import Store, StoreState
 from aep_bridge.testing import FakeCore
 
@@ -98,3 +100,45 @@ async def test_records_of_the_channels_own_type_round_trip(store: Store):
     assert await records.get("c1") == _Record("s1", 7)
     assert await records.get("nope") is None
     assert await records.get("") is None
+
+
+async def test_an_update_redraws_a_card_posted_here_and_a_closed_one_takes_no_words(store: Store):
+    records = _records(store)
+    await records.sent("c1", {"session": "s1", "message": 42}, message=42)
+    await records.open_cards("s1", add="c1")
+    redrawn: list[dict[str, object]] = []
+
+    async def edit(card: dict[str, object]) -> None:
+        redrawn.append(card)
+
+    lock = asyncio.Lock()
+    await records.update("s1", "c1", closed=False, lock=lock, edit=edit)
+    assert await records.only_open_card("s1") == "c1", "an open card still takes words"
+    await records.update("s1", "c1", closed=True, lock=lock, edit=edit)
+    assert redrawn == [{"session": "s1", "message": 42}] * 2
+    assert await records.open_cards("s1") == [], "a closed card takes no more words"
+
+    await records.update("s1", "never-posted", closed=True, lock=lock, edit=edit)
+    assert len(redrawn) == 2, "a card not posted here is not drawn"
+
+
+async def test_live_sessions_are_kept_across_a_restart_until_they_end(tmp_path: Path):
+    store = Store.open(tmp_path)
+    sessions = SessionThreads(lambda: StoreState(store, "channel:chat"))
+    await sessions.remember("s1", "100", "fix the tests")
+    await sessions.remember("s2", "200", "write docs")
+    await sessions.remember("s1", "100", "fix the flaky tests")  # renamed
+    store.close()
+
+    store = Store.open(tmp_path)  # a new process: only what the store kept
+    try:
+        sessions = SessionThreads(lambda: StoreState(store, "channel:chat"))
+        assert await sessions.live() == {
+            "s1": ["100", "fix the flaky tests"],
+            "s2": ["200", "write docs"],
+        }
+        await sessions.forget("s1")
+        await sessions.forget("s-unknown")
+        assert await sessions.live() == {"s2": ["200", "write docs"]}
+    finally:
+        store.close()

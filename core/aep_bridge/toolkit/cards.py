@@ -8,13 +8,17 @@ for placing words: which card a key stands for, which message shows which card, 
 session's open cards that take words. They live in the channel's state (`ChannelState`),
 so they survive a restart, under keys the core's retention recognises: `card:{card id}`,
 `cardkey:{key}` (its value a card id), `cardmsg:{message}` and `open:{session id}`.
+
+Also here, `SessionThreads`: the live sessions' threads and names, under `sessions`, for a
+command that lists them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -133,6 +137,27 @@ class CardRecords(Generic[R]):
         cards = await self.open_cards(session_id)
         return cards[0] if len(cards) == 1 else None
 
+    async def update(
+        self,
+        session_id: str,
+        card_id: str,
+        *,
+        closed: bool,
+        lock: asyncio.Lock,
+        edit: Callable[[R], Awaitable[None]],
+    ) -> None:
+        """Show what became of a card (`update_permission_request`): its record, read under
+        `lock` (a press or a form's step may be changing it), handed to `edit`, which
+        redraws the card; nothing for a card not posted here. A `closed` card no longer
+        takes words (`open_cards`)."""
+        async with lock:
+            card = await self.get(card_id)
+            if card is None:
+                return
+            await edit(card)
+        if closed:
+            await self.open_cards(session_id, remove=card_id)
+
     async def press(
         self, core: BridgeCore, key: str, option: int | None, user: ChannelUser
     ) -> Resolution:
@@ -145,4 +170,27 @@ class CardRecords(Generic[R]):
         return await core.resolve_permission(card_id, option, user)
 
 
-__all__ = ["DIGEST_MARK", "CardKeys", "CardRecords"]
+class SessionThreads:
+    """The live sessions of a channel, each with its thread and name, in its state (`state()`,
+    as for `CardRecords`) under `sessions`: what a command listing them (`/sessions`) shows.
+    A session is remembered when its thread is made or renamed, forgotten when it ends."""
+
+    def __init__(self, state: Callable[[], ChannelState]) -> None:
+        self._state = state
+
+    async def live(self) -> dict[str, list[str]]:
+        """Session id to [thread, name], in the order the sessions began."""
+        return dict(json.loads(await self._state().get("sessions") or "{}"))
+
+    async def remember(self, session_id: str, thread: str, name: str) -> None:
+        live = await self.live()
+        live[session_id] = [thread, name]
+        await self._state().set("sessions", json.dumps(live))
+
+    async def forget(self, session_id: str) -> None:
+        live = await self.live()
+        if live.pop(session_id, None) is not None:
+            await self._state().set("sessions", json.dumps(live))
+
+
+__all__ = ["DIGEST_MARK", "CardKeys", "CardRecords", "SessionThreads"]
