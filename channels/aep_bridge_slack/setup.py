@@ -35,6 +35,7 @@ from aep_bridge import (
     SetupOption,
     SetupToken,
     SetupWizard,
+    ask_choice,
     ask_number,
     ask_token,
     check_token,
@@ -293,15 +294,11 @@ class SlackSetup(SetupWizard):
                 f"the bot is not in {given}: invite it there (/invite @app in the channel), "
                 "or pick one it is in: " + ", ".join(f"{c.label} ({c.id})" for c in channels)
             )
-        setup.say("")
-        setup.say("The channels the bot is in (each session becomes a thread in the one you pick):")
-        for number, channel in enumerate(channels, 1):
-            setup.say(f"  {number}. {channel.label}{' (private)' if channel.private else ''}")
-        index = ask_number(
+        index = ask_choice(
             setup,
+            "The channels the bot is in (each session becomes a thread in the one you pick):",
+            [f"{c.label}{' (private)' if c.private else ''}" for c in channels],
             "Which channel holds the sessions (a number)?",
-            len(channels),
-            default="1" if len(channels) == 1 else None,
             flag="--channel-id ID",
         )
         return channels[index]
