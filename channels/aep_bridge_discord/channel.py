@@ -114,9 +114,8 @@ from aep_bridge import (
 from . import embeds, markdown
 from .components import (
     FORM_MODAL,
-    FormButton,
+    CardButton,
     FormModal,
-    OptionButton,
     card_view,
     dropped_press,
 )
@@ -302,7 +301,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         )
         client.http.max_ratelimit_timeout = NO_WAIT
         discord.http.Ratelimit = _Bucket  # type: ignore[misc]  # process-wide, as Route.BASE
-        client.add_dynamic_items(OptionButton, FormButton)
+        client.add_dynamic_items(CardButton)
         tree = app_commands.CommandTree(client)
         guild = discord.Object(int(self.config.guild_id))
         for verb, description in COMMANDS:
