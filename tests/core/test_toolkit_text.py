@@ -1,5 +1,6 @@
 """The toolkit's text helpers (`aep_bridge.keep_end`, `table_text`, `one_line`,
-`break_ticks`), through a dialect that renders blocks as plain text."""
+`break_ticks`, `marked`, `indent_rest`), through a dialect that renders blocks as plain
+text."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from hypothesis import strategies as st
 
 from aep_bridge import (
     break_ticks,
+    indent_rest,
     keep_end,
     link_target,
+    marked,
     one_line,
     plan_body,
     split_closing,
@@ -167,3 +170,20 @@ def test_plan_body_drops_the_bold_title_and_the_line_break_after_it() -> None:
     )
     assert plan_body((tasks, later)) == (tasks, later)  # no bold title: as it is
     assert plan_body(()) == ()
+
+
+def test_marked_wraps_a_span_in_the_markers_of_its_marks_first_innermost() -> None:
+    tags = {"code": ("<code>", "</code>"), "italic": ("<i>", "</i>"), "bold": ("<b>", "</b>")}
+    assert marked("x", Span(text="x", bold=True, italic=True), tags) == "<b><i>x</i></b>"
+    assert marked("x", Span(text="x", code=True, bold=True), tags) == "<b><code>x</code></b>"
+    assert marked("x", Span(text="x", strike=True), tags) == "x", "a mark it has no markers for"
+    assert marked("x", Span(text="x"), tags) == "x"
+
+
+def test_indent_rest_indents_the_later_lines_but_never_a_code_blocks() -> None:
+    text = "item\nmore words\n```py\n  code\n```\n\nafter"
+    assert indent_rest(text, "  ") == "item\n  more words\n```py\n  code\n```\n\n  after"
+    fenced = "```\ncode\n```\nafter"
+    assert indent_rest(fenced, "  ") == "```\ncode\n```\n  after", "a block opening in a fence"
+    one_line_code = "```x```\nafter"
+    assert indent_rest(one_line_code, "  ") == "```x```\n  after", "it opens no fence"
