@@ -445,9 +445,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
                 )
             )
             thread = str(made_thread.id)
-        state = self._state()
-        await state.set(f"thread:{thread}", session_id)
-        await self._sessions.remember(session_id, thread, name)
+        await self._sessions.made(session_id, thread, name)
         return thread
 
     async def rename_session_thread(self, session_id: str, new_name: str) -> None:
@@ -833,14 +831,13 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
             return
         if str(message.guild.id) != self.config.guild_id:
             return
-        state = self._state()
         user = _user(message.author)
         text = message.content.strip()
         reply_card: str | None = None
         reference = message.reference
         if reference is not None and reference.message_id is not None:
             reply_card = await self._cards.of_message(reference.message_id)
-        session = await state.get(f"thread:{message.channel.id}")
+        session = await self._sessions.session_of(message.channel.id)
         if reply_card is None and session is not None and not text.startswith("/"):
             # words in the thread while one question there takes words: its answer
             reply_card = await self._cards.only_open_card(session)
@@ -893,7 +890,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
             await _respond(interaction, await self._sessions_text())
             return
         channel_id = interaction.channel_id
-        session = await self._state().get(f"thread:{channel_id}") if channel_id else None
+        session = await self._sessions.session_of(channel_id) if channel_id else None
         if session is None:
             await _respond(interaction, f"/{verb} works in a session's thread.")
             return

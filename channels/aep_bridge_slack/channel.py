@@ -421,9 +421,7 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
     async def create_session_thread(self, session_id: str, name: str) -> str:
         shown = look.parent_look(name, "running")
         sent = await self._post(self.config.channel_id, shown)
-        state = self.state()
-        await state.set(f"thread:{sent}", session_id)
-        await self.sessions.remember(session_id, sent, name)
+        await self.sessions.made(session_id, sent, name)
         return sent
 
     async def rename_session_thread(self, session_id: str, new_name: str) -> None:

@@ -26,7 +26,6 @@ from slack_sdk.web.async_client import AsyncWebClient
 from aep_bridge import (
     BridgeCore,
     CardRecords,
-    ChannelState,
     ChannelUser,
     IncomingMessage,
     PermissionRequest,
@@ -56,7 +55,6 @@ class Adapter(Protocol):
     def instance_name(self) -> str: ...
     @property
     def client(self) -> AsyncWebClient: ...
-    def state(self) -> ChannelState: ...
     @property
     def cards(self) -> CardRecords[dict[str, Any]]: ...
     @property
@@ -184,8 +182,7 @@ class Listeners:
         if not thread or thread == event.get("ts"):
             return  # not in a thread
         try:
-            state = self.adapter.state()
-            session = await state.get(f"thread:{thread}")
+            session = await self.adapter.sessions.session_of(thread)
             text = _unescape(str(event.get("text") or "")).strip()
             if session is None or not text:
                 return

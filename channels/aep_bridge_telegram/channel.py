@@ -265,9 +265,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
                 self.bot.send_message(self.config.chat_id, heading, parse_mode="HTML")
             )
             thread = str(root.message_id)
-        state = self._state()
-        await state.set(f"thread:{thread}", session_id)
-        await self._sessions.remember(session_id, thread, name)
+        await self._sessions.made(session_id, thread, name)
         return thread
 
     async def rename_session_thread(self, session_id: str, new_name: str) -> None:
@@ -714,16 +712,15 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         return self.core.thread_id(self.instance_name, session_id)
 
     async def _session_of(self, message: Message) -> tuple[str | None, str | None]:
-        state = self._state()
         if self._topics:
             if not message.is_topic_message or message.message_thread_id is None:
                 return None, None
             thread = str(message.message_thread_id)
-            return await state.get(f"thread:{thread}"), thread
+            return await self._sessions.session_of(thread), thread
         replied = message.reply_to_message
         if replied is None:
             return None, None
-        session = await state.get(f"thread:{replied.message_id}")
+        session = await self._sessions.session_of(replied.message_id)
         if session is not None:
             return session, str(replied.message_id)
         card = await self._cards.get(await self._cards.of_message(replied.message_id) or "")

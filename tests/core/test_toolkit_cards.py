@@ -122,11 +122,11 @@ async def test_an_update_redraws_a_card_posted_here_and_a_closed_one_takes_no_wo
     assert len(redrawn) == 2, "a card not posted here is not drawn"
 
 
-async def test_live_sessions_are_kept_across_a_restart_until_they_end(tmp_path: Path):
+async def test_a_sessions_thread_and_the_live_sessions_are_kept_across_a_restart(tmp_path: Path):
     store = Store.open(tmp_path)
     sessions = SessionThreads(lambda: StoreState(store, "channel:chat"))
-    await sessions.remember("s1", "100", "fix the tests")
-    await sessions.remember("s2", "200", "write docs")
+    await sessions.made("s1", "100", "fix the tests")
+    await sessions.made("s2", "200", "write docs")
     await sessions.remember("s1", "100", "fix the flaky tests")  # renamed
     store.close()
 
@@ -140,5 +140,8 @@ async def test_live_sessions_are_kept_across_a_restart_until_they_end(tmp_path: 
         await sessions.forget("s1")
         await sessions.forget("s-unknown")
         assert await sessions.live() == {"s2": ["200", "write docs"]}
+        assert await sessions.session_of("100") == "s1", "words in its thread still name it"
+        assert await sessions.session_of(200) == "s2"
+        assert await sessions.session_of("300") is None
     finally:
         store.close()

@@ -9,8 +9,8 @@ session's open cards that take words. They live in the channel's state (`Channel
 so they survive a restart, under keys the core's retention recognises: `card:{card id}`,
 `cardkey:{key}` (its value a card id), `cardmsg:{message}` and `open:{session id}`.
 
-Also here, `SessionThreads`: the live sessions' threads and names, under `sessions`, for a
-command that lists them.
+Also here, `SessionThreads`: which session a thread is (`thread:{thread}`), for words written
+in it, and the live sessions' threads and names (`sessions`), for a command that lists them.
 """
 
 from __future__ import annotations
@@ -171,12 +171,24 @@ class CardRecords(Generic[R]):
 
 
 class SessionThreads:
-    """The live sessions of a channel, each with its thread and name, in its state (`state()`,
-    as for `CardRecords`) under `sessions`: what a command listing them (`/sessions`) shows.
-    A session is remembered when its thread is made or renamed, forgotten when it ends."""
+    """The sessions' threads, in the channel's state (`state()`, as for `CardRecords`):
+    which session a thread is (`thread:{thread}`, kept with the session's records), and the
+    live sessions, each with its thread and name (`sessions`), what a command listing them
+    (`/sessions`) shows. A session is remembered when its thread is made or renamed,
+    forgotten when it ends."""
 
     def __init__(self, state: Callable[[], ChannelState]) -> None:
         self._state = state
+
+    async def made(self, session_id: str, thread: str, name: str) -> None:
+        """A session's new thread: the session it is, and the session remembered."""
+        await self._state().set(f"thread:{thread}", session_id)
+        await self.remember(session_id, thread, name)
+
+    async def session_of(self, thread: str | int) -> str | None:
+        """The session whose thread `thread` is, if one is."""
+        session: str | None = await self._state().get(f"thread:{thread}")
+        return session
 
     async def live(self) -> dict[str, list[str]]:
         """Session id to [thread, name], in the order the sessions began."""
