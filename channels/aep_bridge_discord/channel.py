@@ -96,7 +96,6 @@ from aep_bridge import (
     ChannelError,
     ChannelUser,
     DoctorCheck,
-    IncomingMessage,
     NotificationMessage,
     OutgoingMessage,
     PermissionOutcome,
@@ -850,15 +849,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
             return
         if session is None or not text:
             return
-        await self.core.handle_incoming_message(
-            IncomingMessage(
-                channel=self.instance_name,
-                session_id=session,
-                thread_id=str(message.channel.id),
-                user=user,
-                text=text,
-            )
-        )
+        await self.pass_on(session, str(message.channel.id), user, text)
 
     # -- slash commands --------------------------------------------------------------------
 
@@ -895,15 +886,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
             await _respond(interaction, f"/{verb} works in a session's thread.")
             return
         await _respond(interaction, f"/{verb}: asked; the answer follows in this thread.")
-        await self.core.handle_incoming_message(
-            IncomingMessage(
-                channel=self.instance_name,
-                session_id=session,
-                thread_id=str(channel_id),
-                user=_user(interaction.user),
-                text=f"/{verb}",
-            )
-        )
+        await self.pass_on(session, str(channel_id), _user(interaction.user), f"/{verb}")
 
     async def _sessions_text(self) -> str:
         live = await self._sessions.live()

@@ -27,7 +27,6 @@ from aep_bridge import (
     BridgeCore,
     CardRecords,
     ChannelUser,
-    IncomingMessage,
     PermissionRequest,
     Resolution,
     ResolutionStatus,
@@ -62,6 +61,9 @@ class Adapter(Protocol):
     def permalink(self, channel: str, ts: str, thread: str | None = None) -> str: ...
     def failed(self, what: str, exc: BaseException) -> None: ...
     def spawn(self, coroutine: Awaitable[None]) -> None: ...
+    async def pass_on(
+        self, session_id: str | None, thread_id: str | None, user: ChannelUser, text: str
+    ) -> None: ...
 
 
 class Listeners:
@@ -200,7 +202,7 @@ class Listeners:
                             thread=thread,
                         )
                     return
-            await self._said(session, thread, user, text)
+            await self.adapter.pass_on(session, thread, user, text)
         except Exception as exc:
             self.adapter.failed("a message", exc)
 
@@ -243,23 +245,9 @@ class Listeners:
             user = await self._user(
                 {"id": body.get("user_id", ""), "username": body.get("user_name")}
             )
-            await self._said(session, thread, user, f"/{verb}")
+            await self.adapter.pass_on(session, thread, user, f"/{verb}")
         except Exception as exc:
             self.adapter.failed("a command", exc)
-
-    async def _said(
-        self, session: str | None, thread: str | None, user: ChannelUser, text: str
-    ) -> None:
-        """Hand what `user` wrote in a session's thread to the core (an answer or a command)."""
-        await self.adapter.core.handle_incoming_message(
-            IncomingMessage(
-                channel=self.adapter.instance_name,
-                session_id=session,
-                thread_id=thread,
-                user=user,
-                text=text,
-            )
-        )
 
     def _sessions_text(self, live: dict[str, list[str]]) -> str:
         if not live:

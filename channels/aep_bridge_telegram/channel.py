@@ -50,7 +50,6 @@ from aep_bridge import (
     ChannelError,
     ChannelUser,
     DoctorCheck,
-    IncomingMessage,
     NotificationMessage,
     OutgoingMessage,
     PermissionOutcome,
@@ -626,16 +625,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
                     return
         if session is None:
             return  # the general topic, or a chat the bridge has no session in
-        await self.core.handle_incoming_message(
-            IncomingMessage(
-                channel=self.instance_name,
-                session_id=session,
-                thread_id=thread,
-                user=user,
-                text=text,
-                reply_to=reply_card,
-            )
-        )
+        await self.pass_on(session, thread, user, text, reply_to=reply_card)
 
     def _explain_shared_id(self, user: ChannelUser) -> None:
         """Say why a press from one of Telegram's shared ids is refused: the core refuses it
