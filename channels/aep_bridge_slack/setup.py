@@ -286,14 +286,13 @@ class SlackSetup(SetupWizard):
         """The sessions' channel: `--channel-id`, else asked from the numbered list."""
         given = setup.options["channel_id"]
         if given is not None:
-            for channel in channels:
-                if channel.id == given.strip():
-                    setup.say(f"Sessions go to {channel.label} (a thread per session).")
-                    return channel
-            raise SetupError(
-                f"the bot is not in {given}: invite it there (/invite @app in the channel), "
-                "or pick one it is in: " + ", ".join(f"{c.label} ({c.id})" for c in channels)
-            )
+            if (channel := _given(channels, given)) is None:
+                raise SetupError(
+                    f"the bot is not in {given}: invite it there (/invite @app in the channel), "
+                    "or pick one it is in: " + ", ".join(f"{c.label} ({c.id})" for c in channels)
+                )
+            setup.say(f"Sessions go to {channel.label} (a thread per session).")
+            return channel
         index = ask_choice(
             setup,
             "The channels the bot is in (each session becomes a thread in the one you pick):",
@@ -312,14 +311,13 @@ class SlackSetup(SetupWizard):
         if given is not None:
             if given.strip().lower() == "none":
                 return None
-            for channel in channels:
-                if channel.id == given.strip():
-                    setup.say(f"Heads-ups go to {channel.label}.")
-                    return channel
-            raise SetupError(
-                f"--notifications-channel-id {given}: the bot is not in that channel; invite "
-                "it there first (/invite @app), or give none"
-            )
+            if (channel := _given(channels, given)) is None:
+                raise SetupError(
+                    f"--notifications-channel-id {given}: the bot is not in that channel; invite "
+                    "it there first (/invite @app), or give none"
+                )
+            setup.say(f"Heads-ups go to {channel.label}.")
+            return channel
         others = [c for c in channels if c != sessions]
         if not others:
             return None
@@ -526,3 +524,9 @@ def _what(kind: str) -> str:
 
 def _wait(setup: SetupContext) -> float:
     return wait_option(setup, most=CODE_LIFE)
+
+
+def _given(channels: Sequence[_Channel], given: str) -> _Channel | None:
+    """The channel whose id was given (`--channel-id`, `--notifications-channel-id`), if
+    the bot is in it."""
+    return next((channel for channel in channels if channel.id == given.strip()), None)
