@@ -108,6 +108,7 @@ from aep_bridge import (
     Resolution,
     ResolutionStatus,
     SessionThreads,
+    command_menu,
 )
 
 from . import embeds, markdown
@@ -165,15 +166,7 @@ MISSING_ACCESS: Final = 50001
 
 #: the slash commands, registered in the guild: /sessions here, the rest go to the core as
 #: a session's chat command (`core.handle_incoming_message`), which checks approvers
-COMMANDS: Final = (
-    ("sessions", "list the agent sessions and their threads"),
-    ("status", "in a session's thread: what the agent is doing"),
-    ("cancel", "in a session's thread: ask the agent to stop"),
-    ("pause", "in a session's thread: ask the agent to pause"),
-    ("resume", "in a session's thread: ask the agent to go on"),
-    ("away", "in a session's thread: when the agent finishes, it asks here what next"),
-    ("back", "in a session's thread: the agent stops as usual when it finishes"),
-)
+COMMANDS: Final = command_menu("thread")
 
 T = TypeVar("T")
 #: `_edit`'s default: the message keeps its buttons

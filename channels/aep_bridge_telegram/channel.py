@@ -61,6 +61,7 @@ from aep_bridge import (
     Resolution,
     ResolutionStatus,
     SessionThreads,
+    command_menu,
 )
 
 from . import html
@@ -96,15 +97,8 @@ log = logging.getLogger(__name__)
 
 #: seconds added to each rate-limit window (see `capabilities`)
 LIMIT_MARGIN: Final = 0.05
-COMMANDS: Final = (
-    ("sessions", "list the agent sessions and their topics"),
-    ("status", "in a session's topic: what the agent is doing"),
-    ("cancel", "in a session's topic: ask the agent to stop"),
-    ("pause", "in a session's topic: ask the agent to pause"),
-    ("resume", "in a session's topic: ask the agent to go on"),
-    ("away", "in a session's topic: when the agent finishes, it asks here what next"),
-    ("back", "in a session's topic: the agent stops as usual when it finishes"),
-)
+#: the bot's command menu: /sessions here, the rest go to the core as a session's command
+COMMANDS: Final = command_menu("topic")
 
 
 class TelegramChannel(ChannelAdapter[TelegramConfig]):

@@ -67,7 +67,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
     from .markup import Blocks
     from .text.terminal import visible
     from .text.text import measure, split_text
-    from .toolkit.cards import CardKeys, CardRecords, SessionThreads
+    from .toolkit.cards import CardKeys, CardRecords, SessionThreads, command_menu
     from .toolkit.http import read_body
     from .toolkit.preview import (
         BARE_URL,
@@ -204,6 +204,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "CardKeys",
         "CardRecords",
         "SessionThreads",
+        "command_menu",
     ),
     ".toolkit.http": ("read_body",),
     ".toolkit.text": (
@@ -361,6 +362,7 @@ __all__ = [
     "check_token",
     "check_with_doctor",
     "clean_error",
+    "command_menu",
     "doctor_fail",
     "doctor_ok",
     "expiry_time",

@@ -1,7 +1,8 @@
 """The toolkit's card records (`aep_bridge.CardRecords`, `CardKeys`): a card's key and
 records kept in the channel's state across a restart of the store, a press reaching the
 core only for a card a key stands for, a card's update redrawing only a card posted here;
-and the live sessions' threads (`SessionThreads`) across a restart."""
+and the live sessions' threads (`SessionThreads`) across a restart, and the command menu
+that lists them beside the core's chat commands (`command_menu`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from aep_bridge import CardKeys, CardRecords, ChannelUser, ResolutionStatus, SessionThreads
+from aep_bridge import (
+    CardKeys,
+    CardRecords,
+    ChannelUser,
+    ResolutionStatus,
+    SessionThreads,
+    command_menu,
+)
 from aep_bridge.store import Store, StoreState
 from aep_bridge.testing import FakeCore
 
@@ -145,3 +153,11 @@ async def test_a_sessions_thread_and_the_live_sessions_are_kept_across_a_restart
         assert await sessions.session_of("300") is None
     finally:
         store.close()
+
+
+def test_the_command_menu_is_sessions_then_the_cores_chat_commands_in_the_platforms_words():
+    menu = dict(command_menu("topic"))
+    assert list(menu) == ["sessions", "status", "cancel", "pause", "resume", "away", "back"]
+    assert menu["sessions"] == "list the agent sessions and their topics"
+    assert menu["pause"] == "in a session's topic: ask the agent to pause"
+    assert dict(command_menu())["status"] == "in a session's thread: what the agent is doing"

@@ -10,7 +10,8 @@ so they survive a restart, under keys the core's retention recognises: `card:{ca
 `cardkey:{key}` (its value a card id), `cardmsg:{message}` and `open:{session id}`.
 
 Also here, `SessionThreads`: which session a thread is (`thread:{thread}`), for words written
-in it, and the live sessions' threads and names (`sessions`), for a command that lists them.
+in it, and the live sessions' threads and names (`sessions`), for a command that lists them;
+and `command_menu`, that command and the core's chat commands as a platform's menu lists them.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import hashlib
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 from ..contract.adapter import BridgeCore, ChannelState
 from ..contract.types import ChannelUser, Resolution, ResolutionStatus
@@ -205,4 +206,24 @@ class SessionThreads:
             await self._state().set("sessions", json.dumps(live))
 
 
-__all__ = ["DIGEST_MARK", "CardKeys", "CardRecords", "SessionThreads"]
+#: the core's chat commands in a session's thread (`loop/chat.py`), each with what it does
+_CHAT_COMMANDS: Final = (
+    ("status", "what the agent is doing"),
+    ("cancel", "ask the agent to stop"),
+    ("pause", "ask the agent to pause"),
+    ("resume", "ask the agent to go on"),
+    ("away", "when the agent finishes, it asks here what next"),
+    ("back", "the agent stops as usual when it finishes"),
+)
+
+
+def command_menu(thread: str = "thread") -> tuple[tuple[str, str], ...]:
+    """The commands a platform's menu offers, as (name, description): `sessions`, which the
+    channel answers itself from `SessionThreads.live`, then the core's chat commands, each
+    for a session's `thread` (what the platform calls it: "topic"), which the channel hands
+    to the core (`ChannelAdapter.pass_on`)."""
+    own = ("sessions", f"list the agent sessions and their {thread}s")
+    return (own, *((name, f"in a session's {thread}: {does}") for name, does in _CHAT_COMMANDS))
+
+
+__all__ = ["DIGEST_MARK", "CardKeys", "CardRecords", "SessionThreads", "command_menu"]
