@@ -96,7 +96,6 @@ from aep_bridge import (
     ChannelError,
     ChannelUser,
     DoctorCheck,
-    IncomingMessage,
     NotificationMessage,
     OutgoingMessage,
     PermissionOutcome,
@@ -108,14 +107,15 @@ from aep_bridge import (
     RateLimits,
     Resolution,
     ResolutionStatus,
+    SessionThreads,
+    command_menu,
 )
 
 from . import embeds, markdown
 from .components import (
     FORM_MODAL,
-    FormButton,
+    CardButton,
     FormModal,
-    OptionButton,
     card_view,
     dropped_press,
 )
@@ -166,15 +166,7 @@ MISSING_ACCESS: Final = 50001
 
 #: the slash commands, registered in the guild: /sessions here, the rest go to the core as
 #: a session's chat command (`core.handle_incoming_message`), which checks approvers
-COMMANDS: Final = (
-    ("sessions", "list the agent sessions and their threads"),
-    ("status", "in a session's thread: what the agent is doing"),
-    ("cancel", "in a session's thread: ask the agent to stop"),
-    ("pause", "in a session's thread: ask the agent to pause"),
-    ("resume", "in a session's thread: ask the agent to go on"),
-    ("away", "in a session's thread: when the agent finishes, it asks here what next"),
-    ("back", "in a session's thread: the agent stops as usual when it finishes"),
-)
+COMMANDS: Final = command_menu("thread")
 
 T = TypeVar("T")
 #: `_edit`'s default: the message keeps its buttons
@@ -273,6 +265,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         self._tasks: set[asyncio.Future[None]] = set()
         self._guild_ready = asyncio.Event()
         self._cards = CardRecords.plain(self._state, card_key)
+        self._sessions = SessionThreads(self._state)
         #: recipients whose DM Discord refused, warned about once (until one reaches them)
         self._unreachable: set[str] = set()
         if config.notifications_channel_id is None:  # nowhere to show a heads-up: the core
@@ -300,7 +293,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         )
         client.http.max_ratelimit_timeout = NO_WAIT
         discord.http.Ratelimit = _Bucket  # type: ignore[misc]  # process-wide, as Route.BASE
-        client.add_dynamic_items(OptionButton, FormButton)
+        client.add_dynamic_items(CardButton)
         tree = app_commands.CommandTree(client)
         guild = discord.Object(int(self.config.guild_id))
         for verb, description in COMMANDS:
@@ -444,9 +437,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
                 )
             )
             thread = str(made_thread.id)
-        state = self._state()
-        await state.set(f"thread:{thread}", session_id)
-        await self._remember_session(session_id, thread, name)
+        await self._sessions.made(session_id, thread, name)
         return thread
 
     async def rename_session_thread(self, session_id: str, new_name: str) -> None:
@@ -454,10 +445,10 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         if thread is not None and thread.name != thread_name(new_name):
             await self._call(thread.edit(name=thread_name(new_name)))
         if thread is not None:
-            await self._remember_session(session_id, str(thread.id), thread_name(new_name))
+            await self._sessions.remember(session_id, str(thread.id), thread_name(new_name))
 
     async def archive_session_thread(self, session_id: str) -> None:
-        await self._forget_session(session_id)
+        await self._sessions.forget(session_id)
         thread = await self._thread_object(session_id)
         if thread is None:
             return
@@ -702,18 +693,17 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
     async def update_permission_request(
         self, session_id: str, request: PermissionRequest, outcome: PermissionOutcome
     ) -> None:
-        async with self._lock:
-            card = await self._cards.get(request.id)
-            if card is None:
-                return
+        async def edit(card: dict[str, Any]) -> None:
             text = card_text(request, outcome)
             view = None if outcome.closed else card_view(request)
             where = self.client.get_partial_messageable(
                 int(card["thread"]), guild_id=int(self.config.guild_id)
             )
             await self._edit(where, int(card["message"]), text, view=view, thread=card["thread"])
-        if outcome.closed:
-            await self._cards.open_cards(session_id, remove=request.id)
+
+        await self._cards.update(
+            session_id, request.id, closed=outcome.closed, lock=self._lock, edit=edit
+        )
 
     # -- events from Discord ---------------------------------------------------------------
 
@@ -833,14 +823,13 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
             return
         if str(message.guild.id) != self.config.guild_id:
             return
-        state = self._state()
         user = _user(message.author)
         text = message.content.strip()
         reply_card: str | None = None
         reference = message.reference
         if reference is not None and reference.message_id is not None:
             reply_card = await self._cards.of_message(reference.message_id)
-        session = await state.get(f"thread:{message.channel.id}")
+        session = await self._sessions.session_of(message.channel.id)
         if reply_card is None and session is not None and not text.startswith("/"):
             # words in the thread while one question there takes words: its answer
             reply_card = await self._cards.only_open_card(session)
@@ -853,15 +842,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
             return
         if session is None or not text:
             return
-        await self.core.handle_incoming_message(
-            IncomingMessage(
-                channel=self.instance_name,
-                session_id=session,
-                thread_id=str(message.channel.id),
-                user=user,
-                text=text,
-            )
-        )
+        await self.pass_on(session, str(message.channel.id), user, text)
 
     # -- slash commands --------------------------------------------------------------------
 
@@ -893,23 +874,15 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
             await _respond(interaction, await self._sessions_text())
             return
         channel_id = interaction.channel_id
-        session = await self._state().get(f"thread:{channel_id}") if channel_id else None
+        session = await self._sessions.session_of(channel_id) if channel_id else None
         if session is None:
             await _respond(interaction, f"/{verb} works in a session's thread.")
             return
         await _respond(interaction, f"/{verb}: asked; the answer follows in this thread.")
-        await self.core.handle_incoming_message(
-            IncomingMessage(
-                channel=self.instance_name,
-                session_id=session,
-                thread_id=str(channel_id),
-                user=_user(interaction.user),
-                text=f"/{verb}",
-            )
-        )
+        await self.pass_on(session, str(channel_id), _user(interaction.user), f"/{verb}")
 
     async def _sessions_text(self) -> str:
-        live: dict[str, list[str]] = json.loads(await self._state().get("sessions") or "{}")
+        live = await self._sessions.live()
         if not live:
             return "No agent session is running."
         base = f"https://discord.com/channels/{self.config.guild_id}"
@@ -917,18 +890,6 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
             f"- [{markdown.escape(name)}](<{base}/{thread}>)" for thread, name in live.values()
         ]
         return "Sessions:\n" + "\n".join(lines)
-
-    async def _remember_session(self, session_id: str, thread: str, name: str) -> None:
-        state = self._state()
-        live: dict[str, list[str]] = json.loads(await state.get("sessions") or "{}")
-        live[session_id] = [thread, name]
-        await state.set("sessions", json.dumps(live))
-
-    async def _forget_session(self, session_id: str) -> None:
-        state = self._state()
-        live: dict[str, list[str]] = json.loads(await state.get("sessions") or "{}")
-        if live.pop(session_id, None) is not None:
-            await state.set("sessions", json.dumps(live))
 
     # -- calls the outbox runs for the adapter's own needs (`core.call`) -------------------
 

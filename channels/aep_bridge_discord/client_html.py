@@ -11,6 +11,7 @@ http, https and mailto targets become links.
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Final
 
@@ -33,23 +34,16 @@ def to_html(source: str) -> str:
     """A message's content (or an embed's description) as HTML: one element per line or
     block, no newline outside a code block (the preview's bubbles keep white space)."""
     out: list[str] = []
-    lines = source.split("\n")
-    index = 0
-    while index < len(lines):
-        line = lines[index]
-        if line.startswith("```"):
-            language = line[3:].strip()
-            body: list[str] = []
-            index += 1
-            while index < len(lines) and lines[index].rstrip() != "```":
-                body.append(lines[index])
-                index += 1
-            index += 1
-            cls = f' class="language-{escape(language)}"' if language else ""
-            out.append(f"<pre><code{cls}>{_code_lines(body, language)}</code></pre>")
+    lines = iter(source.split("\n"))
+    for line in lines:
+        if not line.startswith("```"):
+            out.append(_line(line))
             continue
-        index += 1
-        out.append(_line(line))
+        language = line[3:].strip()
+        # the block's lines: up to its closing fence (read and left out) or the end
+        body = list(itertools.takewhile(lambda inner: inner.rstrip() != "```", lines))
+        cls = f' class="language-{escape(language)}"' if language else ""
+        out.append(f"<pre><code{cls}>{_code_lines(body, language)}</code></pre>")
     return "".join(out)
 
 

@@ -30,9 +30,9 @@ from .look import (
 
 #: a form's modal's custom_id: this and the card key
 FORM_MODAL: Final = "aepm:"
-#: the custom_ids of an option's button and of a form's "Fill in" (`DynamicItem` templates)
-OPTION_TEMPLATE: Final = r"aep:(?P<card>.+):(?P<option>\d+)"
-FORM_TEMPLATE: Final = r"aepf:(?P<card>.+)"
+#: the custom_id of a card's button (its `DynamicItem` template): an option's,
+#: `aep:{card key}:{option}`, or a form's "Fill in", `aepf:{card key}`
+BUTTON_TEMPLATE: Final = r"aep(?::(?P<card>.+):(?P<option>\d+)|f:(?P<form>.+))"
 
 
 class CardAnswers(Protocol):
@@ -55,20 +55,33 @@ def _answers(interaction: discord.Interaction[Any]) -> CardAnswers | None:
     return answers
 
 
-class OptionButton(
-    discord.ui.DynamicItem[discord.ui.Button[Any]],
-    template=OPTION_TEMPLATE,
-):
-    """An option's button on a card. Everything needed to answer it is in its custom_id, so
-    it works for any card, posted before a restart too."""
+def _pressed(match: re.Match[str]) -> tuple[str, int | None]:
+    """A card button's custom_id (`BUTTON_TEMPLATE`) read: the card key, and the option's
+    index (None for a form's "Fill in")."""
+    if match["form"] is not None:
+        return match["form"], None
+    return match["card"], int(match["option"])
 
-    def __init__(self, key: str, option: int, text: str = "", allow: bool = False) -> None:
-        style = discord.ButtonStyle.success if allow else discord.ButtonStyle.secondary
-        super().__init__(
-            discord.ui.Button(
+
+class CardButton(
+    discord.ui.DynamicItem[discord.ui.Button[Any]],
+    template=BUTTON_TEMPLATE,
+):
+    """A button on a card: an option's (`option`, its index), or with None a form's "Fill
+    in", which opens the form as a modal for the person who pressed. Everything needed to
+    answer it is in its custom_id, so it works for any card, posted before a restart too."""
+
+    def __init__(self, key: str, option: int | None, text: str = "", allow: bool = False) -> None:
+        if option is None:
+            button: discord.ui.Button[Any] = discord.ui.Button(
+                label="Fill in ✏️", style=discord.ButtonStyle.primary, custom_id=f"aepf:{key}"
+            )
+        else:
+            style = discord.ButtonStyle.success if allow else discord.ButtonStyle.secondary
+            button = discord.ui.Button(
                 label=text or str(option + 1), style=style, custom_id=f"aep:{key}:{option}"
             )
-        )
+        super().__init__(button)
         self.key = key
         self.option = option
 
@@ -79,43 +92,17 @@ class OptionButton(
         item: discord.ui.Item[Any],
         match: re.Match[str],
         /,
-    ) -> OptionButton:
-        return cls(match["card"], int(match["option"]))
+    ) -> CardButton:
+        return cls(*_pressed(match))
 
     async def callback(self, interaction: discord.Interaction[Any]) -> None:
         answers = _answers(interaction)
-        if answers is not None:
-            await answers.on_press(interaction, self.key, self.option)
-
-
-class FormButton(
-    discord.ui.DynamicItem[discord.ui.Button[Any]],
-    template=FORM_TEMPLATE,
-):
-    """A form's "Fill in" button: opens the form as a modal, for the person who pressed."""
-
-    def __init__(self, key: str) -> None:
-        super().__init__(
-            discord.ui.Button(
-                label="Fill in ✏️", style=discord.ButtonStyle.primary, custom_id=f"aepf:{key}"
-            )
-        )
-        self.key = key
-
-    @classmethod
-    async def from_custom_id(
-        cls,
-        interaction: discord.Interaction[Any],
-        item: discord.ui.Item[Any],
-        match: re.Match[str],
-        /,
-    ) -> FormButton:
-        return cls(match["card"])
-
-    async def callback(self, interaction: discord.Interaction[Any]) -> None:
-        answers = _answers(interaction)
-        if answers is not None:
+        if answers is None:
+            return
+        if self.option is None:
             await answers.on_form(interaction, self.key)
+        else:
+            await answers.on_press(interaction, self.key, self.option)
 
 
 def dropped_press(interaction: discord.Interaction[Any]) -> tuple[str, int | None] | None:
@@ -138,11 +125,8 @@ def dropped_press(interaction: discord.Interaction[Any]) -> tuple[str, int | Non
         shown = (getattr(item, "custom_id", None) for item in _walk(message.components))
         if custom in shown:
             return None  # on the message: discord.py hands it to its DynamicItem
-    if option := re.fullmatch(OPTION_TEMPLATE, custom):
-        return option["card"], int(option["option"])
-    if form := re.fullmatch(FORM_TEMPLATE, custom):
-        return form["card"], None
-    return None
+    pressed = re.fullmatch(BUTTON_TEMPLATE, custom)
+    return None if pressed is None else _pressed(pressed)
 
 
 def _walk(items: Any) -> Iterator[Any]:
@@ -278,11 +262,11 @@ def card_view(request: PermissionRequest) -> discord.ui.View | None:
     if request.fields:
         if len(request.fields) > MAX_FORM_FIELDS:
             return None
-        view.add_item(FormButton(key))
+        view.add_item(CardButton(key, None))
         return view
     if not request.options:
         return None
     for index, option in enumerate(request.options[:MAX_BUTTONS]):
         assert len(custom_id(request, index)) <= MAX_CUSTOM_ID
-        view.add_item(OptionButton(key, index, label(option.label), option.is_allow))
+        view.add_item(CardButton(key, index, label(option.label), option.is_allow))
     return view

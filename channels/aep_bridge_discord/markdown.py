@@ -45,7 +45,15 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from aep_bridge import LINE_BREAK, break_ticks, link_target, markup, one_line, table_text
+from aep_bridge import (
+    LINE_BREAK,
+    break_ticks,
+    indent_rest,
+    link_target,
+    markup,
+    one_line,
+    table_text,
+)
 
 #: the most characters Discord takes in a message's content
 LIMIT: Final = 2000
@@ -302,7 +310,7 @@ def _list(block: markup.ListBlock, *, quoted: bool) -> str:
         pad = " " * len(marker)
         shown = [(b, text) for b in item if (text := _block(b, nested=True, quoted=quoted))]
         parts = [text for _, text in shown]
-        body = _indent("\n".join(parts), pad)
+        body = indent_rest("\n".join(parts), pad)
         if shown and isinstance(shown[0][0], markup.Paragraph | markup.Heading):
             lines.append(marker + body)
         else:  # a list, code or a quote starts its own line: the marker stands alone
@@ -314,21 +322,6 @@ def _list(block: markup.ListBlock, *, quoted: bool) -> str:
 
 def _is_fence(line: str) -> bool:
     return line.startswith("```")
-
-
-def _indent(text: str, pad: str) -> str:
-    """Every line after the first indented by `pad`, except a code block's."""
-    lines = text.split("\n")
-    out = lines[:1]
-    fenced = _is_fence(lines[0])  # (a block's first line can only open a fence)
-    for line in lines[1:]:
-        if fenced or _is_fence(line):
-            out.append(line)
-            if _is_fence(line):
-                fenced = not fenced
-        else:
-            out.append(pad + line if line else line)
-    return "\n".join(out)
 
 
 __all__ = [

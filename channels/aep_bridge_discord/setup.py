@@ -28,6 +28,7 @@ from aep_bridge import (
     SetupOption,
     SetupWizard,
     approver_option,
+    ask_choice,
     ask_number,
     ask_token,
     check_token,
@@ -278,19 +279,15 @@ class DiscordSetup(SetupWizard):
                 f"{given} is not a text or forum channel of “{guild.name}”: pick one of "
                 + ", ".join(f"#{c.name} ({c.id})" for c in channels)
             )
-        setup.say("")
-        setup.say(
-            f"The text and forum channels of “{guild.name}” (in a text channel each session "
-            "is a thread, in a forum a post):"
-        )
-        for number, channel in enumerate(channels, 1):
-            kind = "forum" if channel.type == discord.ChannelType.forum else "text channel"
-            setup.say(f"  {number}. #{channel.name} ({kind})")
-        index = ask_number(
+        index = ask_choice(
             setup,
+            f"The text and forum channels of “{guild.name}” (in a text channel each session "
+            "is a thread, in a forum a post):",
+            [
+                f"#{c.name} ({'forum' if c.type == discord.ChannelType.forum else 'text channel'})"
+                for c in channels
+            ],
             "Which channel holds the sessions (a number)?",
-            len(channels),
-            default="1" if len(channels) == 1 else None,
             flag="--channel-id ID",
         )
         return channels[index]

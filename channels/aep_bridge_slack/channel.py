@@ -86,6 +86,7 @@ from aep_bridge import (
     RateLimit,
     RateLimited,
     RateLimits,
+    SessionThreads,
 )
 
 from . import look, mrkdwn
@@ -193,6 +194,8 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         self._client: AsyncWebClient | None = None
         #: the card records: key -> card id, what was kept of a card, a session's open cards
         self.cards = CardRecords.plain(self.state, look.card_key)
+        #: the live sessions' threads (ts) and names, for `/aep sessions` and the parent messages
+        self.sessions = SessionThreads(self.state)
         self._session: aiohttp.ClientSession | None = None
         self._handler: _Handler | None = None
         self._url = ""  # the workspace's, from auth.test: permalinks
@@ -417,23 +420,21 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
     async def create_session_thread(self, session_id: str, name: str) -> str:
         shown = look.parent_look(name, "running")
         sent = await self._post(self.config.channel_id, shown)
-        state = self.state()
-        await state.set(f"thread:{sent}", session_id)
-        await self._remember_session(session_id, sent, name)
+        await self.sessions.made(session_id, sent, name)
         return sent
 
     async def rename_session_thread(self, session_id: str, new_name: str) -> None:
         thread = self._thread(session_id)
         if thread is None:
             return
-        await self._remember_session(session_id, thread, new_name)
+        await self.sessions.remember(session_id, thread, new_name)
         await self._update_parent(session_id, thread, new_name, "running")
 
     async def archive_session_thread(self, session_id: str) -> None:
-        live = await self.live_sessions()
+        live = await self.sessions.live()
         thread = self._thread(session_id)
         name = live.get(session_id, ["", session_id])[1]
-        await self._forget_session(session_id)
+        await self.sessions.forget(session_id)
         if thread is not None:
             await self._update_parent(session_id, thread, name, "ended")
 
@@ -491,7 +492,7 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         thread = self._thread(session_id)
         if thread is not None and (content.key or "").startswith(HEADER_KEY):
             # the session's header (docs/rendering.md) is shown in the parent message
-            live = await self.live_sessions()
+            live = await self.sessions.live()
             name = live.get(session_id, [thread, session_id])[1]
             if await self._update_parent(session_id, thread, name, "running", shown):
                 return
@@ -572,7 +573,7 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         if thread is None:
             return
         name = notification.session_name or ""
-        name = name or (await self.live_sessions()).get(session_id, ["", session_id])[1]
+        name = name or (await self.sessions.live()).get(session_id, ["", session_id])[1]
         await self._update_parent(session_id, thread, name, "finished", said=notification.summary)
 
     async def _close_heads_up(self, notification: NotificationMessage) -> None:
@@ -637,14 +638,13 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
     async def update_permission_request(
         self, session_id: str, request: PermissionRequest, outcome: PermissionOutcome
     ) -> None:
-        async with self._lock:
-            card = await self.cards.get(request.id)
-            if card is None:
-                return
+        async def edit(card: dict[str, Any]) -> None:
             shown = look.card_look(request, outcome=outcome)
             await self._update(card["channel"], card["ts"], shown)
-        if outcome.closed:
-            await self.cards.open_cards(session_id, remove=request.id)
+
+        await self.cards.update(
+            session_id, request.id, closed=outcome.closed, lock=self._lock, edit=edit
+        )
 
     def failed(self, what: str, exc: BaseException) -> None:
         """Log a call that failed, in one line that names no token."""
@@ -754,20 +754,6 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
 
     def _thread(self, session_id: str) -> str | None:
         return self.core.thread_id(self.instance_name, session_id)
-
-    async def live_sessions(self) -> dict[str, list[str]]:
-        """The live sessions: session id -> [thread ts, name]."""
-        return dict(json.loads(await self.state().get("sessions") or "{}"))
-
-    async def _remember_session(self, session_id: str, thread: str, name: str) -> None:
-        live = await self.live_sessions()
-        live[session_id] = [thread, name]
-        await self.state().set("sessions", json.dumps(live))
-
-    async def _forget_session(self, session_id: str) -> None:
-        live = await self.live_sessions()
-        if live.pop(session_id, None) is not None:
-            await self.state().set("sessions", json.dumps(live))
 
     def spawn(self, coroutine: Awaitable[None]) -> None:
         """Run `coroutine` as the adapter's task (waited for, then cancelled, at `stop`)."""

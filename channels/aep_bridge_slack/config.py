@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator
 
 from aep_bridge import ChannelConfig, url_problem
 
@@ -28,6 +28,19 @@ APP_TOKEN_FIX: Final = (
 _CHANNEL: Final = re.compile(r"^[CG][A-Z0-9]{2,}$")
 _USER: Final = re.compile(r"^[UW][A-Z0-9]{2,}$")
 _GROUP: Final = re.compile(r"^S[A-Z0-9]{2,}$")
+#: what each list of ids takes, and what is said of an entry that is not one
+_IDS: Final = {
+    "approvers": (
+        _USER,
+        "is not a Slack user id: approvers lists member ids such as U0123456789 (a person's "
+        "profile > ⋮ > Copy member ID), not names",
+    ),
+    "approver_roles": (
+        _GROUP,
+        "is not a Slack user group id: approver_roles lists user group ids such as "
+        "S0123456789, not @handles",
+    ),
+}
 
 
 class SlackConfig(ChannelConfig):
@@ -100,29 +113,16 @@ class SlackConfig(ChannelConfig):
             )
         return text
 
-    @field_validator("approvers")
+    @field_validator("approvers", "approver_roles")
     @classmethod
-    def _approvers(cls, value: list[str]) -> list[str]:
-        users = [str(user).strip() for user in value]
-        for user in users:
-            if not _USER.match(user):
-                raise ValueError(
-                    f"{user!r} is not a Slack user id: approvers lists member ids such as "
-                    "U0123456789 (a person's profile > ⋮ > Copy member ID), not names"
-                )
-        return users
-
-    @field_validator("approver_roles")
-    @classmethod
-    def _groups(cls, value: list[str]) -> list[str]:
-        groups = [str(group).strip() for group in value]
-        for group in groups:
-            if not _GROUP.match(group):
-                raise ValueError(
-                    f"{group!r} is not a Slack user group id: approver_roles lists user group "
-                    "ids such as S0123456789, not @handles"
-                )
-        return groups
+    def _ids(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        """Member ids (`approvers`) and user group ids (`approver_roles`), trimmed."""
+        pattern, wrong = _IDS[str(info.field_name)]
+        ids = [str(one).strip() for one in value]
+        for one in ids:
+            if not pattern.match(one):
+                raise ValueError(f"{one!r} {wrong}")
+        return ids
 
     @field_validator("api_base_url")
     @classmethod

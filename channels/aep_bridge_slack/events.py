@@ -26,12 +26,11 @@ from slack_sdk.web.async_client import AsyncWebClient
 from aep_bridge import (
     BridgeCore,
     CardRecords,
-    ChannelState,
     ChannelUser,
-    IncomingMessage,
     PermissionRequest,
     Resolution,
     ResolutionStatus,
+    SessionThreads,
 )
 
 from . import look, modal, mrkdwn
@@ -55,13 +54,16 @@ class Adapter(Protocol):
     def instance_name(self) -> str: ...
     @property
     def client(self) -> AsyncWebClient: ...
-    def state(self) -> ChannelState: ...
     @property
     def cards(self) -> CardRecords[dict[str, Any]]: ...
-    async def live_sessions(self) -> dict[str, list[str]]: ...
+    @property
+    def sessions(self) -> SessionThreads: ...
     def permalink(self, channel: str, ts: str, thread: str | None = None) -> str: ...
     def failed(self, what: str, exc: BaseException) -> None: ...
     def spawn(self, coroutine: Awaitable[None]) -> None: ...
+    async def pass_on(
+        self, session_id: str | None, thread_id: str | None, user: ChannelUser, text: str
+    ) -> None: ...
 
 
 class Listeners:
@@ -182,8 +184,7 @@ class Listeners:
         if not thread or thread == event.get("ts"):
             return  # not in a thread
         try:
-            state = self.adapter.state()
-            session = await state.get(f"thread:{thread}")
+            session = await self.adapter.sessions.session_of(thread)
             text = _unescape(str(event.get("text") or "")).strip()
             if session is None or not text:
                 return
@@ -201,7 +202,7 @@ class Listeners:
                             thread=thread,
                         )
                     return
-            await self._said(session, thread, user, text)
+            await self.adapter.pass_on(session, thread, user, text)
         except Exception as exc:
             self.adapter.failed("a message", exc)
 
@@ -217,7 +218,7 @@ class Listeners:
             return
         words = str(body.get("text") or "").split()
         verb = words[0].lower() if words else "sessions"
-        live = await self.adapter.live_sessions()
+        live = await self.adapter.sessions.live()
         if verb not in VERBS:
             await ack(text=f"Usage: {COMMAND} {'|'.join(VERBS)} [session]")
             return
@@ -244,23 +245,9 @@ class Listeners:
             user = await self._user(
                 {"id": body.get("user_id", ""), "username": body.get("user_name")}
             )
-            await self._said(session, thread, user, f"/{verb}")
+            await self.adapter.pass_on(session, thread, user, f"/{verb}")
         except Exception as exc:
             self.adapter.failed("a command", exc)
-
-    async def _said(
-        self, session: str | None, thread: str | None, user: ChannelUser, text: str
-    ) -> None:
-        """Hand what `user` wrote in a session's thread to the core (an answer or a command)."""
-        await self.adapter.core.handle_incoming_message(
-            IncomingMessage(
-                channel=self.adapter.instance_name,
-                session_id=session,
-                thread_id=thread,
-                user=user,
-                text=text,
-            )
-        )
 
     def _sessions_text(self, live: dict[str, list[str]]) -> str:
         if not live:

@@ -31,7 +31,17 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from aep_bridge import LINE_BREAK, break_ticks, link_target, markup, one_line, table_text
+from aep_bridge import (
+    LINE_BREAK,
+    SpanMark,
+    break_ticks,
+    indent_rest,
+    link_target,
+    marked,
+    markup,
+    one_line,
+    table_text,
+)
 
 #: what a thematic break shows (mrkdwn draws no rule)
 RULE: Final = "——————"
@@ -42,6 +52,12 @@ BULLET: Final = "•"
 
 _ENTITIES: Final = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 _ENTITY: Final = re.compile(r"[&<>]")
+#: a span's styles as mrkdwn wraps them (inline code is drawn apart: it has one fence)
+_MARKERS: Final[dict[SpanMark, tuple[str, str]]] = {
+    "italic": ("_", "_"),
+    "bold": ("*", "*"),
+    "strike": ("~", "~"),
+}
 #: a formatting character, and a broadcast's `@`
 _INERT: Final = re.compile(r"[*_~`]|@(?=(?i:channel|here|everyone)\b)")
 #: characters that would end a link's target early (`|`, `>`), percent-encoded
@@ -131,12 +147,7 @@ def _span_line(text: str, span: markup.Span, url: str | None) -> str:
     # inline code has one fence in mrkdwn: with a backtick in it, it is text
     code = span.code and "`" not in stripped
     body = f"`{entities(stripped)}`" if code else escape(stripped)
-    if span.italic:
-        body = f"_{body}_"
-    if span.bold:
-        body = f"*{body}*"
-    if span.strike:
-        body = f"~{body}~"
+    body = marked(body, span, _MARKERS)
     if url is not None:
         body = f"<{url}|{body}>"
     return lead + body + trail
@@ -211,7 +222,7 @@ def _list(block: markup.ListBlock) -> str:
         marker = f"{number}. " if block.ordered else f"{BULLET} "
         pad = " " * (len(marker) + 1)
         parts = [text for b in item if (text := _block(b, nested=True))]
-        body = _indent("\n".join(parts), pad)
+        body = indent_rest("\n".join(parts), pad)
         if parts and item and isinstance(item[0], markup.Paragraph | markup.Heading):
             lines.append(marker + body)
         else:
@@ -219,21 +230,6 @@ def _list(block: markup.ListBlock) -> str:
             if parts:
                 lines.append(body if parts[0].startswith("```") else pad + body)
     return "\n".join(lines)
-
-
-def _indent(text: str, pad: str) -> str:
-    """Every line after the first indented by `pad`, except a code block's."""
-    lines = text.split("\n")
-    out = lines[:1]
-    fenced = lines[0].startswith("```") and lines[0].count("```") == 1
-    for line in lines[1:]:
-        if fenced or line.startswith("```"):
-            out.append(line)
-            if line.startswith("```"):
-                fenced = not fenced
-        else:
-            out.append(pad + line if line else line)
-    return "\n".join(out)
 
 
 __all__ = [

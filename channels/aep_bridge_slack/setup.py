@@ -36,6 +36,7 @@ from aep_bridge import (
     SetupToken,
     SetupWizard,
     approver_option,
+    ask_choice,
     ask_number,
     ask_token,
     check_token,
@@ -280,23 +281,18 @@ class SlackSetup(SetupWizard):
         """The sessions' channel: `--channel-id`, else asked from the numbered list."""
         given = setup.options["channel_id"]
         if given is not None:
-            for channel in channels:
-                if channel.id == given.strip():
-                    setup.say(f"Sessions go to {channel.label} (a thread per session).")
-                    return channel
-            raise SetupError(
-                f"the bot is not in {given}: invite it there (/invite @app in the channel), "
-                "or pick one it is in: " + ", ".join(f"{c.label} ({c.id})" for c in channels)
-            )
-        setup.say("")
-        setup.say("The channels the bot is in (each session becomes a thread in the one you pick):")
-        for number, channel in enumerate(channels, 1):
-            setup.say(f"  {number}. {channel.label}{' (private)' if channel.private else ''}")
-        index = ask_number(
+            if (channel := _given(channels, given)) is None:
+                raise SetupError(
+                    f"the bot is not in {given}: invite it there (/invite @app in the channel), "
+                    "or pick one it is in: " + ", ".join(f"{c.label} ({c.id})" for c in channels)
+                )
+            setup.say(f"Sessions go to {channel.label} (a thread per session).")
+            return channel
+        index = ask_choice(
             setup,
+            "The channels the bot is in (each session becomes a thread in the one you pick):",
+            [f"{c.label}{' (private)' if c.private else ''}" for c in channels],
             "Which channel holds the sessions (a number)?",
-            len(channels),
-            default="1" if len(channels) == 1 else None,
             flag="--channel-id ID",
         )
         return channels[index]
@@ -310,14 +306,13 @@ class SlackSetup(SetupWizard):
         if given is not None:
             if given.strip().lower() == "none":
                 return None
-            for channel in channels:
-                if channel.id == given.strip():
-                    setup.say(f"Heads-ups go to {channel.label}.")
-                    return channel
-            raise SetupError(
-                f"--notifications-channel-id {given}: the bot is not in that channel; invite "
-                "it there first (/invite @app), or give none"
-            )
+            if (channel := _given(channels, given)) is None:
+                raise SetupError(
+                    f"--notifications-channel-id {given}: the bot is not in that channel; invite "
+                    "it there first (/invite @app), or give none"
+                )
+            setup.say(f"Heads-ups go to {channel.label}.")
+            return channel
         others = [c for c in channels if c != sessions]
         if not others:
             return None
@@ -518,3 +513,9 @@ def _what(kind: str) -> str:
 
 def _wait(setup: SetupContext) -> float:
     return wait_option(setup, most=CODE_LIFE)
+
+
+def _given(channels: Sequence[_Channel], given: str) -> _Channel | None:
+    """The channel whose id was given (`--channel-id`, `--notifications-channel-id`), if
+    the bot is in it."""
+    return next((channel for channel in channels if channel.id == given.strip()), None)

@@ -50,7 +50,6 @@ from aep_bridge import (
     ChannelError,
     ChannelUser,
     DoctorCheck,
-    IncomingMessage,
     NotificationMessage,
     OutgoingMessage,
     PermissionOutcome,
@@ -61,6 +60,8 @@ from aep_bridge import (
     RateLimits,
     Resolution,
     ResolutionStatus,
+    SessionThreads,
+    command_menu,
 )
 
 from . import html
@@ -96,15 +97,8 @@ log = logging.getLogger(__name__)
 
 #: seconds added to each rate-limit window (see `capabilities`)
 LIMIT_MARGIN: Final = 0.05
-COMMANDS: Final = (
-    ("sessions", "list the agent sessions and their topics"),
-    ("status", "in a session's topic: what the agent is doing"),
-    ("cancel", "in a session's topic: ask the agent to stop"),
-    ("pause", "in a session's topic: ask the agent to pause"),
-    ("resume", "in a session's topic: ask the agent to go on"),
-    ("away", "in a session's topic: when the agent finishes, it asks here what next"),
-    ("back", "in a session's topic: the agent stops as usual when it finishes"),
-)
+#: the bot's command menu: /sessions here, the rest go to the core as a session's command
+COMMANDS: Final = command_menu("topic")
 
 
 class TelegramChannel(ChannelAdapter[TelegramConfig]):
@@ -154,6 +148,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         self._polling_errors = PollingErrors(self.instance_name)
         self._refusals = Refusals(self.instance_name)
         self._cards = cards(self._state)
+        self._sessions = SessionThreads(self._state)
         self._forms = Forms(self._cards, self._answer_form, self._show_card)
         if config.chat_id > 0:  # a private chat: Telegram's 20 a minute is for groups
             limits = self.capabilities.rate_limits.model_copy(update={"per_group": None})
@@ -263,9 +258,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
                 self.bot.send_message(self.config.chat_id, heading, parse_mode="HTML")
             )
             thread = str(root.message_id)
-        state = self._state()
-        await state.set(f"thread:{thread}", session_id)
-        await self._remember_session(session_id, thread, name)
+        await self._sessions.made(session_id, thread, name)
         return thread
 
     async def rename_session_thread(self, session_id: str, new_name: str) -> None:
@@ -288,7 +281,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
                 ),
                 unchanged_ok=True,
             )
-        await self._remember_session(session_id, thread, name)
+        await self._sessions.remember(session_id, thread, name)
 
     async def archive_session_thread(self, session_id: str) -> None:
         thread = self._thread(session_id)
@@ -296,7 +289,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
             await bot_call(
                 self.bot.close_forum_topic(self.config.chat_id, int(thread)), unchanged_ok=True
             )
-        await self._forget_session(session_id)
+        await self._sessions.forget(session_id)
 
     async def delete_session_thread(self, session_id: str) -> None:
         thread = self._thread(session_id)
@@ -305,7 +298,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
                 await bot_call(self.bot.delete_forum_topic(self.config.chat_id, int(thread)))
             else:
                 await bot_call(self.bot.delete_message(self.config.chat_id, int(thread)))
-        await self._forget_session(session_id)
+        await self._sessions.forget(session_id)
 
     @classmethod
     def preview_dialect(cls) -> PreviewDialect:
@@ -536,14 +529,12 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
     async def update_permission_request(
         self, session_id: str, request: PermissionRequest, outcome: PermissionOutcome
     ) -> None:
-        async with self._lock:
-            card = await self._cards.get(request.id)
-            if card is None:
-                return
-            if not request.context:  # the card keeps what it showed above it
-                request = request.model_copy(update={"context": card.permission.context})
-            text = card_with_outcome(request, outcome)
-            keyboard = None if outcome.closed else _keyboard(request, None)
+        async def edit(card: CardRecord) -> None:
+            shown = request
+            if not shown.context:  # the card keeps what it showed above it
+                shown = request.model_copy(update={"context": card.permission.context})
+            text = card_with_outcome(shown, outcome)
+            keyboard = None if outcome.closed else _keyboard(shown, None)
             await bot_call(
                 self.bot.edit_message_text(
                     text,
@@ -556,12 +547,14 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
                 missing_ok=True,
             )
             card.html, card.closed, card.showing = text, outcome.closed, None
-            card.request = request.model_dump(mode="json")  # its latest context, for a redraw
+            card.request = shown.model_dump(mode="json")  # its latest context, for a redraw
             if outcome.closed:
                 card.forms.clear()
             await self._cards.save(request.id, card)
-        if outcome.closed:
-            await self._cards.open_cards(session_id, remove=request.id)
+
+        await self._cards.update(
+            session_id, request.id, closed=outcome.closed, lock=self._lock, edit=edit
+        )
 
     # -- updates from Telegram -------------------------------------------------------------
 
@@ -627,16 +620,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
                     return
         if session is None:
             return  # the general topic, or a chat the bridge has no session in
-        await self.core.handle_incoming_message(
-            IncomingMessage(
-                channel=self.instance_name,
-                session_id=session,
-                thread_id=thread,
-                user=user,
-                text=text,
-                reply_to=reply_card,
-            )
-        )
+        await self.pass_on(session, thread, user, text, reply_to=reply_card)
 
     def _explain_shared_id(self, user: ChannelUser) -> None:
         """Say why a press from one of Telegram's shared ids is refused: the core refuses it
@@ -713,16 +697,15 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         return self.core.thread_id(self.instance_name, session_id)
 
     async def _session_of(self, message: Message) -> tuple[str | None, str | None]:
-        state = self._state()
         if self._topics:
             if not message.is_topic_message or message.message_thread_id is None:
                 return None, None
             thread = str(message.message_thread_id)
-            return await state.get(f"thread:{thread}"), thread
+            return await self._sessions.session_of(thread), thread
         replied = message.reply_to_message
         if replied is None:
             return None, None
-        session = await state.get(f"thread:{replied.message_id}")
+        session = await self._sessions.session_of(replied.message_id)
         if session is not None:
             return session, str(replied.message_id)
         card = await self._cards.get(await self._cards.of_message(replied.message_id) or "")
@@ -730,20 +713,8 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
             return card.session, self._thread(card.session)
         return None, None
 
-    async def _remember_session(self, session_id: str, thread: str, name: str) -> None:
-        state = self._state()
-        live: dict[str, list[str]] = json.loads(await state.get("sessions") or "{}")
-        live[session_id] = [thread, name]
-        await state.set("sessions", json.dumps(live))
-
-    async def _forget_session(self, session_id: str) -> None:
-        state = self._state()
-        live: dict[str, list[str]] = json.loads(await state.get("sessions") or "{}")
-        if live.pop(session_id, None) is not None:
-            await state.set("sessions", json.dumps(live))
-
     async def _list_sessions(self, message: Message) -> None:
-        live: dict[str, list[str]] = json.loads(await self._state().get("sessions") or "{}")
+        live = await self._sessions.live()
         if not live:
             await self._reply(message, "No agent session is running.")
             return

@@ -23,7 +23,7 @@ import html
 import re
 from typing import Final
 
-from aep_bridge import markup, table_text
+from aep_bridge import SpanMark, marked, markup, table_text
 
 _FENCE: Final = re.compile(r"```([A-Za-z0-9_+.#-]*)[ \t]*\n?(.*?)(?:```|\Z)", re.DOTALL)
 
@@ -73,6 +73,13 @@ def link(text: str, url: str) -> str:
 _TAG: Final = re.compile(r"<[^>]*>")
 #: links Telegram opens; a relative one (`./README.md`) means nothing in a chat, and another
 #: scheme (`javascript:`) is no link to follow: their text is shown alone
+#: a span's marks as Telegram's tags, the first innermost
+_MARKS: Final[dict[SpanMark, tuple[str, str]]] = {
+    "code": ("<code>", "</code>"),
+    "strike": ("<s>", "</s>"),
+    "italic": ("<i>", "</i>"),
+    "bold": ("<b>", "</b>"),
+}
 _LINKABLE: Final = re.compile(r"(?i)(https?://|tg://|mailto:)\S")
 #: what a thematic break shows
 RULE: Final = "——————"
@@ -106,14 +113,7 @@ def _span(span: markup.Span) -> str:
     out = escape(span.text)
     if not out:
         return ""
-    if span.code:
-        out = f"<code>{out}</code>"
-    if span.strike:
-        out = f"<s>{out}</s>"
-    if span.italic:
-        out = f"<i>{out}</i>"
-    if span.bold:
-        out = f"<b>{out}</b>"
+    out = marked(out, span, _MARKS)
     if span.url and _LINKABLE.match(span.url):
         out = f'<a href="{html.escape(span.url, quote=True)}">{out}</a>'
     return out

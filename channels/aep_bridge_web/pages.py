@@ -175,6 +175,22 @@ def _media_type(request: Request) -> str:
     return request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
 
 
+async def _json_object(request: Request, limit: int, what: str) -> dict[str, Any] | Response:
+    """A JSON body read (its object; an empty one for anything else, which the route refuses
+    as naming nothing), or the refusal of a body that is not JSON (415) or is longer than
+    `limit` bytes (413: `what` is too long)."""
+    if _media_type(request) != "application/json":
+        return JSONResponse({"error": "unsupported", "detail": "send JSON"}, 415)
+    body = await read_body(request, limit)
+    if body is None:
+        return JSONResponse({"error": "too-large", "detail": f"{what} is too long"}, 413)
+    try:
+        given = json.loads(body)
+    except ValueError:
+        given = None
+    return given if isinstance(given, dict) else {}
+
+
 def _foreign(request: Request) -> bool:
     """Whether the browser says the request comes from a page of another origin."""
     origin = request.headers.get("origin")
@@ -375,17 +391,10 @@ class Pages:
     async def switch_away(self, request: Request, session: PageSession) -> Response:
         """`POST api/away` `{"on": bool, "session_id"?: id}`: the page's away switch, for the
         signed-in user; the core checks the approvers before anything changes."""
-        if _media_type(request) != "application/json":
-            return JSONResponse({"error": "unsupported", "detail": "send JSON"}, 415)
-        body = await read_body(request, MAX_FORM)
-        if body is None:
-            return JSONResponse({"error": "too-large", "detail": "the request is too long"}, 413)
-        try:
-            given = json.loads(body)
-        except ValueError:
-            given = None
-        on = given.get("on") if isinstance(given, dict) else None
-        target = given.get("session_id") if isinstance(given, dict) else None
+        given = await _json_object(request, MAX_FORM, "the request")
+        if isinstance(given, Response):
+            return given
+        on, target = given.get("on"), given.get("session_id")
         if not isinstance(on, bool) or not (target is None or (isinstance(target, str) and target)):
             return JSONResponse(
                 {"error": "bad-request", "detail": "send on (true or false) and maybe session_id"},
@@ -450,16 +459,10 @@ class Pages:
         )
 
     async def answer(self, request: Request, session: PageSession) -> Response:
-        if _media_type(request) != "application/json":
-            return JSONResponse({"error": "unsupported", "detail": "send JSON"}, 415)
-        body = await read_body(request, MAX_BODY)
-        if body is None:
-            return JSONResponse({"error": "too-large", "detail": "the answer is too long"}, 413)
-        try:
-            given = json.loads(body)
-        except ValueError:
-            given = None
-        resolution = await self._answer(given) if isinstance(given, dict) else None
+        given = await _json_object(request, MAX_BODY, "the answer")
+        if isinstance(given, Response):
+            return given
+        resolution = await self._answer(given)
         if resolution is None:
             return JSONResponse(
                 {"error": "bad-request", "detail": "send card_id and an option, text or values"},

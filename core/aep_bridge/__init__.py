@@ -68,7 +68,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
     from .markup import Blocks
     from .text.terminal import visible
     from .text.text import measure, split_text
-    from .toolkit.cards import CardKeys, CardRecords
+    from .toolkit.cards import CardKeys, CardRecords, SessionThreads, command_menu
     from .toolkit.http import read_body
     from .toolkit.limits import wait_seconds
     from .toolkit.preview import (
@@ -121,9 +121,12 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
     )
     from .toolkit.text import (
         LINE_BREAK,
+        SpanMark,
         break_ticks,
+        indent_rest,
         keep_end,
         link_target,
+        marked,
         one_line,
         plan_body,
         split_closing,
@@ -213,6 +216,8 @@ _HOMES: dict[str, tuple[str, ...]] = {
     ".toolkit.cards": (
         "CardKeys",
         "CardRecords",
+        "SessionThreads",
+        "command_menu",
     ),
     ".toolkit.http": ("read_body",),
     ".toolkit.limits": ("wait_seconds",),
@@ -222,9 +227,12 @@ _HOMES: dict[str, tuple[str, ...]] = {
     ),
     ".toolkit.text": (
         "LINE_BREAK",
+        "SpanMark",
         "break_ticks",
+        "indent_rest",
         "keep_end",
         "link_target",
+        "marked",
         "one_line",
         "plan_body",
         "split_closing",
@@ -352,6 +360,7 @@ __all__ = [
     "Resolution",
     "ResolutionStatus",
     "SentPreview",
+    "SessionThreads",
     "SetupContext",
     "SetupError",
     "SetupIO",
@@ -359,6 +368,7 @@ __all__ = [
     "SetupToken",
     "SetupWizard",
     "SignedPress",
+    "SpanMark",
     "Tasks",
     "ToolCall",
     "ToolOutcome",
@@ -375,6 +385,7 @@ __all__ = [
     "check_token",
     "check_with_doctor",
     "clean_error",
+    "command_menu",
     "doctor_fail",
     "doctor_ok",
     "expiry_time",
@@ -382,9 +393,11 @@ __all__ = [
     "heads_up_icon",
     "hookimpl",
     "human_duration",
+    "indent_rest",
     "keep_end",
     "keep_tokens",
     "link_target",
+    "marked",
     "markup",
     "measure",
     "message_icon",

@@ -1,9 +1,12 @@
 """The toolkit's card records (`aep_bridge.CardRecords`, `CardKeys`): a card's key and
-records kept in the channel's state across a restart of the store, and a press reaching
-the core only for a card a key stands for."""
+records kept in the channel's state across a restart of the store, a press reaching the
+core only for a card a key stands for, a card's update redrawing only a card posted here;
+and the live sessions' threads (`SessionThreads`) across a restart, and the command menu
+that lists them beside the core's chat commands (`command_menu`)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -17,6 +20,8 @@ from aep_bridge import (
     IncomingMessage,
     Resolution,
     ResolutionStatus,
+    SessionThreads,
+    command_menu,
 )
 from aep_bridge.store import Store, StoreState
 from aep_bridge.testing import FakeCore
@@ -127,3 +132,56 @@ async def test_words_answer_the_card_replied_to_else_the_only_open_one_else_go_t
     assert await records.words(core, said("which?")) is None, "two open cards: neither"
     assert [(p.card_id, p.answer) for p in core.presses] == [("c1", "deploy it"), ("c2", "yes")]
     assert [m.text for m in core.incoming] == ["/status", "which?"]
+
+
+async def test_an_update_redraws_a_card_posted_here_and_a_closed_one_takes_no_words(store: Store):
+    records = _records(store)
+    await records.sent("c1", {"session": "s1", "message": 42}, message=42)
+    await records.open_cards("s1", add="c1")
+    redrawn: list[dict[str, object]] = []
+
+    async def edit(card: dict[str, object]) -> None:
+        redrawn.append(card)
+
+    lock = asyncio.Lock()
+    await records.update("s1", "c1", closed=False, lock=lock, edit=edit)
+    assert await records.only_open_card("s1") == "c1", "an open card still takes words"
+    await records.update("s1", "c1", closed=True, lock=lock, edit=edit)
+    assert redrawn == [{"session": "s1", "message": 42}] * 2
+    assert await records.open_cards("s1") == [], "a closed card takes no more words"
+
+    await records.update("s1", "never-posted", closed=True, lock=lock, edit=edit)
+    assert len(redrawn) == 2, "a card not posted here is not drawn"
+
+
+async def test_a_sessions_thread_and_the_live_sessions_are_kept_across_a_restart(tmp_path: Path):
+    store = Store.open(tmp_path)
+    sessions = SessionThreads(lambda: StoreState(store, "channel:chat"))
+    await sessions.made("s1", "100", "fix the tests")
+    await sessions.made("s2", "200", "write docs")
+    await sessions.remember("s1", "100", "fix the flaky tests")  # renamed
+    store.close()
+
+    store = Store.open(tmp_path)  # a new process: only what the store kept
+    try:
+        sessions = SessionThreads(lambda: StoreState(store, "channel:chat"))
+        assert await sessions.live() == {
+            "s1": ["100", "fix the flaky tests"],
+            "s2": ["200", "write docs"],
+        }
+        await sessions.forget("s1")
+        await sessions.forget("s-unknown")
+        assert await sessions.live() == {"s2": ["200", "write docs"]}
+        assert await sessions.session_of("100") == "s1", "words in its thread still name it"
+        assert await sessions.session_of(200) == "s2"
+        assert await sessions.session_of("300") is None
+    finally:
+        store.close()
+
+
+def test_the_command_menu_is_sessions_then_the_cores_chat_commands_in_the_platforms_words():
+    menu = dict(command_menu("topic"))
+    assert list(menu) == ["sessions", "status", "cancel", "pause", "resume", "away", "back"]
+    assert menu["sessions"] == "list the agent sessions and their topics"
+    assert menu["pause"] == "in a session's topic: ask the agent to pause"
+    assert dict(command_menu())["status"] == "in a session's thread: what the agent is doing"

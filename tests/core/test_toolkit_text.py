@@ -1,5 +1,6 @@
 """The toolkit's text helpers (`aep_bridge.keep_end`, `table_text`, `one_line`,
-`break_ticks`), through a dialect that renders blocks as plain text."""
+`break_ticks`, `marked`, `indent_rest`), through a dialect that renders blocks as plain
+text."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from hypothesis import strategies as st
 from aep_bridge import (
     OutgoingMessage,
     break_ticks,
+    indent_rest,
     keep_end,
     link_target,
+    marked,
     one_line,
     plan_body,
     split_closing,
@@ -187,3 +190,20 @@ def test_split_to_fit_keeps_a_message_that_fits_and_cuts_a_long_one_in_order() -
     assert [(p.key, p.notify) for p in pieces[-2:]] == [(None, False), ("k", True)], (
         "only the last piece stands for the keyed message and rings"
     )
+
+
+def test_marked_wraps_a_span_in_the_markers_of_its_marks_first_innermost() -> None:
+    tags = {"code": ("<code>", "</code>"), "italic": ("<i>", "</i>"), "bold": ("<b>", "</b>")}
+    assert marked("x", Span(text="x", bold=True, italic=True), tags) == "<b><i>x</i></b>"
+    assert marked("x", Span(text="x", code=True, bold=True), tags) == "<b><code>x</code></b>"
+    assert marked("x", Span(text="x", strike=True), tags) == "x", "a mark it has no markers for"
+    assert marked("x", Span(text="x"), tags) == "x"
+
+
+def test_indent_rest_indents_the_later_lines_but_never_a_code_blocks() -> None:
+    text = "item\nmore words\n```py\n  code\n```\n\nafter"
+    assert indent_rest(text, "  ") == "item\n  more words\n```py\n  code\n```\n\n  after"
+    fenced = "```\ncode\n```\nafter"
+    assert indent_rest(fenced, "  ") == "```\ncode\n```\n  after", "a block opening in a fence"
+    one_line_code = "```x```\nafter"
+    assert indent_rest(one_line_code, "  ") == "```x```\n  after", "it opens no fence"

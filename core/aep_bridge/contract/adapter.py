@@ -377,6 +377,29 @@ class ChannelAdapter(ABC, Generic[ConfigT]):
         thread = self.thread(session_id) if session_id else None
         return (thread or session_id or "", self.instance_name)
 
+    async def pass_on(
+        self,
+        session_id: str | None,
+        thread_id: str | None,
+        user: ChannelUser,
+        text: str,
+        *,
+        reply_to: str | None = None,
+    ) -> None:
+        """Hand the core what `user` wrote in a session's thread, as this instance's
+        (`core.handle_incoming_message`): a chat command, or words for the agent; `reply_to`
+        is the card it replies to, if any. A helper to call, not a method the core calls."""
+        await self.core.handle_incoming_message(
+            IncomingMessage(
+                channel=self.instance_name,
+                session_id=session_id,
+                thread_id=thread_id,
+                user=user,
+                text=text,
+                reply_to=reply_to,
+            )
+        )
+
     @classmethod
     def preview_dialect(cls) -> PreviewDialect:
         """How this platform shows a session, for `aep-bridge preview --channel NAME`: a

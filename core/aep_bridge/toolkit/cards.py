@@ -8,15 +8,20 @@ for placing words: which card a key stands for, which message shows which card, 
 session's open cards that take words. They live in the channel's state (`ChannelState`),
 so they survive a restart, under keys the core's retention recognises: `card:{card id}`,
 `cardkey:{key}` (its value a card id), `cardmsg:{message}` and `open:{session id}`.
+
+Also here, `SessionThreads`: which session a thread is (`thread:{thread}`), for words written
+in it, and the live sessions' threads and names (`sessions`), for a command that lists them;
+and `command_menu`, that command and the core's chat commands as a platform's menu lists them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 from ..contract.adapter import BridgeCore, ChannelState
 from ..contract.types import ChannelUser, IncomingMessage, Resolution, ResolutionStatus
@@ -133,6 +138,27 @@ class CardRecords(Generic[R]):
         cards = await self.open_cards(session_id)
         return cards[0] if len(cards) == 1 else None
 
+    async def update(
+        self,
+        session_id: str,
+        card_id: str,
+        *,
+        closed: bool,
+        lock: asyncio.Lock,
+        edit: Callable[[R], Awaitable[None]],
+    ) -> None:
+        """Show what became of a card (`update_permission_request`): its record, read under
+        `lock` (a press or a form's step may be changing it), handed to `edit`, which
+        redraws the card; nothing for a card not posted here. A `closed` card no longer
+        takes words (`open_cards`)."""
+        async with lock:
+            card = await self.get(card_id)
+            if card is None:
+                return
+            await edit(card)
+        if closed:
+            await self.open_cards(session_id, remove=card_id)
+
     async def press(
         self, core: BridgeCore, key: str, option: int | None, user: ChannelUser
     ) -> Resolution:
@@ -161,4 +187,59 @@ class CardRecords(Generic[R]):
         return None
 
 
-__all__ = ["DIGEST_MARK", "CardKeys", "CardRecords"]
+class SessionThreads:
+    """The sessions' threads, in the channel's state (`state()`, as for `CardRecords`):
+    which session a thread is (`thread:{thread}`, kept with the session's records), and the
+    live sessions, each with its thread and name (`sessions`), what a command listing them
+    (`/sessions`) shows. A session is remembered when its thread is made or renamed,
+    forgotten when it ends."""
+
+    def __init__(self, state: Callable[[], ChannelState]) -> None:
+        self._state = state
+
+    async def made(self, session_id: str, thread: str, name: str) -> None:
+        """A session's new thread: the session it is, and the session remembered."""
+        await self._state().set(f"thread:{thread}", session_id)
+        await self.remember(session_id, thread, name)
+
+    async def session_of(self, thread: str | int) -> str | None:
+        """The session whose thread `thread` is, if one is."""
+        session: str | None = await self._state().get(f"thread:{thread}")
+        return session
+
+    async def live(self) -> dict[str, list[str]]:
+        """Session id to [thread, name], in the order the sessions began."""
+        return dict(json.loads(await self._state().get("sessions") or "{}"))
+
+    async def remember(self, session_id: str, thread: str, name: str) -> None:
+        live = await self.live()
+        live[session_id] = [thread, name]
+        await self._state().set("sessions", json.dumps(live))
+
+    async def forget(self, session_id: str) -> None:
+        live = await self.live()
+        if live.pop(session_id, None) is not None:
+            await self._state().set("sessions", json.dumps(live))
+
+
+#: the core's chat commands in a session's thread (`loop/chat.py`), each with what it does
+_CHAT_COMMANDS: Final = (
+    ("status", "what the agent is doing"),
+    ("cancel", "ask the agent to stop"),
+    ("pause", "ask the agent to pause"),
+    ("resume", "ask the agent to go on"),
+    ("away", "when the agent finishes, it asks here what next"),
+    ("back", "the agent stops as usual when it finishes"),
+)
+
+
+def command_menu(thread: str = "thread") -> tuple[tuple[str, str], ...]:
+    """The commands a platform's menu offers, as (name, description): `sessions`, which the
+    channel answers itself from `SessionThreads.live`, then the core's chat commands, each
+    for a session's `thread` (what the platform calls it: "topic"), which the channel hands
+    to the core (`ChannelAdapter.pass_on`)."""
+    own = ("sessions", f"list the agent sessions and their {thread}s")
+    return (own, *((name, f"in a session's {thread}: {does}") for name, does in _CHAT_COMMANDS))
+
+
+__all__ = ["DIGEST_MARK", "CardKeys", "CardRecords", "SessionThreads", "command_menu"]

@@ -1,6 +1,8 @@
 """Text helpers a dialect repeats: a text on one line, a table as monospace text, a message's
-closing lines apart (`split_closing`), a long message in pieces (`split_to_fit`), and a long
-output cut to its end (`keep_end`) within a platform's room, measured its way.
+closing lines apart (`split_closing`), a long message in pieces (`split_to_fit`), a span's
+marks in the dialect's markers (`marked`), a block's later lines indented outside its code
+(`indent_rest`), and a long output cut to its end (`keep_end`) within a platform's room,
+measured its way.
 
 A failure's last lines say what failed, so where an output must be cut, its start goes:
 whole blocks first, then a code block or diff kept from a line on, after a `…` line.
@@ -9,8 +11,8 @@ whole blocks first, then a code block or diff kept from a line on, after a `…`
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from typing import Final
+from collections.abc import Callable, Mapping
+from typing import Final, Literal
 from urllib.parse import quote
 
 from ..contract.types import OutgoingMessage
@@ -101,6 +103,39 @@ def split_to_fit(
         *(content.model_copy(update={"blocks": p, "text": plain(p), **cut}) for p in pieces),
         content.model_copy(update={"blocks": last, "text": plain(last)}),
     ]
+
+
+#: a mark a span may carry, as `Span` names it
+SpanMark = Literal["code", "strike", "italic", "bold"]
+
+
+def marked(text: str, span: Span, marks: Mapping[SpanMark, tuple[str, str]]) -> str:
+    """`text` (a span's, already in the dialect) between the opening and closing markers of
+    each of `marks` that `span` carries, in the mapping's order, the first innermost:
+    `{"italic": ("<i>", "</i>"), "bold": ("<b>", "</b>")}` makes a bold italic span
+    `<b><i>text</i></b>`."""
+    for mark, (start, end) in marks.items():
+        if getattr(span, mark):
+            text = f"{start}{text}{end}"
+    return text
+
+
+def indent_rest(text: str, pad: str) -> str:
+    """`text` (a block in a dialect that fences code with three backticks) with every line
+    after the first indented by `pad`, but for a code block's lines, which indenting would
+    change: a list item's or a quote's further lines. A first line that opens and closes a
+    fence (a one-line code block) leaves none open."""
+    lines = text.split("\n")
+    out = lines[:1]
+    fenced = lines[0].startswith("```") and lines[0].count("```") == 1
+    for line in lines[1:]:
+        if fenced or line.startswith("```"):
+            out.append(line)
+            if line.startswith("```"):
+                fenced = not fenced
+        else:
+            out.append(pad + line if line else line)
+    return "\n".join(out)
 
 
 def table_text(table: Table) -> str:
