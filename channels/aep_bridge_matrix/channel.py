@@ -120,6 +120,7 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
         self._told = Once(TOLD)  # (card, user): the refusals said
         self._tasks = Tasks()  # the sync loop, the bot's reactions on their way
         self._reacting: dict[str, int] = {}  # their cards (event: options), kept in the state
+        self._lock = asyncio.Lock()  # a card's record, read and closed by one update at a time
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -452,10 +453,11 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
     async def update_permission_request(
         self, session_id: str, request: PermissionRequest, outcome: PermissionOutcome
     ) -> None:
-        card = await self.cards.get(request.id)
-        if card is None:
-            return
-        await self._send(html.edit(str(card["event"]), html.card(request, outcome)))
-        if outcome.closed:
-            await self.cards.save(request.id, {**card, "closed": True})
-            await self.cards.open_cards(session_id, remove=request.id)
+        async def edit(card: dict[str, Any]) -> None:
+            await self._send(html.edit(str(card["event"]), html.card(request, outcome)))
+            if outcome.closed:  # no more reactions by the bot (`_closed`)
+                await self.cards.save(request.id, {**card, "closed": True})
+
+        await self.cards.update(
+            session_id, request.id, closed=outcome.closed, lock=self._lock, edit=edit
+        )
