@@ -108,6 +108,7 @@ from aep_bridge import (
     Resolution,
     ResolutionStatus,
     SessionThreads,
+    Tasks,
     command_menu,
 )
 
@@ -262,10 +263,10 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         self._runner: asyncio.Task[None] | None = None
         self._forum = False
         self._lock = asyncio.Lock()
-        self._tasks: set[asyncio.Future[None]] = set()
+        self._tasks = Tasks()  # replies via the outbox that a handler does not wait for
         self._guild_ready = asyncio.Event()
-        self._cards = CardRecords.plain(self._state, card_key)
-        self._sessions = SessionThreads(self._state)
+        self._cards = CardRecords.plain(self.state, card_key)
+        self._sessions = SessionThreads(self.state)
         #: recipients whose DM Discord refused, warned about once (until one reaches them)
         self._unreachable: set[str] = set()
         if config.notifications_channel_id is None:  # nowhere to show a heads-up: the core
@@ -399,8 +400,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
     async def stop(self) -> None:
         client, self._client = self._client, None
         runner, self._runner = self._runner, None
-        for task in list(self._tasks):
-            task.cancel()
+        await self._tasks.stop()
         if client is not None:
             await _close(client)
         if runner is not None:
@@ -495,7 +495,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         look = message_look(content)
         text = look.content or ("" if look.embeds else "…")
         shown = [discord.Embed.from_dict(embed.to_dict()) for embed in look.embeds]
-        state = self._state()
+        state = self.state()
         key = f"key:{session_id}:{content.key}" if content.key else None
         earlier = await state.get(key) if key else None
         where = self._messageable(session_id)
@@ -526,7 +526,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         if notification.outcome is not None:
             await self._close_heads_up(notification)
             return
-        state = self._state()
+        state = self.state()
         key = f"headsup:{notification.request_id}" if notification.request_id else None
         earlier = _heads_up_record(await state.get(key)) if key is not None else None
         if earlier is not None and earlier.get("done", True):
@@ -572,7 +572,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
     async def _direct(self, recipient: str, text: str) -> list[int] | None:
         """Send `text` to `recipient` (a user id) in their DM with the bot: [DM channel id,
         message id], or None when Discord refuses (warned about once: who, and the fix)."""
-        state = self._state()
+        state = self.state()
         try:
             user_id = int(recipient)
         except ValueError:
@@ -628,7 +628,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         )
 
     async def _close_heads_up(self, notification: NotificationMessage) -> None:
-        record = _heads_up_record(await self._state().get(f"headsup:{notification.request_id}"))
+        record = _heads_up_record(await self.state().get(f"headsup:{notification.request_id}"))
         notifications = self.config.notifications_channel_id
         if record is None or notification.outcome is None or not notifications:
             return  # none sent here: an answered question must not ring
@@ -651,7 +651,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         card = await self._cards.get(notification.request_id or "")  # out before it (the outbox)
         if card is not None:
             return f"{base}/{card['thread']}/{card['message']}"
-        thread = self._thread(notification.session_id)
+        thread = self.thread(notification.session_id)
         return f"{base}/{thread}" if thread else None
 
     # -- cards -----------------------------------------------------------------------------
@@ -671,7 +671,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
                 text, allowed_mentions=discord.AllowedMentions.none(), silent=not notify, **extra
             )
         )
-        thread = self._thread(session_id) or self.config.channel_id
+        thread = self.thread(session_id) or self.config.channel_id
         card = {
             "session": session_id,
             "thread": thread,
@@ -836,7 +836,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         if reply_card is not None and text:
             resolution = await self.core.answer_text(reply_card, text, user)
             if not resolution.accepted:
-                self._spawn(
+                self._tasks.spawn(
                     self._limited("reply_to", message.channel.id, message.id, resolution.message)
                 )
             return
@@ -911,11 +911,6 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         except ChannelError as exc:
             log.warning("discord %s: %s failed: %s", self.instance_name, op, exc)
 
-    def _spawn(self, coroutine: Awaitable[None]) -> None:
-        task = asyncio.ensure_future(coroutine)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
     # -- helpers ---------------------------------------------------------------------------
 
     async def _parent(self) -> Any:
@@ -923,7 +918,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         return self.client.get_channel(channel_id) or await self.client.fetch_channel(channel_id)
 
     def _messageable(self, session_id: str) -> discord.PartialMessageable:
-        thread = self._thread(session_id)
+        thread = self.thread(session_id)
         if thread is None:
             if self._forum:
                 raise ChannelError(
@@ -934,7 +929,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         return self.client.get_partial_messageable(int(thread), guild_id=int(self.config.guild_id))
 
     async def _thread_object(self, session_id: str) -> discord.Thread | None:
-        thread = self._thread(session_id)
+        thread = self.thread(session_id)
         if thread is None:
             return None
         found = self.client.get_channel(int(thread))
@@ -1004,12 +999,6 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
             raise _mapped(exc) from None
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             raise ChannelError(f"Discord call failed: {describe(exc)}") from None
-
-    def _state(self) -> Any:
-        return self.core.state(self.instance_name)
-
-    def _thread(self, session_id: str) -> str | None:
-        return self.core.thread_id(self.instance_name, session_id)
 
 
 def _heads_up_record(raw: str | None) -> dict[str, Any] | None:

@@ -87,6 +87,7 @@ from aep_bridge import (
     RateLimited,
     RateLimits,
     SessionThreads,
+    Tasks,
 )
 
 from . import look, mrkdwn
@@ -200,7 +201,8 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         self._handler: _Handler | None = None
         self._url = ""  # the workspace's, from auth.test: permalinks
         self._lock = asyncio.Lock()
-        self._tasks: set[asyncio.Future[None]] = set()
+        #: what the listeners do after bolt's ack (waited for, then cancelled, at `stop`)
+        self.tasks = Tasks()
         self._listeners = Listeners(self)
         self._direct = DirectMessages(self)
         #: the keyed messages posted (their state keys), most recent last: `call_kind`
@@ -252,7 +254,7 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         if not self._url.endswith("/"):
             self._url += "/"
         if self.config.approver_roles:
-            self.spawn(self._listeners.warm_groups())
+            self.tasks.spawn(self._listeners.warm_groups())
         log.info(
             "slack %s: @%s in %s, #%s (Socket Mode)",
             self.instance_name,
@@ -353,10 +355,8 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         if handler is not None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(handler.idle.wait(), DRAIN_TIMEOUT)
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=DRAIN_TIMEOUT)
-        for task in list(self._tasks):
-            task.cancel()
+        await self.tasks.stop(drain=DRAIN_TIMEOUT)
+        await self.tasks.stop()  # and those begun during the drain: the socket is still open
         if handler is not None:
             with contextlib.suppress(Exception):
                 await handler.close_async()  # type: ignore[no-untyped-call]
@@ -395,7 +395,7 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         if op == "send_message" and len(args) == 2 and isinstance(args[1], OutgoingMessage):
             session_id, content = args
             key = content.key or ""
-            if key.startswith(HEADER_KEY) and self._thread(session_id) is not None:
+            if key.startswith(HEADER_KEY) and self.thread(session_id) is not None:
                 return "edit"  # the session's header is its parent message
             if key and f"key:{session_id}:{key}" in self._posted:
                 return "edit"
@@ -424,7 +424,7 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         return sent
 
     async def rename_session_thread(self, session_id: str, new_name: str) -> None:
-        thread = self._thread(session_id)
+        thread = self.thread(session_id)
         if thread is None:
             return
         await self.sessions.remember(session_id, thread, new_name)
@@ -432,7 +432,7 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
 
     async def archive_session_thread(self, session_id: str) -> None:
         live = await self.sessions.live()
-        thread = self._thread(session_id)
+        thread = self.thread(session_id)
         name = live.get(session_id, ["", session_id])[1]
         await self.sessions.forget(session_id)
         if thread is not None:
@@ -489,7 +489,7 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
                 await self.send_message(session_id, content.model_copy(update=update))
             return
         shown = look.message_look(content)
-        thread = self._thread(session_id)
+        thread = self.thread(session_id)
         if thread is not None and (content.key or "").startswith(HEADER_KEY):
             # the session's header (docs/rendering.md) is shown in the parent message
             live = await self.sessions.live()
@@ -569,7 +569,7 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         """The run's end on the session's parent (an edit: the parent rang when it was
         posted, and a second message for the same session would ring again)."""
         session_id = notification.session_id or ""
-        thread = self._thread(session_id)
+        thread = self.thread(session_id)
         if thread is None:
             return
         name = notification.session_name or ""
@@ -592,7 +592,7 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         card = await self.cards.get(notification.request_id or "")  # out before it (the outbox)
         if card is not None:
             return self.permalink(card["channel"], card["ts"], card.get("thread"))
-        thread = self._thread(notification.session_id)
+        thread = self.thread(notification.session_id)
         return self.permalink(self.config.channel_id, thread) if thread else None
 
     def permalink(self, channel: str, ts: str, thread: str | None = None) -> str:
@@ -614,7 +614,7 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         known = await self.cards.get(request.id)
         if known is not None:
             return self._where(known)  # sent before (a retry after a restart): not again
-        thread = self._thread(session_id)
+        thread = self.thread(session_id)
         sent = await self._post(self.config.channel_id, look.card_look(request), thread=thread)
         card = {
             "session": session_id,
@@ -749,17 +749,6 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         for secret in (self.config.bot_token, self.config.app_token):
             text = text.replace(secret.get_secret_value(), "[token]")
         return text
-
-    # -- what the adapter keeps ------------------------------------------------------------
-
-    def _thread(self, session_id: str) -> str | None:
-        return self.core.thread_id(self.instance_name, session_id)
-
-    def spawn(self, coroutine: Awaitable[None]) -> None:
-        """Run `coroutine` as the adapter's task (waited for, then cancelled, at `stop`)."""
-        task = asyncio.ensure_future(coroutine)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
 
 def _code(exc: SlackApiError) -> str | None:

@@ -27,10 +27,12 @@ from aep_bridge import (
     BridgeCore,
     CardRecords,
     ChannelUser,
+    IncomingMessage,
     PermissionRequest,
     Resolution,
     ResolutionStatus,
     SessionThreads,
+    Tasks,
 )
 
 from . import look, modal, mrkdwn
@@ -49,6 +51,7 @@ class Adapter(Protocol):
 
     core: BridgeCore
     config: SlackConfig
+    tasks: Tasks
 
     @property
     def instance_name(self) -> str: ...
@@ -60,7 +63,6 @@ class Adapter(Protocol):
     def sessions(self) -> SessionThreads: ...
     def permalink(self, channel: str, ts: str, thread: str | None = None) -> str: ...
     def failed(self, what: str, exc: BaseException) -> None: ...
-    def spawn(self, coroutine: Awaitable[None]) -> None: ...
     async def pass_on(
         self, session_id: str | None, thread_id: str | None, user: ChannelUser, text: str
     ) -> None: ...
@@ -89,7 +91,7 @@ class Listeners:
     async def _on_answer(self, ack: Callable[..., Awaitable[Any]], body: dict[str, Any]) -> None:
         """An option's button: acked at once, then handed to the core by card id."""
         await ack()
-        self.adapter.spawn(self._answer(body))
+        self.adapter.tasks.spawn(self._answer(body))
 
     async def _answer(self, body: dict[str, Any]) -> None:
         try:
@@ -107,7 +109,7 @@ class Listeners:
         """A form's "Fill in": asked of the core first (a stranger opens nothing), then the
         form as a modal, for the person who pressed (within Slack's 3 s of the press)."""
         await ack()
-        self.adapter.spawn(self._form(body))
+        self.adapter.tasks.spawn(self._form(body))
 
     async def _form(self, body: dict[str, Any]) -> None:
         try:
@@ -147,7 +149,7 @@ class Listeners:
             await ack(response_action="errors", errors=dict(values))
             return
         await ack()  # who submitted is looked up after: it may ask Slack (user groups)
-        self.adapter.spawn(self._submitted(body, card_id, card, values))
+        self.adapter.tasks.spawn(self._submitted(body, card_id, card, values))
 
     async def _submitted(
         self,
@@ -170,7 +172,7 @@ class Listeners:
 
     async def _on_message(self, body: dict[str, Any]) -> None:
         """Words in a session's thread: bolt acks the event as this returns."""
-        self.adapter.spawn(self._message(body))
+        self.adapter.tasks.spawn(self._message(body))
 
     async def _message(self, body: dict[str, Any]) -> None:
         """The answer to the thread's one open question that takes words, else the core's
@@ -189,20 +191,17 @@ class Listeners:
             if session is None or not text:
                 return
             user = await self._user({"id": event.get("user", "")})
-            if not text.startswith("/"):
-                # words in the thread while one question there takes words: its answer
-                card_id = await self.adapter.cards.only_open_card(session)
-                if card_id is not None:
-                    resolution = await self.adapter.core.answer_text(card_id, text, user)
-                    if not resolution.accepted:
-                        await self._ephemeral(
-                            self.adapter.config.channel_id,
-                            user.id,
-                            resolution.message,
-                            thread=thread,
-                        )
-                    return
-            await self.adapter.pass_on(session, thread, user, text)
+            said = IncomingMessage(
+                channel=self.adapter.instance_name,
+                session_id=session,
+                thread_id=thread,
+                user=user,
+                text=text,
+            )
+            answered = await self.adapter.cards.words(self.adapter.core, said)
+            if answered is not None and not answered[1].accepted:
+                channel = self.adapter.config.channel_id
+                await self._ephemeral(channel, user.id, answered[1].message, thread=thread)
         except Exception as exc:
             self.adapter.failed("a message", exc)
 
@@ -238,7 +237,7 @@ class Listeners:
         await ack(
             text=f"/{verb} for {mrkdwn.escape(name)}: asked; the answer follows in its thread."
         )
-        self.adapter.spawn(self._command(body, verb, session, thread))
+        self.adapter.tasks.spawn(self._command(body, verb, session, thread))
 
     async def _command(self, body: dict[str, Any], verb: str, session: str, thread: str) -> None:
         try:

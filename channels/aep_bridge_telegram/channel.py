@@ -25,7 +25,6 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Awaitable
 from typing import Any, ClassVar, Final
 
 from telegram import (
@@ -61,6 +60,7 @@ from aep_bridge import (
     Resolution,
     ResolutionStatus,
     SessionThreads,
+    Tasks,
     command_menu,
 )
 
@@ -144,11 +144,11 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         self._notifications: int | None = None
         self._creating_topic: asyncio.Future[None] | None = None
         self._lock = asyncio.Lock()  # card state: a press and an update may race
-        self._tasks: set[asyncio.Future[None]] = set()
+        self._tasks = Tasks()  # replies and form steps via the outbox, the topic being made
         self._polling_errors = PollingErrors(self.instance_name)
         self._refusals = Refusals(self.instance_name)
-        self._cards = cards(self._state)
-        self._sessions = SessionThreads(self._state)
+        self._cards = cards(self.state)
+        self._sessions = SessionThreads(self.state)
         self._forms = Forms(self._cards, self._answer_form, self._show_card)
         if config.chat_id > 0:  # a private chat: Telegram's 20 a minute is for groups
             limits = self.capabilities.rate_limits.model_copy(update={"per_group": None})
@@ -193,7 +193,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         await app.bot.set_my_commands([BotCommand(c, d) for c, d in COMMANDS])
         self._app = app
         if self._topics:
-            known = await self._state().get("notifications_topic")
+            known = await self.state().get("notifications_topic")
             if known is not None:
                 self._notifications = int(known)
         await app.start()
@@ -219,8 +219,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         app, self._app = self._app, None
         if app is None:
             return
-        for task in list(self._tasks):
-            task.cancel()
+        await self._tasks.stop()
         try:
             if app.updater is not None and app.updater.running:
                 await app.updater.stop()
@@ -262,7 +261,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         return thread
 
     async def rename_session_thread(self, session_id: str, new_name: str) -> None:
-        thread = self._thread(session_id)
+        thread = self.thread(session_id)
         name = _topic_name(new_name)
         if thread is None:
             return
@@ -284,7 +283,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         await self._sessions.remember(session_id, thread, name)
 
     async def archive_session_thread(self, session_id: str) -> None:
-        thread = self._thread(session_id)
+        thread = self.thread(session_id)
         if thread is not None and self._topics:
             await bot_call(
                 self.bot.close_forum_topic(self.config.chat_id, int(thread)), unchanged_ok=True
@@ -292,7 +291,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         await self._sessions.forget(session_id)
 
     async def delete_session_thread(self, session_id: str) -> None:
-        thread = self._thread(session_id)
+        thread = self.thread(session_id)
         if thread is not None:
             if self._topics:
                 await bot_call(self.bot.delete_forum_topic(self.config.chat_id, int(thread)))
@@ -328,7 +327,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         if parts:
             return
         text = _message_html(content)
-        state = self._state()
+        state = self.state()
         key = f"key:{session_id}:{content.key}" if content.key else None
         earlier = await state.get(key) if key else None
         if earlier is not None and not content.notify:
@@ -368,7 +367,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         if notification.outcome is not None:
             await self._close_heads_up(notification)
             return
-        state = self._state()
+        state = self.state()
         key = f"headsup:{notification.request_id}" if notification.request_id else None
         record: dict[str, Any] = {}
         if key is not None:
@@ -452,7 +451,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
             return None
         card = await self._cards.get(notification.request_id or "")
         session = card.session if card is not None else notification.session_id
-        thread = self._thread(session) if session else None
+        thread = self.thread(session) if session else None
         if card is not None and (link := self._card_link(card)) is not None:
             return link
         if self._topics and thread is not None:
@@ -464,7 +463,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         heads-up sent here for it, nothing at all: an answered question must not ring."""
         if not notification.request_id or notification.outcome is None:
             return
-        state = self._state()
+        state = self.state()
         key = f"headsup:{notification.request_id}"
         raw = await state.get(key)
         if raw is None:
@@ -519,7 +518,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         """A card's message link (`_heads_up_link` says the forms), None where there is none."""
         if self._chat_link is None:
             return None
-        thread = self._thread(card.session)
+        thread = self.thread(card.session)
         if self._topics and thread is not None:
             return f"{self._chat_link}/{thread}/{card.message}"
         if not self._topics:
@@ -672,7 +671,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         notify: bool,
         keyboard: InlineKeyboardMarkup | None = None,
     ) -> Message:
-        thread = self._thread(session_id)
+        thread = self.thread(session_id)
         kwargs: dict[str, Any] = {
             "parse_mode": "HTML",
             "disable_notification": not notify,
@@ -690,12 +689,6 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         )
         return message
 
-    def _state(self) -> Any:
-        return self.core.state(self.instance_name)
-
-    def _thread(self, session_id: str) -> str | None:
-        return self.core.thread_id(self.instance_name, session_id)
-
     async def _session_of(self, message: Message) -> tuple[str | None, str | None]:
         if self._topics:
             if not message.is_topic_message or message.message_thread_id is None:
@@ -710,7 +703,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
             return session, str(replied.message_id)
         card = await self._cards.get(await self._cards.of_message(replied.message_id) or "")
         if card is not None:
-            return card.session, self._thread(card.session)
+            return card.session, self.thread(card.session)
         return None, None
 
     async def _list_sessions(self, message: Message) -> None:
@@ -726,7 +719,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         taken), through the core's outbox like every other call."""
         body = text if markup else html.escape(text)
         thread = message.message_thread_id if message.is_topic_message else None
-        self._spawn(self._limited("reply_to", message.message_id, thread, body))
+        self._tasks.spawn(self._limited("reply_to", message.message_id, thread, body))
 
     async def _limited(self, op: str, *args: Any) -> None:
         """Call this adapter's `op` through the outbox (the platform's limits kept); the
@@ -774,13 +767,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
 
     def _show_card(self, message_id: int, text: str, keyboard: InlineKeyboardMarkup | None) -> None:
         """Show a form's next field on its card (`Forms`), through the outbox."""
-        self._spawn(self._limited("edit_card", message_id, text, keyboard))
-
-    def _spawn(self, coroutine: Awaitable[None]) -> asyncio.Future[None]:
-        task = asyncio.ensure_future(coroutine)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+        self._tasks.spawn(self._limited("edit_card", message_id, text, keyboard))
 
     async def _notifications_topic(self) -> int | None:
         """The topic heads-ups go to (None: the chat itself, when there are no topics).
@@ -798,7 +785,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
 
     def _ask_for_notifications_topic(self) -> None:
         if self._creating_topic is None or self._creating_topic.done():
-            self._creating_topic = self._spawn(self._create_notifications_topic())
+            self._creating_topic = self._tasks.spawn(self._create_notifications_topic())
 
     async def _create_notifications_topic(self) -> None:
         try:
@@ -811,7 +798,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
     async def create_topic(self, purpose: str) -> str:
         """Create the topic for `purpose` ("notifications") and remember it; run by the outbox
         (`core.call`)."""
-        state = self._state()
+        state = self.state()
         known = await state.get(f"{purpose}_topic")
         if known is None:
             topic = await bot_call(
