@@ -13,6 +13,7 @@ outbox's jobs and compared in tests.
 
 from __future__ import annotations
 
+import functools
 import operator
 import re
 from collections.abc import Callable
@@ -203,9 +204,23 @@ def parse_markdown(text: str) -> Blocks:
     """
     if _PLAIN_LINE.fullmatch(text):  # most agent sentences: what the parser would make
         return (Paragraph(spans=(Span(text=text),)),)
+    if len(text) <= _PARSED_LONGEST:
+        return _parsed_again(text)
+    return _parse(text)
+
+
+def _parse(text: str) -> Blocks:
     tokens = _MD.parse(text)
     blocks, _ = _parse_blocks(tokens, 0, "")
     return blocks
+
+
+#: the short texts parsed last are kept with their blocks (frozen, so shared safely): a
+#: card's prompt is parsed at each render of the card (for its option ids, in each channel,
+#: again for its outcome), and markdown-it takes about 0.1 ms for a line
+_PARSED_KEPT: Final = 64
+_PARSED_LONGEST: Final = 2_000
+_parsed_again: Final = functools.lru_cache(maxsize=_PARSED_KEPT)(_parse)
 
 
 #: one line with nothing CommonMark reads as markup: it parses to one plain paragraph

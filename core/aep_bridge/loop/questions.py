@@ -110,13 +110,8 @@ class QuestionCards:
         source = self.sources.get(session.stream)
         answerable = source is not None and getattr(source, "answers", True)
         request = self.attention.open(event, session, option_ids, answerable=answerable)
-        for channel in targets:
-            card, _ = self.renderer.permission_request(
-                event,
-                request.id,
-                ceiling=channel.config.capture,
-                session_name=self._session_name(session.id, channel.name),
-            )
+        cards = self._cards(event, request, targets)
+        for channel, card in zip(targets, cards, strict=True):
             if request.status == "informational":
                 card = card.model_copy(update={"informational": True, "accepts_text": False})
             elif is_instruction_request(event):
@@ -138,11 +133,14 @@ class QuestionCards:
         not be followed by an "asks permission" that rings), in one transaction with the
         card's update."""
         self._post_instruction(request, outcome)
-        for name in self.attention.cards(request):
-            channel = self.channels.get(name)
-            if channel is None:
-                continue
-            card, shown = self._outcome_in(channel, request, outcome)
+        channels = [
+            channel
+            for name in self.attention.cards(request)
+            if (channel := self.channels.get(name)) is not None
+        ]
+        cards = self._cards(request.event, request, channels)
+        for channel, card in zip(channels, cards, strict=True):
+            card, shown = self._outcome_in(channel, request, outcome, card)
             closed = outcome.status not in OPEN_AGAIN
             with self.store.transaction():
                 rank = Priority.QUESTION
@@ -205,18 +203,30 @@ class QuestionCards:
                     Job.message(request.session_id, message, priority=Priority.QUESTION)
                 )
 
+    def _cards(
+        self, event: Event, request: Request, channels: list[Channel]
+    ) -> list[PermissionRequest]:
+        """The card of `request` (asked by `event`) in each of `channels`, in order: each
+        ceiling's card is rendered once."""
+        looks = [
+            (channel.config.capture, self._session_name(request.session_id, channel.name))
+            for channel in channels
+        ]
+        cards = self.renderer.permission_cards(event, request.id, looks)
+        return [card for card, _ in cards]
+
     def _outcome_in(
-        self, channel: Channel, request: Request, outcome: Outcome
+        self,
+        channel: Channel,
+        request: Request,
+        outcome: Outcome,
+        card: PermissionRequest | None = None,
     ) -> tuple[PermissionRequest, PermissionOutcome]:
-        """`request`'s card in `channel` and `outcome` as that card shows it: the option's
-        label at the channel's ceiling, the words redacted, the agent's own only where the
-        channel shows content."""
-        card, _ = self.renderer.permission_request(
-            request.event,
-            request.id,
-            ceiling=channel.config.capture,
-            session_name=self._session_name(request.session_id, channel.name),
-        )
+        """`request`'s card in `channel` (`card`, when the caller rendered it) and `outcome`
+        as that card shows it: the option's label at the channel's ceiling, the words
+        redacted, the agent's own only where the channel shows content."""
+        if card is None:
+            card = self._cards(request.event, request, [channel])[0]
         if is_instruction_request(request.event) and not self._informational(request):
             card = steer_card(card, channel.config.instructions_allowed)
         index = outcome.option_index

@@ -61,10 +61,36 @@ class CardsMixin(RendererBase):
         answered; the error is logged once per event. `session_name` is the session's name
         as the channel's thread and heads-ups show it (the card names it under its title).
         """
+        return self.permission_cards(event, card_id, [(ceiling, session_name)])[0]
+
+    def permission_cards(
+        self, event: Event, card_id: str, looks: Sequence[tuple[Capture, str | None]]
+    ) -> list[tuple[PermissionRequest, list[str]]]:
+        """`permission_request` for each `(ceiling, session_name)` of `looks` (the channels
+        of one request), in order: each ceiling's card is rendered once and named for each
+        channel. A card costs as much as a dozen events' messages, and every channel of a
+        request shows the same one at the same ceiling."""
+        rendered: dict[Capture, tuple[PermissionRequest, list[str]] | None] = {}
+        out: list[tuple[PermissionRequest, list[str]]] = []
+        for ceiling, session_name in looks:
+            if ceiling not in rendered:
+                rendered[ceiling] = self._card_or_none(event, card_id, ceiling)
+            card = rendered[ceiling]
+            if card is not None:
+                name = self._line(session_name, MAX_LABEL * 2) if session_name else ""
+                named = card[0].model_copy(update={"session_name": name or None})
+                out.append((named, list(card[1])))
+            else:
+                out.append(self.fallback_card(event, card_id, ceiling=ceiling))
+        return out
+
+    def _card_or_none(
+        self, event: Event, card_id: str, ceiling: Capture
+    ) -> tuple[PermissionRequest, list[str]] | None:
+        """The card at `ceiling`, or None when it cannot be rendered (logged once per event:
+        the caller shows `fallback_card`)."""
         try:
-            card = self._permission_card(event, card_id, ceiling=ceiling)
-            name = self._line(session_name, MAX_LABEL * 2) if session_name else ""
-            return card[0].model_copy(update={"session_name": name or None}), card[1]
+            return self._permission_card(event, card_id, ceiling=ceiling)
         except Exception:
             if event.id not in self._failed_cards:
                 self._failed_cards[event.id] = None
@@ -73,7 +99,7 @@ class CardsMixin(RendererBase):
                 log.exception(
                     "rendering the card of %s failed; a plain card is shown instead", event.id
                 )
-            return self.fallback_card(event, card_id, ceiling=ceiling)
+            return None
 
     def fallback_card(
         self, event: Event, card_id: str, *, ceiling: Capture
