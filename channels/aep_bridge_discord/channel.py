@@ -265,8 +265,8 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         self._lock = asyncio.Lock()
         self._tasks = Tasks()  # replies via the outbox that a handler does not wait for
         self._guild_ready = asyncio.Event()
-        self._cards = CardRecords.plain(self.state, card_key)
-        self._sessions = SessionThreads(self.state)
+        self._cards = CardRecords.plain(self.channel_state, card_key)
+        self._sessions = SessionThreads(self.channel_state)
         #: recipients whose DM Discord refused, warned about once (until one reaches them)
         self._unreachable: set[str] = set()
         if config.notifications_channel_id is None:  # nowhere to show a heads-up: the core
@@ -495,7 +495,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         look = message_look(content)
         text = look.content or ("" if look.embeds else "…")
         shown = [discord.Embed.from_dict(embed.to_dict()) for embed in look.embeds]
-        state = self.state()
+        state = self.channel_state()
         key = f"key:{session_id}:{content.key}" if content.key else None
         earlier = await state.get(key) if key else None
         where = self._messageable(session_id)
@@ -526,7 +526,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         if notification.outcome is not None:
             await self._close_heads_up(notification)
             return
-        state = self.state()
+        state = self.channel_state()
         key = f"headsup:{notification.request_id}" if notification.request_id else None
         earlier = _heads_up_record(await state.get(key)) if key is not None else None
         if earlier is not None and earlier.get("done", True):
@@ -572,7 +572,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
     async def _direct(self, recipient: str, text: str) -> list[int] | None:
         """Send `text` to `recipient` (a user id) in their DM with the bot: [DM channel id,
         message id], or None when Discord refuses (warned about once: who, and the fix)."""
-        state = self.state()
+        state = self.channel_state()
         try:
             user_id = int(recipient)
         except ValueError:
@@ -628,7 +628,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         )
 
     async def _close_heads_up(self, notification: NotificationMessage) -> None:
-        record = _heads_up_record(await self.state().get(f"headsup:{notification.request_id}"))
+        record = _heads_up_record(await self.channel_state().get(f"headsup:{notification.request_id}"))
         notifications = self.config.notifications_channel_id
         if record is None or notification.outcome is None or not notifications:
             return  # none sent here: an answered question must not ring
@@ -651,7 +651,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         card = await self._cards.get(notification.request_id or "")  # out before it (the outbox)
         if card is not None:
             return f"{base}/{card['thread']}/{card['message']}"
-        thread = self.thread(notification.session_id)
+        thread = self.thread_of(notification.session_id)
         return f"{base}/{thread}" if thread else None
 
     # -- cards -----------------------------------------------------------------------------
@@ -671,7 +671,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
                 text, allowed_mentions=discord.AllowedMentions.none(), silent=not notify, **extra
             )
         )
-        thread = self.thread(session_id) or self.config.channel_id
+        thread = self.thread_of(session_id) or self.config.channel_id
         card = {
             "session": session_id,
             "thread": thread,
@@ -918,7 +918,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         return self.client.get_channel(channel_id) or await self.client.fetch_channel(channel_id)
 
     def _messageable(self, session_id: str) -> discord.PartialMessageable:
-        thread = self.thread(session_id)
+        thread = self.thread_of(session_id)
         if thread is None:
             if self._forum:
                 raise ChannelError(
@@ -929,7 +929,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         return self.client.get_partial_messageable(int(thread), guild_id=int(self.config.guild_id))
 
     async def _thread_object(self, session_id: str) -> discord.Thread | None:
-        thread = self.thread(session_id)
+        thread = self.thread_of(session_id)
         if thread is None:
             return None
         found = self.client.get_channel(int(thread))

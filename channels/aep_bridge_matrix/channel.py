@@ -114,7 +114,7 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
         self.capabilities = self.capabilities.model_copy(
             update={"rate_limits": RateLimits(global_=limit)}
         )
-        self.cards = CardRecords.plain(self.state, lambda card_id: card_id)
+        self.cards = CardRecords.plain(self.channel_state, lambda card_id: card_id)
         self._client: Client | None = None
         self._filter = sync_filter([config.room_id], timeline=TIMELINE_LIMIT)
         self._told = Once(TOLD)  # (card, user): the refusals said
@@ -139,7 +139,7 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
                 raise
             raise self._error(exc, "start") from None
         self._client = client
-        self._reacting = json.loads(await self.state().get("reacting") or "{}")
+        self._reacting = json.loads(await self.channel_state().get("reacting") or "{}")
         for event_id, count in self._reacting.items():  # cut short by a stop: resumed
             self._react_soon(event_id, count, resumed=True)
         self._tasks.spawn(self._sync_loop(since))
@@ -169,8 +169,8 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
                 "turned off in a room; make a new one without it)",
                 permanent=True,
             )
-        since = await self.state().get("sync") or str(answer["next_batch"])
-        await self.state().set("sync", since)
+        since = await self.channel_state().get("sync") or str(answer["next_batch"])
+        await self.channel_state().set("sync", since)
         return since
 
     async def stop(self) -> None:
@@ -215,7 +215,7 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
                 for event in events:
                     await self._on_event(event)
                 since = str(answer["next_batch"])
-                await self.state().set("sync", since)
+                await self.channel_state().set("sync", since)
                 pause = 1.0
             except asyncio.CancelledError:
                 raise
@@ -289,7 +289,7 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
     async def _words(
         self, root: str, relation: dict[str, Any], content: dict[str, Any], user: ChannelUser
     ) -> None:
-        session = await self.state().get(f"thread:{root}")
+        session = await self.channel_state().get(f"thread:{root}")
         text = _FALLBACK.sub("", str(content.get("body") or "")).strip()
         if session is None or not text:
             return
@@ -345,20 +345,20 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
 
     async def create_session_thread(self, session_id: str, name: str) -> str:
         root = await self._send(html.root(name).content())
-        await self.state().set(f"thread:{root}", session_id)
-        await self.state().set(f"name:{session_id}", name)  # kept when the session ends
+        await self.channel_state().set(f"thread:{root}", session_id)
+        await self.channel_state().set(f"name:{session_id}", name)  # kept when the session ends
         return root
 
     async def rename_session_thread(self, session_id: str, new_name: str) -> None:
-        root = self.thread(session_id)
+        root = self.thread_of(session_id)
         if root is not None:
-            await self.state().set(f"name:{session_id}", new_name)
+            await self.channel_state().set(f"name:{session_id}", new_name)
             await self._send(html.edit(root, html.root(new_name)))
 
     async def archive_session_thread(self, session_id: str) -> None:
-        root = self.thread(session_id)
+        root = self.thread_of(session_id)
         if root is not None:
-            name = await self.state().get(f"name:{session_id}")
+            name = await self.channel_state().get(f"name:{session_id}")
             await self._send(html.edit(root, html.root(name or "Agent session", "ended")))
 
     # -- messages --------------------------------------------------------------------------
@@ -381,18 +381,18 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
             return
         shown = html.message(content)
         key = f"key:{session_id}:{content.key}" if content.key else None
-        earlier = await self.state().get(key) if key else None
+        earlier = await self.channel_state().get(key) if key else None
         if key is not None and earlier is not None:
             await self._send(html.edit(earlier, shown))  # streamed text, a tool's card: in place
             return
-        sent = await self._send(shown.content(**html.in_thread(self.thread(session_id))))
+        sent = await self._send(shown.content(**html.in_thread(self.thread_of(session_id))))
         if key is not None:
-            await self.state().set(key, sent)
+            await self.channel_state().set(key, sent)
 
     async def send_notification(self, notification: NotificationMessage) -> None:
         """Declined (`heads_ups=False`): the core queues none; a direct call says it in the
         session's thread."""
-        root = self.thread(notification.session_id or "")
+        root = self.thread_of(notification.session_id or "")
         await self.tell(root, f"{heads_up_icon(notification)} {notification.summary}")
 
     # -- cards -----------------------------------------------------------------------------
@@ -401,7 +401,7 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
         known = await self.cards.get(request.id)
         if known is not None:  # sent before (a retry after a restart): not again
             return Posted(chat=self.config.room_id, message=str(known["event"]))
-        root = self.thread(session_id)
+        root = self.thread_of(session_id)
         record = {"id": request.id}
         content = html.card(request).content(
             notice=not request.notify, **html.in_thread(root), **{html.CARD_FIELD: record}
@@ -412,7 +412,7 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
             await self.cards.open_cards(session_id, add=request.id)
         if request.options and not request.informational:
             self._reacting[sent] = len(request.options)
-            await self.state().set("reacting", json.dumps(self._reacting))
+            await self.channel_state().set("reacting", json.dumps(self._reacting))
             self._react_soon(sent, len(request.options))
         return Posted(chat=self.config.room_id, message=sent)
 
@@ -435,7 +435,7 @@ class MatrixChannel(ChannelAdapter[MatrixConfig]):
             log.warning("matrix %s: %s", self.instance_name, self._error(exc, "a reaction"))
             return  # tried again at the next start
         self._reacting.pop(event_id, None)
-        await self.state().set("reacting", json.dumps(self._reacting))
+        await self.channel_state().set("reacting", json.dumps(self._reacting))
 
     async def _my_reactions(self, event_id: str) -> set[str]:
         """The keys the bot has reacted to `event_id` with."""

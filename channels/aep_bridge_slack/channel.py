@@ -194,9 +194,9 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         super().__init__(core, config)
         self._client: AsyncWebClient | None = None
         #: the card records: key -> card id, what was kept of a card, a session's open cards
-        self.cards = CardRecords.plain(self.state, look.card_key)
+        self.cards = CardRecords.plain(self.channel_state, look.card_key)
         #: the live sessions' threads (ts) and names, for `/aep sessions` and the parent messages
-        self.sessions = SessionThreads(self.state)
+        self.sessions = SessionThreads(self.channel_state)
         self._session: aiohttp.ClientSession | None = None
         self._handler: _Handler | None = None
         self._url = ""  # the workspace's, from auth.test: permalinks
@@ -355,8 +355,7 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         if handler is not None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(handler.idle.wait(), DRAIN_TIMEOUT)
-        await self.tasks.stop(drain=DRAIN_TIMEOUT)
-        await self.tasks.stop()  # and those begun during the drain: the socket is still open
+        await self.tasks.stop(drain=DRAIN_TIMEOUT)  # and those begun meanwhile: the socket is open
         if handler is not None:
             with contextlib.suppress(Exception):
                 await handler.close_async()  # type: ignore[no-untyped-call]
@@ -395,7 +394,7 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         if op == "send_message" and len(args) == 2 and isinstance(args[1], OutgoingMessage):
             session_id, content = args
             key = content.key or ""
-            if key.startswith(HEADER_KEY) and self.thread(session_id) is not None:
+            if key.startswith(HEADER_KEY) and self.thread_of(session_id) is not None:
                 return "edit"  # the session's header is its parent message
             if key and f"key:{session_id}:{key}" in self._posted:
                 return "edit"
@@ -424,7 +423,7 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         return sent
 
     async def rename_session_thread(self, session_id: str, new_name: str) -> None:
-        thread = self.thread(session_id)
+        thread = self.thread_of(session_id)
         if thread is None:
             return
         await self.sessions.remember(session_id, thread, new_name)
@@ -432,7 +431,7 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
 
     async def archive_session_thread(self, session_id: str) -> None:
         live = await self.sessions.live()
-        thread = self.thread(session_id)
+        thread = self.thread_of(session_id)
         name = live.get(session_id, ["", session_id])[1]
         await self.sessions.forget(session_id)
         if thread is not None:
@@ -452,9 +451,9 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         a rename keeps showing it). False when the parent is gone."""
         key = f"header:{session_id}"
         if header is not None:
-            await self.state().set(key, json.dumps([header.text, header.blocks]))
+            await self.channel_state().set(key, json.dumps([header.text, header.blocks]))
         else:
-            kept = await self.state().get(key)
+            kept = await self.channel_state().get(key)
             if kept is not None:
                 text, blocks = json.loads(kept)
                 header = look.Look(text, blocks)
@@ -489,14 +488,14 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
                 await self.send_message(session_id, content.model_copy(update=update))
             return
         shown = look.message_look(content)
-        thread = self.thread(session_id)
+        thread = self.thread_of(session_id)
         if thread is not None and (content.key or "").startswith(HEADER_KEY):
             # the session's header (docs/rendering.md) is shown in the parent message
             live = await self.sessions.live()
             name = live.get(session_id, [thread, session_id])[1]
             if await self._update_parent(session_id, thread, name, "running", shown):
                 return
-        state = self.state()
+        state = self.channel_state()
         key = f"key:{session_id}:{content.key}" if content.key else None
         earlier = await state.get(key) if key else None
         if key is not None and earlier is not None:
@@ -551,7 +550,7 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         """What was sent of a question's heads-up: its `text`, the messages `sent` ([channel,
         ts]), the recipients done (`to`), whether it goes to the notifications channel
         (`fallback`) and whether it is all sent (`done`)."""
-        raw = await self.state().get(key) if key is not None else None
+        raw = await self.channel_state().get(key) if key is not None else None
         if raw is None:
             return None
         kept = dict(json.loads(raw))
@@ -563,13 +562,13 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
 
     async def _keep_heads_up(self, key: str | None, kept: dict[str, Any]) -> None:
         if key is not None:
-            await self.state().set(key, json.dumps(kept))
+            await self.channel_state().set(key, json.dumps(kept))
 
     async def _parent_finished(self, notification: NotificationMessage) -> None:
         """The run's end on the session's parent (an edit: the parent rang when it was
         posted, and a second message for the same session would ring again)."""
         session_id = notification.session_id or ""
-        thread = self.thread(session_id)
+        thread = self.thread_of(session_id)
         if thread is None:
             return
         name = notification.session_name or ""
@@ -592,7 +591,7 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         card = await self.cards.get(notification.request_id or "")  # out before it (the outbox)
         if card is not None:
             return self.permalink(card["channel"], card["ts"], card.get("thread"))
-        thread = self.thread(notification.session_id)
+        thread = self.thread_of(notification.session_id)
         return self.permalink(self.config.channel_id, thread) if thread else None
 
     def permalink(self, channel: str, ts: str, thread: str | None = None) -> str:
@@ -614,7 +613,7 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         known = await self.cards.get(request.id)
         if known is not None:
             return self._where(known)  # sent before (a retry after a restart): not again
-        thread = self.thread(session_id)
+        thread = self.thread_of(session_id)
         sent = await self._post(self.config.channel_id, look.card_look(request), thread=thread)
         card = {
             "session": session_id,

@@ -147,8 +147,8 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         self._tasks = Tasks()  # replies and form steps via the outbox, the topic being made
         self._polling_errors = PollingErrors(self.instance_name)
         self._refusals = Refusals(self.instance_name)
-        self._cards = cards(self.state)
-        self._sessions = SessionThreads(self.state)
+        self._cards = cards(self.channel_state)
+        self._sessions = SessionThreads(self.channel_state)
         self._forms = Forms(self._cards, self._answer_form, self._show_card)
         if config.chat_id > 0:  # a private chat: Telegram's 20 a minute is for groups
             limits = self.capabilities.rate_limits.model_copy(update={"per_group": None})
@@ -193,7 +193,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         await app.bot.set_my_commands([BotCommand(c, d) for c, d in COMMANDS])
         self._app = app
         if self._topics:
-            known = await self.state().get("notifications_topic")
+            known = await self.channel_state().get("notifications_topic")
             if known is not None:
                 self._notifications = int(known)
         await app.start()
@@ -261,7 +261,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         return thread
 
     async def rename_session_thread(self, session_id: str, new_name: str) -> None:
-        thread = self.thread(session_id)
+        thread = self.thread_of(session_id)
         name = _topic_name(new_name)
         if thread is None:
             return
@@ -283,7 +283,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         await self._sessions.remember(session_id, thread, name)
 
     async def archive_session_thread(self, session_id: str) -> None:
-        thread = self.thread(session_id)
+        thread = self.thread_of(session_id)
         if thread is not None and self._topics:
             await bot_call(
                 self.bot.close_forum_topic(self.config.chat_id, int(thread)), unchanged_ok=True
@@ -291,7 +291,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         await self._sessions.forget(session_id)
 
     async def delete_session_thread(self, session_id: str) -> None:
-        thread = self.thread(session_id)
+        thread = self.thread_of(session_id)
         if thread is not None:
             if self._topics:
                 await bot_call(self.bot.delete_forum_topic(self.config.chat_id, int(thread)))
@@ -327,7 +327,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         if parts:
             return
         text = _message_html(content)
-        state = self.state()
+        state = self.channel_state()
         key = f"key:{session_id}:{content.key}" if content.key else None
         earlier = await state.get(key) if key else None
         if earlier is not None and not content.notify:
@@ -367,7 +367,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         if notification.outcome is not None:
             await self._close_heads_up(notification)
             return
-        state = self.state()
+        state = self.channel_state()
         key = f"headsup:{notification.request_id}" if notification.request_id else None
         record: dict[str, Any] = {}
         if key is not None:
@@ -451,7 +451,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
             return None
         card = await self._cards.get(notification.request_id or "")
         session = card.session if card is not None else notification.session_id
-        thread = self.thread(session) if session else None
+        thread = self.thread_of(session) if session else None
         if card is not None and (link := self._card_link(card)) is not None:
             return link
         if self._topics and thread is not None:
@@ -463,7 +463,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         heads-up sent here for it, nothing at all: an answered question must not ring."""
         if not notification.request_id or notification.outcome is None:
             return
-        state = self.state()
+        state = self.channel_state()
         key = f"headsup:{notification.request_id}"
         raw = await state.get(key)
         if raw is None:
@@ -518,7 +518,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         """A card's message link (`_heads_up_link` says the forms), None where there is none."""
         if self._chat_link is None:
             return None
-        thread = self.thread(card.session)
+        thread = self.thread_of(card.session)
         if self._topics and thread is not None:
             return f"{self._chat_link}/{thread}/{card.message}"
         if not self._topics:
@@ -671,7 +671,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
         notify: bool,
         keyboard: InlineKeyboardMarkup | None = None,
     ) -> Message:
-        thread = self.thread(session_id)
+        thread = self.thread_of(session_id)
         kwargs: dict[str, Any] = {
             "parse_mode": "HTML",
             "disable_notification": not notify,
@@ -703,7 +703,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
             return session, str(replied.message_id)
         card = await self._cards.get(await self._cards.of_message(replied.message_id) or "")
         if card is not None:
-            return card.session, self.thread(card.session)
+            return card.session, self.thread_of(card.session)
         return None, None
 
     async def _list_sessions(self, message: Message) -> None:
@@ -798,7 +798,7 @@ class TelegramChannel(ChannelAdapter[TelegramConfig]):
     async def create_topic(self, purpose: str) -> str:
         """Create the topic for `purpose` ("notifications") and remember it; run by the outbox
         (`core.call`)."""
-        state = self.state()
+        state = self.channel_state()
         known = await state.get(f"{purpose}_topic")
         if known is None:
             topic = await bot_call(

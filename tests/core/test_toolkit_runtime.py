@@ -42,6 +42,24 @@ async def test_stop_lets_a_task_finish_within_the_drain_and_hides_its_failure() 
     await tasks.stop()  # a second stop has nothing left to do
 
 
+async def test_a_task_begun_during_the_drain_is_cancelled_too() -> None:
+    tasks, ended = Tasks(), []
+
+    async def forever(name: str) -> None:
+        try:
+            await asyncio.Event().wait()
+        finally:
+            ended.append(name)
+
+    async def delivered_late() -> None:  # an event the platform still sent while draining
+        await asyncio.sleep(0.01)
+        tasks.spawn(forever("late"))
+
+    tasks.spawn(delivered_late())
+    await tasks.stop(drain=0.05)
+    assert ended == ["late"], "nothing runs on after stop, not even what began meanwhile"
+
+
 def test_each_key_is_new_once_and_the_oldest_is_forgotten_past_the_bound() -> None:
     told = Once(most=2)
     assert told.first(("c1", "bob"))

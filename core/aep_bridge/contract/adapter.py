@@ -229,11 +229,11 @@ class ChannelAdapter(ABC, Generic[ConfigT]):
         """This instance's name: its config key (two Telegram groups are two instances)."""
         return self.config.name or self.name
 
-    def state(self) -> ChannelState:
+    def channel_state(self) -> ChannelState:
         """This instance's own persistent key-value store (`BridgeCore.state`)."""
         return self.core.state(self.instance_name)
 
-    def thread(self, session_id: str) -> str | None:
+    def thread_of(self, session_id: str) -> str | None:
         """The platform thread this instance created for a session, if any."""
         return self.core.thread_id(self.instance_name, session_id)
 
@@ -374,7 +374,7 @@ class ChannelAdapter(ABC, Generic[ConfigT]):
         channel). A platform that counts differently says so: Telegram counts every topic of
         a forum supergroup as one chat and one group.
         """
-        thread = self.thread(session_id) if session_id else None
+        thread = self.thread_of(session_id) if session_id else None
         return (thread or session_id or "", self.instance_name)
 
     async def pass_on(

@@ -28,13 +28,16 @@ class Tasks:
     async def stop(self, *, drain: float = 0.0) -> None:
         """Let the tasks end for up to `drain` seconds, then cancel the rest and wait until
         each has: none runs on after the adapter stopped. A task's own failure is not raised
-        here (it was the task's to handle)."""
-        tasks = list(self._running)
-        if tasks and drain > 0:
-            await asyncio.wait(tasks, timeout=drain)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        here (it was the task's to handle). Tasks begun during the drain (an event the
+        platform still delivered) are cancelled too."""
+        if self._running and drain > 0:
+            await asyncio.wait(list(self._running), timeout=drain)
+        while self._running:
+            tasks = list(self._running)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self._running.difference_update(tasks)
 
 
 class Once:
