@@ -628,7 +628,9 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
         )
 
     async def _close_heads_up(self, notification: NotificationMessage) -> None:
-        record = _heads_up_record(await self.channel_state().get(f"headsup:{notification.request_id}"))
+        record = _heads_up_record(
+            await self.channel_state().get(f"headsup:{notification.request_id}")
+        )
         notifications = self.config.notifications_channel_id
         if record is None or notification.outcome is None or not notifications:
             return  # none sent here: an answered question must not ring
