@@ -169,11 +169,11 @@ async def test_an_adapter_keeps_its_own_state_and_finds_its_sessions_threads(tmp
         await _asking(rig)
         session_id, _, _ = rig.card("alpha")
         alpha, beta = rig.channel("alpha"), rig.channel("beta")
-        assert alpha.thread(session_id) in alpha.threads, "the thread the channel made"
-        assert alpha.thread("no-such-session") is None
-        await alpha.state().set("topic", "t9")
+        assert alpha.thread_of(session_id) in alpha.threads, "the thread the channel made"
+        assert alpha.thread_of("no-such-session") is None
+        await alpha.channel_state().set("topic", "t9")
         assert await _core(rig).state("alpha").get("topic") == "t9", "the core's, durable"
-        assert await beta.state().get("topic") is None, "each instance its own"
+        assert await beta.channel_state().get("topic") is None, "each instance its own"
 
 
 async def test_an_adapter_with_the_old_archive_name_is_still_archived():
