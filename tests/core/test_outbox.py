@@ -14,6 +14,7 @@ import gc
 import itertools
 import json
 import logging
+import math
 import os
 import random
 import re
@@ -40,7 +41,7 @@ from aep_bridge.contract.types import (
     RateLimited,
     RateLimits,
 )
-from aep_bridge.outbox import OWED_WHILE, Job, Outbox, Priority, card_key, split_markdown
+from aep_bridge.outbox import OWED_WHILE, Job, Outbox, Priority, card_key, scheduler, split_markdown
 from aep_bridge.outbox.limiter import Limiter
 from aep_bridge.store import Store
 from aep_bridge.testing import FakeCore, MemoryChannel
@@ -699,6 +700,31 @@ async def test_rate_limited_pauses_exactly_that_chat_for_retry_after_and_loses_n
     assert adapter.texts("g/a") == [f"a #{n}" for n in range(5)]
     assert outbox.stats["rate_limited"] == 1
     assert rows(store) == 0
+
+
+@pytest.mark.parametrize("said", [math.inf, math.nan])
+async def test_a_429_whose_wait_is_no_number_pauses_its_chat_for_a_while_not_for_good(
+    vt: VirtualTime, store: Store, said: float
+) -> None:
+    adapter = Recorder(vt, RateLimits(per_chat=RateLimit(count=1, per_seconds=1)))
+    refused: list[Call] = []
+
+    def once(call: Call) -> BaseException | None:
+        if call.text == "a #1" and not refused:
+            refused.append(call)
+            return RateLimited(said)  # a Retry-After of "inf" or "nan", passed on as read
+        return None
+
+    adapter.fail = once
+    outbox = outbox_for(adapter, store)
+    for n in range(3):
+        outbox.submit(message("g/a", f"a #{n}"))
+    await outbox.start()
+    await drain(outbox)
+
+    wait = scheduler.UNREADABLE_WAIT
+    assert [c.at for c in adapter.attempts] == [0.0, 1.0, 1.0 + wait, 2.0 + wait]
+    assert adapter.texts("g/a") == [f"a #{n}" for n in range(3)], "the chat goes on"
 
 
 async def test_channel_errors_back_off_exponentially_keep_order_and_block_no_other_thread(

@@ -73,7 +73,8 @@ What it guarantees, and why:
   blocks is split between its blocks as the adapter measures them (`markup.split`), a block
   split inside keeping its structure.
 - **Failures wait, then retry.** `RateLimited(retry_after)` pauses that job's chat (the whole
-  channel when a job has no chat) and retries the job first when the pause ends.
+  channel when a job has no chat) and retries the job first when the pause ends (a wait
+  that is no finite number, `inf` or `nan` as a header may say, pauses `UNREADABLE_WAIT`, 5 s).
   `ChannelError` is retried after about 1, 2, 4, ... up to 60 s, with jitter so that calls
   that failed together do not return together, while other threads carry on; a job is
   retried until it goes (the contract cannot say "never"), a `call` up to `max_attempts`.

@@ -53,6 +53,9 @@ BACKOFF_CAP: Final = 60.0
 #: Each backoff is scaled by a random factor in this range, so that calls that failed
 #: together (a platform outage) do not all come back in the same instant.
 JITTER: Final = (0.75, 1.25)
+#: Seconds a chat waits after a 429 whose wait is no finite number (`inf`, `nan`, as a
+#: channel may pass on a header it read): a pause, never one for good.
+UNREADABLE_WAIT: Final = 5.0
 #: Idle per-chat buckets are forgotten every this many dispatches (they refill anyway).
 _PRUNE_EVERY: Final = 1024
 #: a card's call out longer than this (seconds) no longer holds slots for the cards behind
@@ -918,7 +921,10 @@ class Outbox(Queue):
     def _rate_limited(self, entry: Entry, exc: RateLimited) -> None:
         """The platform said wait: pause the job's chat (everything if it has none)."""
         now = self._clock()
-        until = now + max(0.0, float(exc.retry_after))
+        wait = float(exc.retry_after)
+        if not math.isfinite(wait):  # passed on as said (`inf`, `nan`): never a pause for good
+            wait = UNREADABLE_WAIT
+        until = now + max(0.0, wait)
         if entry.chat is None:  # not looked up at dispatch (`_gates`)
             entry.chat = self._keys(entry)[0]
         chat = entry.chat
@@ -931,7 +937,7 @@ class Outbox(Queue):
             self._channel,
             entry.describe(),
             chat,
-            exc.retry_after,
+            max(0.0, wait),
         )
         if entry.future is not None:  # a waiting caller: bounded, like any failure
             entry.attempts += 1
