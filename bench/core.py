@@ -31,7 +31,15 @@ floor's, on both corpora. A third core run of each corpus, untimed, counts the S
 store's connection runs (`SqlCount`, a `sqlite3` trace callback): statements (each row of
 an `executemany` is one, as are `BEGIN`, `SAVEPOINT` and `RELEASE`) and commits (a
 `COMMIT`, a `RELEASE` of the outermost savepoint, or a write outside a transaction), an
-event, so a regression in either shows as a number.
+event, so a regression in either shows as a number. A fourth, untimed, counts what the
+renderer does (`RenderCount`, its entry points wrapped in the bench only): renderings (an
+event for a look of channels, a card at a ceiling, a thread's name) an event and a channel
+call sent, and the messages rendered that no call was made with as rendered (a later edit
+with the same key replaced it while it waited, it was merged with others, or it had nowhere
+to go), with the share of `render`'s time they took. The same counts under a limit: the
+first 2,000 events of each corpus, 50 a second on simulated time, to two channels that
+declare one call a second in a chat (`LimitedChannel`), where the outbox replaces and merges
+what waits for its slot.
 
 Attention latency, one request at a time in one session: (a) from `hub.admit` of a pre-built
 `attention.requested` to the card's `send_permission_request` call in the later of the two
@@ -66,7 +74,7 @@ import time
 import types
 import weakref
 from collections.abc import Callable, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +95,8 @@ from aep_bridge.contract.types import (
     OutgoingMessage,
     PermissionOutcome,
     PermissionRequest,
+    RateLimit,
+    RateLimits,
 )
 from aep_bridge.intake.hub import Delivery, Hub, HubLimits
 from aep_bridge.intake.source import LocalSource
@@ -97,7 +107,7 @@ from aep_bridge.outbox import Outbox
 from aep_bridge.render import Renderer
 from aep_bridge.store import DB_NAME, Store
 from aep_bridge.store.seen_key import seen_key
-from aep_bridge.testing import MemoryChannel
+from aep_bridge.testing import MemoryChannel, VirtualTime
 from corpora import golden_repeated
 
 EVENTS = 20_000  # per corpus and run
@@ -110,6 +120,8 @@ LATENCY_SAMPLES = 1_000
 LATENCY_WARMUP = 50
 MEMORY_SESSIONS = 10_000
 MEMORY_CHUNK = 500  # sessions admitted before the bridge catches up
+LIMITED_EVENTS = 2_000  # the run under a limit (simulated time), per corpus
+LIMITED_RATE = 50.0  # events a simulated second: one a second in each of the mix's sessions
 MEMORY_PROFILED = 2_000  # sessions in the memory profile (what holds the growth)
 
 #: core >= `ratio` x validation's rate and >= `floor_ratio` x the durable floor's, same run
@@ -136,6 +148,7 @@ class BenchChannel(MemoryChannel):
             ("thread", "message", "card", "update", "notification", "rename", "archive"), 0
         )
         self.on_card: Callable[[PermissionRequest], None] | None = None
+        self.on_message: Callable[[OutgoingMessage], None] | None = None
 
     async def create_session_thread(self, session_id: str, name: str) -> str:
         self.calls["thread"] += 1
@@ -143,6 +156,8 @@ class BenchChannel(MemoryChannel):
 
     async def send_message(self, session_id: str, content: OutgoingMessage) -> None:
         self.calls["message"] += 1
+        if self.on_message is not None:
+            self.on_message(content)
 
     async def send_permission_request(self, session_id: str, request: PermissionRequest) -> None:
         self.calls["card"] += 1
@@ -167,25 +182,45 @@ class BenchChannel(MemoryChannel):
         self.calls["archive"] += 1
 
 
+class LimitedChannel(BenchChannel):
+    """A `BenchChannel` that declares a chat platform's pace: one call a second in a chat."""
+
+    name = "bench-limited"
+    capabilities = BenchChannel.capabilities.model_copy(
+        update={"rate_limits": RateLimits(per_chat=RateLimit(count=1, per_seconds=1.0))}
+    )
+
+
 class _Plugin:
     @hookimpl
     def register_channels(self) -> list[type[MemoryChannel]]:
-        return [BenchChannel]
+        return [BenchChannel, LimitedChannel]
 
 
-def _config(routes: list[dict[str, Any]] | None = None) -> BridgeConfig:
-    block = {"type": BenchChannel.name, "approvers": ["alice"]}
+def _config(
+    routes: list[dict[str, Any]] | None = None, kind: type[BenchChannel] = BenchChannel
+) -> BridgeConfig:
+    block = {"type": kind.name, "approvers": ["alice"]}
     return BridgeConfig.model_validate(
         {"channels": {"alpha": dict(block), "beta": dict(block)}, "routes": routes}
     )
 
 
 class Running:
-    """A started bridge on a hub with a file-backed store, and its channels."""
+    """A started bridge on a hub with a file-backed store, and its channels (`kind`, on
+    simulated time when `time` is given)."""
 
-    def __init__(self, state: Path, routes: list[dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        state: Path,
+        routes: list[dict[str, Any]] | None = None,
+        kind: type[BenchChannel] = BenchChannel,
+        time: VirtualTime | None = None,
+    ) -> None:
         self.state = state
         self.routes = routes
+        self.kind = kind
+        self.time = time
 
     async def start(self) -> Running:
         host = PluginHost()
@@ -193,7 +228,12 @@ class Running:
         self.store = Store.open(self.state)
         self.hub = Hub(HubLimits(), self.store)
         self.source = LocalSource(self.hub)
-        self.bridge = Bridge(_config(self.routes), host, store=self.store)
+        options = (
+            None if self.time is None else {"clock": self.time.clock, "sleep": self.time.sleep}
+        )
+        self.bridge = Bridge(
+            _config(self.routes, self.kind), host, store=self.store, outbox_options=options
+        )
         self.bridge.add_source(self.source)
         await self.bridge.start()
         for _ in range(3):  # the consumer task subscribes
@@ -240,9 +280,13 @@ class Running:
 
 
 @asynccontextmanager
-async def running(routes: list[dict[str, Any]] | None = None) -> Any:
+async def running(
+    routes: list[dict[str, Any]] | None = None,
+    kind: type[BenchChannel] = BenchChannel,
+    time: VirtualTime | None = None,
+) -> Any:
     with tempfile.TemporaryDirectory(prefix="aep-bench-") as state:
-        bridge = await Running(Path(state), routes).start()
+        bridge = await Running(Path(state), routes, kind, time).start()
         try:
             yield bridge
         finally:
@@ -363,15 +407,22 @@ def validation_rate(lines: list[bytes]) -> float:
 
 
 async def _core_once(
-    events: list[Event], trace: Callable[[str], object] | None = None
+    events: list[Event],
+    trace: Callable[[str], object] | None = None,
+    renders: RenderCount | None = None,
 ) -> tuple[float, dict[str, Any]]:
     """One run on a fresh store: seconds from the first admit to the last channel call.
 
     `trace`, when given, sees every SQL statement the store's connection runs on the clock
-    (`sqlite3.Connection.set_trace_callback`; the hub, the bridge and the outboxes share it).
+    (`sqlite3.Connection.set_trace_callback`; the hub, the bridge and the outboxes share it);
+    `renders`, every message the channels are sent (`RenderCount`, which the caller has
+    wrapped around the renderer).
     """
     async with running() as r:
         gc.collect()
+        if renders is not None:
+            for channel in r.channels:
+                channel.on_message = renders.sent
         if trace is not None:
             r.store._conn.set_trace_callback(trace)
         start = time.perf_counter()
@@ -464,6 +515,166 @@ def sql_counts(lines: list[bytes]) -> dict[str, float]:
     asyncio.run(_core_once(events, count))
     n = len(events)
     return {"statements": count.statements / n, "commits": count.commits / n}
+
+
+class RenderCount:
+    """What the renderer does in a run, and how much of it reaches a channel's call.
+
+    The renderer's entry points are wrapped for the run (`counting`; the bench only, the
+    product's code is untouched): `render` (an event for one look of channels; a repeat
+    answered from its memo is counted apart), a card's rendering at one ceiling
+    (`_card_or_none`, under `permission_cards` and `permission_request`) and `thread_name`.
+    Each message a rendering returns is remembered, and each `send_message` call is matched
+    to it by identity: a message a channel is sent as rendered counts once (the two channels
+    share one rendering), one replaced by a later edit with its key, merged with others or
+    dropped before its call never matches.
+    """
+
+    def __init__(self) -> None:
+        self.events = 0  # `render` calls that rendered
+        self.memo = 0  # `render` calls answered from its memo
+        self.cards = 0  # cards rendered (one ceiling each)
+        self.names = 0  # thread names
+        self.messages = 0  # messages the renderings returned
+        #: id -> the message (held, so ids stay unique) and the type of its event
+        self._rendered: dict[int, tuple[OutgoingMessage, str]] = {}
+        self._sent: set[int] = set()
+        self.other_sent = 0  # messages sent that no rendering returned (merged, split, notices)
+        #: each rendering's seconds and its messages
+        self._timed: list[tuple[float, list[int]]] = []
+
+    def wasted(self) -> tuple[float, float]:
+        """Seconds spent in `render` in all, and on messages never sent as rendered (a
+        rendering's time shared evenly by its messages)."""
+        total = wasted = 0.0
+        for seconds, ids in self._timed:
+            total += seconds
+            if ids:
+                wasted += seconds * sum(1 for i in ids if i not in self._sent) / len(ids)
+        return total, wasted
+
+    @property
+    def renders(self) -> int:
+        """Every rendering that did work: events, cards and thread names."""
+        return self.events + self.cards + self.names
+
+    @property
+    def unsent(self) -> int:
+        """Rendered messages never sent as rendered (replaced, merged, split or dropped)."""
+        return self.messages - len(self._sent)
+
+    def unsent_by_type(self) -> dict[str, int]:
+        """`unsent`, by the type of the event rendered."""
+        out: dict[str, int] = {}
+        for key, (_, type_) in self._rendered.items():
+            if key not in self._sent:
+                out[type_] = out.get(type_, 0) + 1
+        return out
+
+    def sent(self, content: OutgoingMessage) -> None:
+        if id(content) in self._rendered:
+            self._sent.add(id(content))
+        else:
+            self.other_sent += 1
+
+    @contextmanager
+    def counting(self) -> Iterator[None]:
+        """The renderer's entry points counted while inside."""
+        render, card, name = Renderer.render, Renderer._card_or_none, Renderer.thread_name
+
+        def counted_render(renderer: Renderer, event: Event, **look: Any) -> Any:
+            known = len(renderer._renderings), next(reversed(renderer._renderings), None)
+            start = time.perf_counter()
+            rendered = render(renderer, event, **look)
+            if (len(renderer._renderings), next(reversed(renderer._renderings), None)) == known:
+                self.memo += 1
+                return rendered
+            self.events += 1
+            self._timed.append((time.perf_counter() - start, [id(m) for m in rendered.messages]))
+            for message in rendered.messages:
+                self.messages += 1
+                self._rendered[id(message)] = (message, event.type)
+            return rendered
+
+        def counted_card(renderer: Renderer, *args: Any, **kwargs: Any) -> Any:
+            self.cards += 1
+            return card(renderer, *args, **kwargs)
+
+        def counted_name(renderer: Renderer, *args: Any, **kwargs: Any) -> Any:
+            self.names += 1
+            return name(renderer, *args, **kwargs)
+
+        Renderer.render = counted_render  # type: ignore[method-assign]
+        Renderer._card_or_none = counted_card  # type: ignore[method-assign]
+        Renderer.thread_name = counted_name  # type: ignore[method-assign]
+        try:
+            yield
+        finally:
+            Renderer.render = render  # type: ignore[method-assign]
+            del Renderer._card_or_none  # the mixin's shows through again
+            Renderer.thread_name = name  # type: ignore[method-assign]
+
+
+def render_counts(lines: list[bytes]) -> dict[str, Any]:
+    """Renderings an event and a channel call sent in one core run over `lines`
+    (`RenderCount`)."""
+    events = [parse_event(line) for line in lines]
+    count = RenderCount()
+    with count.counting():
+        _, stats = asyncio.run(_core_once(events, renders=count))
+    return {
+        "renders": count.renders / len(events),
+        "renders_per_call": count.renders / stats["calls"],
+        "calls": stats["calls"],
+        "rendered": count.messages,
+        "unsent": count.unsent,
+        "wasted": count.wasted()[1] / count.wasted()[0],
+    }
+
+
+async def _limited_once(events: list[Event], rate: float, renders: RenderCount) -> dict[str, Any]:
+    """One run with two `LimitedChannel`s on simulated time: a batch of `BATCH` events
+    every `BATCH / rate` simulated seconds (each taken by the bridge as it comes), then
+    until every call has gone. Returns the channels' calls and their outboxes' counters."""
+    clock = VirtualTime()
+    async with running(kind=LimitedChannel, time=clock) as r:
+        for channel in r.channels:
+            channel.on_message = renders.sent
+        for i in range(0, len(events), BATCH):
+            r.hub.admit(events[i : i + BATCH])
+            r.hub.flush()
+            while r.queued():
+                await asyncio.sleep(0)
+            await clock.sleep(BATCH / rate)
+        await r.settle()
+        stats: dict[str, Any] = {
+            "sessions": len(r.bridge.sessions),
+            "calls": 0,
+            "seconds": clock.now,
+        }
+        for channel in r.channels:
+            outbox = r.bridge.channels[channel.instance_name].outbox.stats
+            assert outbox["sent"] == sum(channel.calls.values()), (outbox, channel.calls)
+            stats["calls"] += outbox["sent"]
+            stats[channel.instance_name] = {**channel.calls, **outbox}
+        await clock.close()
+    return stats
+
+
+def limited_counts(lines: list[bytes], rate: float) -> dict[str, Any]:
+    """`render_counts` on channels that declare a pace (`_limited_once`)."""
+    events = [parse_event(line) for line in lines]
+    count = RenderCount()
+    with count.counting():
+        stats = asyncio.run(_limited_once(events, rate, count))
+    return {
+        "renders": count.renders / len(events),
+        "renders_per_call": count.renders / stats["calls"],
+        "calls": stats["calls"],
+        "rendered": count.messages,
+        "unsent": count.unsent,
+        "wasted": count.wasted()[1] / count.wasted()[0],
+    }
 
 
 class _FloorChannel:
@@ -594,7 +805,17 @@ def throughput() -> dict[str, dict[str, Any]]:
         core, stats = core_rate(lines)
         floor = floor_rate(lines, [sum(stats[c].values()) for c in ("alpha", "beta")])
         sql = sql_counts(lines)
-        results[name] = {"validation": validation, "core": core, "floor": floor, **sql, **stats}
+        renders = render_counts(lines)
+        limited = limited_counts(lines[:LIMITED_EVENTS], LIMITED_RATE)
+        results[name] = {
+            "validation": validation,
+            "core": core,
+            "floor": floor,
+            **sql,
+            **stats,
+            "renders": renders,
+            "limited": limited,
+        }
         print(
             f"throughput {name:<6} validation {validation:>8,.0f} events/s, core loop "
             f"{core:>7,.0f} events/s: {core / validation:.3f}x  ({stats['sessions']:,} sessions, "
@@ -603,6 +824,14 @@ def throughput() -> dict[str, dict[str, Any]]:
             f"{sql['statements']:.2f} SQL statements and {sql['commits']:.3f} commits an event",
             flush=True,
         )
+        for where, counted in (("no limit", renders), ("a limit", limited)):
+            print(
+                f"renders {name:<6} ({where}): {counted['renders']:.3f} an event, "
+                f"{counted['renders_per_call']:.3f} a call sent; {counted['unsent']:,} of "
+                f"{counted['rendered']:,} messages rendered not sent as rendered, "
+                f"{counted['wasted']:.1%} of the rendering time",
+                flush=True,
+            )
     return results
 
 
@@ -1079,8 +1308,9 @@ def section(r: dict[str, Any], profiles: dict[str, dict[str, Any]]) -> list[str]
         "| corpus | sessions | channel calls | validation events/s | core loop events/s "
         f"| core / validation | goal >= {GOALS['ratio']}x | durable floor events/s "
         f"| floor / validation | core / floor | goal >= {GOALS['floor_ratio']}x "
-        "| SQL statements / event | commits / event |",
-        "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---:|---:|",
+        "| SQL statements / event | commits / event | renders / event | renders / call sent "
+        "| messages rendered, not sent |",
+        "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---:|",
     ]
     for name, t in r["throughput"].items():
         ratio, of_floor = t["core"] / t["validation"], t["core"] / t["floor"]
@@ -1090,11 +1320,22 @@ def section(r: dict[str, Any], profiles: dict[str, dict[str, Any]]) -> list[str]
             f"{_pf(ratio >= GOALS['ratio'])} | {t['floor']:,.0f} | "
             f"{t['floor'] / t['validation']:.3f}x | {of_floor:.3f}x | "
             f"{_pf(of_floor >= GOALS['floor_ratio'])} | {t['statements']:.2f} | "
-            f"{t['commits']:.3f} |"
+            f"{t['commits']:.3f} | {_renders(t['renders'])} |"
         )
     lines += [
         "",
         " ".join(floor_rate.__doc__.split("\n\n", 1)[1].split()) if floor_rate.__doc__ else "",
+    ]
+    lines += [
+        "",
+        f"| under a limit: the corpus's first {LIMITED_EVENTS:,} events, {LIMITED_RATE:g} a "
+        "second, simulated time | channel calls | renders / event | renders / call sent "
+        "| messages rendered, not sent |",
+        "|---|---:|---:|---:|---:|",
+        *(
+            f"| {name} | {t['limited']['calls']:,} | {_renders(t['limited'])} |"
+            for name, t in r["throughput"].items()
+        ),
     ]
     lines += [
         "",
@@ -1173,6 +1414,15 @@ def section(r: dict[str, Any], profiles: dict[str, dict[str, Any]]) -> list[str]
         ]
     lines += ["", f"The core benchmark took {r['wall']:.0f} s (without profiles).", ""]
     return lines
+
+
+def _renders(counted: dict[str, Any]) -> str:
+    """The render counts' cells (`RenderCount`)."""
+    return (
+        f"{counted['renders']:.3f} | {counted['renders_per_call']:.3f} | "
+        f"{counted['unsent']:,} of {counted['rendered']:,} "
+        f"({counted['wasted']:.1%} of the rendering time)"
+    )
 
 
 def _table(rows: list[tuple[str, str, float, float]]) -> list[str]:

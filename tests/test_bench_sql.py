@@ -90,3 +90,47 @@ def test_the_stage_table_accounts_for_every_statement_and_puts_the_core_back() -
     assert rows["dedupe: the delivery record (seen, position)"][0] >= 1.0  # the `seen` row
     # the timing wrappers are gone: the classes hold their own methods again
     assert {(o, a): o.__dict__.get(a) for o, a in originals} == originals
+
+
+def test_the_render_count_matches_each_message_sent_to_its_rendering() -> None:
+    core = _bench_core()
+    from aep_bridge.aep.redaction import Redactor
+    from aep_bridge.render import Renderer
+
+    started, _, requested, _, completed = list(core.session_events(0))[:5]
+    assert (requested.type, completed.type) == ("tool.requested", "tool.completed")
+    originals = {a: Renderer.__dict__.get(a) for a in ("render", "_card_or_none", "thread_name")}
+    renderer = Renderer(Redactor())
+    count = core.RenderCount()
+    look = {"ceiling": "redacted", "verbosity": "normal"}
+    with count.counting():
+        renderer.render(started, **look)
+        line = renderer.render(requested, **look).messages
+        edit = renderer.render(completed, **look).messages
+        again = renderer.render(completed, **look).messages  # its memo: no work
+    # the tool's line, then its edit (same key): the line is replaced before its call
+    assert [m.key for m in line] == [m.key for m in edit]
+    assert again == edit
+    count.sent(edit[0])
+    count.sent(edit[0])  # the second channel: the same message, counted once
+    assert (count.events, count.memo, count.names) == (3, 1, 1)  # session.started names it
+    assert count.messages == 3
+    assert count.unsent == 2  # the header, and the line replaced
+    assert count.unsent_by_type() == {"session.started": 1, "tool.requested": 1}
+    total, wasted = count.wasted()
+    assert 0 < wasted < total
+    # the wrappers are gone: the renderer's own methods again
+    assert {a: Renderer.__dict__.get(a) for a in originals} == originals
+
+
+def test_under_a_limit_the_outbox_replaces_what_was_rendered() -> None:
+    core = _bench_core()
+    lines = core.corpus("mix", 500)
+    free = core.render_counts(lines)
+    limited = core.limited_counts(lines, core.LIMITED_RATE)
+    for counted in (free, limited):
+        assert counted["renders"] >= 1.0, counted  # every event of the mix is rendered
+        assert 0 < counted["renders_per_call"] < counted["renders"], counted
+    # one call a second in a chat: a tool's line waits for its slot, and its edit replaces it
+    assert limited["unsent"] > free["unsent"], (free, limited)
+    assert limited["calls"] < free["calls"], (free, limited)
