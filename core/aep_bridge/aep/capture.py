@@ -213,7 +213,7 @@ def downlevel(event: Event, ceiling: Capture, *, redactor: ValueRedactor | None 
             data = _redact_gated(data, "", table, redactor)
         if rank < _REDACTED:
             data = degrade_to_metadata(event, data)
-    return _rebuilt(event, target, data)
+    return event.reshaped(data, target)
 
 
 def held_to_declared(event: Event) -> Event:
@@ -239,12 +239,7 @@ def held_to_declared(event: Event) -> Event:
             honest = degrade_to_metadata(event, honest)
     if honest is data or honest == data:
         return event
-    wire = event.to_dict()  # the capture as it came (set or not): only the data changes
-    if honest is None:
-        wire.pop("data", None)
-    else:
-        wire["data"] = honest
-    return Event.model_validate(wire)
+    return event.reshaped(honest)  # the capture as it came (set or not): only the data changes
 
 
 def _redact_gated(value: Any, path: str, table: dict[str, Capture], redactor: ValueRedactor) -> Any:
@@ -262,16 +257,6 @@ def _redact_gated(value: Any, path: str, table: dict[str, Capture], redactor: Va
 METADATA_STAR: Final = frozenset(
     {"prompt", "options[].label", "fields[].label", "fields[].choices[].label", "answer.values"}
 )
-
-
-def _rebuilt(event: Event, capture: Capture, data: dict[str, Any] | None) -> Event:
-    wire = event.to_dict()
-    wire["capture"] = capture
-    if data is None:
-        wire.pop("data", None)
-    else:
-        wire["data"] = data
-    return Event.model_validate(wire)
 
 
 def gate_form_values(

@@ -191,6 +191,20 @@ class Event(BaseModel):
             object.__setattr__(self, "__pydantic_private__", private)
         return private
 
+    def reshaped(self, data: dict[str, Any] | None, capture: Capture | None = None) -> Event:
+        """This event with other `data` (and `capture`), as a capture gate passes it on.
+
+        The envelope was validated when this event was made and none of it changes, so the
+        copy is not validated again (that cost as much as the rest of the gate); its bytes
+        and payload are made afresh when asked for.
+        """
+        update: dict[str, Any] = {"data": data}
+        if capture is not None:
+            update["capture"] = capture
+        copy = self.model_copy(update=update)
+        object.__setattr__(copy, "__pydantic_private__", None)  # not this event's bytes
+        return copy
+
     def _keep(self, raw: bytes | None, payload: Any) -> None:
         """Remember the bytes this event came as and its parsed payload (validation's job)."""
         private = self._private
