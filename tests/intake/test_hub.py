@@ -130,6 +130,27 @@ def test_the_buffer_survives_a_restart_and_still_says_what_it_lost(tmp_path: Pat
     assert len(again.held("s1")) == 5
 
 
+def test_a_restarted_store_keeps_each_buffer_to_its_size(tmp_path: Path):
+    """What a buffer holds is counted again at a restart: what comes after it still evicts
+    the oldest, whether the buffer was full or not (on disk, not only in what a replay reads)."""
+    store = Store.open(tmp_path)
+    hub = Hub(HubLimits(replay_buffer=5), store)
+    hub.admit([progress(i) for i in range(3)])
+    hub.admit([progress(i, session="s2") for i in range(7)])
+    hub.flush()
+    store.close()
+
+    again = Hub(HubLimits(replay_buffer=5), Store.open(tmp_path))
+    again.admit([progress(i) for i in range(3, 9)])
+    again.admit([progress(i, session="s2") for i in range(7, 9)])
+    again.flush()
+    assert again.store is not None
+    source = progress(0).source
+    assert [seq for _, seq, _ in again.store.buffered(source, "s1", 100)] == [4, 5, 6, 7, 8]
+    assert [seq for _, seq, _ in again.store.buffered(source, "s2", 100)] == [4, 5, 6, 7, 8]
+    assert again.store.evicted(source, "s1") == (0, 3)
+
+
 def _restarted_with(tmp_path: Path, sessions: int, events: int) -> Hub:
     """A hub started on a store that a previous run filled with `sessions` x `events`."""
     store = Store.open(tmp_path)

@@ -4,9 +4,10 @@ has a budget.
 
 Each buffer keeps its newest `keep` events (the hub's count, `intake.replay_buffer`). On top
 of that the bytes of every buffer together stay within a budget (`intake.max_replay_bytes`).
-The store sums each buffer's bytes once (`_Accounts`) and keeps them up to date as a running
-total, with each buffer's place in the order of activity and the end of each ended session,
-in memory: the hot path writes the events and nothing more. When each buffer last took
+The store sums each buffer's bytes and counts its events once (`_Accounts`) and keeps them up
+to date as running totals, with each buffer's place in the order of activity and the end of
+each ended session, in memory: the hot path writes the events, and looks for what to evict
+only in a buffer that holds more than it keeps. When each buffer last took
 events and when its session ended reach `relay_sessions` once a minute, at a trim and at
 the stop (`save_activity`); a crash in between costs only the order of the next trim and the
 end of the sessions that ended meanwhile (their buffers then go by the budget alone). A
@@ -61,16 +62,20 @@ def _event_id(raw: object) -> str | None:
 class _Accounts:
     """What the buffers hold, in memory: read from the tables once, then kept up to date."""
 
-    __slots__ = ("active", "ended", "sizes", "total")
+    __slots__ = ("active", "counts", "ended", "sizes", "total")
 
     def __init__(self, conn: sqlite3.Connection) -> None:
-        held = {
-            (str(a), str(b)): int(n)
-            for a, b, n in conn.execute(
-                "SELECT source, session, total(length(raw)) FROM relay_buffer "
-                "GROUP BY source, session"
-            )
-        }
+        held: dict[BufferKey, int] = {}
+        #: each buffer's events: a flush looks for what to evict only in one holding more
+        #: than it keeps, and finds it from the oldest end
+        self.counts: dict[BufferKey, int] = {}
+        for a, b, size, count in conn.execute(
+            "SELECT source, session, total(length(raw)), count(*) FROM relay_buffer "
+            "GROUP BY source, session"
+        ):
+            key = (str(a), str(b))
+            held[key] = int(size)
+            self.counts[key] = int(count)
         #: each buffer's bytes, the least recently active first
         self.sizes: dict[BufferKey, int] = {}
         #: the ended sessions' buffers and when each ended, the earliest first
@@ -125,7 +130,8 @@ class ReplayTables(Database):
         """
         if now is None:
             now = time.time()
-        added: dict[BufferKey, int] = {}
+        added: dict[BufferKey, int] = {}  # bytes
+        rows_of: dict[BufferKey, int] = {}  # events
         ended: list[BufferKey] = []
         rows: list[tuple[str, str, int, int, bytes]] = []
         for event in events:
@@ -135,12 +141,13 @@ class ReplayTables(Database):
             raw = event.raw
             rows.append((key[0], key[1], position[0], position[1], raw))
             added[key] = added.get(key, 0) + len(raw)
+            rows_of[key] = rows_of.get(key, 0) + 1
             if event.type == _ENDED:
                 ended.append(key)
         if not rows:
             return []
         held = self._held()
-        sizes = held.sizes
+        sizes, counts = held.sizes, held.counts
         emptied: list[BufferKey] = []
         with self.transaction():
             self._no_undo()
@@ -149,15 +156,22 @@ class ReplayTables(Database):
                 "INSERT OR IGNORE INTO relay_buffer VALUES (?, ?, ?, ?, ?)", rows
             ).rowcount
             if inserted != len(rows):  # a position held already (rare): count what is there
-                added = {key: self._held_bytes(key) - sizes.get(key, 0) for key in added}
-            for source, session in added:
+                for key in added:
+                    size, count = self._held_rows(key)
+                    added[key] = size - sizes.get(key, 0)
+                    rows_of[key] = count - counts.get(key, 0)
+            for key, new in rows_of.items():
+                over = counts.get(key, 0) + new - keep
+                counts[key] = counts.get(key, 0) + new
+                if over <= 0:
+                    continue  # within what it keeps: nothing to look for
                 cut = conn.execute(
                     "SELECT epoch, seq FROM relay_buffer WHERE source = ? AND session = ? "
-                    "ORDER BY epoch DESC, seq DESC LIMIT 1 OFFSET ?",
-                    (source, session, keep),
+                    "ORDER BY epoch, seq LIMIT 1 OFFSET ?",
+                    (*key, over - 1),
                 ).fetchone()
                 if cut is not None:
-                    added[(source, session)] -= self._drop_through(source, session, *cut)
+                    added[key] -= self._drop_through(*key, *cut)
             for key, delta in added.items():  # the most recently active last
                 sizes[key] = sizes.pop(key, 0) + delta
                 held.active[key] = now
@@ -168,22 +182,27 @@ class ReplayTables(Database):
                 emptied = self._trim(budget)
         return emptied
 
-    def _held_bytes(self, key: BufferKey) -> int:
+    def _held_rows(self, key: BufferKey) -> tuple[int, int]:
+        """The bytes and the events one buffer holds, counted in the table."""
         row = self._conn.execute(
-            "SELECT total(length(raw)) FROM relay_buffer WHERE source = ? AND session = ?", key
+            "SELECT total(length(raw)), count(*) FROM relay_buffer "
+            "WHERE source = ? AND session = ?",
+            key,
         ).fetchone()
-        return int(row[0])
+        return int(row[0]), int(row[1])
 
     def _drop_through(self, source: str, session: str, epoch: int, seq: int) -> int:
         """Drop one buffer's events up to `(epoch, seq)` and record it as evicted; returns
-        their bytes."""
+        their bytes (its count of events is kept up to date here)."""
         conn = self._conn
         where = "WHERE source = ? AND session = ? AND (epoch, seq) <= (?, ?)"
         key = (source, session, epoch, seq)
         freed = conn.execute(f"SELECT total(length(raw)) FROM relay_buffer {where}", key)
         size = int(freed.fetchone()[0])
-        conn.execute(f"DELETE FROM relay_buffer {where}", key)
+        dropped = conn.execute(f"DELETE FROM relay_buffer {where}", key).rowcount
         conn.execute(_EVICTED, key)
+        counts = self._held().counts
+        counts[(source, session)] = counts.get((source, session), 0) - dropped
         return size
 
     def _drop_whole(self, keys: list[BufferKey]) -> None:
@@ -193,6 +212,7 @@ class ReplayTables(Database):
         held = self._held()
         for key in keys:
             held.total -= held.sizes.pop(key, 0)
+            held.counts.pop(key, None)
             held.ended.pop(key, None)
             held.active.pop(key, None)
 
