@@ -558,6 +558,18 @@ class RenderCount:
         """Every rendering that did work: events, cards and thread names."""
         return self.events + self.cards + self.names
 
+    def summary(self, events: int, calls: int) -> dict[str, Any]:
+        """The run's counts, an event and a call sent, as the bench prints them."""
+        total, wasted = self.wasted()
+        return {
+            "renders": self.renders / events,
+            "renders_per_call": self.renders / calls,
+            "calls": calls,
+            "rendered": self.messages,
+            "unsent": self.unsent,
+            "wasted": wasted / total,
+        }
+
     @property
     def unsent(self) -> int:
         """Rendered messages never sent as rendered (replaced, merged, split or dropped)."""
@@ -622,14 +634,7 @@ def render_counts(lines: list[bytes]) -> dict[str, Any]:
     count = RenderCount()
     with count.counting():
         _, stats = asyncio.run(_core_once(events, renders=count))
-    return {
-        "renders": count.renders / len(events),
-        "renders_per_call": count.renders / stats["calls"],
-        "calls": stats["calls"],
-        "rendered": count.messages,
-        "unsent": count.unsent,
-        "wasted": count.wasted()[1] / count.wasted()[0],
-    }
+    return count.summary(len(events), stats["calls"])
 
 
 async def _limited_once(events: list[Event], rate: float, renders: RenderCount) -> dict[str, Any]:
@@ -667,14 +672,7 @@ def limited_counts(lines: list[bytes], rate: float) -> dict[str, Any]:
     count = RenderCount()
     with count.counting():
         stats = asyncio.run(_limited_once(events, rate, count))
-    return {
-        "renders": count.renders / len(events),
-        "renders_per_call": count.renders / stats["calls"],
-        "calls": stats["calls"],
-        "rendered": count.messages,
-        "unsent": count.unsent,
-        "wasted": count.wasted()[1] / count.wasted()[0],
-    }
+    return count.summary(len(events), stats["calls"])
 
 
 class _FloorChannel:

@@ -4,18 +4,27 @@ tasks all ended when it stops, and each thing said once, in bounded memory."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from aep_bridge import Once, Tasks
 
 
-async def test_stop_cancels_every_task_still_running_and_waits_for_it() -> None:
-    tasks, ended = Tasks(), []
+def waiting_forever(ended: list[str]) -> Callable[[str], Coroutine[Any, Any, None]]:
+    """A task's work that waits until cancelled, then says it ended."""
 
     async def forever(name: str) -> None:
         try:
             await asyncio.Event().wait()
         finally:
             ended.append(name)
+
+    return forever
+
+
+async def test_stop_cancels_every_task_still_running_and_waits_for_it() -> None:
+    tasks, ended = Tasks(), []
+    forever = waiting_forever(ended)
 
     first, second = tasks.spawn(forever("sync")), tasks.spawn(forever("reaction"))
     await asyncio.sleep(0)
@@ -44,12 +53,7 @@ async def test_stop_lets_a_task_finish_within_the_drain_and_hides_its_failure() 
 
 async def test_a_task_begun_during_the_drain_is_cancelled_too() -> None:
     tasks, ended = Tasks(), []
-
-    async def forever(name: str) -> None:
-        try:
-            await asyncio.Event().wait()
-        finally:
-            ended.append(name)
+    forever = waiting_forever(ended)
 
     async def delivered_late() -> None:  # an event the platform still sent while draining
         await asyncio.sleep(0.01)
