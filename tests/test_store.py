@@ -646,10 +646,13 @@ def test_a_new_store_gives_the_pages_of_trimmed_buffers_back_to_the_disk(state_d
     clock[0] += 61
     hub.flush()  # the retention has passed: the ended sessions' buffers go
     assert store.free_bytes() > 6_000_000
-    deadline = time.monotonic() + 60  # a wait for the thread, not a measure of it
-    while store.free_bytes() > 2_000_000 and time.monotonic() < deadline:
+    # a wait for the thread, not a measure of it: on what the test asserts, the file's size,
+    # since a checkpoint racing the thread's vacuum steps may leave the file cut at an
+    # earlier step (CI once saw it one step down while the free pages were already gone)
+    deadline = time.monotonic() + 60
+    while (size := file_size(state_dir)) >= full / 4 and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert file_size(state_dir) < full / 4
+    assert size < full / 4
     assert [e.seq for e in hub.held("live")] == list(range(16))
     store.close()
 
