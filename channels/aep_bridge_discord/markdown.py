@@ -140,6 +140,7 @@ def safe_url(url: str | None) -> str | None:
 # -- spans --------------------------------------------------------------------------------
 
 
+@markup.remembered
 def spans_markdown(spans: markup.Spans) -> str:
     """Styled runs as Discord markdown. Runs of one style are rendered as one (so a mention
     or a URL cut in two still reads whole to the escaping), and two runs whose markers would

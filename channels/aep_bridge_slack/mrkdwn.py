@@ -105,6 +105,7 @@ def safe_url(url: str | None) -> str | None:
 # -- spans --------------------------------------------------------------------------------
 
 
+@markup.remembered
 def spans_mrkdwn(spans: markup.Spans) -> str:
     """Styled runs as mrkdwn; runs of one style rendered as one."""
     return "".join(_span(span) for span in _merged(spans))

@@ -142,6 +142,22 @@ def plain(blocks: Blocks) -> str:
 plain_memo: Final = IdentityMemo[str](256)
 
 
+def remembered(render: Callable[[Spans], str]) -> Callable[[Spans], str]:
+    """`render`, a dialect's rendering of a block's spans, remembering its answers for the
+    last 256 spans by their identity (the blocks are frozen). Where a platform's pace binds,
+    the outbox measures a message in the platform's dialect when its slot comes, merges
+    what waits behind it, and the channel draws it again to send it: the same spans, drawn
+    once. Use it as a decorator on a function that depends on nothing but the spans."""
+    memo = IdentityMemo[str](256)
+
+    @functools.wraps(render)
+    def rendering(spans: Spans) -> str:
+        known = memo.get(spans)
+        return known if known is not None else memo.put(spans, render(spans))
+
+    return rendering
+
+
 def spans_text(spans: Spans) -> str:
     """The visible text of a run of spans (a link shows its text)."""
     return "".join(span.text for span in spans)

@@ -16,6 +16,7 @@ from aep_bridge import (
     keep_end,
     link_target,
     marked,
+    markup,
     one_line,
     plan_body,
     split_closing,
@@ -211,3 +212,23 @@ def test_indent_rest_indents_the_later_lines_but_never_a_code_blocks() -> None:
     assert indent_rest(fenced, "  ") == "```\ncode\n```\n  after", "a block opening in a fence"
     one_line_code = "```x```\nafter"
     assert indent_rest(one_line_code, "  ") == "```x```\n  after", "it opens no fence"
+
+
+def test_remembered_draws_the_same_spans_once_and_equal_spans_made_again_anew() -> None:
+    """A message measured when its slot comes and drawn again to be sent is drawn once; a
+    message rendered again from the agent's text (new spans, equal ones) is drawn again,
+    since only identity is trusted, never a hash of what could be large."""
+    drawn: list[str] = []
+
+    @markup.remembered
+    def stars(spans: markup.Spans) -> str:
+        drawn.append(markup.spans_text(spans))
+        return "".join(f"*{span.text}*" if span.bold else span.text for span in spans)
+
+    spans = (markup.Span(text="Tests "), markup.Span(text="pass", bold=True))
+    assert stars(spans) == stars(spans) == "Tests *pass*"
+    assert drawn == ["Tests pass"]
+    again = tuple(span.model_copy() for span in spans)
+    assert stars(again) == "Tests *pass*"
+    assert drawn == ["Tests pass", "Tests pass"]
+    assert stars.__name__ == "stars"

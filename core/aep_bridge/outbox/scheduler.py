@@ -136,6 +136,10 @@ class Outbox(Queue):
         )
         self._unsaid: set[str] = set()  # the ops whose `call_kind` failed (logged once)
         self._max_length = capabilities.max_message_length
+        #: measure and split a message when its slot comes, not when queued (`_fit_head`),
+        #: where the platform's pace binds: what is replaced, merged or dropped while it
+        #: waits is never drawn in the platform's format
+        self._fit_late = self._limits.any
         self._unit: LengthUnit = capabilities.length_unit
         journal = Journal(store, self._channel, self._limits, clock)
         super().__init__(
@@ -183,7 +187,10 @@ class Outbox(Queue):
                 self._changed()
                 return
             job = routed
-        jobs, split = fit(job, self._max_length, self._unit, self._adapter.measure)
+        if self._fit_late:
+            jobs, split = [job], False
+        else:
+            jobs, split = fit(job, self._max_length, self._unit, self._adapter.measure)
         if split:
             self._stats["split"] += 1
         parsed = [(piece, arguments(piece)) for piece in jobs]
@@ -758,6 +765,8 @@ class Outbox(Queue):
     def _dispatch(self, entry: Entry, now: float, *, helper: bool = False) -> None:
         """Send `entry` now: count it, mark its lane busy, and hand it to a runner (to the
         one picking it, for a `helper`)."""
+        if self._fit_late and entry.op == "send_message" and entry.row is not None:
+            self._fit_head(entry)
         if self._merge_waiting and entry.op == "send_message" and entry.row is not None:
             self._merge_behind(entry)  # a platform's pace is the limit: its slots carry more
         if entry.group is not None and entry.group == self._store.group:
@@ -790,6 +799,36 @@ class Outbox(Queue):
         self._dispatched += 1
         if self._dispatched % _PRUNE_EVERY == 0:
             self._prune(now)
+
+    def _fit_head(self, entry: Entry) -> None:
+        """`entry`, the head of its lane whose slot came, as it will be sent (`fit`): cut if
+        one message's edit, else split, the pieces queued right behind it. Written before the
+        call goes (the dispatch commits it), the later rows of its lane after the pieces', so
+        a restart finds them in the order this run sends them."""
+        assert entry.job is not None
+        assert entry.row is not None
+        jobs, split = fit(entry.job, self._max_length, self._unit, self._adapter.measure)
+        if jobs[0] is entry.job:
+            return  # it fits: the common case, nothing to write
+        lane = self._lanes[entry.lane]
+        after = list(itertools.dropwhile(lambda e: e is not entry, lane.queue))[1:] if split else []
+        with self._store.transaction(savepoint=False):
+            self._journal.replace(entry.row, jobs[0])
+            rows = [self._journal.insert(piece) for piece in jobs[1:]]
+            rewrite = self._rewrite(after)
+        rewrite()
+        group = self._store.group
+        entry.job, entry.args, entry.group = jobs[0], arguments(jobs[0]), group
+        ahead_of = next((e for e in after if not e.dead), None)
+        for piece, row in zip(jobs[1:], rows, strict=True):
+            args = arguments(piece)
+            added = Entry(
+                piece.op, piece.session_id, piece.priority, args, next(self._seq), row, piece
+            )
+            added.group = group
+            self._add(added, ahead_of)
+        if split:
+            self._stats["split"] += 1
 
     def _merge_behind(self, entry: Entry) -> None:
         """Take the alike messages queued right behind `entry` in its lane into it, as far as
