@@ -91,6 +91,11 @@ class Queue:
         self._shed_reported = -math.inf
         self._stats = dict.fromkeys(_STATS, 0)
         self._wake = asyncio.Event()
+        #: whether what the scheduler would pick may have changed since it last looked (a
+        #: new lane head or rank, a card, an entry gone, a call settled): a queued edit that
+        #: only replaces another's text, or a line behind a head that waits for its slot,
+        #: changes nothing, and under a busy agent most submits are such
+        self._repick = True
         self._idle = asyncio.Event()
         self._idle.set()
 
@@ -137,7 +142,7 @@ class Queue:
                 self._add(entry)
             if movers:
                 self._schedule((session_id, kind, True))
-        self._changed()
+        self._changed(repick=False)  # a call that moved made its lane a candidate again
 
     def _waiting_rank(self, session_id: str) -> Priority:
         """The most urgent rank among the session's queued jobs (LIVE when there are none)."""
@@ -165,6 +170,9 @@ class Queue:
             head = lane.head()
             assert head is not None
             heapq.heappush(self._ready, (*lane.rank(), head.seq, key))
+            self._repick = True
+        elif entry.priority is Priority.QUESTION or ahead_of is not None:
+            self._repick = True  # a card is owed slots (`_owed`), wherever it waits
         self._queued += 1
         if (coalesce := entry.coalesce_key) is not None:
             self._coalescing[coalesce] = entry
@@ -180,6 +188,7 @@ class Queue:
         if entry.dead:
             return
         entry.dead = True
+        self._repick = True
         self._uncount(entry)
         if not entry.in_flight:
             self._queued -= 1
@@ -254,9 +263,14 @@ class Queue:
         )
         self._shed_unreported, self._shed_reported = 0, now
 
-    def _changed(self) -> None:
-        """Wake the worker and keep `idle()` and `caught_up()` true to the state."""
-        self._wake.set()
+    def _changed(self, *, repick: bool = True) -> None:
+        """Wake the worker and keep `idle()` and `caught_up()` true to the state; without
+        `repick`, the worker looks again only if the queue's bookkeeping says it must
+        (`_repick`), else it keeps waiting for the time it last found."""
+        if repick:
+            self._repick = True
+        if self._repick:  # else the worker would only wait on for what it waits for
+            self._wake.set()
         if self._queued <= LOW_WATER or self._failing:
             self._drained.set()
         if self._queued == 0 and self._in_flight == 0:
@@ -274,6 +288,7 @@ class Queue:
             del self._lanes[key]
             return
         heapq.heappush(self._ready, (*lane.rank(), head.seq, key))
+        self._repick = True
 
     def _uncount(self, entry: Entry) -> None:
         lane = self._lanes.get(entry.lane)

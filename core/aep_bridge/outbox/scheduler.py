@@ -225,7 +225,7 @@ class Outbox(Queue):
         elif job.op == "send_permission_request" and self._contexts is not None:
             self._card_first(job.session_id or "")
         self._shed()
-        self._changed()
+        self._changed(repick=False)  # `_add`, `_kill` and `_card_first` say if it must
 
     # -- a card's context (`context`) -------------------------------------------------------
 
@@ -305,6 +305,7 @@ class Outbox(Queue):
             rewrite = self._rewrite([*edits, *queue[at + 1 :]])
         rewrite()
         lane.queue = deque([*kept, card, *edits, *queue[at + 1 :]])
+        self._repick = True
 
     def _fits(self, card: PermissionRequest) -> bool:
         """Whether the channel shows `card` with all of its context (`measure_card`)."""
@@ -729,22 +730,28 @@ class Outbox(Queue):
         return owed, lapses
 
     async def _work(self) -> None:
-        """The worker: send what may go, else wait for a slot or for news."""
+        """The worker: send what may go, else wait for a slot or for news. Woken by news
+        that cannot change what it would pick (`_repick` unset), it waits on for the time
+        it found: a busy channel's picks look at every waiting lane."""
+        look_at: float | None = None  # when the last pick said to look again
         while True:
             self._wake.clear()
             delay: float | None = None
             try:
                 if self._in_flight < self._concurrency:
                     now = self._clock()
-                    entry, wake = self._pick(now)
-                    if entry is not None:
-                        self._dispatch(entry, now)
-                        continue
-                    if wake is not None:
-                        delay = wake - now
+                    if self._repick or (look_at is not None and now >= look_at):
+                        self._repick = False
+                        entry, look_at = self._pick(now)
+                        if entry is not None:
+                            self._dispatch(entry, now)
+                            self._repick = True  # and what may go after it
+                            continue
+                    if look_at is not None:
+                        delay = look_at - now
             except Exception:  # a bug here must not silently stop every delivery
                 log.exception("outbox %s: the scheduler failed; trying again", self._channel)
-                delay = 1.0
+                delay, self._repick = 1.0, True
             await self._wait(delay)
 
     async def _wait(self, delay: float | None) -> None:
