@@ -6,9 +6,11 @@ one principal cannot take over another's session (not even after a restart, nor 
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import json
+import secrets
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,7 @@ from aep_bridge.aep.build import make_event
 from aep_bridge.commands.tinyagent import AgentError, TinyAgent
 from aep_bridge.intake.auth import AuthPolicy
 from aep_bridge.intake.hub import Hub
-from aep_bridge.intake.principals import digest
+from aep_bridge.intake.principals import digest, new_token
 from aep_bridge.intake.source import LocalSource
 from aep_bridge.store import Store
 
@@ -257,3 +259,20 @@ async def test_a_token_revoked_and_made_again_under_its_name_cuts_the_old_ones_c
                     headers={"Authorization": f"Bearer {TOKEN}"},
                 )
             assert asked.json() == {"name": "ada", "closed": 0}  # the live one stays
+
+
+def test_a_new_token_can_be_pasted_after_token_on_a_command_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One random token in 64 starts with "-", and `aep-bridge demo --token -Ab...` is then
+    refused by argparse as a missing argument (a full test run met one): a new token never
+    starts so, whether the bridge's own (`rotate_token`) or a person's (`token create`)."""
+    drawn = iter(["-Kx9zQ", "-", "Kx9zQ"])
+    monkeypatch.setattr(secrets, "token_urlsafe", lambda size: next(drawn))
+    token = new_token()
+    assert token == "Kx9zQ"
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--token")
+    assert parser.parse_args(["--token", token]).token == token
+    monkeypatch.undo()
+    assert not any(new_token().startswith("-") for _ in range(2_000))

@@ -12,13 +12,12 @@ import hmac
 import ipaddress
 import os
 import re
-import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Protocol
 
-from .principals import LOCAL, ROLES, Principal, check_role, digest
+from .principals import LOCAL, ROLES, Principal, check_role, digest, new_token
 
 TOKEN_FILE: Final = "token"
 
@@ -40,7 +39,7 @@ def load_or_create_token(state_dir: Path) -> str:
 def rotate_token(state_dir: Path) -> str:
     """Replace the token; the old one stops working at the bridge's next start."""
     state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    token = secrets.token_urlsafe(32)
+    token = new_token()
     path = token_path(state_dir)
     temporary = path.with_suffix(".new")
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -78,9 +78,14 @@ def check_role(role: str) -> Role:
     raise BadName(f"role {role!r} is not one of {', '.join(ROLES)}")
 
 
-def new_token() -> str:
-    """A fresh token: 32 random bytes, URL-safe base64."""
-    return secrets.token_urlsafe(32)
+def new_token(size: int = 32) -> str:
+    """A fresh token: `size` random bytes, URL-safe base64, never starting with "-": one in
+    64 would, and pasted after `--token` on a command line (`aep-bridge demo --token T`)
+    argparse reads it as an option and refuses it ("expected one argument")."""
+    while True:
+        token = secrets.token_urlsafe(size)
+        if not token.startswith("-"):
+            return token
 
 
 def digest(token: str) -> str:

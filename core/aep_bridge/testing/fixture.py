@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import secrets
 import socket
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -43,6 +42,7 @@ from ..aep.envelope import Event
 from ..contract.adapter import BridgeView, ChannelAdapter
 from ..contract.hookspecs import hookimpl
 from ..contract.types import ChannelError
+from ..intake.principals import new_token
 from .agent import ScriptedAgent
 
 if TYPE_CHECKING:
@@ -255,7 +255,7 @@ class BridgeFixture:
         #: the bridge's HTTP address, known before it starts: your config's public URL
         self.url = f"http://127.0.0.1:{self._socket.getsockname()[1]}"
         #: the bridge's bearer token (`BridgeView.is_bridge_token`), as `aep-bridge token` prints
-        self.token = secrets.token_urlsafe(24)
+        self.token = new_token(24)
         self._app: ASGIApp | None = None
         self._server: uvicorn.Server | None = None
         self._serving: asyncio.Task[None] | None = None
