@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from aep_bridge import markup
 from aep_bridge.contract.types import OutgoingMessage, RateLimit, RateLimits
 from aep_bridge.outbox import Job
@@ -118,3 +120,33 @@ async def test_a_split_killed_on_its_first_piece_sends_the_rest_once_in_order_af
     assert lines(*pieces) == lines(long)
     assert last == "Done."
     assert rows(store) == 0
+
+
+class Broken(Recorder):
+    """A channel whose `measure` has a bug: it raises on every message."""
+
+    def measure(self, blocks: markup.Blocks) -> int:
+        raise ValueError("no such block kind")
+
+
+async def test_a_measure_that_raises_costs_its_channel_one_log_line_not_its_messages(
+    vt: VirtualTime, store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Measured when its slot comes, a message whose measure raised would be picked, fail
+    and be picked again, and nothing after it would go: the plain text measures it instead."""
+    adapter = Broken(vt, PACE, max_length=100)
+    outbox = outbox_for(adapter, store, merge_waiting=True)
+    long = "\n\n".join(f"Paragraph {n}: the totals are rounded per line." for n in range(8))
+    blocks = tuple(markup.Paragraph(spans=(markup.Span(text=p),)) for p in long.split("\n\n"))
+    outbox.submit(Job.message("g/s", OutgoingMessage(type="text", text=long, blocks=blocks)))
+    outbox.submit(streamed("g/s", "Done."))
+    await outbox.start()
+    await asyncio.wait_for(drain(outbox), HANG)
+    await outbox.stop()
+    *pieces, last = adapter.texts()
+    assert len(pieces) > 2
+    assert all(measure(p, "chars") <= 100 for p in pieces)
+    assert lines(*pieces) == lines(long)
+    assert last == "Done."
+    failed = [r for r in caplog.records if "measure failed" in r.getMessage()]
+    assert len(failed) == 1
