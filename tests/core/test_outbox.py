@@ -673,19 +673,27 @@ async def test_long_text_arrives_split_in_order_and_a_card_edit_is_cut_to_fit(
 # -- failures --------------------------------------------------------------------------
 
 
+def refuse_once(
+    text: str, error: BaseException, refused: list[Call]
+) -> Callable[[Call], BaseException | None]:
+    """A `Recorder.fail` that refuses the first attempt to send `text` with `error` (kept
+    in `refused`), and lets every other attempt through."""
+
+    def once(call: Call) -> BaseException | None:
+        if call.text == text and not refused:
+            refused.append(call)
+            return error
+        return None
+
+    return once
+
+
 async def test_rate_limited_pauses_exactly_that_chat_for_retry_after_and_loses_nothing(
     vt: VirtualTime, store: Store
 ) -> None:
     adapter = Recorder(vt, RateLimits(per_chat=RateLimit(count=1, per_seconds=1)))
     refused: list[Call] = []
-
-    def once(call: Call) -> BaseException | None:
-        if call.text == "a #1" and not refused:
-            refused.append(call)
-            return RateLimited(7)
-        return None
-
-    adapter.fail = once
+    adapter.fail = refuse_once("a #1", RateLimited(7), refused)
     outbox = outbox_for(adapter, store)
     for n in range(5):
         outbox.submit(message("g/a", f"a #{n}"))
@@ -707,15 +715,8 @@ async def test_a_429_whose_wait_is_no_number_pauses_its_chat_for_a_while_not_for
     vt: VirtualTime, store: Store, said: float
 ) -> None:
     adapter = Recorder(vt, RateLimits(per_chat=RateLimit(count=1, per_seconds=1)))
-    refused: list[Call] = []
-
-    def once(call: Call) -> BaseException | None:
-        if call.text == "a #1" and not refused:
-            refused.append(call)
-            return RateLimited(said)  # a Retry-After of "inf" or "nan", passed on as read
-        return None
-
-    adapter.fail = once
+    # a Retry-After of "inf" or "nan", passed on as read
+    adapter.fail = refuse_once("a #1", RateLimited(said), [])
     outbox = outbox_for(adapter, store)
     for n in range(3):
         outbox.submit(message("g/a", f"a #{n}"))
