@@ -1146,6 +1146,19 @@ def test_permission_request_maps_options_to_short_ids_and_back():
     assert request.expires_at == datetime(2026, 7, 3, 10, 5, tzinfo=UTC)
 
 
+@pytest.mark.parametrize("capture", ["metadata", "redacted", "full"])
+def test_a_requests_option_ids_are_read_without_drawing_its_card(capture):
+    """The core stores a request's option ids before any card is drawn (`option_ids`): the
+    ids a press maps back to must be those of the card a channel shows, at any capture."""
+    renderer = _renderer()
+    requests = [_request(PERMISSION, capture=capture), _request({**PERMISSION, "options": []})]
+    requests += [e for e in GOLDEN if e.type == "attention.requested"]
+    for event in requests:
+        _, drawn = renderer.permission_request(event, "k", ceiling="full")
+        assert renderer.option_ids(event) == drawn
+    assert renderer.option_ids(requests[0]) == ["allow_once", "allow_always", "deny"]
+
+
 @pytest.mark.parametrize(
     ("respond_via", "informational"),
     [(["oob"], True), (["control", "oob"], False), (["control"], False), (None, False)],

@@ -106,7 +106,7 @@ class QuestionCards:
     def open_request(self, session: SessionRecord, event: Event, targets: list[Channel]) -> str:
         """Store the request, then queue a card in every routed channel (same transaction).
         Returns the request's id."""
-        _, option_ids = self.renderer.permission_request(event, "", ceiling="full")
+        option_ids = self.renderer.option_ids(event)
         source = self.sources.get(session.stream)
         answerable = source is not None and getattr(source, "answers", True)
         request = self.attention.open(event, session, option_ids, answerable=answerable)

@@ -63,6 +63,14 @@ class CardsMixin(RendererBase):
         """
         return self.permission_cards(event, card_id, [(ceiling, session_name)])[0]
 
+    def option_ids(self, event: Event) -> list[str]:
+        """The AEP ids of an `attention.requested`'s options, in the order its cards number
+        them (`o1`, `o2`, ...): what `permission_request` returns beside the card, without
+        drawing one (the core stores them when the request opens, before any channel's card
+        is drawn). An option's id is structure: no ceiling hides it."""
+        payload = _typed(event, AttentionRequested)
+        return [option.id for option in payload.options or []] if payload is not None else []
+
     def permission_cards(
         self, event: Event, card_id: str, looks: Sequence[tuple[Capture, str | None]]
     ) -> list[tuple[PermissionRequest, list[str]]]:
