@@ -119,8 +119,9 @@ class _Stamps:
         ]
 
 
-def _instrument() -> None:
-    """Wrap `Hub.admit` and `Mirror.handle_event` to read the clock for each sample."""
+def _instrument() -> Callable[[], None]:
+    """Wrap `Hub.admit` and `Mirror.handle_event` to read the clock for each sample; returns
+    what puts them back (`make bench` runs other benchmarks in this process after this one)."""
     from aep_bridge.intake.hub import Hub
     from aep_bridge.loop.mirror import Mirror
 
@@ -146,6 +147,12 @@ def _instrument() -> None:
 
     Hub.admit = timed_admit  # type: ignore[method-assign]
     Mirror.handle_event = timed_handle  # type: ignore[method-assign]
+
+    def restore() -> None:
+        Hub.admit = admit  # type: ignore[method-assign]
+        Mirror.handle_event = handle  # type: ignore[method-assign]
+
+    return restore
 
 
 def _baseline_app() -> Starlette:
@@ -272,19 +279,27 @@ def _free_port() -> int:
 
 
 def _cores() -> tuple[int | None, int | None]:
-    """This process's core and the agent's: two apart where there are two."""
+    """The bridge's core (this process's first) and the agent's (another of the machine's;
+    `make bench` pins this process to one core, and a child inherits that)."""
     if not hasattr(os, "sched_getaffinity"):
         return None, None
-    cores = sorted(os.sched_getaffinity(0))
-    if len(cores) < 2:
-        return None, None
-    return cores[0], cores[1]
+    mine = min(os.sched_getaffinity(0))
+    others = sorted(set(range(os.cpu_count() or 1)) - {mine})
+    return (mine, others[0]) if others else (None, None)
 
 
 async def _run() -> dict[str, Any]:
+
+    restore = _instrument()
+    try:
+        return await _measure()
+    finally:
+        restore()
+
+
+async def _measure() -> dict[str, Any]:
     from aep_bridge.process.server import serve
 
-    _instrument()
     mine, theirs = _cores()
     if mine is not None:
         os.sched_setaffinity(0, {mine})

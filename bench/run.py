@@ -69,6 +69,9 @@ def main() -> None:
 
     loop = core.main()
     lines += core.section(loop, {name: core.profile(name, loop) for name in core.missed(loop)})
+    import hops  # the agent's WebSocket to the channel's call, hop by hop
+
+    lines += hops.section(hops.main())
     import telegram_channel  # the Telegram channel: the real process, the fake Bot API
 
     lines += telegram_channel.section(telegram_channel.main())
