@@ -220,6 +220,8 @@ def parse_markdown(text: str) -> Blocks:
     """
     if _PLAIN_LINE.fullmatch(text):  # most agent sentences: what the parser would make
         return (Paragraph(spans=(Span(text=text),)),)
+    if "`" in text and _CODE_LINE.fullmatch(text):  # a sentence naming a command or a file
+        return (Paragraph(spans=_with_code(text)),)
     if len(text) <= _PARSED_LONGEST:
         return _parsed_again(text)
     return _parse(text)
@@ -244,6 +246,31 @@ _parsed_again: Final = functools.lru_cache(maxsize=_PARSED_KEPT)(_parse)
 _PLAIN_LINE: Final = re.compile(
     r"[A-Za-z][A-Za-z0-9 ,.:;?!'\"/()%]*[A-Za-z0-9.:;?!'\"/()%]|[A-Za-z]"
 )
+
+
+#: a code span CommonMark reads as one: one backtick each side (no backtick run beside it),
+#: no line break, and no space at either edge (which the parser would strip)
+_CODE: Final = r"(?<!`)`[^`\s](?:[^`\r\n]*[^`\s])?`(?!`)"
+_CODE_SPAN: Final = re.compile(_CODE)
+#: one line of `_PLAIN_LINE`'s characters and code spans: it parses to one paragraph of plain
+#: and code runs (tests/core/test_markup.py holds this shortcut to the parser's verdict too)
+_CODE_LINE: Final = re.compile(
+    rf"(?:[A-Za-z]|{_CODE})(?:[A-Za-z0-9 ,.:;?!'\"/()%]|{_CODE})*(?<! )"
+)
+
+
+def _with_code(line: str) -> Spans:
+    """The runs of a `_CODE_LINE`: its code spans, and the plain text between them."""
+    spans: list[Span] = []
+    at = 0
+    for found in _CODE_SPAN.finditer(line):
+        if found.start() > at:
+            spans.append(Span(text=line[at : found.start()]))
+        spans.append(Span(text=found.group()[1:-1], code=True))
+        at = found.end()
+    if at < len(line):
+        spans.append(Span(text=line[at:]))
+    return tuple(spans)
 
 
 def _parse_blocks(tokens: list[Token], i: int, close: str) -> tuple[Blocks, int]:

@@ -632,6 +632,52 @@ def test_a_sentence_reads_the_same_whether_or_not_it_skips_the_parser(text: str)
     assert parse_markdown(text) == parsed
 
 
+#: lines of plain words and code spans whose content is anything but a line break
+_WITH_CODE = st.lists(
+    st.one_of(
+        st.text(alphabet=st.sampled_from(list("aZ09 ,.:;?!'\"/()%")), min_size=1, max_size=8),
+        st.text(
+            alphabet=st.sampled_from(list("az *_[]<>#-\\&`~|!\t\u00a0\u00e9")),
+            min_size=0,
+            max_size=8,
+        ).map(lambda code: f"`{code}`"),
+    ),
+    min_size=1,
+    max_size=6,
+).map("".join)
+
+
+@given(_WITH_CODE)
+@settings(max_examples=600, deadline=None)
+def test_a_sentence_with_code_reads_the_same_whether_or_not_it_skips_the_parser(
+    text: str,
+) -> None:
+    """A sentence naming a command (`make deploy`) skips the parser when it can: what a
+    person sees must not change."""
+    from aep_bridge import markup
+
+    parsed, _ = markup._parse_blocks(markup._MD.parse(text), 0, "")
+    assert parse_markdown(text) == parsed
+
+
+def test_a_sentence_naming_a_command_skips_the_parser() -> None:
+    from aep_bridge import markup
+
+    text = "Run `make deploy` in `~/src/app` (ref 12)?"
+    assert markup._CODE_LINE.fullmatch(text)
+    assert parse_markdown(text) == (
+        Paragraph(
+            spans=(
+                Span(text="Run "),
+                Span(text="make deploy", code=True),
+                Span(text=" in "),
+                Span(text="~/src/app", code=True),
+                Span(text=" (ref 12)?"),
+            )
+        ),
+    )
+
+
 @pytest.mark.parametrize(
     "text", ["Turn 0: the tests pass now.", "It's done (all 12 tests pass)!", "see http://x.y/z"]
 )
