@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import sqlite3
 import stat
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -801,3 +804,70 @@ def test_a_writer_holding_the_lock_does_not_stop_the_checkpoint(tmp_path, monkey
         writer.execute("COMMIT")
         writer.close()
     assert not [r for r in caplog.records if "failed" in r.getMessage()]
+
+
+# -- the audit trail's records, written with the commit that holds them ----------------------
+
+
+def _record(kind: str) -> tuple[object, ...]:
+    from aep_bridge.store.audit import AUDIT_COLUMNS
+
+    values: list[object] = [None] * len(AUDIT_COLUMNS)
+    values[0], values[1], values[-2] = time.time(), kind, "{}"
+    return tuple(values)
+
+
+def _kinds(store: Store) -> list[str]:
+    return [row[2] for row in store.audit_rows()]
+
+
+def _append_then_fail(store: Store, kind: str, inner: str | None = None) -> None:
+    """Append `kind` in a transaction (and `inner` in one nested in it), then fail it."""
+    with store.transaction():
+        store.add_audit(_record(kind))
+        if inner is not None:
+            with store.transaction():
+                store.add_audit(_record(inner))
+        raise RuntimeError("the event's handling failed")
+
+
+def test_an_audit_record_is_kept_unless_the_part_of_the_transaction_holding_it_fails(store):
+    """A record goes with the transaction that appended it: a nested part that fails takes
+    its own records back, and only those; a failed whole takes all of them back."""
+    with store.transaction():
+        store.add_audit(_record("asked"))
+        with pytest.raises(RuntimeError):
+            _append_then_fail(store, "answered, then undone", "inner, undone with its parent")
+        store.add_audit(_record("refused"))
+        assert _kinds(store) == ["asked", "refused"]  # its own, read inside it
+    store.add_audit(_record("outside any transaction"))
+    with pytest.raises(RuntimeError):
+        _append_then_fail(store, "rolled back")
+    assert _kinds(store) == ["asked", "refused", "outside any transaction"]
+
+
+def test_audit_records_of_a_group_are_durable_with_its_commit_and_a_kill_keeps_them(state_dir):
+    """Records appended in a group are written by its commit, in order; a SIGKILL after it
+    keeps them, and takes only those of the group it cut short."""
+    script = f"""
+import os, signal, time
+from aep_bridge.store import Store
+from aep_bridge.store.audit import AUDIT_COLUMNS
+def record(kind):
+    values = [None] * len(AUDIT_COLUMNS)
+    values[0], values[1], values[-2] = time.time(), kind, "{{}}"
+    return tuple(values)
+store = Store.open({str(state_dir)!r})
+store.begin_group()
+for kind in ("asked", "pressed", "answered"):
+    with store.transaction():
+        store.add_audit(record(kind))
+store.commit_group()
+store.begin_group()
+store.add_audit(record("cut short"))
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+    killed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    with Store.open(state_dir) as reopened:
+        assert _kinds(reopened) == ["asked", "pressed", "answered"]

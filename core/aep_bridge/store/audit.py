@@ -51,6 +51,10 @@ AUDIT_COLUMNS: Final = (
     "envelope",
 )
 _SELECT = "SELECT id, " + ", ".join(AUDIT_COLUMNS) + " FROM audit"
+_INSERT = (
+    f"INSERT INTO audit ({', '.join(AUDIT_COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in AUDIT_COLUMNS)})"
+)
 
 
 def _text(value: object) -> str | None:
@@ -78,19 +82,37 @@ class AuditTables(Database):
 
     def add_audit(self, values: tuple[object, ...]) -> None:
         """Append one record (`values` in `AUDIT_COLUMNS` order), in the caller's transaction
-        when there is one. Its undo, should a nested transaction fail, is a savepoint's: the
-        table refuses a DELETE of a recent row."""
-        self._no_undo()
-        placeholders = ", ".join("?" for _ in AUDIT_COLUMNS)
-        self._conn.execute(
-            f"INSERT INTO audit ({', '.join(AUDIT_COLUMNS)}) VALUES ({placeholders})", values
-        )
+        (one of its own otherwise). It is written by that transaction's commit, with the
+        records appended before it in one statement (`_write_audit`): durable with what it
+        records, and no savepoint for its undo (the table refuses a DELETE of a recent row)."""
+        if not self._depth:
+            with self.transaction():
+                self._pending_audit.append(values)
+            return
+        pending = self._pending_audit
+        pending.append(values)
+        if self._frames:
+
+            def undo() -> None:
+                for index in range(len(pending) - 1, -1, -1):
+                    if pending[index] is values:
+                        del pending[index]
+                        return
+
+            self._undo_memory(undo)
+
+    def _write_audit(self, rows: list[tuple[object, ...]]) -> None:
+        self._conn.executemany(_INSERT, rows)
 
     def audit_rows(
         self, *, since: float | None = None, session: str | None = None, batch: int = 500
     ) -> Iterator[AuditRow]:
         """The records in the order they were written, from `since` (wall clock) on, of one
-        session (the bridge's id or the agent's AEP session id); read `batch` at a time."""
+        session (the bridge's id or the agent's AEP session id); read `batch` at a time.
+        Inside a transaction, its own records too (written first)."""
+        if self._pending_audit:
+            self._no_undo()
+            self._flush()
         where: list[str] = ["id > ?"]
         params: list[object] = []
         if since is not None:

@@ -12,10 +12,11 @@ the consumer side dedupes on `(source, id)` and the emitters replay from the las
 A nested `transaction()` is atomic without a SQLite savepoint on the hot path: the writes
 made in it register how to undo them (`_undo_sql`, `_undo_memory`), and only a write that
 cannot (`_no_undo`) opens a real `SAVEPOINT`, lazily. Writes deferred to the commit (the
-coalesced resume positions, `_pending_positions`) are flushed by the outermost commit, in
-the same transaction, so what a commit makes durable is what it made durable before. The
-outbox's rows (`store/outbox.py`) register no undo: a failed event leaves the jobs it
-queued in memory, and their rows with them, so the journal stays what the queue holds.
+coalesced resume positions, `_pending_positions`; the audit records, `_pending_audit`) are
+flushed by the outermost commit, in the same transaction, so what a commit makes durable
+is what it made durable before. The outbox's rows (`store/outbox.py`) register no undo: a
+failed event leaves the jobs it queued in memory, and their rows with them, so the journal
+stays what the queue holds.
 """
 
 from __future__ import annotations
@@ -125,8 +126,7 @@ class _Transaction:
             return  # a join: the caller's transaction undoes it all on an error
         conn = store._conn
         if kind is not None:
-            store._pending_positions.clear()
-            store._forget_caches()
+            store._drop_pending()
             if conn.in_transaction:  # else SQLite rolled it all back itself (a full disk)
                 conn.execute("ROLLBACK")
             return
@@ -134,8 +134,7 @@ class _Transaction:
             store._flush()
             conn.execute("COMMIT")
         except BaseException:
-            store._pending_positions.clear()
-            store._forget_caches()
+            store._drop_pending()
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
@@ -165,6 +164,9 @@ class Database:
         #: `(stream, source, session)` -> the newest position recorded in the open
         #: transaction: one upsert a session at its commit, not one an event
         self._pending_positions: dict[tuple[str, str, str], tuple[int, int]] = {}
+        #: audit records appended in the open transaction, in order: one `executemany` at
+        #: its commit (`AuditTables.add_audit`)
+        self._pending_audit: list[tuple[object, ...]] = []
         #: told once of the first damage a caller finds (`report_damage`): the server ends
         #: the bridge then; None (a test, a tool): nobody is told
         self.on_damage: Callable[[sqlite3.DatabaseError], None] | None = None
@@ -328,6 +330,9 @@ class Database:
                 frame.savepoint = f"sp{self._savepoints}"
                 self._conn.execute(f"SAVEPOINT {frame.savepoint}")
 
+    def _write_audit(self, rows: list[tuple[object, ...]]) -> None:
+        """Insert deferred audit records (`AuditTables`)."""
+
     def _forget_caches(self) -> None:
         """Writes were undone: what a table family caches of its tables is read afresh
         (`ReplayTables`' running total)."""
@@ -353,8 +358,20 @@ class Database:
             if parent.savepoint is None:
                 parent.sql += frame.sql
 
+    def _drop_pending(self) -> None:
+        """The open transaction was rolled back: what it deferred to its commit goes too,
+        and what the table families cache is read afresh."""
+        self._pending_positions.clear()
+        self._pending_audit.clear()
+        self._forget_caches()
+
     def _flush(self) -> None:
-        """Write what was deferred to the commit: the coalesced resume positions."""
+        """Write what was deferred to the commit: the coalesced resume positions and the
+        audit records, in the order they were appended."""
+        audit = self._pending_audit
+        if audit:
+            self._write_audit(audit)
+            audit.clear()
         pending = self._pending_positions
         if pending:
             self._conn.executemany(
@@ -424,8 +441,7 @@ class Database:
             self._flush()
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
-            self._pending_positions.clear()
-            self._forget_caches()
+            self._drop_pending()
             if conn.in_transaction:
                 with contextlib.suppress(sqlite3.Error):  # a damaged file may refuse it too
                     conn.execute("ROLLBACK")
@@ -445,7 +461,7 @@ class Database:
         test consumer recording its effects), so its writes commit or roll back with
         `record_delivery`. The core itself calls the typed methods of each table family.
         """
-        if self._depth and self._pending_positions:
+        if self._depth and (self._pending_positions or self._pending_audit):
             self._no_undo()
             self._flush()
         elif self._frames and not sql.lstrip().upper().startswith(_READS):
