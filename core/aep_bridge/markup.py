@@ -254,9 +254,7 @@ _CODE: Final = r"(?<!`)`[^`\s](?:[^`\r\n]*[^`\s])?`(?!`)"
 _CODE_SPAN: Final = re.compile(_CODE)
 #: one line of `_PLAIN_LINE`'s characters and code spans: it parses to one paragraph of plain
 #: and code runs (tests/core/test_markup.py holds this shortcut to the parser's verdict too)
-_CODE_LINE: Final = re.compile(
-    rf"(?:[A-Za-z]|{_CODE})(?:[A-Za-z0-9 ,.:;?!'\"/()%]|{_CODE})*(?<! )"
-)
+_CODE_LINE: Final = re.compile(rf"(?:[A-Za-z]|{_CODE})(?:[A-Za-z0-9 ,.:;?!'\"/()%]|{_CODE})*(?<! )")
 
 
 def _with_code(line: str) -> Spans:
