@@ -1111,6 +1111,24 @@ def test_a_limiter_with_a_call_unanswered_is_never_forgotten_as_idle() -> None:
     assert limiter.idle(6.0)
 
 
+def test_a_window_that_emptied_long_ago_delays_no_one() -> None:
+    """A limiter keeps its last calls however old: once it has counted as many as its window
+    holds, it is full by count. A call now then delays no card owed a slot later, and a slot
+    is never free before now. Read as a time in the past, the free slot differed between the
+    two futures `delays` compares, and every thread without a card was held back while a
+    card's thread worked through its backlog (the Discord flood: 83.5% of the threads' rate,
+    a 13 s pause each; 100% since)."""
+    limiter = Limiter(RateLimit(count=40, per_seconds=1.05))  # Discord's bot-wide budget
+    for index in range(40):  # 40 calls, all over 3 s ago
+        limiter.take(95.0 + index * 0.05, answered=True)
+    assert limiter.free_at(100.0) == 100.0
+    assert limiter.free_after_take(100.0) == 100.0
+    assert not limiter.delays(100.0, [100.02] * 11)  # ten messages and the card behind them
+    for index in range(40):  # a window full now: a call now does delay a card due soon
+        limiter.take(100.0 + index * 0.01, answered=True)
+    assert limiter.delays(100.4, [100.5])
+
+
 # -- what waits merges when its slot comes (`merge_waiting`) --------------------------------
 
 SLACK_PACE = RateLimits(per_chat=RateLimit(count=1, per_seconds=1.1))

@@ -70,7 +70,10 @@ class Limiter:
         """The earliest time, from `now`, at which one more call may go."""
         ready = now
         if len(self.log) == self.log.maxlen:
-            ready = self.log[0] + self.window
+            # never earlier than `now`: a window that emptied long ago is free now, and
+            # `delays` compares two such times (a past one read as a later slot held every
+            # other thread back while a card's thread waited: the Discord flood)
+            ready = max(now, self.log[0] + self.window)
             if self.flying and self.flying[0] <= self.log[0]:
                 # the oldest call of the full window has not been answered: the platform may
                 # count it any moment now, so its slot stays taken until it is (`settle`
@@ -92,7 +95,7 @@ class Limiter:
         if calls >= cap:  # ... is full: the next call waits for its oldest to age out
             index = calls - cap
             oldest = self.log[index] if index < len(self.log) else now
-            ready = oldest + self.window
+            ready = max(now, oldest + self.window)
         if self.bucket is not None:
             tokens = self._tokens(now) - 1
             if tokens < 1:
