@@ -243,9 +243,8 @@ _parsed_again: Final = functools.lru_cache(maxsize=_PARSED_KEPT)(_parse)
 
 #: one line with nothing CommonMark reads as markup: it parses to one plain paragraph
 #: (tests/core/test_markup.py holds the shortcut to the parser's verdict)
-_PLAIN_LINE: Final = re.compile(
-    r"[A-Za-z][A-Za-z0-9 ,.:;?!'\"/()%]*[A-Za-z0-9.:;?!'\"/()%]|[A-Za-z]"
-)
+_PLAIN: Final = r"[A-Za-z0-9 ,.:;?!'\"/()%]"  # what no CommonMark rule reads inside a line
+_PLAIN_LINE: Final = re.compile(rf"[A-Za-z]{_PLAIN}*(?<![ ,])")
 
 
 #: a code span CommonMark reads as one: one backtick each side (no backtick run beside it),
@@ -254,7 +253,7 @@ _CODE: Final = r"(?<!`)`[^`\s](?:[^`\r\n]*[^`\s])?`(?!`)"
 _CODE_SPAN: Final = re.compile(_CODE)
 #: one line of `_PLAIN_LINE`'s characters and code spans: it parses to one paragraph of plain
 #: and code runs (tests/core/test_markup.py holds this shortcut to the parser's verdict too)
-_CODE_LINE: Final = re.compile(rf"(?:[A-Za-z]|{_CODE})(?:[A-Za-z0-9 ,.:;?!'\"/()%]|{_CODE})*(?<! )")
+_CODE_LINE: Final = re.compile(rf"(?:[A-Za-z]|{_CODE})(?:{_PLAIN}|{_CODE})*(?<! )")
 
 
 def _with_code(line: str) -> Spans:

@@ -331,7 +331,8 @@ class Database:
                 self._conn.execute(f"SAVEPOINT {frame.savepoint}")
 
     def _write_audit(self, rows: list[tuple[object, ...]]) -> None:
-        """Insert deferred audit records (`AuditTables`)."""
+        """Insert deferred audit records: `AuditTables`'; never dropped unwritten here."""
+        raise NotImplementedError("audit records are written by AuditTables")
 
     def _forget_caches(self) -> None:
         """Writes were undone: what a table family caches of its tables is read afresh
