@@ -165,7 +165,9 @@ class OutboxMachine(RuleBasedStateMachine):
         content = OutgoingMessage(type="thought" if thought else "text", text=text)
         self.outbox.submit(Job.message(session, content))
 
-    @rule(session=st.sampled_from(SESSIONS), size=st.integers(1, 250))
+    @rule(
+        session=st.sampled_from(SESSIONS), size=st.one_of(st.integers(1, 60), st.integers(1, 250))
+    )
     def keyed_reply(self, session: str, size: int) -> None:
         """A reply a footer may join later: keyed, shown by editing its message."""
         mark = self._mark()
@@ -175,7 +177,7 @@ class OutboxMachine(RuleBasedStateMachine):
         self.outbox.submit(Job.message(session, OutgoingMessage(type="text", text=text, key=key)))
 
     @precondition(lambda self: bool(self.keyed))
-    @rule(data=st.data(), size=st.integers(1, 400))
+    @rule(data=st.data(), size=st.one_of(st.integers(1, 40), st.integers(1, 400)))
     def grow(self, data: st.DataObject, size: int) -> None:
         """A keyed reply edited: a footer or the calls of an activity join it."""
         session, key = data.draw(st.sampled_from(sorted(self.keyed)))
@@ -240,6 +242,25 @@ class OutboxMachine(RuleBasedStateMachine):
             {i: self.adapter.versions[i] for ids in twice.values() for i in ids},
         )
 
+    def each_keyed_reply_shows_its_last_edit(self) -> None:
+        """What a person reads at the end: each keyed reply as last edited, in the message
+        that shows it (merged with others or alone), or cut at its end with "…" where it
+        outgrew the limit; a card's context shows an edit only with the card's next update,
+        so a reply a card still carries is not looked for."""
+        carried = {message_id for _, _, message_id in self.adapter.cards.values()}
+        for (session, _key), (mark, text) in self.keyed.items():
+            tag = f"[m{mark}]"
+            shown = [m for m in self.adapter.messages if tag in m.text]
+            if any(m.id in carried for m in shown):
+                continue
+            assert len(shown) == 1, (session, mark, [m.text for m in shown])
+            part = shown[0].text.split(tag, 1)[1].split("\n\n[m", 1)[0]
+            part = tag + part
+            if part == text:
+                continue
+            assert part.endswith("…"), (session, mark, part, text)
+            assert text.startswith(part[:-1].rstrip(" _\n")), (session, mark, part, text)
+
     def teardown(self) -> None:
         try:
             self.adapter.plans.clear()
@@ -250,6 +271,7 @@ class OutboxMachine(RuleBasedStateMachine):
             self.each_reply_is_shown_at_most_once()
             lost = set(range(1, self.marks + 1)) - set(self.adapter.marks())
             assert not lost, f"replies never shown: {sorted(lost)}"
+            self.each_keyed_reply_shows_its_last_edit()
         finally:
             self._run(self.vt.close())
             for task in asyncio.all_tasks(self.loop):

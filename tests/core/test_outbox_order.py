@@ -283,3 +283,25 @@ async def test_an_answer_s_update_does_not_wait_behind_another_session_s_story(
     await outbox.stop()
     order = [c.op for c in adapter.calls]
     assert "update_permission_request" in order[:4], [(c.op, c.text) for c in adapter.calls]
+
+
+async def test_a_thread_whose_backlog_goes_in_one_post_still_takes_its_turn(
+    vt: VirtualTime, store: Store
+) -> None:
+    """Sessions that share a chat take its slots in turn. A thread whose whole backlog goes
+    in one merged post empties its lane at each call; made again at its next message, the
+    lane must wait behind the threads that waited longer. (Its turn was 0, as if it had
+    never sent, and on Slack's flood one thread took 43 of 46 posts.)"""
+    adapter = Recorder(vt, forum=True)
+    outbox = outbox_for(adapter, store, merge_waiting=True)
+    await outbox.start()
+    for second in range(40):
+        outbox.submit(message("merges", f"merges {second}"))  # alike: one post takes them
+        for other in ("a", "b"):  # unlike in a row: a post each, a backlog that grows
+            kind = "thought" if second % 2 else "text"
+            outbox.submit(message(other, f"{other} {second}", type=kind))
+        await vt.sleep(1.0)
+    sends = [c.session for c in adapter.calls if vt.now - 40 <= c.at]
+    counts = {session: sends.count(session) for session in ("merges", "a", "b")}
+    assert max(counts.values()) - min(counts.values()) <= 2, counts
+    await outbox.stop(0)

@@ -28,20 +28,21 @@ What it guarantees, and why:
   stop the channel) or in several sessions keep theirs, and no lower-priority call goes if
   it would make any of them wait longer.
 - **Order per thread.** What a session's thread shows goes out in submit order, whatever its
-  priority among other sessions, its cards included: a card never goes before (nor while)
-  a message its session submitted before it, so a person reads what led to a question
-  above it. It does not wait at their rank either: a card lifts its thread's messages
-  queued ahead of it to its own rank (a lane ranks by its most urgent entry), so they and
-  the card go before any other session's chatter, and the slots they need are owed to
-  them as to the card; and the plain messages among them that look alike (one type and
-  metadata, no key, no attachment) are merged into one message where the platform's
-  one-message limit allows (`merge`, persisted with the card), so that context costs about
-  one call. Only a card's updates and the session's notifications overtake its thread
-  (an update never overtakes its own card: it waits for it, `after`, as an edit of a
-  message not sent yet would edit nothing). A call that waits for a retry holds back the
-  calls behind it, a card included: a message its platform keeps refusing delays the
-  session's next question too, as it delays everything else of that thread. A restart keeps this
-  order: rows are read back in submit order into the same lanes.
+  priority among other sessions, its cards included: a card never goes before (nor while) a
+  message its session submitted before it, so a person reads what led to a question above
+  it. It does not wait at their rank either: a card lifts its thread's messages queued ahead
+  of it to its own rank (a lane ranks by its most urgent entry), so they and the card go
+  before any other session's chatter, and the slots they need are owed to them as to the
+  card; and the messages among them that look alike (one type and metadata, no attachment;
+  keyed ones only as first posts, where the channel shows a card's context) are merged into
+  one message where the platform's one-message limit allows (`merge`, persisted with the
+  card), so that context costs about one call. Only a card's updates and the session's
+  notifications overtake its thread (an update never overtakes its own card: it waits for
+  it, `after`, as an edit of a message not sent yet would edit nothing). A call that waits
+  for a retry holds back the calls behind it, a card included: a message its platform keeps
+  refusing delays the session's next question too, as it delays everything else of that
+  thread. A restart keeps this order: rows are read back in submit order into the same
+  lanes.
 - **A card in the first free slot.** Where the channel shows a card's context
   (`card_context`), the messages its session queued just before the card (none tried yet,
   within the platform's one-message limit) go in the card's own message instead of a slot
@@ -57,7 +58,9 @@ What it guarantees, and why:
   its context. What each card carries is kept in the store with the rows it replaced, so a
   restart keeps it.
 - **Latest text wins.** A job with a `coalesce` key replaces an unsent job with the same key
-  (in the same session) in its place, so a burst of edits to one card costs one call.
+  (in the same session) in its place, so a burst of edits to one card costs one call. A
+  keyed message merged with others (`merged`) is found again by its key: its later edit is
+  the merged message drawn again, in its place while it waits, an edit of it once sent.
 - **No late heads-up.** An unsent keyed job can be taken back (`withdraw`), its row deleted
   in the caller's transaction: the bridge withdraws a question's heads-up when the question
   closes, so an answer given before the heads-up's slot is not followed by a ringing
@@ -103,8 +106,9 @@ carry what the platform was meant to see, and logs are not the platform.
 
 The modules: `jobs` (what is queued and how it fits the platform), `limiter` (the declared
 limits and their persistence), `journal` (the persisted rows), `lanes` (the queue) and
-`merge` (a card's context in as few calls as fit), `context` (a card's context in its own
-message, where the channel shows one), `scheduler` (the `Outbox`: lanes,
+`merge` (what waits, in as few calls as fit), `merged` (the keyed parts of a merged
+message, and their later edits), `context` (a card's context in its own message, where the
+channel shows one), `scheduler` (the `Outbox`: lanes,
 dispatch, settle). Markdown splitting is `aep_bridge.text.text`'s.
 """
 

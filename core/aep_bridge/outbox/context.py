@@ -44,7 +44,7 @@ from .. import markup
 from ..contract.types import OutgoingMessage, PermissionOutcome, PermissionRequest
 from ..store import Store
 from ..text.text import LengthUnit
-from .jobs import Job, Priority, arguments, fit, message_key
+from .jobs import Priority, longest_cut, message_key
 from .lanes import Entry
 
 #: sessions whose posted keys `FirstPosts` remembers (the least recently posting forgotten
@@ -325,20 +325,12 @@ def cut_into(
     """`request` with `message` in place of its key's message, cut at its end (as the outbox
     cuts any edit of one message: `jobs.fit`) to the most of it that the card `fits`; None
     when not even its first words do (the card then keeps what it showed)."""
-    job = Job.message("card", message)
-    best = None
-    low, high = 1, limit
-    while low <= high:  # the longest cut that fits: a dozen measures at most
-        middle = (low + high) // 2
-        pieces, _ = fit(job, middle, unit, size)
-        cut = arguments(pieces[0])[1]
-        assert isinstance(cut, OutgoingMessage)
-        candidate = with_context(request, replaced(request.context, cut))
-        if fits(candidate):
-            best, low = candidate, middle + 1
-        else:
-            high = middle - 1
-    return best
+
+    def accepts(cut: OutgoingMessage) -> bool:
+        return fits(with_context(request, replaced(request.context, cut)))
+
+    cut = longest_cut(message, accepts, limit, unit, size)
+    return None if cut is None else with_context(request, replaced(request.context, cut))
 
 
 __all__ = [

@@ -8,6 +8,7 @@ construction, and that JSON is both what is persisted and, parsed lazily, its `p
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from enum import IntEnum
 from typing import Any, Final, Literal, get_args
 
@@ -323,6 +324,30 @@ def fit(job: Job, limit: int, unit: LengthUnit, size: markup.Measure) -> tuple[l
             dump["notify"] = False
         jobs.append(job.with_payload({**job.payload, "content": dump}))
     return jobs, True
+
+
+def longest_cut(
+    message: OutgoingMessage,
+    accepts: Callable[[OutgoingMessage], bool],
+    limit: int,
+    unit: LengthUnit,
+    size: markup.Measure,
+) -> OutgoingMessage | None:
+    """The longest cut of `message` at its end (as `fit` cuts one message's edit, ending
+    with "…") that `accepts`; None when not even its first words do. A dozen tries at most."""
+    job = Job.message("cut", message)
+    best = None
+    low, high = 1, limit
+    while low <= high:
+        middle = (low + high) // 2
+        pieces, _ = fit(job, middle, unit, size)
+        cut = arguments(pieces[0])[1]
+        assert isinstance(cut, OutgoingMessage)
+        if accepts(cut):
+            best, low = cut, middle + 1
+        else:
+            high = middle - 1
+    return best
 
 
 def _fit_blocks(

@@ -56,11 +56,13 @@ class Journal:
             job.op, job.session_id, job.json(), int(job.priority), job.coalesce, job.droppable
         )
 
-    def replace(self, row: int, job: Job, *, priority: bool = False) -> None:
+    def replace(self, row: int, job: Job, *, priority: bool = False, key: bool = False) -> None:
         """`job` takes the place of the unsent job in `row` (same key); with `priority`, at
-        its own priority."""
+        its own priority; with `key`, under its own key (a merge of keyed messages)."""
         rank = int(job.priority) if priority else None
         self.table.replace(row, job.json(), job.droppable, rank)
+        if key:
+            self.table.rekey(row, job.coalesce)
 
     def delete(self, rows: list[int | None]) -> None:
         """Delete the rows of jobs that will not be sent (in the caller's transaction)."""

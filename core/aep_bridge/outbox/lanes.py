@@ -114,7 +114,8 @@ class Lane:
     #: live entries at each priority: a lane ranks by its most urgent one, so a thread whose
     #: oldest message is chatter is not starved by another whose oldest is an answer
     counts: list[int] = field(default_factory=lambda: [0] * len(_PRIORITIES))
-    #: when it last sent (0: never): lanes of equal rank take turns, the longest-waiting first
+    #: when it last sent, or was made if it has not sent since: lanes of equal rank take
+    #: turns, the longest-waiting first
     turn: int = 0
     #: its first card queued, as last looked up (`rank`): cards are appended, so it stays the
     #: first until it is sent or taken back

@@ -20,6 +20,7 @@ from .jobs import Job, Priority, arguments
 from .journal import Journal
 from .lanes import Entry, Lane, LaneKey, lane_key
 from .merge import Merge
+from .merged import MergedPosts
 
 log = logging.getLogger(__name__)
 
@@ -70,11 +71,15 @@ class Queue:
         self._coalescing: dict[tuple[str | None, str], Entry] = {}
         #: the keys each session posted, where cards carry their context (`context`)
         self._first_posts: FirstPosts | None = None
+        #: the merged messages holding keyed parts, there too (`merged`)
+        self._merged: MergedPosts | None = None
         #: droppable entries, a heap by submit order; stale items are skipped when popped (a
         #: channel that never sheds keeps none: it would hold every droppable job sent)
         self._droppable: list[tuple[int, int, Entry]] = []
         self._pushes = itertools.count()
         self._seq = itertools.count()
+        #: the lanes' turns (`Lane.turn`): a lane takes one when it sends and when it is made
+        self._turns = itertools.count(1)
         self._queued = 0
         self._in_flight = 0
         self._over_backlog = False
@@ -159,7 +164,10 @@ class Queue:
         key = entry.lane
         lane = self._lanes.get(key)
         if lane is None:
-            lane = self._lanes[key] = Lane()
+            # it waits from now: behind every lane that sent before it was made, as a lane
+            # that emptied and is made again must not jump the others (with turn 0, a thread
+            # whose every post took its whole backlog, merged, took every slot of its chat)
+            lane = self._lanes[key] = Lane(turn=next(self._turns))
         before = lane.best() if lane.queue else None
         if ahead_of is not None and ahead_of in lane.queue:
             lane.queue.insert(lane.queue.index(ahead_of), entry)
@@ -364,19 +372,39 @@ class Queue:
         of the first of its messages, so a restart reads it back in the same place."""
         for merge in merges:
             assert merge.into.row is not None
-            self._journal.replace(merge.into.row, merge.job)
+            keyed = merge.job.coalesce is not None  # keyed parts: found again by their keys
+            self._journal.replace(merge.into.row, merge.job, key=keyed)
             self._journal.delete([entry.row for entry in merge.gone])
+            if keyed:
+                self._keep_parts(merge)
         group = self._store.group
 
         def apply() -> None:
             for merge in merges:
-                merge.into.job, merge.into.args = merge.job, merge.args
-                merge.into.group = group
+                into = merge.into
+                if (old := into.coalesce_key) is not None and self._coalescing.get(old) is into:
+                    del self._coalescing[old]
+                into.job, into.args = merge.job, merge.args
+                into.group = group
+                if (new := into.coalesce_key) is not None:
+                    self._coalescing[new] = into
+                    into.first = True  # its key is new: a card may carry it
                 for entry in merge.gone:
                     self._kill(entry)
                 self._stats["coalesced"] += len(merge.gone)
 
         return apply
+
+    def _keep_parts(self, merge: Merge) -> None:
+        """Write which keyed parts the merged message of `merge` holds (`merged`), and note
+        its key as its session's (in the caller's transaction)."""
+        assert self._merged is not None
+        assert merge.job.session_id is not None
+        session = merge.job.session_id
+        parts = tuple(entry.args[1] for entry in (merge.into, *merge.gone))
+        self._merged.merge(session, parts, merge.job.droppable)
+        if self._first_posts is not None and merge.job.coalesce is not None:
+            self._first_posts.first(session, merge.job.coalesce)
 
     def _load(self) -> None:
         """Rebuild the queue from the table, in row order (which is submit order)."""

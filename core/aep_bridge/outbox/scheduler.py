@@ -40,11 +40,12 @@ from .context import (
     replaced,
     with_context,
 )
-from .jobs import Job, Priority, arguments, card_key, fit, outcome_key
+from .jobs import Job, Priority, arguments, card_key, fit, longest_cut, outcome_key
 from .journal import Journal
 from .lanes import Entry, Lane, LaneKey
 from .limiter import Limiter, Limits, owe, spare
 from .merge import at_head, plan
+from .merged import MergedPosts
 from .queue import HIGH_WATER, LOW_WATER, Queue
 
 log = logging.getLogger(__name__)
@@ -149,7 +150,6 @@ class Outbox(Queue):
         )
         self._paused: dict[str, float] = {}  # chat -> until (after a RateLimited)
         self._paused_all = -math.inf
-        self._turns = itertools.count(1)
         #: lanes with a call in flight (at most `concurrency`): their queued cards are owed
         #: slots (`_owed`)
         self._busy_lanes: set[LaneKey] = set()
@@ -168,6 +168,7 @@ class Outbox(Queue):
         if capabilities.card_context:
             self._contexts = CardContexts(store, self._channel)
             self._first_posts = FirstPosts(store, self._channel)
+            self._merged = MergedPosts(store, self._channel)
 
     # -- the API ---------------------------------------------------------------------------
 
@@ -183,6 +184,12 @@ class Outbox(Queue):
         if self._may_decline and self._declines(job.op, arguments(job)):
             self._stats["declined"] += 1
             return
+        if self._merged is not None and job.coalesce is not None and job.op == "send_message":
+            redrawn = self._redraw(job, self._merged)
+            if redrawn is None:  # a part cut to nothing: the merged message stays as shown
+                self._changed()
+                return
+            job = redrawn
         if self._contexts is not None:
             routed = self._route(job, self._contexts)
             if routed is None:  # taken into a card's context
@@ -222,12 +229,36 @@ class Outbox(Queue):
                 self._first_posts.forget(job.session_id)
             if self._contexts is not None:
                 self._contexts.forget_session(job.session_id)
+            if self._merged is not None:
+                self._merged.forget_session(job.session_id)
         if job.session_id in self._held:  # what waits for the thread lends the call its rank
             self.promote(job.session_id, job.priority)
         elif job.op == "send_permission_request" and self._contexts is not None:
             self._card_first(job.session_id or "")
         self._shed()
         self._changed(repick=False)  # `_add`, `_kill` and `_card_first` say if it must
+
+    # -- merged messages with keyed parts (`merged`) ------------------------------------------
+
+    def _redraw(self, job: Job, merged: MergedPosts) -> Job | None:
+        """`job` as it goes where keyed messages merge: a later message with the key of a
+        merged message's part is that merged message drawn again (None: nothing to send)."""
+        session, message = arguments(job)
+        if merged.holder(session, message.key) is None:
+            return job
+        with self._store.transaction(savepoint=False):
+            return merged.redraw(job, message, self._whole, self._cut)
+
+    def _whole(self, message: OutgoingMessage) -> bool:
+        """Whether the channel shows `message` in one message, uncut."""
+        if message.blocks:
+            return self._measure(message.blocks) <= self._max_length
+        return measure(message.text, self._unit) <= self._max_length
+
+    def _cut(
+        self, message: OutgoingMessage, accepts: Callable[[OutgoingMessage], bool]
+    ) -> OutgoingMessage | None:
+        return longest_cut(message, accepts, self._max_length, self._unit, self._measure)
 
     # -- a card's context (`context`) -------------------------------------------------------
 
@@ -530,6 +561,8 @@ class Outbox(Queue):
         self._load()
         if self._contexts is not None:
             self._contexts.load()
+        if self._merged is not None:
+            self._merged.load()
         self._limits.load(self._store, self._channel, self._clock())
         self._worker = asyncio.create_task(self._work(), name=f"outbox:{self._channel}")
 

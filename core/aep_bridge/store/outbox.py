@@ -79,6 +79,10 @@ class OutboxTable:
             (payload, int(droppable), time.time(), row),
         )
 
+    def rekey(self, row: int, coalesce: str | None) -> None:
+        """The row's job is under another key now (a merged message holding keyed parts)."""
+        self._conn.execute("UPDATE outbox SET coalesce = ? WHERE id = ?", (coalesce, row))
+
     def merge(self, into: int, row: int, droppable: bool) -> None:
         """Row `row` replaces the payload of the earlier row `into` with its key, and goes."""
         self._conn.execute(
