@@ -229,3 +229,44 @@ async def test_a_session_keeps_its_last_merged_messages_only(
         "merged:s:merged:reply:6",
         "merged:s:merged:reply:8",
     ]
+
+
+async def test_replies_with_their_tool_calls_under_them_merge_and_keep_their_structure(
+    vt: VirtualTime, store: Store
+) -> None:
+    """A reply the calls it announced joined carries them in its metadata (`tools`): two
+    such replies differ only there, and still merge (a realistic session's replies each
+    have calls of their own: none merged, and a card waited 55 calls on Discord)."""
+    adapter = carrying(vt)
+    sent: list[OutgoingMessage] = []
+    send = adapter.send_message
+
+    async def keeping(session_id: str, content: OutgoingMessage) -> None:
+        sent.append(content)
+        await send(session_id, content)
+
+    adapter.send_message = keeping  # type: ignore[method-assign]
+    outbox = started(adapter, store)
+    await outbox.start()
+    await first_post(outbox)
+    tools = [{"tool": "Read", "status": "success"}, {"tool": "Bash", "status": "failed"}]
+    for number, calls in enumerate(([tools[0]], [tools[1]], None)):
+        metadata: dict[str, object] = {"role": "assistant"}
+        if calls is not None:
+            metadata |= {"activity": True, "tools": calls}
+        text = f"[r{number}] reading"
+        content = OutgoingMessage(type="text", text=text, key=f"reply:{number}", metadata=metadata)
+        outbox.submit(Job.message("s", content))
+    outbox.submit(message("s", "a thought", type="thought"))  # unlike: stays apart
+    await drain(outbox)
+    await outbox.stop()
+    assert shown(adapter) == ["first", "[r0] reading\n\n[r1] reading\n\n[r2] reading", "a thought"]
+    [merged] = [content for content in sent if "[r0]" in content.text]
+    assert merged.metadata == {
+        "role": "assistant",
+        "parts": [
+            {"role": "assistant", "activity": True, "tools": [tools[0]]},
+            {"role": "assistant", "activity": True, "tools": [tools[1]]},
+            {"role": "assistant"},
+        ],
+    }

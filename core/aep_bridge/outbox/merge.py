@@ -5,10 +5,12 @@ per line; and when a message's slot comes (`at_head`), so a busy agent's lines t
 the platform's pace go out together rather than one a slot, falling ever further behind.
 
 Only messages that look alike on every channel merge: `send_message` jobs of one type (a
-reply, a thought, a system line or a tool line: `MERGING`), with the same `metadata` and
-priority, no attachment, never tried yet, and all with blocks or all without. Their texts are
-joined by a blank line, their blocks concatenated; the merged message notifies if any of them
-did.
+reply, a thought, a system line or a tool line: `MERGING`), with the same priority and the
+same `metadata` but for what describes their own content (`OWN_METADATA`: the tool calls
+shown under a reply), no attachment, never tried yet, and all with blocks or all without.
+Their texts are joined by a blank line, their blocks concatenated; the merged message
+notifies if any of them did, and its metadata is what they agree on, each part's own under
+`parts` where they differ.
 
 A keyed message (one the core edits later: a reply a run's footer joins, a stretch of tool
 calls) merges only where the outbox can find it again (`merged.MergedPosts`, on a channel that
@@ -88,8 +90,33 @@ def _message(entry: Entry) -> OutgoingMessage | None:
     return content
 
 
+#: metadata that describes a message's own content (the tool calls shown under a reply):
+#: messages that differ only there still look alike, as their blocks show it
+OWN_METADATA: Final = frozenset({"activity", "tools", "parts"})
+
+
 def _alike(a: OutgoingMessage, b: OutgoingMessage) -> bool:
-    return a.type == b.type and a.metadata == b.metadata and bool(a.blocks) == bool(b.blocks)
+    if a.type != b.type or bool(a.blocks) != bool(b.blocks):
+        return False
+    if a.metadata == b.metadata:
+        return True
+    shared = (a.metadata.keys() | b.metadata.keys()) - OWN_METADATA
+    return all(a.metadata.get(key) == b.metadata.get(key) for key in shared)
+
+
+def _metadata(messages: Sequence[OutgoingMessage]) -> dict[str, Any]:
+    """A merged message's metadata: what its parts agree on, and each part's own under
+    `parts` where they differ (a channel that renders the structure finds it there)."""
+    first = messages[0].metadata
+    if all(m.metadata == first for m in messages[1:]):
+        return first
+    common = {
+        key: value
+        for key, value in first.items()
+        if all(key in m.metadata and m.metadata[key] == value for m in messages[1:])
+    }
+    parts = [part for m in messages for part in m.metadata.get("parts", [m.metadata])]
+    return {**{k: v for k, v in common.items() if k != "parts"}, "parts": parts}
 
 
 def joined(messages: Sequence[OutgoingMessage]) -> OutgoingMessage:
@@ -107,6 +134,7 @@ def joined(messages: Sequence[OutgoingMessage]) -> OutgoingMessage:
             "blocks": blocks,
             "notify": any(m.notify for m in messages),
             "key": merged_key(keys) if keys else None,
+            "metadata": _metadata(messages),
         }
     )
 
