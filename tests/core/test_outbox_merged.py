@@ -47,6 +47,15 @@ def thirty_replies_and_a_card(outbox: Outbox) -> None:
     outbox.submit(Job.permission("s", request()))
 
 
+def edited_before_it_went(adapter: Recorder) -> None:
+    """The first reply's edit reached its merged message while it waited: the message went
+    with it, once, and nothing was edited after the card."""
+    texts = [c.text for c in adapter.calls]
+    assert texts[1].startswith("[r0] done\n\n[r1] checking the rounding"), texts
+    assert not any("[r0] checking" in text for text in texts)
+    assert len(texts) == 4  # the first post, two merged, the card
+
+
 async def test_a_card_behind_thirty_keyed_replies_goes_in_a_few_slots(
     vt: VirtualTime, store: Store
 ) -> None:
@@ -111,10 +120,7 @@ async def test_an_edit_while_the_merged_message_waits_takes_its_place(
     outbox.submit(reply("s", 0, "done"))  # their merged message has not gone yet
     await drain(outbox)
     await outbox.stop()
-    texts = [c.text for c in adapter.calls]
-    assert texts[1].startswith("[r0] done\n\n[r1] checking the rounding"), texts
-    assert not any("[r0] checking" in text for text in texts)
-    assert len(texts) == 4  # the first post, two merged, the card: no edit after
+    edited_before_it_went(adapter)
 
 
 async def test_a_part_that_outgrows_the_message_is_cut_and_the_others_stay(
@@ -201,10 +207,7 @@ async def test_a_restart_with_the_merged_message_still_queued_sends_it_once(
     again.submit(reply("s", 0, "done"))  # its merged message waits: the edit takes its place
     await drain(again)
     await again.stop()
-    texts = [c.text for c in adapter.calls]
-    assert texts[1].startswith("[r0] done\n\n[r1] checking the rounding"), texts
-    assert not any("[r0] checking" in text for text in texts)
-    assert len(texts) == 4  # the first post, two merged, the card
+    edited_before_it_went(adapter)
 
 
 async def test_a_session_keeps_its_last_merged_messages_only(
