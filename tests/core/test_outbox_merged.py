@@ -273,3 +273,23 @@ async def test_replies_with_their_tool_calls_under_them_merge_and_keep_their_str
             {"role": "assistant"},
         ],
     }
+
+
+async def test_a_closed_thread_s_merged_messages_leave_the_store(
+    vt: VirtualTime, store: Store
+) -> None:
+    """What a session merged is kept for its parts' later edits, until its thread closes:
+    then the store lets it go at once, not with the session's records days later."""
+    adapter = carrying(vt)
+    outbox = started(adapter, store)
+    await outbox.start()
+    for session in ("done", "busy"):
+        await first_post(outbox, session)
+        outbox.submit(reply(session, 0))
+        outbox.submit(reply(session, 1))
+    await drain(outbox)
+    outbox.submit(Job.archive("done"))
+    await drain(outbox)
+    await outbox.stop()
+    names = [n for n, _ in store.kv_items("outbox:rec") if n.startswith("merged:")]
+    assert names == ["merged:busy:merged:reply:0"]

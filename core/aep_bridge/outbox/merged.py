@@ -14,9 +14,10 @@ place (the queue's coalescing by key); once it was sent, it is an edit of it. A 
 grew past what the merged message can show is cut at its end to fit (`jobs.longest_cut`),
 as any edit of one message is cut; the other parts stay as they were read.
 
-Kept in the store (`kv`, namespace `outbox:<channel>`, one key per merged message, going
-with its session's records) in the transaction that wrote the merge or the edit, so a
-restart keeps both; a restart reads them back (`load`).
+Kept in the store (`kv`, namespace `outbox:<channel>`, one key per merged message) in the
+transaction that wrote the merge or the edit, so a restart keeps both; a restart reads them
+back (`load`). A session keeps its last `PER_SESSION`, and none once its thread is closed
+(`forget_session`).
 """
 
 from __future__ import annotations
@@ -224,14 +225,16 @@ class MergedPosts:
             self._drop(session_id, min(order, key=order.__getitem__))
 
     def forget_session(self, session_id: str | None) -> None:
-        """Its thread is closed: later edits of its messages are not looked for (what the
-        store keeps goes with the session's records)."""
+        """Its thread is closed: later edits of its messages are not looked for, and what
+        the store kept of them goes now (in the caller's transaction), not with the
+        session's records days later: a busy session may have merged hundreds."""
         for name in [k for k in self._keys if k[0] == session_id]:
             del self._keys[name]
         for name in [k for k in self._posts if k[0] == session_id]:
             del self._posts[name]
         if session_id is not None:
-            self._order.pop(session_id, None)
+            for key in self._order.pop(session_id, {}):
+                self._store.kv_delete(self._namespace, self._name(session_id, key))
 
 
 __all__ = ["KEPT", "PER_SESSION", "Merged", "MergedPosts"]

@@ -230,7 +230,8 @@ class Outbox(Queue):
             if self._contexts is not None:
                 self._contexts.forget_session(job.session_id)
             if self._merged is not None:
-                self._merged.forget_session(job.session_id)
+                with self._store.transaction(savepoint=False):
+                    self._merged.forget_session(job.session_id)
         if job.session_id in self._held:  # what waits for the thread lends the call its rank
             self.promote(job.session_id, job.priority)
         elif job.op == "send_permission_request" and self._contexts is not None:
