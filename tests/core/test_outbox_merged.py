@@ -39,6 +39,15 @@ async def first_post(outbox: Outbox, session: str = "s") -> None:
     await drain(outbox)
 
 
+async def a_backlog_and_a_card(adapter: Recorder, store: Store) -> Outbox:
+    """An outbox whose thread has posted (its slot taken), then thirty replies and a card."""
+    outbox = started(adapter, store)
+    await outbox.start()
+    await first_post(outbox)
+    thirty_replies_and_a_card(outbox)
+    return outbox
+
+
 def thirty_replies_and_a_card(outbox: Outbox) -> None:
     """A busy agent's backlog, then its question: the card carries what fits in its message,
     the rest merges ahead of it."""
@@ -113,10 +122,7 @@ async def test_an_edit_while_the_merged_message_waits_takes_its_place(
     vt: VirtualTime, store: Store
 ) -> None:
     adapter = carrying(vt, max_length=500)
-    outbox = started(adapter, store)
-    await outbox.start()
-    await first_post(outbox)
-    thirty_replies_and_a_card(outbox)
+    outbox = await a_backlog_and_a_card(adapter, store)
     outbox.submit(reply("s", 0, "done"))  # their merged message has not gone yet
     await drain(outbox)
     await outbox.stop()
@@ -195,10 +201,7 @@ async def test_a_restart_with_the_merged_message_still_queued_sends_it_once(
     vt: VirtualTime, store: Store
 ) -> None:
     adapter = carrying(vt, max_length=500)
-    outbox = started(adapter, store)
-    await outbox.start()
-    await first_post(outbox)
-    thirty_replies_and_a_card(outbox)
+    outbox = await a_backlog_and_a_card(adapter, store)
     await outbox.stop(0)  # before their slot
     store.commit_group()
 

@@ -139,11 +139,10 @@ class MergedPosts:
 
     def _drop(self, session_id: str, key: str) -> None:
         """Forget a merged message, here and in the store (in the caller's transaction)."""
+        merged = self.get(session_id, key)  # read before its row goes: a restart caches none
         self._store.kv_delete(self._namespace, self._name(session_id, key))
-        merged = self._posts.pop((session_id, key), None)
+        self._posts.pop((session_id, key), None)
         self._order.get(session_id, {}).pop(key, None)
-        if merged is None:
-            merged = self.get(session_id, key)
         if merged is not None:
             for part in merged.parts:
                 if part.key is not None and self._keys.get((session_id, part.key)) == key:
