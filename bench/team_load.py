@@ -78,12 +78,16 @@ from tests.bridge_process import BridgeProcess, free_port, write_config
 from tests.channels.discord.fake_discord import ALICE as DISCORD_ALICE
 from tests.channels.discord.fake_discord import (
     DEFAULT_TOKEN,
+    GUILD_TEXT,
     TEXT_CHANNEL_ID,
     FakeDiscord,
+    default_channels,
 )
+from tests.channels.discord.fake_discord import FakeChannel as DiscordChannel
 from tests.channels.discord.probe import channel_block as discord_block
 from tests.channels.slack.fake_slack import ALICE as SLACK_ALICE
 from tests.channels.slack.fake_slack import BOT_TOKEN, C0AGENTS, FakeSlack, make_config
+from tests.channels.slack.fake_slack import FakeChannel as SlackChannel
 from tests.sessions.realistic import JSONL
 
 import discord_rendering
@@ -92,6 +96,13 @@ import slack_rendering
 from aep_bridge.aep.ids import new_id
 
 HEADING = "## Team load (one bridge, 50 agent connections, 500 sessions, Slack and Discord)"
+HEADING_PLACED = (
+    "## Team load, a channel per team (one bridge, 50 agent connections, 500 sessions in "
+    "10 Slack and 10 Discord channels)"
+)
+#: the place channels a `places` shape adds: Slack's and Discord's, team t's at index t - 1
+SLACK_PLACES = [f"C0TEAM{t:02d}" for t in range(1, 100)]
+DISCORD_PLACES = [1000000000000000300 + t for t in range(1, 100)]
 PLUGINS = "aep_bridge_discord,aep_bridge_slack"
 AGENT = "claude-code"
 
@@ -108,6 +119,9 @@ class Shape:
     turn: float = 15.0  # seconds before the busy session of a connection changes
     question_every: float = 4.0  # seconds between two questions
     drain: float = 600.0  # seconds the bridge may take to show what it was sent
+    #: how many Slack channels and Discord channels the sessions are spread over, a team's
+    #: connections to each (`routes[].places`); 1: every session in the channels' own
+    places: int = 1
 
     @property
     def sessions(self) -> int:
@@ -115,6 +129,8 @@ class Shape:
 
 
 FULL = Shape()
+#: the same load, each of ten teams' sessions in a channel of its own on each platform
+FULL_PLACED = Shape(places=10)
 QUICK = Shape(
     connections=3, per_connection=2, seconds=8.0, busy_rate=5.0, question_every=2.5, drain=240.0
 )
@@ -129,6 +145,52 @@ GOALS = {"slot": 0, "429": 0, "lost": 0, "duplicated": 0}
 BLOCKED = re.compile(r"heartbeat blocked for more than (\d+) seconds")
 REPLY_MARK = re.compile(r"ref s(\d{4})m(\d{5})")
 QUESTION_MARK = re.compile(r"ref q(\d{4})")
+
+
+def _osuser(connection: int) -> str:
+    """The OS user an agent connection's daemon reports (`osuser`): the routes' match."""
+    return f"eng{connection:02d}"
+
+
+def _places(slack: FakeSlack, shape: Shape) -> list[dict[str, Any]]:
+    """The routes of a shape: with places, a team per place, its connections' OS users
+    matched; each Slack place made on the fake, the bot in it (Discord's: `_discord_channels`)."""
+    if shape.places <= 1:
+        return [{"match": {}, "channels": ["slack", "discord"]}]
+    routes = []
+    for team in range(shape.places):
+        slack_place, discord_place = SLACK_PLACES[team], DISCORD_PLACES[team]
+        members = {*slack.channels[C0AGENTS].members}
+        slack.channels[slack_place] = SlackChannel(slack_place, f"team-{team + 1}", members)
+        users = [_osuser(c) for c in range(team, shape.connections, shape.places)]
+        routes.append(
+            {
+                "match": {"osuser": users},
+                "channels": ["slack", "discord"],
+                "places": {"slack": slack_place, "discord": str(discord_place)},
+            }
+        )
+    return routes
+
+
+def _discord_channels(shape: Shape) -> list[DiscordChannel]:
+    """The fake Discord's channels: its own, and a text channel per team with places."""
+    teams = range(shape.places) if shape.places > 1 else range(0)
+    return [
+        *default_channels(),
+        *(
+            DiscordChannel(DISCORD_PLACES[t], GUILD_TEXT, f"team-{t + 1}", position=10 + t)
+            for t in teams
+        ),
+    ]
+
+
+def _slack_places(shape: Shape) -> list[str]:
+    return SLACK_PLACES[: shape.places] if shape.places > 1 else [C0AGENTS]
+
+
+def _discord_places(shape: Shape) -> list[int]:
+    return DISCORD_PLACES[: shape.places] if shape.places > 1 else [TEXT_CHANNEL_ID]
 
 
 def _now(after: float = 0.0) -> str:
@@ -196,6 +258,7 @@ class Session:
             session=self.id,
             seq=self.seq,
             epoch=0,
+            osuser=_osuser(self.connection),
         )
         self.ids[template["id"]] = event["id"]
         for key in ("cause",):
@@ -420,7 +483,7 @@ class Watch:
             card.pressed = now
             self.pressed += 1
             if card.press_on == "slack":
-                message = self.slack.message(C0AGENTS, call.result["ts"])
+                message = self.slack.message(call.args["channel"], call.result["ts"])
                 await self.slack.press(SLACK_ALICE, message, "aep_answer_0", wait=False)
             else:
                 message = self.discord.message(int(call.result["id"]))
@@ -457,7 +520,7 @@ def _ahead(card: Card, platform: str, slack: FakeSlack, discord: FakeDiscord) ->
             for c in slack.calls
             if c.method == "chat.postMessage"
             and c.ok
-            and c.args.get("channel") == C0AGENTS
+            and c.args.get("channel") == call.args.get("channel")
             and card.asked <= c.time < call.time
             and not (own is not None and (c.result or {}).get("ts") == own)
         ]
@@ -472,11 +535,11 @@ def _ahead(card: Card, platform: str, slack: FakeSlack, discord: FakeDiscord) ->
     ]
 
 
-def _marks_slack(fake: FakeSlack) -> dict[str, int]:
-    """Each reply mark -> in how many messages of the sessions channel it shows."""
+def _marks_slack(fake: FakeSlack, places: list[str]) -> dict[str, int]:
+    """Each reply mark -> in how many messages of the sessions channels it shows."""
     found: dict[str, int] = defaultdict(int)
     previews: set[str] = set()
-    for message in fake.messages(C0AGENTS):
+    for message in (m for place in places for m in fake.messages(place)):
         if not message.from_bot:
             continue
         marks = {m[0] for m in REPLY_MARK.finditer("\n".join(_slack_versions(message)))}
@@ -494,9 +557,14 @@ def _slack_versions(message: Any) -> list[str]:
     return slack_rendering._versions(message)
 
 
-def _marks_discord(fake: FakeDiscord) -> dict[str, int]:
+def _discord_threads(fake: FakeDiscord, places: list[int]) -> list[int]:
+    """The sessions channels and their threads."""
+    return [*places, *(t.id for place in places for t in fake.threads(place))]
+
+
+def _marks_discord(fake: FakeDiscord, places: list[int]) -> dict[str, int]:
     found: dict[str, int] = defaultdict(int)
-    channels = [TEXT_CHANNEL_ID, *(t.id for t in fake.threads(TEXT_CHANNEL_ID))]
+    channels = _discord_threads(fake, places)
     for channel in channels:
         for message in fake.messages(channel, from_bot=True, deleted=True):
             text = "\n".join(discord_rendering._versions(message))
@@ -505,16 +573,17 @@ def _marks_discord(fake: FakeDiscord) -> dict[str, int]:
     return found
 
 
-def _where(fake: FakeSlack | FakeDiscord, mark: str) -> list[str]:
+def _where(fake: FakeSlack | FakeDiscord, mark: str, shape: Shape) -> list[str]:
     """The messages a mark shows in: parent or reply (Slack), thread (Discord), its start."""
     if isinstance(fake, FakeSlack):
         return [
             f"{'reply' if m.thread_ts not in (None, m.ts) else 'parent'}: "
             f"{' | '.join(_slack_versions(m))[:160]!r}"
-            for m in fake.messages(C0AGENTS)
+            for place in _slack_places(shape)
+            for m in fake.messages(place)
             if m.from_bot and mark in "\n".join(_slack_versions(m))
         ]
-    channels = [TEXT_CHANNEL_ID, *(t.id for t in fake.threads(TEXT_CHANNEL_ID))]
+    channels = _discord_threads(fake, _discord_places(shape))
     return [
         f"{channel}: {' | '.join(discord_rendering._versions(m))[:160]!r}"
         for channel in channels
@@ -687,7 +756,7 @@ async def run(
     port: int | None = None,
     ca_file: str | None = None,
 ) -> dict[str, Any]:
-    async with FakeSlack() as slack, FakeDiscord() as discord:
+    async with FakeSlack() as slack, FakeDiscord(channels=_discord_channels(shape)) as discord:
         port = port or free_port()
         channels = {
             "slack": {"type": "slack", **make_config(slack, approvers=[SLACK_ALICE["id"]])},
@@ -698,7 +767,7 @@ async def run(
         }
         config = write_config(folder, port, channels)
         block = json.loads(config.read_text())
-        block["routes"] = [{"match": {}, "channels": ["slack", "discord"]}]
+        block["routes"] = _places(slack, shape)
         config.write_text(json.dumps(block))
         bridge = BridgeProcess(config, folder / "bridge.log", plugins=PLUGINS)
         mine, theirs = _cores()
@@ -770,8 +839,8 @@ async def run(
                 commands[request] += count
         platforms: dict[str, Any] = {}
         for name, fake, shown in (
-            ("slack", slack, _marks_slack(slack)),
-            ("discord", discord, _marks_discord(discord)),
+            ("slack", slack, _marks_slack(slack, _slack_places(shape))),
+            ("discord", discord, _marks_discord(discord, _discord_places(shape))),
         ):
             slots = [_slot(c, name, slack, discord) for c in cards.values()]
             waits = [c.shown[name].time - c.asked for c in cards.values() if name in c.shown]
@@ -784,7 +853,7 @@ async def run(
             twice = next((m for m in marks if shown.get(m, 0) > 1), None)
             platforms[name] = {
                 "ahead": [] if worst is None else _ahead(worst, name, slack, discord),
-                "twice_in": [] if twice is None else _where(fake, twice),
+                "twice_in": [] if twice is None else _where(fake, twice, shape),
                 "cards": sum(1 for s in slots if s is not None),
                 "no_card": sum(1 for s in slots if s is None),
                 "slots": sorted(s for s in slots if s is not None),
@@ -792,6 +861,7 @@ async def run(
                 "429": len(refused),
                 "violations": [str(v) for v in fake.violations][:5],
                 "lost": sum(1 for m in marks if m not in shown),
+                "lost_marks": sorted(m for m in marks if m not in shown)[:20],
                 "duplicated": sum(1 for m in marks if shown.get(m, 0) > 1),
                 "calls": len(fake.calls),
                 "round_trip": _percentiles(round_trip[name]),
@@ -839,6 +909,7 @@ def main(
         print(f"{name}: violations: {x['violations']}")
         print(f"{name}: ahead of the worst card: {x['ahead']}")
         print(f"{name}: a reply shown twice, in: {x['twice_in']}")
+        print(f"{name}: replies never shown, the first: {x['lost_marks']}")
     return found
 
 
@@ -863,8 +934,15 @@ def goals_met(r: dict[str, Any]) -> dict[str, bool]:
 def section(r: dict[str, Any]) -> list[str]:
     shape: Shape = r["shape"]
     met = goals_met(r)
+    placed = (
+        f" Each of {shape.places} teams (every {shape.places}th agent connection, matched by the "
+        "OS user its events carry) has a Slack channel and a Discord channel of its own "
+        "(`routes[].places`): the platforms pace each channel apart."
+        if shape.places > 1
+        else ""
+    )
     lines = [
-        HEADING,
+        HEADING_PLACED if shape.places > 1 else HEADING,
         "",
         "Two cores and nothing else running: the bridge on one, the load generator (the agents) "
         "and the fakes on the other (provisional until the generator has cores of its own). "
@@ -872,8 +950,9 @@ def section(r: dict[str, Any]) -> list[str]:
         f"{shape.seconds:.0f} s of load, agents at `{r['target']}`: "
         f"{r['sent']:,} events sent ({r['rate']:,.0f} a second of the {r['intended']:,.0f} "
         f"intended), {r['replies']:,} of them "
-        f"marked replies, {r['questions']} questions. Regenerate with "
-        "`python bench/team_load.py` (see its docstring for what each figure is).",
+        f"marked replies, {r['questions']} questions.{placed} Regenerate with "
+        f"`python bench/team_load.py{' --places ' + str(shape.places) if placed else ''}` "
+        "(see its docstring for what each figure is).",
         "",
         "| platform | cards | slot 0 / 1 / more (max) | card wait p50 / p99 / max ms "
         "| 429s | lost | duplicated | calls | fake's round trip p50 / p99 ms |",
@@ -954,6 +1033,12 @@ def _arguments() -> argparse.Namespace:
     )
     parser.add_argument("--seconds", type=float, help="seconds of load (printed, not recorded)")
     parser.add_argument("--drain", type=float, help="seconds the channels may take after it")
+    parser.add_argument(
+        "--places",
+        type=int,
+        help="spread the sessions over this many Slack and Discord channels, a team's each "
+        f"(recorded at {FULL_PLACED.places}, beside the one-channel run)",
+    )
     return parser.parse_args()
 
 
@@ -966,6 +1051,7 @@ def _shape(arguments: argparse.Namespace) -> Shape | None:
             ("connections", arguments.connections),
             ("seconds", arguments.seconds),
             ("drain", arguments.drain),
+            ("places", arguments.places),
         )
         if value is not None
     }
@@ -975,12 +1061,15 @@ def _shape(arguments: argparse.Namespace) -> Shape | None:
 if __name__ == "__main__":
     arguments = _arguments()
     resized = _shape(arguments)
-    if arguments.quick or resized is not None:  # a smoke test or another size: printed only
+    recorded = {FULL: HEADING, FULL_PLACED: HEADING_PLACED}
+    if arguments.quick or (resized is not None and resized not in recorded):
+        # a smoke test or another size: printed only
         found = main(arguments.quick, arguments.url, arguments.port, arguments.ca_file, resized)
         print("\n".join(section(found)))
         sys.exit(0)
+    shape = resized or FULL
     results.run_alone(
-        HEADING,
-        lambda: main(arguments.quick, arguments.url, arguments.port, arguments.ca_file),
+        recorded[shape],
+        lambda: main(arguments.quick, arguments.url, arguments.port, arguments.ca_file, shape),
         section,
     )

@@ -117,3 +117,17 @@ def test_the_quick_run_answers_every_question_once_and_finds_every_reply() -> No
     lines = load.section(found)
     assert lines[0] == load.HEADING
     assert any("provisional" in line.lower() for line in lines)
+
+
+def test_the_quick_run_with_a_channel_per_team_shows_every_reply_in_its_team_s_channels() -> None:
+    """`--places`: each team's sessions in its own Slack and Discord channel; the replies
+    are looked for there only, so one shown in the channels' own place counts as lost."""
+    shape = load.replace(load.QUICK, places=3)
+    found = load.main(shape=shape)
+    assert found["commands"] == found["questions"] >= 2
+    for name, platform in found["platforms"].items():
+        assert platform["no_card"] == 0, name
+        assert platform["lost"] == 0, (name, platform)
+        assert platform["duplicated"] == 0, (name, platform["twice_in"])
+        assert platform["429"] == 0, (name, platform["violations"])
+    assert load.section(found)[0] == load.HEADING_PLACED

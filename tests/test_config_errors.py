@@ -137,6 +137,26 @@ MISTAKES = [
         id="an empty list",
     ),
     pytest.param(
+        {
+            "routes": [{"match": {}, "channels": ["console"], "places": {"web": "elsewhere"}}],
+            "channels": {"console": {"type": "console"}},
+        },
+        "routes[0].places.web",
+        "a channel the route does not send to",
+        "add 'web' to the route's channels",
+        id="a place on a channel the route does not send to",
+    ),
+    pytest.param(
+        {
+            "routes": [{"match": {}, "channels": ["console"], "places": {"console": "there"}}],
+            "channels": {"console": {"type": "console"}},
+        },
+        "routes[0].places.console",
+        "shows every session in one place",
+        "remove 'console' from places",
+        id="a place on a channel that has one place",
+    ),
+    pytest.param(
         {"intake": {"open_on_loopback": "yes please"}},
         "intake.open_on_loopback",
         "must be true or false, not text",

@@ -144,7 +144,7 @@ def test_the_runnable_block_runs(bridge: Bridge, where: str, block: str):
 
 NUMBERS = [
     *("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"),
-    *("ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen"),
+    *("ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen"),
 ]
 
 

@@ -229,6 +229,8 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
 
     name = "discord"
     capabilities = ChannelCapabilities(
+        # a route may put a team's sessions in a channel of their own (`channel_of`)
+        places=True,
         threads=True,
         buttons=True,
         edits=True,
@@ -417,7 +419,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
 
     async def create_session_thread(self, session_id: str, name: str) -> str:
         name = thread_name(name)
-        parent = await self._call(self._parent())
+        parent = await self._call(self._parent(session_id))
         if isinstance(parent, discord.ForumChannel):
             made = await self._call(
                 parent.create_thread(
@@ -673,7 +675,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
                 text, allowed_mentions=discord.AllowedMentions.none(), silent=not notify, **extra
             )
         )
-        thread = self.thread_of(session_id) or self.config.channel_id
+        thread = self.thread_of(session_id) or self.channel_of(session_id)
         card = {
             "session": session_id,
             "thread": thread,
@@ -915,8 +917,20 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
 
     # -- helpers ---------------------------------------------------------------------------
 
-    async def _parent(self) -> Any:
-        channel_id = int(self.config.channel_id)
+    def channel_of(self, session_id: str) -> str:
+        """The channel the session's thread is made in: where a route placed it
+        (`routes[].places`), else the configured channel."""
+        return self.place_of(session_id) or self.config.channel_id
+
+    def limit_keys(self, session_id: str | None) -> tuple[str, str]:
+        """Each thread is its own chat; the group, where the 10-threads-per-10-s limit counts,
+        is the channel the session's threads are made in."""
+        thread = self.thread_of(session_id) if session_id else None
+        group = self.channel_of(session_id) if session_id else self.config.channel_id
+        return (thread or session_id or "", group)
+
+    async def _parent(self, session_id: str) -> Any:
+        channel_id = int(self.channel_of(session_id))
         return self.client.get_channel(channel_id) or await self.client.fetch_channel(channel_id)
 
     def _messageable(self, session_id: str) -> discord.PartialMessageable:
@@ -927,7 +941,7 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
                     f"session {session_id} has no thread, and a forum takes no messages",
                     permanent=True,
                 )
-            thread = self.config.channel_id
+            thread = self.channel_of(session_id)
         return self.client.get_partial_messageable(int(thread), guild_id=int(self.config.guild_id))
 
     async def _thread_object(self, session_id: str) -> discord.Thread | None:

@@ -168,6 +168,8 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
 
     name = "slack"
     capabilities = ChannelCapabilities(
+        # a route may put a team's sessions in a Slack channel of their own (`channel_of`)
+        places=True,
         threads=True,
         buttons=True,
         edits=True,
@@ -407,18 +409,25 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
             self._posted.popitem(last=False)
 
     def limit_keys(self, session_id: str | None) -> tuple[str, str]:
-        """Slack counts a channel's posts together, all its threads as one: every session is
-        the sessions' channel; heads-ups count against the notifications channel."""
+        """Slack counts a channel's posts together, all its threads as one: a session counts
+        against its channel (the sessions' channel, or where a route placed it); heads-ups
+        against the notifications channel."""
         if session_id:
-            return (self.config.channel_id, self.config.channel_id)
+            where = self.channel_of(session_id)
+            return (where, where)
         where = self.config.notifications_channel_id or self.config.channel_id
         return (where, where)
 
     # -- threads ---------------------------------------------------------------------------
 
+    def channel_of(self, session_id: str) -> str:
+        """The Slack channel of the session's thread: where a route placed it
+        (`routes[].places`), else the sessions' channel."""
+        return self.place_of(session_id) or self.config.channel_id
+
     async def create_session_thread(self, session_id: str, name: str) -> str:
         shown = look.parent_look(name, "running")
-        sent = await self._post(self.config.channel_id, shown)
+        sent = await self._post(self.channel_of(session_id), shown)
         await self.sessions.made(session_id, sent, name)
         return sent
 
@@ -458,7 +467,7 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
                 text, blocks = json.loads(kept)
                 header = look.Look(text, blocks)
         shown = look.parent_look(name, state, header, said=said)
-        return await self._update(self.config.channel_id, thread, shown)
+        return await self._update(self.channel_of(session_id), thread, shown)
 
     async def delete_session_thread(self, session_id: str) -> None:
         """A Slack thread is its parent's replies: deleting them one by one would cost a call
@@ -500,9 +509,9 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         earlier = await state.get(key) if key else None
         if key is not None and earlier is not None:
             self._remember_posted(key)  # posted before a restart: the next send is an edit
-            if await self._update(self.config.channel_id, earlier, shown):
+            if await self._update(self.channel_of(session_id), earlier, shown):
                 return
-        sent = await self._post(self.config.channel_id, shown, thread=thread)
+        sent = await self._post(self.channel_of(session_id), shown, thread=thread)
         if key is not None:
             await state.set(key, sent)
             self._remember_posted(key)
@@ -591,8 +600,9 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         card = await self.cards.get(notification.request_id or "")  # out before it (the outbox)
         if card is not None:
             return self.permalink(card["channel"], card["ts"], card.get("thread"))
-        thread = self.thread_of(notification.session_id)
-        return self.permalink(self.config.channel_id, thread) if thread else None
+        session_id = notification.session_id or ""
+        thread = self.thread_of(session_id)
+        return self.permalink(self.channel_of(session_id), thread) if thread else None
 
     def permalink(self, channel: str, ts: str, thread: str | None = None) -> str:
         """Slack's permalink, built as Slack builds it (no `chat.getPermalink` call)."""
@@ -614,10 +624,11 @@ class SlackChannel(ChannelAdapter[SlackConfig]):
         if known is not None:
             return self._where(known)  # sent before (a retry after a restart): not again
         thread = self.thread_of(session_id)
-        sent = await self._post(self.config.channel_id, look.card_look(request), thread=thread)
+        where = self.channel_of(session_id)
+        sent = await self._post(where, look.card_look(request), thread=thread)
         card = {
             "session": session_id,
-            "channel": self.config.channel_id,
+            "channel": where,
             "ts": sent,
             "thread": thread,
             "request": request.model_dump(mode="json") if request.fields else None,

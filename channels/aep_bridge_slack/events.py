@@ -62,6 +62,7 @@ class Adapter(Protocol):
     @property
     def sessions(self) -> SessionThreads: ...
     def permalink(self, channel: str, ts: str, thread: str | None = None) -> str: ...
+    def channel_of(self, session_id: str) -> str: ...
     def failed(self, what: str, exc: BaseException) -> None: ...
     async def pass_on(
         self, session_id: str | None, thread_id: str | None, user: ChannelUser, text: str
@@ -180,8 +181,6 @@ class Listeners:
         event = body.get("event") or {}
         if event.get("subtype") or event.get("bot_id"):
             return  # an edit, a join, a bot's own message
-        if event.get("channel") != self.adapter.config.channel_id:
-            return
         thread = event.get("thread_ts")
         if not thread or thread == event.get("ts"):
             return  # not in a thread
@@ -190,6 +189,9 @@ class Listeners:
             text = _unescape(str(event.get("text") or "")).strip()
             if session is None or not text:
                 return
+            channel = self.adapter.channel_of(session)
+            if event.get("channel") != channel:
+                return  # a thread of the same `ts` elsewhere: not the session's
             user = await self._user({"id": event.get("user", "")})
             said = IncomingMessage(
                 channel=self.adapter.instance_name,
@@ -200,7 +202,6 @@ class Listeners:
             )
             answered = await self.adapter.cards.words(self.adapter.core, said)
             if answered is not None and not answered[1].accepted:
-                channel = self.adapter.config.channel_id
                 await self._ephemeral(channel, user.id, answered[1].message, thread=thread)
         except Exception as exc:
             self.adapter.failed("a message", exc)
@@ -210,14 +211,19 @@ class Listeners:
         the core as that session's chat command (it checks approvers, answers in the
         thread)."""
         config = self.adapter.config
-        if body.get("channel_id") not in (config.channel_id, config.notifications_channel_id):
-            # the sessions are shown to the sessions' channel: elsewhere in the workspace,
-            # someone who cannot read its threads learns nothing (not even their names)
+        asked_in = body.get("channel_id")
+        live = await self.adapter.sessions.live()
+        if asked_in != config.notifications_channel_id:
+            # each channel's people see its own sessions: where a route placed a team's
+            # sessions, the other teams' stay out of its answers
+            live = {s: kept for s, kept in live.items() if self.adapter.channel_of(s) == asked_in}
+        if asked_in not in (config.channel_id, config.notifications_channel_id) and not live:
+            # the sessions are shown to their channels: elsewhere in the workspace, someone
+            # who cannot read their threads learns nothing (not even their names)
             await ack(text=f"{COMMAND} answers in the agents' channel, <#{config.channel_id}>.")
             return
         words = str(body.get("text") or "").split()
         verb = words[0].lower() if words else "sessions"
-        live = await self.adapter.sessions.live()
         if verb not in VERBS:
             await ack(text=f"Usage: {COMMAND} {'|'.join(VERBS)} [session]")
             return
@@ -251,10 +257,10 @@ class Listeners:
     def _sessions_text(self, live: dict[str, list[str]]) -> str:
         if not live:
             return "No agent session is running."
-        channel = self.adapter.config.channel_id
         lines = [
-            f"• <{self.adapter.permalink(channel, thread)}|{mrkdwn.escape(name)}>"
-            for thread, name in live.values()
+            f"• <{self.adapter.permalink(self.adapter.channel_of(session), thread)}|"
+            f"{mrkdwn.escape(name)}>"
+            for session, (thread, name) in live.items()
         ]
         return "Sessions:\n" + "\n".join(lines)
 

@@ -369,3 +369,33 @@ async def test_the_edits_window_counts_again_after_a_restart(vt: VirtualTime, st
     made = dict(again.made)
     assert made["message post 0"] == 0.0  # posts were not spent
     assert made["message edit 3"] >= 10.0  # the three edits' window first
+
+
+async def test_a_post_does_not_wait_behind_an_edit_waiting_for_the_edits_budget(
+    vt: VirtualTime, store: Store
+) -> None:
+    """Posts one a second, edits three in ten seconds for the whole channel (Slack's Tier 3).
+    With the edits' window spent, a thread's line edited in place (its test result) waits
+    until 10.0; the thread's next reply, a post, goes at its own slot, not behind it: an edit
+    moves nothing a person reads. Both are made, each once."""
+    adapter = Says(vt, edits=THREE_EDITS)
+    adapter.capabilities = adapter.capabilities.model_copy(update={"card_context": True})
+    outbox = await running(adapter, store)
+    line = OutgoingMessage(type="text", text="tests running", key="tool:1")
+    try:
+        for n in range(3):
+            outbox.submit(said(f"edit {n}", "s2"))  # the edits' window spent until 10.0
+        outbox.submit(Job.message("s1", line))
+        await drain(outbox)
+        outbox.submit(Job.message("s1", line.model_copy(update={"text": "edit: tests passed"})))
+        outbox.submit(said("next reply", "s1"))
+        await drain(outbox)
+    finally:
+        await outbox.stop()
+    s1 = [made for made in adapter.made if "edit " not in made[0]]
+    assert s1 == [
+        ("message tests running", 0.0),
+        ("message next reply", 1.0),  # its own slot: was 11.0, behind the edit
+        ("message edit: tests passed", 10.0),
+    ]
+    assert rows(store) == 0

@@ -31,7 +31,9 @@ from aep_bridge.contract.types import (
     PermissionOption,
     PermissionOutcome,
     PermissionRequest,
+    RateLimit,
     RateLimited,
+    RateLimits,
 )
 from aep_bridge.outbox import Job, Outbox, Priority
 from aep_bridge.store import Store
@@ -116,14 +118,34 @@ class Versions(Recorder):
         return found
 
 
+class EditsApart(Versions):
+    """Slack's shape: a keyed message shown before is edited in place (`chat.update`), and
+    edits count apart from posts, two in ten seconds for the whole channel (Tier 3): posts
+    may then go ahead of the edits waiting for that budget (`Outbox._posts_first`)."""
+
+    def __init__(self, vt: VirtualTime) -> None:
+        super().__init__(vt)
+        self.capabilities = self.capabilities.model_copy(
+            update={"edit_rate_limits": RateLimits(global_=RateLimit(count=2, per_seconds=10))}
+        )
+
+    def call_kind(self, op: str, args: tuple[Any, ...]) -> CallKind | None:
+        if op == "send_message" and args[1].key and (args[0], args[1].key) in self._by_key:
+            return "edit"
+        return super().call_kind(op, args)
+
+
 class OutboxMachine(RuleBasedStateMachine):
+    #: the channel the outbox drives
+    channel: type[Versions] = Versions
+
     def __init__(self) -> None:
         super().__init__()
         self.loop = asyncio.new_event_loop()
         self.tmp = tempfile.TemporaryDirectory(prefix="aep-outbox-model-")
         self.store = Store.open(Path(self.tmp.name) / "state")
         self.vt = VirtualTime()
-        self.adapter = Versions(self.vt)
+        self.adapter = self.channel(self.vt)
         self.marks = 0
         self.cards = 0
         #: keyed replies: (session, key) -> (mark, text so far)
@@ -284,3 +306,13 @@ class OutboxMachine(RuleBasedStateMachine):
 
 OutboxMachine.TestCase.settings = machine_settings(150, 40)
 TestOutboxModel = OutboxMachine.TestCase
+
+
+class EditsApartMachine(OutboxMachine):
+    """The same model where edits count apart from posts (Slack's Tier 3)."""
+
+    channel = EditsApart
+
+
+EditsApartMachine.TestCase.settings = machine_settings(150, 40)
+TestOutboxModelEditsApart = EditsApartMachine.TestCase

@@ -80,8 +80,12 @@ def test_sessions_threads_and_lookups_survive_a_restart(tmp_path: Path) -> None:
     assert sessions.channels(one.id) == ["beta", "alpha"]
     assert len(sessions.threads("creating")) == 4
     assert sessions.threads("open") == [ThreadRecord(two.id, "alpha", "t-2", "open", "fix it")]
+    sessions.begin_thread(three.id, "gamma", "fix it", "C0TEAMB")  # a route placed it
+    assert sessions.place("gamma", three.id) == "C0TEAMB"
+    assert sessions.place("beta", three.id) is None  # the channel's own place
 
     again = Sessions(store)
+    assert again.place("gamma", three.id) == "C0TEAMB"
     assert views(again) == views(sessions)
     assert again.find("aep://h/b", "s1") == sessions.find("aep://h/b", "s1")
     assert again.find_by_session("s1") is None

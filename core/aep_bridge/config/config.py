@@ -272,6 +272,13 @@ class RouteConfig(BaseModel):
         'identities under people), or a list of people\'s names that may hold "owner"',
     )
 
+    places: dict[str, Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=dict,
+        description="where on each of its channels the route's sessions go, by channel name: "
+        "a Slack channel id, a Discord text channel id, instead of the channel's own (a team "
+        "per channel, each with its own rate limits); a channel left out uses its own",
+    )
+
     @field_validator("match")
     @classmethod
     def _valid_filter(cls, value: dict[str, Any]) -> dict[str, Any]:
@@ -670,6 +677,7 @@ def resolve_channels(
                 )
             )
         plan.channels.append(ResolvedChannel(name, registration, channel_config))
+    placeable = {c.name: c.registration.capabilities.places for c in plan.channels}
     for index, route in enumerate(config.routes or ()):
         for position, target in enumerate(route.channels):
             if target not in config.channels:
@@ -679,6 +687,24 @@ def resolve_channels(
                         f"routes[{index}].channels[{position}]",
                         f"names no channel: {target!r}",
                         f"use a key under channels ({known})",
+                    )
+                )
+        for target in route.places:
+            if target not in route.channels:
+                plan.problems.append(
+                    ConfigProblem(
+                        f"routes[{index}].places.{target}",
+                        f"names {target!r}, a channel the route does not send to",
+                        f"add {target!r} to the route's channels, or remove it from places",
+                    )
+                )
+            elif placeable.get(target) is False:
+                plan.problems.append(
+                    ConfigProblem(
+                        f"routes[{index}].places.{target}",
+                        f"names {target!r}, a channel that shows every session in one place "
+                        "(it cannot put a thread elsewhere)",
+                        f"remove {target!r} from places; Slack and Discord channels take places",
                     )
                 )
     for key, message, fix in people_problems(config.people, config.channels):

@@ -108,6 +108,11 @@ class BridgeCore(Protocol):
         """The platform thread this channel created for a session, if any."""
         ...
 
+    def place(self, channel: str, session_id: str) -> str | None:
+        """Where a route put the session's thread on the channel (`routes[].places`: a
+        platform channel id); None: the channel's own place. (Contract 1.2.)"""
+        ...
+
     def away_state(self, user: ChannelUser | None = None) -> dict[str, Any]:
         """Away mode (docs/agents.md#steer-from-your-phone), as `GET /away` gives it:
         `everywhere`, `after_minutes`, `hold_seconds`, and `sessions`, each with its `id`
@@ -236,6 +241,13 @@ class ChannelAdapter(ABC, Generic[ConfigT]):
     def thread_of(self, session_id: str) -> str | None:
         """The platform thread this instance created for a session, if any."""
         return self.core.thread_id(self.instance_name, session_id)
+
+    def place_of(self, session_id: str) -> str | None:
+        """Where the session's thread goes when a route placed it (`routes[].places`), else
+        None: the channel's own place. Asked only by channels declaring
+        `capabilities.places`, which keep every call of the session there: its thread, its
+        messages and its cards, and the limits they count against (`limit_keys`)."""
+        return self.core.place(self.instance_name, session_id)
 
     # -- required ------------------------------------------------------------------------
 

@@ -428,6 +428,10 @@ class ChannelCapabilities(_Model):
     #: whether the channel sends a heads-up with `NotificationMessage.recipients` to each of
     #: them privately (a direct message), falling back to its notifications place
     direct_messages: bool = False
+    #: whether a route may put the channel's session threads somewhere other than its default
+    #: (`routes[].places`: another Slack channel, Discord text channel): the adapter asks
+    #: `place_of(session_id)` where each session's thread goes, and counts its limits there
+    places: bool = False
 
 
 #: What may ring a phone (`ChannelConfig.notify`).

@@ -94,6 +94,9 @@ class ChannelCore:
     def thread_id(self, channel: str, session_id: str) -> str | None:
         return self._bridge.thread_id(channel, session_id)
 
+    def place(self, channel: str, session_id: str) -> str | None:
+        return self._bridge.sessions.place(channel, session_id)
+
     def away_state(self, user: ChannelUser | None = None) -> dict[str, Any]:
         described = self._bridge.away.describe()
         person = None if user is None else self._bridge.people.person_of(self._channel, user.id)

@@ -174,7 +174,8 @@ class Mirror:
             for name in self.routing.channels_for(event, list(self.channels)):
                 channel = self.channels[name]
                 thread_name = self.renderer.thread_name(event, ceiling=channel.config.capture)
-                self.sessions.begin_thread(session.id, name, thread_name)
+                place = self.routing.place_for(event, name)
+                self.sessions.begin_thread(session.id, name, thread_name, place)
                 channel.outbox.hold(session.id)
                 self._creating.append((name, session.id))
         return session

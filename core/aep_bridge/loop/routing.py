@@ -17,8 +17,10 @@ class Routes:
     """
 
     def __init__(self, routes: Sequence[RouteConfig] | None) -> None:
-        self._routes: list[tuple[Filter, tuple[str, ...]]] | None = (
-            None if routes is None else [(Filter.parse(r.match), tuple(r.channels)) for r in routes]
+        self._routes: list[tuple[Filter, tuple[str, ...], dict[str, str]]] | None = (
+            None
+            if routes is None
+            else [(Filter.parse(r.match), tuple(r.channels), dict(r.places)) for r in routes]
         )
 
     def channels_for(self, event: Event, running: Sequence[str]) -> list[str]:
@@ -26,7 +28,16 @@ class Routes:
         if self._routes is None:
             return list(running)
         wanted: set[str] = set()
-        for match, channels in self._routes:
+        for match, channels, _places in self._routes:
             if match.matches_event(event):
                 wanted.update(channels)
         return [name for name in running if name in wanted]
+
+    def place_for(self, event: Event, channel: str) -> str | None:
+        """Where on `channel` the session of `event` goes: the place of the first route (in
+        config order) that matches it and places it there; None is the channel's own."""
+        for match, _channels, places in self._routes or ():
+            place = places.get(channel)
+            if place is not None and match.matches_event(event):
+                return place
+        return None

@@ -81,6 +81,8 @@ class ThreadRecord:
     thread_id: str | None
     state: ThreadState
     name: str = ""
+    #: where on its channel the thread goes, when a route placed it (`routes[].places`)
+    place: str | None = None
 
 
 class Sessions:
@@ -110,11 +112,17 @@ class Sessions:
             known = self._by_id.get(session_id)
             if known is not None:
                 self._remember(replace(known, owner=Owner.from_json(text)))
-        for session_id, channel, thread_id, state, name in self.store.thread_rows():
-            self._hold_thread(session_id, channel, thread_id, state, name)
+        for session_id, channel, thread_id, state, name, place in self.store.thread_rows():
+            self._hold_thread(session_id, channel, thread_id, state, name, place)
 
     def _hold_thread(
-        self, session_id: str, channel: str, thread_id: str | None, state: str, name: str
+        self,
+        session_id: str,
+        channel: str,
+        thread_id: str | None,
+        state: str,
+        name: str,
+        place: str | None = None,
     ) -> None:
         """Hold a new thread record, compact: the session record's own id string, the channel
         and state names interned."""
@@ -126,6 +134,7 @@ class Sessions:
                 thread_id,
                 sys.intern(state),  # type: ignore[arg-type]
                 name,
+                None if place is None else sys.intern(place),
             )
         )
 
@@ -279,16 +288,19 @@ class Sessions:
     def threads(self, state: ThreadState) -> list[ThreadRecord]:
         return [t for threads in self._threads.values() for t in threads if t.state == state]
 
-    def begin_thread(self, session_id: str, channel: str, name: str) -> None:
-        """Decide (and record) that the session gets a thread in `channel`, before creating it."""
+    def begin_thread(
+        self, session_id: str, channel: str, name: str, place: str | None = None
+    ) -> None:
+        """Decide (and record) that the session gets a thread in `channel` (at `place`, when a
+        route placed it), before creating it."""
         if self.thread(session_id, channel) is not None:
             return
-        self.store.add_thread(session_id, channel, name)
+        self.store.add_thread(session_id, channel, name, place)
         for other in self._threads.get(session_id, ()):
             if other.name == name:
                 name = other.name  # one string for the session's threads alike
                 break
-        self._hold_thread(session_id, channel, None, "creating", name)
+        self._hold_thread(session_id, channel, None, "creating", name, place)
 
     def bind_thread(self, session_id: str, channel: str, thread_id: str) -> None:
         """The platform created the thread: remember its id (state `open`)."""
@@ -318,6 +330,11 @@ class Sessions:
     def thread_id(self, channel: str, session_id: str) -> str | None:
         known = self.thread(session_id, channel)
         return None if known is None else known.thread_id
+
+    def place(self, channel: str, session_id: str) -> str | None:
+        """Where a route placed the session's thread on `channel`; None: the channel's own."""
+        known = self.thread(session_id, channel)
+        return None if known is None else known.place
 
     def session_of_thread(self, channel: str, thread_id: str) -> str | None:
         return self._by_thread.get(channel, {}).get(thread_id)

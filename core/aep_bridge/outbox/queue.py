@@ -101,6 +101,9 @@ class Queue:
         #: only replaces another's text, or a line behind a head that waits for its slot,
         #: changes nothing, and under a busy agent most submits are such
         self._repick = True
+        #: whether a post may go ahead of the edits at its lane's head (`_posts_first`): set
+        #: where edits count apart and the outbox knows which keys were posted
+        self._edits_apart = False
         self._idle = asyncio.Event()
         self._idle.set()
 
@@ -181,6 +184,8 @@ class Queue:
             self._repick = True
         elif entry.priority is Priority.QUESTION or ahead_of is not None:
             self._repick = True  # a card is owed slots (`_owed`), wherever it waits
+        elif self._edits_apart and not lane.busy and _behind_an_edit(lane, entry):
+            self._repick = True  # a post may go ahead of the edit (`_posts_first`)
         self._queued += 1
         if (coalesce := entry.coalesce_key) is not None:
             self._coalescing[coalesce] = entry
@@ -469,3 +474,16 @@ def _in_place(target: Entry, job: Job) -> bool:
     if target.lane != lane_key(job.session_id, job.priority, call=False, op=job.op):
         return False
     return job.op != "send_permission_request" or target.priority == job.priority
+
+
+def _behind_an_edit(lane: Lane, entry: Entry) -> bool:
+    """Whether `entry`, just queued, is not an edit and waits behind one at its lane's head
+    (a keyed message whose key was posted): it may go first (`Outbox._posts_first`)."""
+    head = lane.head()
+    return (
+        head is not None
+        and head is not entry
+        and head.first is False
+        and head.coalesce_key is not None
+        and not (entry.first is False and entry.coalesce_key is not None)
+    )

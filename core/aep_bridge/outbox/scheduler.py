@@ -169,6 +169,7 @@ class Outbox(Queue):
             self._contexts = CardContexts(store, self._channel)
             self._first_posts = FirstPosts(store, self._channel)
             self._merged = MergedPosts(store, self._channel)
+            self._edits_apart = self._limits.edits is not None
 
     # -- the API ---------------------------------------------------------------------------
 
@@ -340,6 +341,39 @@ class Outbox(Queue):
         rewrite()
         lane.queue = deque([*kept, card, *edits, *queue[at + 1 :]])
         self._repick = True
+
+    def _posts_first(self, lane: Lane, now: float, head_at: float) -> bool:
+        """Where the platform counts edits apart (Slack's Tier 3, for the whole workspace),
+        the edits at a lane's head that wait for that budget (until `head_at`) go to the
+        lane's end when the post behind them may go sooner: an edit moves nothing a person
+        reads (`context.follows`, as for a card in `_card_first`), and the thread's new
+        messages would otherwise wait up to a window of edits while their own budget lay
+        unused. Their rows are written again after the lane's, so a restart sends them in
+        this order. True when the lane's order changed. Only where the outbox knows which
+        keys were posted (`_edits_apart`: `FirstPosts`, with `card_context`): elsewhere a
+        keyed first post could pass for an edit."""
+        queue = lane.queue
+        leading = 0
+        for entry in queue:
+            if not entry.dead and not follows(entry, self._edits):
+                break
+            leading += 1
+        if leading == 0 or leading == len(queue):
+            return False
+        post = queue[leading]
+        if post.in_flight or self._kind(post) != "post":
+            return False
+        limiters, _, paused = self._gates(post)
+        if max(post.not_before, paused, *(lim.free_at(now) for lim in limiters)) >= head_at:
+            return False
+        edits = [entry for entry in itertools.islice(queue, leading) if not entry.dead]
+        with self._store.transaction(savepoint=False):
+            rewrite = self._rewrite(edits)
+        rewrite()
+        for _ in range(leading):
+            queue.popleft()
+        queue.extend(edits)
+        return True
 
     def _measure(self, blocks: Blocks) -> int:
         """The adapter's `measure`. A bug in it (logged once) counts the plain text, as the
@@ -718,6 +752,10 @@ class Outbox(Queue):
                 if card:
                     owe(owed, limiters, now, lane.urgent())
                 continue  # it runs once the candidate holding its slot has gone
+            if self._edits_apart and self._posts_first(lane, now, at):
+                looked.discard(key)  # its head is now a post that goes sooner: look again
+                heapq.heappush(ready, (*lane.rank(), lane.queue[0].seq, key))
+                continue
             kept.append(item)
             wake = at if wake is None else min(wake, at)
             for limiter in limiters:

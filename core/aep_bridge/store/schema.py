@@ -322,6 +322,11 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     """
     ALTER TABLE sessions ADD COLUMN owner TEXT;
     """,
+    # 16: where on its channel a session's thread goes, when a route placed it (`routes[].places`:
+    # a Slack channel, a Discord text channel); NULL is the channel's own default
+    """
+    ALTER TABLE threads ADD COLUMN place TEXT;
+    """,
 )
 
 

@@ -11,7 +11,7 @@ from .replay import ReplayTables
 #: `(id, source, session, stream, agent, name, state)`
 SessionRow = tuple[str, str, str, str, str, str, str]
 #: `(session_id, channel, thread_id, state, name)`
-ThreadRow = tuple[str, str, str | None, str, str]
+ThreadRow = tuple[str, str, str | None, str, str, str | None]
 
 _SESSION = "SELECT id, source, session, stream, agent, name, state FROM sessions"
 
@@ -31,8 +31,8 @@ class SessionTables(ReplayTables):
 
     def thread_rows(self) -> Iterator[ThreadRow]:
         """Every thread binding the store knows."""
-        for session_id, channel, thread_id, state, name in self._conn.execute(
-            "SELECT session_id, channel, thread_id, state, name FROM threads"
+        for session_id, channel, thread_id, state, name, place in self._conn.execute(
+            "SELECT session_id, channel, thread_id, state, name, place FROM threads"
         ):
             yield (
                 str(session_id),
@@ -40,6 +40,7 @@ class SessionTables(ReplayTables):
                 None if thread_id is None else str(thread_id),
                 str(state),
                 str(name or ""),
+                None if place is None else str(place),
             )
 
     def session_owner_rows(self) -> Iterator[tuple[str, str]]:
@@ -130,12 +131,15 @@ class SessionTables(ReplayTables):
             "UPDATE sessions SET state = 'ended', updated = ? WHERE id = ?", (time.time(), id_)
         )
 
-    def add_thread(self, session_id: str, channel: str, name: str) -> None:
-        """Record that the session gets a thread in `channel` (state `creating`)."""
+    def add_thread(
+        self, session_id: str, channel: str, name: str, place: str | None = None
+    ) -> None:
+        """Record that the session gets a thread in `channel` (state `creating`), at `place`
+        when a route placed it."""
         cursor = self._conn.execute(
-            "INSERT OR IGNORE INTO threads (session_id, channel, name, state) "
-            "VALUES (?, ?, ?, 'creating')",
-            (session_id, channel, name),
+            "INSERT OR IGNORE INTO threads (session_id, channel, name, state, place) "
+            "VALUES (?, ?, ?, 'creating', ?)",
+            (session_id, channel, name, place),
         )
         if cursor.rowcount == 1:
             self._undo_sql(

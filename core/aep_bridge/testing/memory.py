@@ -89,6 +89,9 @@ class FakeCore:
         self.refused: list[Refusal] = []
         self.incoming: list[IncomingMessage] = []
         self.threads: dict[tuple[str, str], str] = {}
+        #: (channel, session id) -> where a route placed its thread (`place`); set it before
+        #: the session's thread is made
+        self.places: dict[tuple[str, str], str] = {}
         self.states: dict[str, MemoryState] = {}
         self.adapters: dict[str, ChannelAdapter] = {}
         self.next_resolution = Resolution(status=ResolutionStatus.ACCEPTED)
@@ -156,6 +159,9 @@ class FakeCore:
 
     def thread_id(self, channel: str, session_id: str) -> str | None:
         return self.threads.get((channel, session_id))
+
+    def place(self, channel: str, session_id: str) -> str | None:
+        return self.places.get((channel, session_id))
 
     def away_state(self, user: ChannelUser | None = None) -> dict[str, Any]:
         """The shape of the real core's (`AwayState.describe`), for the sessions switched

@@ -85,8 +85,13 @@ class Running(EndToEnd[FakeSlack]):
 
 @contextlib.asynccontextmanager
 async def running(
-    tmp_path: Path, store: dict[str, Any] | None = None, **slack: Any
+    tmp_path: Path,
+    store: dict[str, Any] | None = None,
+    settings: dict[str, Any] | None = None,
+    **slack: Any,
 ) -> AsyncIterator[Running]:
+    """The bridge with the Slack channel (`slack`: its block's keys) and, in `settings`, more
+    top-level blocks of its config."""
     async with FakeSlack() as fake:  # Slack's rate limits, all of them
         block = make_config(fake, **{"approvers": [BOB["id"]], "approver_roles": [S0OPS], **slack})
         # the worktree's plugin by name: the installed entry points may predate it
@@ -99,6 +104,7 @@ async def running(
             plugins="aep_bridge_slack",
             secrets=[BOT_TOKEN, APP_TOKEN],  # the tokens are never logged
             root=ROOT,
+            settings=settings,
         ) as r:
             yield r
         assert fake.violations == [], fake.violations  # the outbox kept every limit
