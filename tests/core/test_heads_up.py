@@ -108,3 +108,20 @@ async def test_a_channel_without_heads_ups_is_never_sent_one_and_its_card_rings(
         await rig.settle()
         assert outbox.stats["declined"] == 2  # and its closing update
         assert heads_ups(alpha) == []
+
+
+async def test_a_busy_agent_s_finished_runs_ring_once_for_the_latest(tmp_path):
+    """Three runs finish while the heads-ups wait for their slots (one call a second): a
+    person is rung once, about the latest, not once a run."""
+    channels = {"alpha": {"type": "paced", "approvers": ["alice"]}}
+    async with Rig(tmp_path, channels=channels, host=memory_host(_Paced())) as rig:
+        alpha = rig.channel("alpha")
+        agent = rig.agent()
+        agent.start()
+        for run in ("r1", "r2", "r3"):
+            agent.emit("run.started", {"trigger": "user"}, run=run)
+            agent.emit("run.finished", {"summary": f"Run {run} done."}, run=run, capture="full")
+        await rig.settle()
+        rung = heads_ups(alpha)
+        assert len(rung) == 1, rung
+        assert "r3" in rung[0]

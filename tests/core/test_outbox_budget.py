@@ -32,7 +32,7 @@ from aep_bridge.contract.types import (
     RateLimit,
     RateLimits,
 )
-from aep_bridge.outbox import Job, Outbox, card_key
+from aep_bridge.outbox import Job, Outbox, Priority, card_key
 from aep_bridge.store import Store
 from aep_bridge.store.outbox import OutboxTable
 from aep_bridge.testing import FakeCore, MemoryChannel
@@ -399,3 +399,26 @@ async def test_a_post_does_not_wait_behind_an_edit_waiting_for_the_edits_budget(
         ("message edit: tests passed", 10.0),
     ]
     assert rows(store) == 0
+
+
+async def test_a_post_does_not_wait_behind_a_card_s_outcome_waiting_for_the_edits_budget(
+    vt: VirtualTime, store: Store
+) -> None:
+    """The same with a card's outcome (an edit of the card) at the thread's head: the next
+    reply goes at its own slot, the outcome when the edits' window opens."""
+    adapter = Says(vt, edits=THREE_EDITS)
+    adapter.capabilities = adapter.capabilities.model_copy(update={"card_context": True})
+    outbox = await running(adapter, store)
+    outcome = PermissionOutcome(status=OutcomeStatus.ANSWERED)
+    try:
+        for n in range(3):
+            outbox.submit(said(f"edit {n}", "s2"))  # the edits' window spent until 10.0
+        outbox.submit(Job.permission("s1", request("q")))
+        await drain(outbox)
+        outbox.submit(Job.permission_update("s1", request("q"), outcome, priority=Priority.FINAL))
+        outbox.submit(said("next reply", "s1"))
+        await drain(outbox)
+    finally:
+        await outbox.stop()
+    s1 = [made for made in adapter.made if "edit " not in made[0]]
+    assert s1 == [("card q", 0.0), ("message next reply", 1.0), ("update q", 10.0)]

@@ -39,6 +39,11 @@ def heads_up_key(request_id: str) -> str:
     return f"heads-up:{request_id}"
 
 
+def latest_key(kind: str) -> str:
+    """The `coalesce` key of a session's heads-up that is about no question: one per kind."""
+    return f"latest-heads-up:{kind}"
+
+
 class Cards(Protocol):
     """What the mirror asks of the question cards (`questions.QuestionCards`)."""
 
@@ -235,7 +240,10 @@ class Mirror:
                         "recipients": self._cards.recipients(channel, session.id),
                     }
                 )
-                key = None if asked is None else heads_up_key(asked)
+                # a question's heads-up is its own; of the others (a run finished, an error)
+                # only the session's latest unsent one of each kind goes: a busy agent's
+                # runs would otherwise queue a ping each behind the platform's pace
+                key = heads_up_key(asked) if asked is not None else latest_key(notification.type)
                 after = None if asked is None else card_key(asked)  # it links to the card
                 channel.outbox.submit(Job.notification(notification, key=key, after=after))
             if rendered.rename and self.sessions.name_thread(

@@ -18,7 +18,7 @@ from ..store import Store
 from .context import FirstPosts
 from .jobs import Job, Priority, arguments
 from .journal import Journal
-from .lanes import Entry, Lane, LaneKey, lane_key
+from .lanes import SHOWN_EDITS, Entry, Lane, LaneKey, lane_key
 from .merge import Merge
 from .merged import MergedPosts
 
@@ -478,12 +478,9 @@ def _in_place(target: Entry, job: Job) -> bool:
 
 def _behind_an_edit(lane: Lane, entry: Entry) -> bool:
     """Whether `entry`, just queued, is not an edit and waits behind one at its lane's head
-    (a keyed message whose key was posted): it may go first (`Outbox._posts_first`)."""
+    (a keyed message whose key was posted, a rename, a card's outcome): it may go first
+    (`Outbox._posts_first`)."""
     head = lane.head()
-    return (
-        head is not None
-        and head is not entry
-        and head.first is False
-        and head.coalesce_key is not None
-        and not (entry.first is False and entry.coalesce_key is not None)
-    )
+    if head is None or head is entry or (entry.first is False and entry.coalesce_key is not None):
+        return False
+    return head.op in SHOWN_EDITS or (head.first is False and head.coalesce_key is not None)

@@ -42,7 +42,7 @@ from .context import (
 )
 from .jobs import Job, Priority, arguments, card_key, fit, longest_cut, outcome_key
 from .journal import Journal
-from .lanes import Entry, Lane, LaneKey
+from .lanes import SHOWN_EDITS, Entry, Lane, LaneKey
 from .limiter import Limiter, Limits, owe, spare
 from .merge import at_head, plan
 from .merged import MergedPosts
@@ -346,7 +346,7 @@ class Outbox(Queue):
         """Where the platform counts edits apart (Slack's Tier 3, for the whole workspace),
         the edits at a lane's head that wait for that budget (until `head_at`) go to the
         lane's end when the post behind them may go sooner: an edit moves nothing a person
-        reads (`context.follows`, as for a card in `_card_first`), and the thread's new
+        reads (`_moves_nothing`, as for a card in `_card_first`), and the thread's new
         messages would otherwise wait up to a window of edits while their own budget lay
         unused. Their rows are written again after the lane's, so a restart sends them in
         this order. True when the lane's order changed. Only where the outbox knows which
@@ -355,7 +355,7 @@ class Outbox(Queue):
         queue = lane.queue
         leading = 0
         for entry in queue:
-            if not entry.dead and not follows(entry, self._edits):
+            if not entry.dead and not self._moves_nothing(entry):
                 break
             leading += 1
         if leading == 0 or leading == len(queue):
@@ -374,6 +374,13 @@ class Outbox(Queue):
             queue.popleft()
         queue.extend(edits)
         return True
+
+    def _moves_nothing(self, entry: Entry) -> bool:
+        """Whether `entry` edits what is shown and moves nothing a person reads below it: an
+        edit of a message shown (`context.follows`), a thread's new name, a card's outcome."""
+        if entry.op in SHOWN_EDITS:
+            return not entry.in_flight and self._kind(entry) == "edit"
+        return follows(entry, self._edits)
 
     def _measure(self, blocks: Blocks) -> int:
         """The adapter's `measure`. A bug in it (logged once) counts the plain text, as the
