@@ -1022,6 +1022,26 @@ async def test_droppable_jobs_go_oldest_first_and_only_over_the_backlog_limit(
     assert adapter.texts() == [f"keep {n}" for n in range(12)]
 
 
+async def test_over_the_backlog_tool_chatter_goes_before_the_agent_s_words(
+    vt: VirtualTime, store: Store
+) -> None:
+    """A flood over the backlog limit sheds the tool lines and thoughts, oldest first, and
+    an agent's replies only once none of those is left: the oldest reply outlives newer
+    chatter (a team's load dropped the first sessions' first replies, oldest first)."""
+    adapter = Recorder(vt)
+    outbox = outbox_for(adapter, store, max_backlog=4)
+    outbox.submit(message("g/s", "reply 0", droppable=True))
+    for n in range(4):
+        outbox.submit(message("g/s", f"tool {n}", type="tool_call", droppable=True))
+    outbox.submit(message("g/s", "reply 1", droppable=True))
+    assert outbox.stats["dropped"] == 2
+    assert queued_texts(store) == sorted(["reply 0", "tool 2", "tool 3", "reply 1"])
+    for n in range(3):
+        outbox.submit(message("g/s", f"keep {n}"))
+    assert outbox.stats["dropped"] == 5  # the chatter, then the oldest reply
+    assert queued_texts(store) == sorted(["reply 1", "keep 0", "keep 1", "keep 2"])
+
+
 async def test_a_streamed_message_edited_in_place_costs_the_shedding_heap_one_item(
     vt: VirtualTime, store: Store
 ) -> None:
@@ -1034,7 +1054,7 @@ async def test_a_streamed_message_edited_in_place_costs_the_shedding_heap_one_it
     for n in range(3_000):
         outbox.submit(message("g/s", f"streamed {n}", key="reply-1", droppable=True))
     assert outbox.backlog == 1
-    assert len(outbox._droppable) == 1  # the heap behind `_shed` (private: no public measure)
+    assert len(outbox._droppable) + len(outbox._droppable_words) == 1  # behind `_shed`
     await outbox.start()
     await drain(outbox)
     assert adapter.texts() == ["streamed 2999"]

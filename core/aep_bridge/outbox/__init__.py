@@ -92,8 +92,8 @@ What it guarantees, and why:
   clamped to that start's now if the wall clock was set back meanwhile; within a run, every
   window is on the monotonic clock.
 - **Bounded.** On a channel with a declared limit, over `max_backlog` queued jobs, droppable
-  chatter goes, oldest first (said in one log line a minute at most); nothing else is ever
-  dropped for space. A channel without a declared limit drops nothing: over `HIGH_WATER` it
+  chatter goes, oldest first, tool lines and thoughts before the agent's own words (said in
+  one log line a minute at most); nothing else is ever dropped for space. A channel without a declared limit drops nothing: over `HIGH_WATER` it
   is `behind`, and the bridge stops taking events until it has `caught_up` (backpressure).
 - **Threads before their questions.** A `call` for a held session (the one creating its
   thread) is ranked at least as the most urgent job waiting for that thread (`promote`).

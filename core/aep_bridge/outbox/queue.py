@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable
 from typing import Any, Final
 
-from ..contract.types import PermissionRequest
+from ..contract.types import OutgoingMessage, PermissionRequest
 from ..store import Store
 from .context import FirstPosts
 from .jobs import Job, Priority, arguments
@@ -76,6 +76,9 @@ class Queue:
         #: droppable entries, a heap by submit order; stale items are skipped when popped (a
         #: channel that never sheds keeps none: it would hold every droppable job sent)
         self._droppable: list[tuple[int, int, Entry]] = []
+        #: the same for the agent's own words (its replies): shed only once no other
+        #: droppable job is left, as they are the conversation a person follows
+        self._droppable_words: list[tuple[int, int, Entry]] = []
         self._pushes = itertools.count()
         self._seq = itertools.count()
         #: the lanes' turns (`Lane.turn`): a lane takes one when it sends and when it is made
@@ -194,7 +197,8 @@ class Queue:
 
     def _push_droppable(self, entry: Entry) -> None:
         if self._sheds:  # a channel that never sheds has no use for the heap
-            heapq.heappush(self._droppable, (entry.seq, next(self._pushes), entry))
+            heap = self._droppable_words if _words(entry) else self._droppable
+            heapq.heappush(heap, (entry.seq, next(self._pushes), entry))
 
     def _kill(self, entry: Entry) -> None:
         """Take a queued entry out (dropped, coalesced away, given up, or stopped)."""
@@ -215,19 +219,8 @@ class Queue:
         instead: `behind`). What goes is logged in one line a minute at most."""
         if not self._sheds:
             return
-        if len(self._droppable) > 2 * self._queued + 64:  # forget stale heap items
-            # once each: with a duplicate left in, the heap could stay over the mark, and
-            # this pass would run again at every submit (it took most of a loaded core)
-            seen: set[int] = set()
-            kept = []
-            for item in self._droppable:
-                entry = item[2]
-                live = entry.droppable and not entry.dead and not entry.in_flight
-                if live and id(entry) not in seen:
-                    seen.add(id(entry))
-                    kept.append(item)
-            self._droppable = kept
-            heapq.heapify(self._droppable)
+        self._droppable = self._forget_stale(self._droppable)
+        self._droppable_words = self._forget_stale(self._droppable_words)
         over = self._queued - self._max_backlog
         if over <= 0:
             self._over_backlog = False
@@ -235,13 +228,14 @@ class Queue:
             return
         victims: list[Entry] = []
         chosen: set[int] = set()
-        while over > 0 and self._droppable:
-            _, _, entry = heapq.heappop(self._droppable)
-            if entry.dead or entry.in_flight or not entry.droppable or id(entry) in chosen:
-                continue
-            chosen.add(id(entry))
-            victims.append(entry)
-            over -= 1
+        for heap in (self._droppable, self._droppable_words):  # chatter first
+            while over > 0 and heap:
+                _, _, entry = heapq.heappop(heap)
+                if entry.dead or entry.in_flight or not entry.droppable or id(entry) in chosen:
+                    continue
+                chosen.add(id(entry))
+                victims.append(entry)
+                over -= 1
         if victims:
             with self._store.transaction():
                 self._journal.delete([v.row for v in victims])
@@ -259,6 +253,23 @@ class Queue:
                 self._max_backlog,
             )
         self._over_backlog = over > 0
+
+    def _forget_stale(self, heap: list[tuple[int, int, Entry]]) -> list[tuple[int, int, Entry]]:
+        """`heap` without its stale items, once it holds more than twice the backlog: each
+        entry once (with a duplicate left in, the heap could stay over the mark, and `_shed`
+        would rebuild it at every submit: it took most of a loaded core)."""
+        if len(heap) <= 2 * self._queued + 64:
+            return heap
+        seen: set[int] = set()
+        kept = []
+        for item in heap:
+            entry = item[2]
+            live = entry.droppable and not entry.dead and not entry.in_flight
+            if live and id(entry) not in seen:
+                seen.add(id(entry))
+                kept.append(item)
+        heapq.heapify(kept)
+        return kept
 
     def _report_shed(self) -> None:
         """One line for what was shed since the last, at most every `SHED_REPORT_EVERY`: a
@@ -424,6 +435,7 @@ class Queue:
         self._held_lanes.clear()
         self._coalescing.clear()
         self._droppable.clear()
+        self._droppable_words.clear()
         self._queued = 0
         with self._store.transaction():
             jobs, bad = self._journal.read()
@@ -484,3 +496,15 @@ def _behind_an_edit(lane: Lane, entry: Entry) -> bool:
     if head is None or head is entry or (entry.first is False and entry.coalesce_key is not None):
         return False
     return head.op in SHOWN_EDITS or (head.first is False and head.coalesce_key is not None)
+
+
+def _words(entry: Entry) -> bool:
+    """Whether `entry` shows the agent's own words (a reply, or replies merged), which a
+    backlog sheds last."""
+    args = entry.args
+    return (
+        entry.op == "send_message"
+        and len(args) == 2
+        and isinstance(args[1], OutgoingMessage)
+        and args[1].type == "text"
+    )
