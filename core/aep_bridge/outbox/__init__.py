@@ -93,8 +93,9 @@ What it guarantees, and why:
   window is on the monotonic clock.
 - **Bounded.** On a channel with a declared limit, over `max_backlog` queued jobs, droppable
   chatter goes, oldest first, tool lines and thoughts before the agent's own words (said in
-  one log line a minute at most); nothing else is ever dropped for space. A channel without a declared limit drops nothing: over `HIGH_WATER` it
-  is `behind`, and the bridge stops taking events until it has `caught_up` (backpressure).
+  one log line a minute at most); nothing else is ever dropped for space. A channel without
+  a declared limit drops nothing: over `HIGH_WATER` it is `behind`, and the bridge stops
+  taking events until it has `caught_up` (backpressure).
 - **Threads before their questions.** A `call` for a held session (the one creating its
   thread) is ranked at least as the most urgent job waiting for that thread (`promote`).
   Once the thread is made (`release`), what the channel now shows by an edit (Slack's
