@@ -925,9 +925,8 @@ class DiscordChannel(ChannelAdapter[DiscordConfig]):
     def limit_keys(self, session_id: str | None) -> tuple[str, str]:
         """Each thread is its own chat; the group, where the 10-threads-per-10-s limit counts,
         is the channel the session's threads are made in."""
-        thread = self.thread_of(session_id) if session_id else None
-        group = self.channel_of(session_id) if session_id else self.config.channel_id
-        return (thread or session_id or "", group)
+        chat, _ = super().limit_keys(session_id)
+        return (chat, self.channel_of(session_id) if session_id else self.config.channel_id)
 
     async def _parent(self, session_id: str) -> Any:
         channel_id = int(self.channel_of(session_id))

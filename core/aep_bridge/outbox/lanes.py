@@ -17,12 +17,11 @@ LaneKey = tuple[str | None, str, bool]
 _PRIORITIES: Final = tuple(Priority)
 #: entries `Lane.urgent` counts at most
 _URGENT_SCAN: Final = 256
-#: the kind of lane of each priority (a module constant: `lane_key` runs for every job)
 #: calls that change something already shown and nothing a person reads below it: where the
 #: platform counts them as edits, a thread's next post may go ahead of them
 #: (`Outbox._posts_first`)
 SHOWN_EDITS: Final = frozenset({"rename_session_thread", "update_permission_request"})
-
+#: the kind of lane of each priority (a module constant: `lane_key` runs for every job)
 _KINDS: Final = {
     Priority.QUESTION: "question",
     Priority.NOTIFICATION: "notification",

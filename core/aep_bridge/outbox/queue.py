@@ -18,7 +18,7 @@ from ..store import Store
 from .context import FirstPosts
 from .jobs import Job, Priority, arguments
 from .journal import Journal
-from .lanes import SHOWN_EDITS, Entry, Lane, LaneKey, lane_key
+from .lanes import Entry, Lane, LaneKey, lane_key
 from .merge import Merge
 from .merged import MergedPosts
 
@@ -187,13 +187,29 @@ class Queue:
             self._repick = True
         elif entry.priority is Priority.QUESTION or ahead_of is not None:
             self._repick = True  # a card is owed slots (`_owed`), wherever it waits
-        elif self._edits_apart and not lane.busy and _behind_an_edit(lane, entry):
+        elif self._edits_apart and not lane.busy and self._behind_an_edit(lane, entry):
             self._repick = True  # a post may go ahead of the edit (`_posts_first`)
         self._queued += 1
         if (coalesce := entry.coalesce_key) is not None:
             self._coalescing[coalesce] = entry
         if entry.droppable:
             self._push_droppable(entry)
+
+    def _behind_an_edit(self, lane: Lane, entry: Entry) -> bool:
+        """Whether `entry`, just queued, is no edit and waits behind one at its lane's head:
+        it may go first (`Outbox._posts_first`)."""
+        head = lane.head()
+        return (
+            head is not None
+            and head is not entry
+            and self._moves_nothing(head)
+            and not self._moves_nothing(entry)
+        )
+
+    def _moves_nothing(self, entry: Entry) -> bool:
+        """Whether `entry` only edits what is already shown; the scheduler knows
+        (`Outbox._moves_nothing`), a bare queue moves nothing."""
+        return False
 
     def _push_droppable(self, entry: Entry) -> None:
         if self._sheds:  # a channel that never sheds has no use for the heap
@@ -486,16 +502,6 @@ def _in_place(target: Entry, job: Job) -> bool:
     if target.lane != lane_key(job.session_id, job.priority, call=False, op=job.op):
         return False
     return job.op != "send_permission_request" or target.priority == job.priority
-
-
-def _behind_an_edit(lane: Lane, entry: Entry) -> bool:
-    """Whether `entry`, just queued, is not an edit and waits behind one at its lane's head
-    (a keyed message whose key was posted, a rename, a card's outcome): it may go first
-    (`Outbox._posts_first`)."""
-    head = lane.head()
-    if head is None or head is entry or (entry.first is False and entry.coalesce_key is not None):
-        return False
-    return head.op in SHOWN_EDITS or (head.first is False and head.coalesce_key is not None)
 
 
 def _words(entry: Entry) -> bool:
